@@ -1,0 +1,129 @@
+// Package backend defines how noisysim obtains a PostgreSQL cluster to run a
+// scenario against: a Backend starts a Topology and hands back a Cluster of
+// named Nodes, each with a Role and connection details.
+//
+// Implementations live in subpackages: local (throwaway PostgreSQL processes,
+// the default) and external (an existing cluster given by DSN). Containers,
+// Citus and directory sharding fit the same shape: N named nodes with roles.
+package backend
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+)
+
+// Role is what a node does in its cluster.
+type Role string
+
+// Node roles.
+const (
+	RolePrimary     Role = "primary"
+	RoleReplica     Role = "replica"
+	RoleCoordinator Role = "coordinator"
+	RoleWorker      Role = "worker"
+	RoleShard       Role = "shard"
+)
+
+// Topology names a cluster shape.
+type Topology string
+
+// Topologies.
+const (
+	// TopologySingle is one primary.
+	TopologySingle Topology = "single"
+	// TopologyReplica is a primary and one streaming hot standby.
+	TopologyReplica Topology = "replica"
+)
+
+// Spec says what cluster to start.
+type Spec struct {
+	// Topology is the cluster shape. Empty means TopologySingle.
+	Topology Topology
+	// Settings are server settings (postgresql.conf parameters) applied to
+	// every node, e.g. {"max_connections": "200", "work_mem": "4MB"}.
+	// nil means the backend's defaults.
+	Settings map[string]string
+}
+
+// Node is one PostgreSQL server of a cluster.
+type Node struct {
+	// Name is unique within the cluster, e.g. "primary", "replica1".
+	Name string
+	// Role is what the node does.
+	Role Role
+	// Host and Port are the TCP address clients connect to.
+	Host string
+	Port int
+	// Database is the database noisysim uses on this node.
+	Database string
+	// User and Password are the superuser's credentials. Password is never
+	// printed: use RedactedDSN for anything shown to a person.
+	User     string
+	Password string `json:"-"`
+}
+
+// DSN returns a libpq URL connecting to the node as its superuser.
+func (n Node) DSN() string { return n.DSNFor(n.User, n.Password) }
+
+// DSNFor returns a libpq URL connecting to the node as user with password.
+func (n Node) DSNFor(user, password string) string {
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(user, password),
+		Host:     net.JoinHostPort(n.Host, strconv.Itoa(n.Port)),
+		Path:     "/" + n.Database,
+		RawQuery: "sslmode=disable",
+	}
+	if password == "" {
+		u.User = url.User(user)
+	}
+	return u.String()
+}
+
+// RedactedDSN returns DSN with the password replaced by "xxxxx".
+func (n Node) RedactedDSN() string { return Redact(n.DSN()) }
+
+// String returns "name (role) at host:port".
+func (n Node) String() string {
+	return fmt.Sprintf("%s (%s) at %s", n.Name, n.Role, net.JoinHostPort(n.Host, strconv.Itoa(n.Port)))
+}
+
+// Redact returns dsn with any password replaced by "xxxxx". A string that is
+// not a URL is returned as "<unparseable DSN>" so that no secret leaks.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "<unparseable DSN>"
+	}
+	return u.Redacted()
+}
+
+// Cluster is a running set of nodes.
+type Cluster interface {
+	// Nodes returns the cluster's nodes, primary (or coordinator) first.
+	Nodes() []Node
+	// Close stops every node and removes what the backend created. It is
+	// idempotent and safe to call from several goroutines.
+	Close() error
+}
+
+// Backend starts clusters.
+type Backend interface {
+	// Start starts a cluster as spec says and returns once every node accepts
+	// queries (and every replica has replayed the primary's WAL position at
+	// the time of the call). On error nothing is left running.
+	Start(ctx context.Context, spec Spec) (Cluster, error)
+}
+
+// First returns the first node with role r and true, or a zero Node and false.
+func First(c Cluster, r Role) (Node, bool) {
+	for _, n := range c.Nodes() {
+		if n.Role == r {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
