@@ -1,0 +1,10 @@
+package reports
+
+import "io"
+
+// renderers lists every renderer under its file name.
+func renderers() map[string]func(io.Writer, *Report) error {
+	return map[string]func(io.Writer, *Report) error{
+		"report.json": WriteJSON,
+	}
+}

@@ -1,0 +1,316 @@
+package reports
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Expectations a Configuration can carry.
+const (
+	// ExpectPass means the configuration's assertions must all pass.
+	ExpectPass = "pass"
+	// ExpectFail marks a control: at least one of its assertions must fail,
+	// proving the scenario can see the problem.
+	ExpectFail = "fail"
+)
+
+// QuietAll is the tenant label of the aggregate row over all quiet tenants
+// of one class in the terminal tables.
+const QuietAll = "quiet (all)"
+
+// Report is the result of one finished scenario run. The harness fills it;
+// the renderers in this package only read it. JSON names are snake_case and
+// stable: scripts read report.json.
+type Report struct {
+	// Scenario is the scenario's name.
+	Scenario string `json:"scenario"`
+	// File is the scenario file the run was loaded from, if any.
+	File string `json:"file,omitempty"`
+	// Seed seeded every random choice of the run.
+	Seed int64 `json:"seed"`
+	// ScheduleHash identifies the arrival schedule: same seed and scenario,
+	// same hash.
+	ScheduleHash string `json:"schedule_hash"`
+	// Passed is the run's verdict: every configuration met its expectation.
+	Passed bool `json:"passed"`
+	// StartedAt is when the run started. Renderers show it in UTC.
+	StartedAt time.Time `json:"started_at"`
+	// Duration is the wall-clock length of the whole run, in seconds.
+	Duration float64 `json:"duration_s"`
+	// Backend describes the cluster, e.g. "local single (PostgreSQL 15.18)".
+	Backend string `json:"backend"`
+	// Dominant names the noisy tenant. Empty means the tenant with the most
+	// requests in the first configuration.
+	Dominant string `json:"dominant_tenant,omitempty"`
+	// Notes are remarks about the run a reader should see, e.g.
+	// "heavy class runs on the primary: topology has no replica".
+	Notes []string `json:"notes,omitempty"`
+	// Configurations are the compared configurations, in run order.
+	Configurations []Configuration `json:"configurations"`
+	// Assertions are every assertion evaluated, per configuration, tenant
+	// and class.
+	Assertions []Assertion `json:"assertions"`
+}
+
+// Configuration is the result of one configuration (e.g. "naive",
+// "isolated") running the full mix.
+type Configuration struct {
+	// Name is unique within the report.
+	Name string `json:"name"`
+	// Expect is ExpectPass or ExpectFail; empty means ExpectPass.
+	Expect string `json:"expect"`
+	// Passed reports whether all of this configuration's own assertions
+	// passed, regardless of Expect.
+	Passed bool `json:"passed"`
+	// Duration is how long the configuration's noisy phase ran, in seconds.
+	Duration float64 `json:"duration_s,omitempty"`
+	// Tenants are the measured rows of the noisy phase, one per tenant and
+	// class.
+	Tenants []TenantRow `json:"tenants"`
+	// Solo are the rows of the solo baseline: each quiet class alone on the
+	// same cluster.
+	Solo []TenantRow `json:"solo,omitempty"`
+	// Stats are the run-wide counters of the noisy phase.
+	Stats RunStats `json:"stats"`
+	// TopDBTime ranks tenants by database time, from the DB-time ledger.
+	TopDBTime []Share `json:"top_db_time,omitempty"`
+	// Intervals is an optional time series of the noisy phase.
+	Intervals []Interval `json:"intervals,omitempty"`
+}
+
+// AsExpected reports whether the configuration met its expectation: its
+// assertions all passed under ExpectPass, or at least one failed under
+// ExpectFail.
+func (c Configuration) AsExpected() bool { return c.Passed != c.expectsFailure() }
+
+func (c Configuration) expectsFailure() bool { return c.Expect == ExpectFail }
+
+// TenantRow is what one tenant's requests of one class measured. Latencies
+// are response times in ms, measured from each request's intended start.
+type TenantRow struct {
+	Tenant string `json:"tenant"`
+	Class  string `json:"class"`
+	// Count is the number of requests measured after warm-up.
+	Count int64 `json:"count"`
+	// Rejected is the number of requests the limiter turned away.
+	Rejected int64 `json:"rejected"`
+	// Errors is the number of requests that ended in an error.
+	Errors int64 `json:"errors"`
+	// ErrorsByClass splits Errors by error class (e.g. a SQLSTATE name).
+	ErrorsByClass map[string]int64 `json:"errors_by_class,omitempty"`
+	// Dropped is the number of intended requests the generator could not
+	// issue in time.
+	Dropped int64 `json:"dropped"`
+	// Incomplete is the number of requests still running at the phase end.
+	Incomplete int64 `json:"incomplete"`
+	P50        float64 `json:"p50_ms"`
+	P99        float64 `json:"p99_ms"`
+	Max        float64 `json:"max_ms"`
+	// ServiceP99 is the p99 of service time (actual start to end), in ms.
+	ServiceP99 float64 `json:"service_p99_ms,omitempty"`
+	// DBTime is the tenant's database time for this class, in ms.
+	DBTime float64 `json:"db_time_ms,omitempty"`
+	// DBTimeShare is the tenant's share of all database time, 0..1.
+	DBTimeShare float64 `json:"db_time_share"`
+}
+
+// RunStats are the counters of one configuration's noisy phase.
+type RunStats struct {
+	Issued     int64 `json:"issued"`
+	Completed  int64 `json:"completed"`
+	Dropped    int64 `json:"dropped"`
+	Incomplete int64 `json:"incomplete"`
+	Rejected   int64 `json:"rejected"`
+	// RejectedByReason splits Rejected by limiter reason.
+	RejectedByReason map[string]int64 `json:"rejected_by_reason,omitempty"`
+	Errors           int64            `json:"errors"`
+	// ErrorsByClass splits Errors by error class.
+	ErrorsByClass map[string]int64 `json:"errors_by_class,omitempty"`
+	// TargetRate and AchievedRate are requests per second, intended and
+	// issued.
+	TargetRate   float64 `json:"target_rate_per_s,omitempty"`
+	AchievedRate float64 `json:"achieved_rate_per_s,omitempty"`
+}
+
+// Share is one tenant's place in the DB-time ranking.
+type Share struct {
+	Tenant string `json:"tenant"`
+	// DBTime is in ms.
+	DBTime float64 `json:"db_time_ms"`
+	// Share is 0..1 of all database time.
+	Share float64 `json:"share"`
+}
+
+// Interval is one point of a time series. Tenant and Class may be empty
+// (all) or a group label such as QuietAll.
+type Interval struct {
+	// Start and End are seconds from the phase start.
+	Start    float64 `json:"start_s"`
+	End      float64 `json:"end_s"`
+	Tenant   string  `json:"tenant,omitempty"`
+	Class    string  `json:"class,omitempty"`
+	Count    int64   `json:"count"`
+	Rejected int64   `json:"rejected"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+	Max      float64 `json:"max_ms"`
+}
+
+// Assertion is one evaluated check: it passed when Observed Op Limit holds.
+type Assertion struct {
+	// Name says what is checked, e.g. "quiet_p99".
+	Name string `json:"name"`
+	// Configuration names the Configuration the check ran against.
+	Configuration string `json:"configuration"`
+	// Tenant and Class are empty for checks over the whole configuration.
+	Tenant   string  `json:"tenant"`
+	Class    string  `json:"class"`
+	Observed float64 `json:"observed"`
+	Limit    float64 `json:"limit"`
+	// Unit of Observed and Limit, e.g. "ms"; empty for counts.
+	Unit string `json:"unit,omitempty"`
+	// Op is one of "<=", "<", ">=", ">", "==".
+	Op     string `json:"op"`
+	Passed bool   `json:"passed"`
+	// Skipped means the check could not be evaluated (Detail says why);
+	// Passed is then ignored.
+	Skipped bool `json:"skipped,omitempty"`
+	// Detail is free text shown beside the result.
+	Detail string `json:"detail,omitempty"`
+}
+
+func (a Assertion) failed() bool { return !a.Skipped && !a.Passed }
+
+// ErrInvalid is wrapped by every *InvalidError.
+var ErrInvalid = errors.New("invalid report")
+
+// InvalidError says which field of a Report is unusable and why.
+type InvalidError struct {
+	// Field is the JSON path, e.g. "configurations[1].tenants[3].p99_ms".
+	Field  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("invalid report: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalid.
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
+
+var validOps = map[string]bool{"<=": true, "<": true, ">=": true, ">": true, "==": true}
+
+// Validate checks what the renderers rely on: a scenario name, unique
+// non-empty configuration names, known Expect and Op values, assertions that
+// name an existing configuration, non-negative counts, finite numbers
+// (JSON has no NaN) and shares within 0..1. It returns every problem found,
+// joined, each an *InvalidError; nil if there are none.
+func (r *Report) Validate() error {
+	if r == nil {
+		return &InvalidError{Field: "report", Reason: "nil"}
+	}
+	var errs []error
+	bad := func(field, reason string, args ...any) {
+		errs = append(errs, &InvalidError{Field: field, Reason: fmt.Sprintf(reason, args...)})
+	}
+	finite := func(field string, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad(field, "not a finite number")
+		}
+	}
+	nonNegative := func(field string, v int64) {
+		if v < 0 {
+			bad(field, "negative count %d", v)
+		}
+	}
+	share := func(field string, v float64) {
+		finite(field, v)
+		if v < 0 || v > 1+1e-9 {
+			bad(field, "share %g outside 0..1", v)
+		}
+	}
+	rows := func(prefix string, rs []TenantRow) {
+		for i, t := range rs {
+			p := fmt.Sprintf("%s[%d]", prefix, i)
+			if t.Tenant == "" {
+				bad(p+".tenant", "empty")
+			}
+			nonNegative(p+".count", t.Count)
+			nonNegative(p+".rejected", t.Rejected)
+			nonNegative(p+".errors", t.Errors)
+			nonNegative(p+".dropped", t.Dropped)
+			nonNegative(p+".incomplete", t.Incomplete)
+			finite(p+".p50_ms", t.P50)
+			finite(p+".p99_ms", t.P99)
+			finite(p+".max_ms", t.Max)
+			finite(p+".service_p99_ms", t.ServiceP99)
+			finite(p+".db_time_ms", t.DBTime)
+			share(p+".db_time_share", t.DBTimeShare)
+		}
+	}
+
+	if r.Scenario == "" {
+		bad("scenario", "empty")
+	}
+	finite("duration_s", r.Duration)
+	names := make(map[string]bool, len(r.Configurations))
+	for i, c := range r.Configurations {
+		p := fmt.Sprintf("configurations[%d]", i)
+		switch {
+		case c.Name == "":
+			bad(p+".name", "empty")
+		case names[c.Name]:
+			bad(p+".name", "duplicate configuration %q", c.Name)
+		}
+		names[c.Name] = true
+		if c.Expect != "" && c.Expect != ExpectPass && c.Expect != ExpectFail {
+			bad(p+".expect", "%q is neither %q nor %q", c.Expect, ExpectPass, ExpectFail)
+		}
+		finite(p+".duration_s", c.Duration)
+		rows(p+".tenants", c.Tenants)
+		rows(p+".solo", c.Solo)
+		s := c.Stats
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{
+			{"issued", s.Issued}, {"completed", s.Completed}, {"dropped", s.Dropped},
+			{"incomplete", s.Incomplete}, {"rejected", s.Rejected}, {"errors", s.Errors},
+		} {
+			nonNegative(p+".stats."+f.name, f.v)
+		}
+		finite(p+".stats.target_rate_per_s", s.TargetRate)
+		finite(p+".stats.achieved_rate_per_s", s.AchievedRate)
+		for j, sh := range c.TopDBTime {
+			q := fmt.Sprintf("%s.top_db_time[%d]", p, j)
+			finite(q+".db_time_ms", sh.DBTime)
+			share(q+".share", sh.Share)
+		}
+		for j, iv := range c.Intervals {
+			q := fmt.Sprintf("%s.intervals[%d]", p, j)
+			for _, f := range []struct {
+				name string
+				v    float64
+			}{{"start_s", iv.Start}, {"end_s", iv.End}, {"p50_ms", iv.P50}, {"p99_ms", iv.P99}, {"max_ms", iv.Max}} {
+				finite(q+"."+f.name, f.v)
+			}
+		}
+	}
+	for i, a := range r.Assertions {
+		p := fmt.Sprintf("assertions[%d]", i)
+		if a.Name == "" {
+			bad(p+".name", "empty")
+		}
+		if !names[a.Configuration] {
+			bad(p+".configuration", "no configuration named %q", a.Configuration)
+		}
+		if !validOps[a.Op] {
+			bad(p+".op", "unknown operator %q", a.Op)
+		}
+		finite(p+".observed", a.Observed)
+		finite(p+".limit", a.Limit)
+	}
+	return errors.Join(errs...)
+}
