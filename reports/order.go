@@ -221,8 +221,19 @@ func verdict(a Assertion, expectFail bool) string {
 	}
 }
 
+// observed formats a's observed value, or "-" if it was skipped.
+func observed(a Assertion) string {
+	if a.Skipped {
+		return "-"
+	}
+	return fmtValue(a.Observed, a.Unit)
+}
+
 // check says in words what an assertion compared: "observed 52.30 ms, want <= 9.50 ms".
 func check(a Assertion) string {
+	if a.Skipped {
+		return "skipped, want " + a.Op + " " + fmtValue(a.Limit, a.Unit)
+	}
 	return "observed " + fmtValue(a.Observed, a.Unit) + ", want " + a.Op + " " + fmtValue(a.Limit, a.Unit)
 }
 

@@ -6,5 +6,6 @@ import "io"
 func renderers() map[string]func(io.Writer, *Report) error {
 	return map[string]func(io.Writer, *Report) error{
 		"report.json": WriteJSON,
+		"report.md":   WriteMarkdown,
 	}
 }

@@ -104,7 +104,7 @@ type TenantRow struct {
 	// issue in time.
 	Dropped int64 `json:"dropped"`
 	// Incomplete is the number of requests still running at the phase end.
-	Incomplete int64 `json:"incomplete"`
+	Incomplete int64   `json:"incomplete"`
 	P50        float64 `json:"p50_ms"`
 	P99        float64 `json:"p99_ms"`
 	Max        float64 `json:"max_ms"`

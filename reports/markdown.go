@@ -1,0 +1,158 @@
+package reports
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// WriteMarkdown writes r to w as Markdown (report.md): a header with
+// scenario, seed, schedule hash and result; per configuration its counters
+// and a table of every tenant and class (tenant | class | count | rejected |
+// errors | p50 | p99 | max ms | DB-time share), the solo baseline and the
+// DB-time ranking; then every assertion with observed value, limit and
+// result, failures first. Latencies are in ms. It returns an error wrapping
+// ErrInvalid if r does not pass Validate, or the writer's error.
+func WriteMarkdown(w io.Writer, r *Report) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("write markdown: %w", err)
+	}
+	bw := bufio.NewWriter(w)
+	writeMarkdown(bw, normalized(r))
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write markdown: %w", err)
+	}
+	return nil
+}
+
+func writeMarkdown(w *bufio.Writer, r *Report) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	dominant := dominantTenant(r)
+
+	p("# noisysim report: %s\n\n", md(r.Scenario))
+	p("| | |\n|---|---|\n")
+	p("| Result | **%s** |\n", passFail(r.Passed))
+	if r.File != "" {
+		p("| Scenario file | `%s` |\n", md(r.File))
+	}
+	p("| Seed | %d |\n", r.Seed)
+	p("| Schedule hash | `%s` |\n", md(r.ScheduleHash))
+	p("| Started | %s |\n", r.StartedAt.Format(time.RFC3339))
+	p("| Duration | %s |\n", fmtSeconds(r.Duration))
+	p("| Backend | %s |\n", md(r.Backend))
+	if dominant != "" {
+		p("| Dominant tenant | %s |\n", md(dominant))
+	}
+	p("\n")
+	for _, n := range r.Notes {
+		p("- %s\n", md(n))
+	}
+	if len(r.Notes) > 0 {
+		p("\n")
+	}
+
+	p("| Configuration | Expect | Assertions | Met expectation |\n|---|---|---|---|\n")
+	for _, c := range r.Configurations {
+		p("| %s | %s | %s | %s |\n", md(c.Name), expectation(c), passFail(c.Passed), yesNo(c.AsExpected()))
+	}
+
+	for _, c := range r.Configurations {
+		p("\n## Configuration %s\n\n", md(c.Name))
+		p("Expect %s; assertions %s; %s.", expectation(c), passFail(c.Passed), asExpectedWords(c))
+		if c.Duration > 0 {
+			p(" Noisy phase %s.", fmtSeconds(c.Duration))
+		}
+		p("\n\n")
+		p("%s\n\n", md(statsLine(c.Stats)))
+		mdRows(w, displayOrder(c.Tenants, dominant))
+		if len(c.Solo) > 0 {
+			p("\n### Solo baseline\n\n")
+			mdRows(w, displayOrder(c.Solo, dominant))
+		}
+		if len(c.TopDBTime) > 0 {
+			p("\n### DB time by tenant\n\n| Tenant | DB time ms | Share |\n|---|--:|--:|\n")
+			for _, s := range c.TopDBTime {
+				p("| %s | %s | %s |\n", md(s.Tenant), fmtMS(s.DBTime), fmtShare(s.Share))
+			}
+		}
+	}
+
+	p("\n## Assertions\n\n%s\n\n", assertionSummary(r))
+	if len(r.Assertions) == 0 {
+		return
+	}
+	p("| Result | Configuration | Assertion | Tenant | Class | Observed | Limit | Detail |\n")
+	p("|---|---|---|---|---|--:|--:|---|\n")
+	for _, a := range failuresFirst(r) {
+		p("| %s | %s | %s | %s | %s | %s | %s %s | %s |\n",
+			verdict(a, expectsFailure(r, a)), md(a.Configuration), md(a.Name), md(a.Tenant), md(a.Class),
+			observed(a), md(a.Op), fmtValue(a.Limit, a.Unit), md(a.Detail))
+	}
+}
+
+func mdRows(w *bufio.Writer, rows []TenantRow) {
+	fmt.Fprint(w, "| Tenant | Class | Count | Rejected | Errors | p50 ms | p99 ms | Max ms | DB-time share |\n")
+	fmt.Fprint(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, t := range rows {
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s | %s | %s | %s |\n",
+			md(t.Tenant), md(t.Class), t.Count, t.Rejected, t.Errors,
+			fmtMS(t.P50), fmtMS(t.P99), fmtMS(t.Max), fmtShare(t.DBTimeShare))
+	}
+}
+
+// statsLine summarises a configuration's counters in one line.
+func statsLine(s RunStats) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "issued %d, completed %d, dropped %d, incomplete %d, rejected %d",
+		s.Issued, s.Completed, s.Dropped, s.Incomplete, s.Rejected)
+	if len(s.RejectedByReason) > 0 {
+		fmt.Fprintf(&b, " (%s)", fmtCounts(s.RejectedByReason))
+	}
+	fmt.Fprintf(&b, ", errors %d", s.Errors)
+	if len(s.ErrorsByClass) > 0 {
+		fmt.Fprintf(&b, " (%s)", fmtCounts(s.ErrorsByClass))
+	}
+	if s.TargetRate > 0 || s.AchievedRate > 0 {
+		fmt.Fprintf(&b, ", rate %s/s of %s/s",
+			strconv.FormatFloat(s.AchievedRate, 'f', 1, 64), strconv.FormatFloat(s.TargetRate, 'f', 1, 64))
+	}
+	return b.String()
+}
+
+// md escapes text for a Markdown table cell: pipes, line breaks, backticks,
+// asterisks, and a "<" that could open an HTML tag ("<=" stays as it is).
+func md(s string) string {
+	s = mdEscaper.Replace(s)
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '<' && i+1 < len(s) && opensTag(s[i+1]) {
+			b.WriteString("&lt;")
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func opensTag(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '/' || c == '!' || c == '?'
+}
+
+var mdEscaper = strings.NewReplacer("|", `\|`, "\n", " ", "\r", "", "`", "'", "*", `\*`)
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func asExpectedWords(c Configuration) string {
+	if c.AsExpected() {
+		return "as expected"
+	}
+	return "NOT as expected"
+}
