@@ -7,5 +7,6 @@ func renderers() map[string]func(io.Writer, *Report) error {
 	return map[string]func(io.Writer, *Report) error{
 		"report.json": WriteJSON,
 		"report.md":   WriteMarkdown,
+		"junit.xml":   WriteJUnit,
 	}
 }
