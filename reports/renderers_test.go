@@ -8,5 +8,6 @@ func renderers() map[string]func(io.Writer, *Report) error {
 		"report.json": WriteJSON,
 		"report.md":   WriteMarkdown,
 		"junit.xml":   WriteJUnit,
+		"text":        func(w io.Writer, r *Report) error { return WriteText(w, r, TextOptions{}) },
 	}
 }

@@ -1,0 +1,451 @@
+package reports
+
+import (
+	"bytes"
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Defaults for TextOptions.
+const (
+	// DefaultTopQuiet is how many quiet tenants the terminal tables name.
+	DefaultTopQuiet = 5
+	// DefaultMaxListed is how many non-passing assertions of one outcome the
+	// terminal lists per configuration.
+	DefaultMaxListed = 10
+)
+
+// TextOptions tune WriteText. The zero value gives the defaults.
+type TextOptions struct {
+	// TopQuiet is how many quiet tenants each table shows by name, busiest
+	// (highest count) first; all quiet tenants are summarised in QuietAll
+	// rows. 0 means DefaultTopQuiet; negative means none.
+	TopQuiet int
+	// MaxListed is how many failed, expected-failed or skipped assertions
+	// are listed per configuration and outcome; the rest are counted.
+	// 0 means DefaultMaxListed; negative means all.
+	MaxListed int
+	// AllAssertions lists every passed assertion instead of one count per
+	// configuration and assertion name.
+	AllAssertions bool
+	// LimitAssertion names the assertion whose limit fills the limit column
+	// of the side-by-side table. Empty means the first assertion, in report
+	// order, in ms with op "<=" on that tenant and class.
+	LimitAssertion string
+}
+
+func (o TextOptions) topQuiet() int {
+	switch {
+	case o.TopQuiet == 0:
+		return DefaultTopQuiet
+	case o.TopQuiet < 0:
+		return 0
+	}
+	return o.TopQuiet
+}
+
+func (o TextOptions) maxListed() int {
+	switch {
+	case o.MaxListed == 0:
+		return DefaultMaxListed
+	case o.MaxListed < 0:
+		return int(^uint(0) >> 1)
+	}
+	return o.MaxListed
+}
+
+// WriteText writes r to w for a terminal, in sections headed "== ...":
+//
+//   - the run: scenario, seed, schedule hash, backend, start, notes;
+//   - side by side: per tenant and class, the solo p99 and each
+//     configuration's p99 with its ratio to solo, then the limit; a "*"
+//     marks a value whose tenant and class failed an assertion in that
+//     configuration;
+//   - per configuration: counters and a table tenant | class | count |
+//     rejected | errors | p50 | p99 | max ms | DB-time share;
+//   - assertions, failures first, with a summary count;
+//   - the verdict per configuration and for the run.
+//
+// Tables show the dominant tenant, the opts.TopQuiet busiest quiet tenants
+// and one QuietAll row per class, so they stay readable for 50 tenants. In a
+// QuietAll row counts and shares are summed and latencies and ratios are the
+// worst quiet row's: the worst per-tenant p99 is an upper bound of the p99
+// of all quiet requests together. Latencies are in ms with two decimals.
+// It returns an error wrapping ErrInvalid if r does not pass Validate, or
+// the writer's error; nothing is written on a validation error.
+func WriteText(w io.Writer, r *Report, opts TextOptions) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("write text: %w", err)
+	}
+	var buf bytes.Buffer
+	t := &textWriter{r: normalized(r), opts: opts, buf: &buf}
+	t.dominant = dominantTenant(t.r)
+	t.render()
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("write text: %w", err)
+	}
+	return nil
+}
+
+type textWriter struct {
+	r        *Report
+	opts     TextOptions
+	dominant string
+	buf      *bytes.Buffer
+}
+
+type rowKey struct{ tenant, class string }
+
+func keyOf(t TenantRow) rowKey { return rowKey{t.Tenant, t.Class} }
+
+func (t *textWriter) p(format string, args ...any) { fmt.Fprintf(t.buf, format, args...) }
+
+// table returns a tabwriter over the buffer; cells are separated by at least
+// two spaces, so a cell may hold single spaces ("quiet (all)").
+func (t *textWriter) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(t.buf, 0, 0, 2, ' ', 0)
+}
+
+func row(tw *tabwriter.Writer, cells ...string) {
+	fmt.Fprintln(tw, strings.Join(cells, "\t"))
+}
+
+func (t *textWriter) render() {
+	t.header()
+	if len(t.r.Configurations) > 0 {
+		t.sideBySide()
+		for _, c := range t.r.Configurations {
+			t.configuration(c)
+		}
+	}
+	t.assertions()
+	t.verdict()
+}
+
+func (t *textWriter) header() {
+	r := t.r
+	t.p("== noisysim %s ==\n", r.Scenario)
+	if r.File != "" {
+		t.p("file      %s\n", r.File)
+	}
+	t.p("seed      %d\n", r.Seed)
+	t.p("schedule  %s\n", r.ScheduleHash)
+	t.p("backend   %s\n", r.Backend)
+	t.p("started   %s, duration %s\n", r.StartedAt.Format(time.RFC3339), fmtSeconds(r.Duration))
+	for _, n := range r.Notes {
+		t.p("note: %s\n", n)
+	}
+}
+
+func (t *textWriter) label(tenant string) string {
+	if tenant == t.dominant {
+		return tenant + " (dominant)"
+	}
+	return tenant
+}
+
+// quietLeaders returns up to n quiet tenants with the highest total count
+// over rows, busiest first.
+func (t *textWriter) quietLeaders(rows []TenantRow, n int) (shown []string, quiet int) {
+	totals := tenantTotals(rows)
+	delete(totals, t.dominant)
+	names := slices.SortedFunc(maps.Keys(totals), func(a, b string) int {
+		return cmp.Or(cmp.Compare(totals[b], totals[a]), natural(a, b))
+	})
+	return names[:min(n, len(names))], len(names)
+}
+
+// failedKeys returns the tenant and class pairs with a failed assertion in
+// configuration cfg.
+func (t *textWriter) failedKeys(cfg string) map[rowKey]bool {
+	m := map[rowKey]bool{}
+	for _, a := range t.r.Assertions {
+		if a.Configuration == cfg && a.failed() {
+			m[rowKey{a.Tenant, a.Class}] = true
+		}
+	}
+	return m
+}
+
+// limitFor returns the limit shown beside tenant and class, if any.
+func (t *textWriter) limitFor(k rowKey) (float64, bool) {
+	for _, a := range t.r.Assertions {
+		if a.Tenant != k.tenant || a.Class != k.class {
+			continue
+		}
+		if t.opts.LimitAssertion != "" && a.Name == t.opts.LimitAssertion ||
+			t.opts.LimitAssertion == "" && a.Unit == "ms" && a.Op == "<=" {
+			return a.Limit, true
+		}
+	}
+	return 0, false
+}
+
+func (t *textWriter) sideBySide() {
+	r := t.r
+	var all []TenantRow
+	solo := map[rowKey]TenantRow{}
+	byConfig := make([]map[rowKey]TenantRow, len(r.Configurations))
+	for i, c := range r.Configurations {
+		all = append(all, c.Tenants...)
+		byConfig[i] = map[rowKey]TenantRow{}
+		for _, row := range c.Tenants {
+			byConfig[i][keyOf(row)] = row
+		}
+		for _, row := range c.Solo {
+			if _, ok := solo[keyOf(row)]; !ok {
+				solo[keyOf(row)] = row
+			}
+		}
+	}
+	failed := make([]map[rowKey]bool, len(r.Configurations))
+	for i, c := range r.Configurations {
+		failed[i] = t.failedKeys(c.Name)
+	}
+
+	// Rows: every key seen in the noisy phase or the solo baseline.
+	keys := map[rowKey]bool{}
+	for _, row := range all {
+		keys[keyOf(row)] = true
+	}
+	for k := range solo {
+		keys[k] = true
+	}
+	shown, quiet := t.quietLeaders(all, t.opts.topQuiet())
+	rank := map[string]int{t.dominant: -1}
+	for i, name := range shown {
+		rank[name] = i
+	}
+	var rows []rowKey
+	quietClasses := map[string]bool{}
+	for k := range keys {
+		if _, ok := rank[k.tenant]; ok {
+			rows = append(rows, k)
+		}
+		if k.tenant != t.dominant {
+			quietClasses[k.class] = true
+		}
+	}
+	slices.SortFunc(rows, func(a, b rowKey) int {
+		return cmp.Or(cmp.Compare(rank[a.tenant], rank[b.tenant]), natural(a.class, b.class))
+	})
+
+	t.p("\n== Side by side: p99 ms ==\n")
+	tw := t.table()
+	head := []string{"tenant", "class", "solo p99"}
+	for _, c := range r.Configurations {
+		head = append(head, c.Name+" p99", "vs solo")
+	}
+	row(tw, append(head, "limit")...)
+	marked := false
+	cell := func(v float64, bad bool) string {
+		if bad {
+			marked = true
+			return fmtMS(v) + "*"
+		}
+		return fmtMS(v)
+	}
+	for _, k := range rows {
+		s, hasSolo := solo[k]
+		cells := []string{t.label(k.tenant), k.class, dash(hasSolo, func() string { return fmtMS(s.P99) })}
+		for i := range r.Configurations {
+			got, ok := byConfig[i][k]
+			cells = append(cells,
+				dash(ok, func() string { return cell(got.P99, failed[i][k]) }),
+				dash(ok && hasSolo && s.P99 > 0, func() string { return fmtRatio(got.P99 / s.P99) }))
+		}
+		limit, ok := t.limitFor(k)
+		row(tw, append(cells, dash(ok, func() string { return fmtMS(limit) }))...)
+	}
+	for _, class := range sortedKeys(quietClasses) {
+		var worstSolo float64
+		hasSolo := false
+		for k, s := range solo {
+			if k.class == class && k.tenant != t.dominant {
+				worstSolo, hasSolo = max(worstSolo, s.P99), true
+			}
+		}
+		cells := []string{QuietAll, class, dash(hasSolo, func() string { return fmtMS(worstSolo) })}
+		for i := range r.Configurations {
+			var worst, worstRatio float64
+			seen, anyRatio, bad := false, false, false
+			for k, got := range byConfig[i] {
+				if k.class != class || k.tenant == t.dominant {
+					continue
+				}
+				worst, seen = max(worst, got.P99), true
+				bad = bad || failed[i][k]
+				if s, ok := solo[k]; ok && s.P99 > 0 {
+					worstRatio, anyRatio = max(worstRatio, got.P99/s.P99), true
+				}
+			}
+			cells = append(cells,
+				dash(seen, func() string { return cell(worst, bad) }),
+				dash(anyRatio, func() string { return fmtRatio(worstRatio) }))
+		}
+		row(tw, append(cells, "-")...)
+	}
+	tw.Flush()
+	if marked {
+		t.p("* an assertion on this tenant and class failed in that configuration\n")
+	}
+	t.p("%s: each latency and ratio is the worst over the quiet tenants", QuietAll)
+	if hidden := quiet - len(shown); hidden > 0 {
+		t.p("; %d more quiet tenants in report.json", hidden)
+	}
+	t.p("\n")
+}
+
+func (t *textWriter) configuration(c Configuration) {
+	t.p("\n== %s: expect %s, assertions %s, %s ==\n", c.Name, expectation(c), passFail(c.Passed), asExpectedWords(c))
+	t.p("%s\n", statsLine(c.Stats))
+	if c.Duration > 0 {
+		t.p("noisy phase %s\n", fmtSeconds(c.Duration))
+	}
+	shown, quiet := t.quietLeaders(c.Tenants, t.opts.topQuiet())
+	visible := map[string]bool{t.dominant: true}
+	for _, name := range shown {
+		visible[name] = true
+	}
+	tw := t.table()
+	row(tw, "tenant", "class", "count", "rejected", "errors", "p50 ms", "p99 ms", "max ms", "DB time")
+	for _, tr := range displayOrder(c.Tenants, t.dominant) {
+		if visible[tr.Tenant] {
+			row(tw, t.label(tr.Tenant), tr.Class, strconv.FormatInt(tr.Count, 10), strconv.FormatInt(tr.Rejected, 10),
+				strconv.FormatInt(tr.Errors, 10), fmtMS(tr.P50), fmtMS(tr.P99), fmtMS(tr.Max), fmtShare(tr.DBTimeShare))
+		}
+	}
+	for _, agg := range quietAggregates(c.Tenants, t.dominant) {
+		row(tw, QuietAll, agg.Class, strconv.FormatInt(agg.Count, 10), strconv.FormatInt(agg.Rejected, 10),
+			strconv.FormatInt(agg.Errors, 10), fmtMS(agg.P50), fmtMS(agg.P99), fmtMS(agg.Max), fmtShare(agg.DBTimeShare))
+	}
+	tw.Flush()
+	if hidden := quiet - len(shown); hidden > 0 {
+		t.p("%d more quiet tenants in report.json\n", hidden)
+	}
+	if len(c.TopDBTime) > 0 {
+		n := min(len(c.TopDBTime), t.opts.topQuiet()+1)
+		parts := make([]string, n)
+		for i, s := range c.TopDBTime[:n] {
+			parts[i] = s.Tenant + " " + fmtShare(s.Share)
+		}
+		t.p("top DB time: %s\n", strings.Join(parts, ", "))
+	}
+}
+
+// quietAggregates returns one QuietAll row per class of the quiet tenants:
+// counts and shares summed, latencies the worst row's.
+func quietAggregates(rows []TenantRow, dominant string) []TenantRow {
+	byClass := map[string]*TenantRow{}
+	for _, tr := range rows {
+		if tr.Tenant == dominant {
+			continue
+		}
+		a, ok := byClass[tr.Class]
+		if !ok {
+			a = &TenantRow{Tenant: QuietAll, Class: tr.Class}
+			byClass[tr.Class] = a
+		}
+		a.Count += tr.Count
+		a.Rejected += tr.Rejected
+		a.Errors += tr.Errors
+		a.Dropped += tr.Dropped
+		a.Incomplete += tr.Incomplete
+		a.P50 = max(a.P50, tr.P50)
+		a.P99 = max(a.P99, tr.P99)
+		a.Max = max(a.Max, tr.Max)
+		a.DBTime += tr.DBTime
+		a.DBTimeShare += tr.DBTimeShare
+	}
+	out := make([]TenantRow, 0, len(byClass))
+	for _, class := range sortedKeys(byClass) {
+		out = append(out, *byClass[class])
+	}
+	return out
+}
+
+func (t *textWriter) assertions() {
+	r := t.r
+	t.p("\n== Assertions: %s ==\n", countAssertions(r, r.Assertions))
+	if len(r.Assertions) == 0 {
+		return
+	}
+	tw := t.table()
+	limit := t.opts.maxListed()
+	// Non-passing assertions come in groups of one outcome and one
+	// configuration; each group lists up to limit lines, then a count.
+	var group string
+	listed, hidden := 0, 0
+	endGroup := func() {
+		if hidden > 0 {
+			outcome, cfg, _ := strings.Cut(group, " ")
+			row(tw, "...", cfg, "", "", fmt.Sprintf("%d more %s not listed", hidden, outcome))
+		}
+		listed, hidden = 0, 0
+	}
+	passed := map[string]int{} // "configuration name" → passed
+	total := map[string]int{}
+	var passedOrder []Assertion
+	for _, a := range failuresFirst(r) {
+		outcome := verdict(a, expectsFailure(r, a))
+		key := a.Configuration + " " + a.Name
+		total[key]++
+		if a.Passed && !a.Skipped {
+			if passed[key] == 0 {
+				passedOrder = append(passedOrder, a)
+			}
+			passed[key]++
+			if !t.opts.AllAssertions {
+				continue
+			}
+		} else {
+			if g := outcome + " " + a.Configuration; g != group {
+				endGroup()
+				group = g
+			}
+			if listed >= limit {
+				hidden++
+				continue
+			}
+			listed++
+		}
+		row(tw, outcome, a.Configuration, a.Name, dash(subject(a) != "", func() string { return subject(a) }),
+			joinNonEmpty("  ", check(a), a.Detail))
+	}
+	endGroup()
+	if !t.opts.AllAssertions {
+		for _, a := range passedOrder {
+			key := a.Configuration + " " + a.Name
+			row(tw, "PASS", a.Configuration, a.Name, "", fmt.Sprintf("%d of %d passed", passed[key], total[key]))
+		}
+	}
+	tw.Flush()
+}
+
+func (t *textWriter) verdict() {
+	t.p("\n== Verdict ==\n")
+	tw := t.table()
+	for _, c := range t.r.Configurations {
+		row(tw, c.Name, "expect "+expectation(c), "assertions "+passFail(c.Passed), asExpectedWords(c))
+	}
+	tw.Flush()
+	t.p("RESULT: %s\n", passFail(t.r.Passed))
+}
+
+// dash returns f() if ok, else "-".
+func dash(ok bool, f func() string) string {
+	if !ok {
+		return "-"
+	}
+	return f()
+}
+
+// fmtRatio formats a ratio with two decimals and an "x".
+func fmtRatio(v float64) string { return strconv.FormatFloat(zero(v), 'f', 2, 64) + "x" }
