@@ -1,0 +1,503 @@
+package scenario
+
+import (
+	"time"
+
+	"github.com/noisysim/noisysim/harness/backend"
+)
+
+// Defaults applied by Parse to keys a file leaves out (or sets to null).
+const (
+	DefaultSeed                 int64    = 1
+	DefaultBackendKind                   = BackendLocal
+	DefaultTopology                      = backend.TopologySingle
+	DefaultTenantCount                   = 50
+	DefaultDominantShare                 = 0.6
+	DefaultDistribution                  = DistributionZipf
+	DefaultExponent                      = 1.1
+	DefaultOrders                        = 200_000
+	DefaultDays                          = 365
+	DefaultCustomers                     = 1000
+	DefaultArrival                       = ArrivalPoisson
+	DefaultSenders                       = SendersAll
+	DefaultBatch                         = 1000
+	DefaultWarmup               Duration = Duration(2 * time.Second)
+	DefaultSolo                 Duration = Duration(10 * time.Second)
+	DefaultRun                  Duration = Duration(20 * time.Second)
+	DefaultDrain                Duration = Duration(3 * time.Second)
+	DefaultExpect                        = ExpectPass
+	DefaultSharedPoolSize                = 40
+	DefaultSharedAcquireTimeout Duration = Duration(30 * time.Second)
+	DefaultQuietP99Factor                = 1.5
+	DefaultQuietP99Slack        Duration = Duration(5 * time.Millisecond)
+	DefaultQuietP99MinSamples            = 50
+	DefaultNoisyRejections               = true
+	DefaultCleanAfter                    = true
+)
+
+// DominantTenant is the id of the dominant (noisy) tenant. Tenant ids run from
+// 1 to Tenants.Count.
+const DominantTenant = 1
+
+// Scenario is one scenario file: the cluster to run against, the tenant
+// population and its data, the classes of traffic, the phases, the
+// configurations to compare and the assertions that decide pass or fail.
+//
+// Parse and Load fill in defaults for left-out keys and validate; a Scenario
+// built in Go gets no defaults and should be checked with Validate.
+type Scenario struct {
+	// Name identifies the scenario in reports. Required; letters, digits,
+	// '.', '_' and '-', starting with a letter or digit.
+	Name string `yaml:"name"`
+	// Description is free text shown in reports. Optional.
+	Description string `yaml:"description"`
+	// Seed seeds every random choice (tenant shares, arrival schedule, data);
+	// same seed, same run. Printed in every report. Default 1.
+	Seed int64 `yaml:"seed"`
+	// Backend is the PostgreSQL cluster to run against.
+	Backend Backend `yaml:"backend"`
+	// Tenants is the tenant population and how traffic is shared among it.
+	Tenants Tenants `yaml:"tenants"`
+	// Data sizes the generated data set.
+	Data Data `yaml:"data"`
+	// Classes are the kinds of traffic, in file order. At least one; names
+	// unique.
+	Classes []Class `yaml:"classes"`
+	// Phases are the lengths of the run's phases.
+	Phases Phases `yaml:"phases"`
+	// Configurations are the isolation set-ups to compare, run in file order.
+	// At least one; names unique.
+	Configurations []Configuration `yaml:"configurations"`
+	// Assertions decide whether a configuration passes.
+	Assertions Assertions `yaml:"assertions"`
+
+	// File is the path the scenario was loaded from; empty when built in Go.
+	File string `yaml:"-"`
+
+	ix *index // where each field is in File; nil when built in Go
+}
+
+// BackendKind says where the cluster comes from.
+type BackendKind string
+
+// Backend kinds.
+const (
+	// BackendLocal starts throwaway PostgreSQL processes on this machine.
+	BackendLocal BackendKind = "local"
+	// BackendExternal uses an existing cluster given by DSN.
+	BackendExternal BackendKind = "external"
+)
+
+// Backend is the cluster a scenario runs against.
+type Backend struct {
+	// Kind is local (default) or external.
+	Kind BackendKind `yaml:"kind"`
+	// Topology is single (one primary, the default) or replica (a primary and
+	// one streaming hot standby). For kind external it defaults to what the
+	// DSNs imply: replica when ReplicaDSN is set, single otherwise.
+	Topology backend.Topology `yaml:"topology"`
+	// PrimaryDSN is the primary's libpq URL or key=value string; kind
+	// external only, required there. "${NAME}" parts are read from the
+	// environment by ResolveDSNs. The role must be able to create roles and
+	// tables.
+	PrimaryDSN string `yaml:"primary_dsn"`
+	// ReplicaDSN is a hot standby of the primary; kind external only,
+	// optional. "${NAME}" parts as for PrimaryDSN.
+	ReplicaDSN string `yaml:"replica_dsn"`
+	// Settings are server settings (postgresql.conf parameters) for every
+	// node, e.g. {"max_connections": "200"}; kind local only. Values are
+	// written as PostgreSQL reads them. Empty means the backend's defaults.
+	Settings map[string]string `yaml:"settings"`
+}
+
+// Spec returns the backend.Spec for a local backend: the topology and the
+// settings.
+func (b Backend) Spec() backend.Spec {
+	return backend.Spec{Topology: b.Topology, Settings: b.Settings}
+}
+
+// Distribution is the power law the tenants' shares follow.
+type Distribution string
+
+// Distributions.
+const (
+	// DistributionZipf gives quiet tenant k (k = 1 for the busiest) a weight
+	// of 1/k^s, s = Exponent.
+	DistributionZipf Distribution = "zipf"
+	// DistributionPareto draws weights from a Pareto distribution with shape
+	// alpha = Exponent and sorts them, busiest first.
+	DistributionPareto Distribution = "pareto"
+)
+
+// Tenants is the tenant population. Tenant 1 is the dominant (noisy) tenant;
+// tenants 2..Count are the quiet tenants.
+type Tenants struct {
+	// Count is the number of tenants, >= 2. Default 50.
+	Count int `yaml:"count"`
+	// DominantShare is tenant 1's share of all traffic and data, in (0, 1).
+	// Default 0.6.
+	DominantShare float64 `yaml:"dominant_share"`
+	// Distribution is the power law over the quiet tenants: zipf (default)
+	// or pareto.
+	Distribution Distribution `yaml:"distribution"`
+	// Exponent is the power law's parameter (zipf s, pareto alpha), > 0.
+	// Default 1.1.
+	Exponent float64 `yaml:"exponent"`
+	// Shares pins the share of some quiet tenants by id (2..Count), each in
+	// (0, 1). DominantShare plus these must not exceed 1; the other quiet
+	// tenants share what is left by the power law. Optional.
+	Shares map[int]float64 `yaml:"shares"`
+}
+
+// Data sizes the generated data set.
+type Data struct {
+	// Orders is the total number of orders rows across tenants, split by the
+	// same shares as the traffic; >= Tenants.Count. Default 200000.
+	Orders int `yaml:"orders"`
+	// Days spreads created_at over the last Days days, >= 1. Default 365.
+	Days int `yaml:"days"`
+	// Customers is the number of distinct customers per tenant (an upper
+	// bound), >= 1. Default 1000.
+	Customers int `yaml:"customers"`
+}
+
+// IsolationClass names the pool, role and limiter that run a class's queries
+// in an isolated configuration.
+type IsolationClass string
+
+// Isolation classes.
+const (
+	IsolationInteractive IsolationClass = "interactive"
+	IsolationHeavy       IsolationClass = "heavy"
+)
+
+// Query is the SQL a class runs for one tenant.
+type Query string
+
+// Queries.
+const (
+	// QueryLookup is an indexed lookup of one order.
+	QueryLookup Query = "lookup"
+	// QueryPage is a small page of a tenant's recent orders.
+	QueryPage Query = "page"
+	// QueryReport aggregates a year of one tenant's orders.
+	QueryReport Query = "report"
+	// QueryExport reads all of one tenant's orders in key-ordered batches of
+	// Class.Batch rows.
+	QueryExport Query = "export"
+	// QuerySleep is pg_sleep(Class.Sleep): a known duration for precise
+	// checks.
+	QuerySleep Query = "sleep"
+)
+
+// Arrival is how a class's arrivals are spaced.
+type Arrival string
+
+// Arrivals.
+const (
+	// ArrivalPoisson spaces arrivals by exponential gaps with mean 1/Rate.
+	ArrivalPoisson Arrival = "poisson"
+	// ArrivalConstant spaces arrivals exactly 1/Rate apart.
+	ArrivalConstant Arrival = "constant"
+)
+
+// Senders says which tenants send a class's traffic.
+type Senders string
+
+// Senders.
+const (
+	// SendersAll: every tenant, by its share.
+	SendersAll Senders = "all"
+	// SendersDominant: tenant 1 alone.
+	SendersDominant Senders = "dominant"
+	// SendersQuiet: tenants 2..Count, by their shares.
+	SendersQuiet Senders = "quiet"
+)
+
+// Class is one kind of traffic: what query, how often, from whom.
+type Class struct {
+	// Name identifies the class in reports; required, unique. Letters,
+	// digits, '.', '_' and '-'.
+	Name string `yaml:"name"`
+	// IsolationClass is interactive or heavy. Default: Name, when Name is one
+	// of the two; required otherwise.
+	IsolationClass IsolationClass `yaml:"isolation_class"`
+	// Query is lookup, page, report, export or sleep. Required.
+	Query Query `yaml:"query"`
+	// Rate is arrivals per second across all of the class's senders, > 0.
+	// Required. Open loop: arrivals do not wait for earlier ones to finish.
+	Rate float64 `yaml:"rate"`
+	// Arrival is poisson (default) or constant.
+	Arrival Arrival `yaml:"arrival"`
+	// Senders is all (default), dominant or quiet.
+	Senders Senders `yaml:"senders"`
+	// Sleep is pg_sleep's duration, > 0; query sleep only, required there.
+	Sleep Duration `yaml:"sleep"`
+	// Batch is rows per key-ordered batch, >= 1; query export only. Default
+	// 1000.
+	Batch int `yaml:"batch"`
+}
+
+// Phases are the lengths of a run's phases. The solo phase runs the schedule
+// without the dominant tenant to measure the quiet tenants' own query time;
+// each configuration then runs the full mix for Run.
+type Phases struct {
+	// Warmup runs before each measured phase and is discarded, >= 0.
+	// Default 2s.
+	Warmup Duration `yaml:"warmup"`
+	// Solo is the quiet tenants' baseline, > 0. Default 10s.
+	Solo Duration `yaml:"solo"`
+	// Run is the full mix per configuration, > 0. Default 20s.
+	Run Duration `yaml:"run"`
+	// Drain is how long to wait for in-flight operations after each phase
+	// before cancelling them, >= 0. Default 3s.
+	Drain Duration `yaml:"drain"`
+}
+
+// Mode is how a configuration runs queries.
+type Mode string
+
+// Modes.
+const (
+	// ModeShared runs every class through one pool and one role, without a
+	// limiter: the "before" picture.
+	ModeShared Mode = "shared"
+	// ModeIsolated runs each isolation class through its own pool, role and
+	// limiter.
+	ModeIsolated Mode = "isolated"
+)
+
+// Expect is the outcome a configuration must have for the scenario to pass.
+type Expect string
+
+// Expectations.
+const (
+	// ExpectPass: every assertion must pass.
+	ExpectPass Expect = "pass"
+	// ExpectFail: a control; at least one assertion must fail, proving the
+	// scenario can see the problem.
+	ExpectFail Expect = "fail"
+)
+
+// Configuration is one isolation set-up to run the full mix under.
+type Configuration struct {
+	// Name identifies the configuration in reports and for --only; required,
+	// unique. Letters, digits, '.', '_' and '-'.
+	Name string `yaml:"name"`
+	// Mode is shared or isolated. Required.
+	Mode Mode `yaml:"mode"`
+	// Expect is pass (default) or fail.
+	Expect Expect `yaml:"expect"`
+	// Shared is the one pool of mode shared; mode shared only. Each field
+	// left out takes DefaultSharedPool's value.
+	Shared SharedPool `yaml:"shared"`
+	// Interactive is the interactive class's pool, role and limiter; mode
+	// isolated only. Each field left out takes DefaultInteractivePool's
+	// value.
+	Interactive Pool `yaml:"interactive"`
+	// Heavy is the heavy class's pool, role and limiter; mode isolated only.
+	// Each field left out takes DefaultHeavyPool's value.
+	Heavy Pool `yaml:"heavy"`
+}
+
+// Pool returns the pool of isolation class ic in an isolated configuration:
+// &c.Interactive or &c.Heavy; nil for another class.
+func (c *Configuration) Pool(ic IsolationClass) *Pool {
+	switch ic {
+	case IsolationInteractive:
+		return &c.Interactive
+	case IsolationHeavy:
+		return &c.Heavy
+	}
+	return nil
+}
+
+// SharedPool is the single pool of a shared configuration. It always runs on
+// the primary.
+type SharedPool struct {
+	// PoolSize is the most connections the pool opens, >= 1. Default 40.
+	PoolSize int `yaml:"pool_size"`
+	// AcquireTimeout bounds the wait for a connection, > 0. Default 30s.
+	AcquireTimeout Duration `yaml:"acquire_timeout"`
+	// Role is the database role's settings. Default: all PostgreSQL defaults.
+	Role Role `yaml:"role"`
+}
+
+// Target is the node a pool connects to.
+type Target string
+
+// Targets.
+const (
+	TargetPrimary Target = "primary"
+	// TargetReplica falls back to the primary when the topology has no
+	// replica; the run says so.
+	TargetReplica Target = "replica"
+)
+
+// Pool is one isolation class's pool, role and limiter.
+type Pool struct {
+	// PoolSize is the most connections the pool opens, >= 1.
+	PoolSize int `yaml:"pool_size"`
+	// AcquireTimeout bounds the wait for a connection, > 0.
+	AcquireTimeout Duration `yaml:"acquire_timeout"`
+	// Target is primary or replica.
+	Target Target `yaml:"target"`
+	// Role is the class's database role's settings.
+	Role Role `yaml:"role"`
+	// Limiter is the class's per-tenant concurrency limiter.
+	Limiter Limiter `yaml:"limiter"`
+}
+
+// Role is a database role's settings, applied with ALTER ROLE. A zero field
+// leaves PostgreSQL's default.
+type Role struct {
+	// StatementTimeout cancels a statement running longer, >= 0; 0 means no
+	// timeout.
+	StatementTimeout Duration `yaml:"statement_timeout"`
+	// IdleInTransactionSessionTimeout ends a session idle inside a
+	// transaction longer, >= 0; 0 means no timeout.
+	IdleInTransactionSessionTimeout Duration `yaml:"idle_in_transaction_session_timeout"`
+	// WorkMem is work_mem, e.g. "64MB"; empty means the server's value.
+	WorkMem Size `yaml:"work_mem"`
+	// ConnectionLimit is the role's CONNECTION LIMIT, >= 0; 0 means no limit.
+	// When set, at least the pool's PoolSize.
+	ConnectionLimit int `yaml:"connection_limit"`
+}
+
+// Limiter is a per-tenant concurrency limiter. Write `limiter: {enabled:
+// false}` to run a class without one; fields left out take the class's
+// reference values.
+type Limiter struct {
+	// Enabled turns the limiter on. Default true.
+	Enabled bool `yaml:"enabled"`
+	// MaxPerTenant is the most calls of one tenant running at once, >= 1.
+	MaxPerTenant int `yaml:"max_per_tenant"`
+	// MaxQueue is the most calls of one tenant waiting (FIFO), >= 0; a call
+	// finding the queue full is rejected with queue_full.
+	MaxQueue int `yaml:"max_queue"`
+	// MaxWait is the longest a call waits in the queue before it is rejected
+	// with wait_exceeded; > 0 when MaxQueue > 0, >= 0 otherwise.
+	MaxWait Duration `yaml:"max_wait"`
+	// MaxGlobal caps calls running at once across all tenants, >= 0; 0 means
+	// no global cap.
+	MaxGlobal int `yaml:"max_global"`
+}
+
+// ErrorClass names a kind of failed operation, as counted per tenant.
+type ErrorClass string
+
+// Error classes.
+const (
+	ErrorQueueFull        ErrorClass = "queue_full"        // limiter: tenant queue full
+	ErrorWaitExceeded     ErrorClass = "wait_exceeded"     // limiter: max wait passed
+	ErrorAcquireTimeout   ErrorClass = "acquire_timeout"   // pool: no connection in time
+	ErrorStatementTimeout ErrorClass = "statement_timeout" // SQLSTATE 57014
+	ErrorReplicaConflict  ErrorClass = "replica_conflict"  // SQLSTATE 40001 on a standby
+	ErrorConnectionLost   ErrorClass = "connection_lost"   // the connection broke
+	ErrorOther            ErrorClass = "other"             // anything else
+)
+
+// ErrorClasses lists every error class, in the order above.
+func ErrorClasses() []ErrorClass {
+	return []ErrorClass{ErrorQueueFull, ErrorWaitExceeded, ErrorAcquireTimeout, ErrorStatementTimeout,
+		ErrorReplicaConflict, ErrorConnectionLost, ErrorOther}
+}
+
+// Assertions decide whether a configuration passes.
+type Assertions struct {
+	// QuietP99 bounds the quiet tenants' p99 response time.
+	QuietP99 QuietP99 `yaml:"quiet_p99"`
+	// NoisyRejections requires, in configurations with a limiter, that the
+	// dominant tenant has rejections > 0 and that they equal, by reason, the
+	// rejections its clients saw. Default true.
+	NoisyRejections bool `yaml:"noisy_rejections"`
+	// AllowedErrors are the error classes that do not fail "no unexpected
+	// errors". Default: DefaultAllowedErrors.
+	AllowedErrors []ErrorClass `yaml:"allowed_errors"`
+	// CleanAfter requires, after each configuration: limiter in_flight 0, no
+	// borrowed pool connection, no t:* session left. Default true.
+	CleanAfter bool `yaml:"clean_after"`
+}
+
+// QuietP99 is the assertion: each quiet tenant's p99 response time in the
+// full mix ≤ Factor × its solo p99 + Slack, plus one aggregate over all quiet
+// tenants. Tenants with fewer than MinSamples samples in either phase are
+// reported as skipped.
+type QuietP99 struct {
+	// Factor, > 0. Default 1.5.
+	Factor float64 `yaml:"factor"`
+	// Slack, >= 0. Default 5ms.
+	Slack Duration `yaml:"slack"`
+	// MinSamples per tenant and phase, >= 1. Default 50.
+	MinSamples int `yaml:"min_samples"`
+}
+
+// DefaultAllowedErrors returns the default Assertions.AllowedErrors:
+// queue_full, wait_exceeded, statement_timeout, replica_conflict.
+func DefaultAllowedErrors() []ErrorClass {
+	return []ErrorClass{ErrorQueueFull, ErrorWaitExceeded, ErrorStatementTimeout, ErrorReplicaConflict}
+}
+
+// DefaultSharedPool returns the shared configuration's defaults: pool of 40,
+// acquire timeout 30s, role with PostgreSQL's defaults.
+func DefaultSharedPool() SharedPool {
+	return SharedPool{PoolSize: DefaultSharedPoolSize, AcquireTimeout: DefaultSharedAcquireTimeout}
+}
+
+// DefaultInteractivePool returns the reference design's interactive class:
+// pool 30 on the primary, acquire timeout 1.5s; role statement_timeout 3s,
+// idle_in_transaction_session_timeout 10s, connection limit 40; limiter 4 per
+// tenant, queue 20, max wait 1.5s, no global cap.
+func DefaultInteractivePool() Pool {
+	return Pool{
+		PoolSize:       30,
+		AcquireTimeout: Duration(1500 * time.Millisecond),
+		Target:         TargetPrimary,
+		Role: Role{
+			StatementTimeout:                Duration(3 * time.Second),
+			IdleInTransactionSessionTimeout: Duration(10 * time.Second),
+			ConnectionLimit:                 40,
+		},
+		Limiter: Limiter{Enabled: true, MaxPerTenant: 4, MaxQueue: 20, MaxWait: Duration(1500 * time.Millisecond)},
+	}
+}
+
+// DefaultHeavyPool returns the reference design's heavy class: pool 4 on the
+// replica, acquire timeout 5s; role statement_timeout 120s,
+// idle_in_transaction_session_timeout 30s, work_mem 64MB, connection limit 6;
+// limiter 1 per tenant, queue 5, max wait 10s, no global cap.
+func DefaultHeavyPool() Pool {
+	return Pool{
+		PoolSize:       4,
+		AcquireTimeout: Duration(5 * time.Second),
+		Target:         TargetReplica,
+		Role: Role{
+			StatementTimeout:                Duration(120 * time.Second),
+			IdleInTransactionSessionTimeout: Duration(30 * time.Second),
+			WorkMem:                         "64MB",
+			ConnectionLimit:                 6,
+		},
+		Limiter: Limiter{Enabled: true, MaxPerTenant: 1, MaxQueue: 5, MaxWait: Duration(10 * time.Second)},
+	}
+}
+
+// Configuration returns the configuration named name and true, or nil and
+// false.
+func (s *Scenario) Configuration(name string) (*Configuration, bool) {
+	for i := range s.Configurations {
+		if s.Configurations[i].Name == name {
+			return &s.Configurations[i], true
+		}
+	}
+	return nil, false
+}
+
+// Class returns the class named name and true, or nil and false.
+func (s *Scenario) Class(name string) (*Class, bool) {
+	for i := range s.Classes {
+		if s.Classes[i].Name == name {
+			return &s.Classes[i], true
+		}
+	}
+	return nil, false
+}

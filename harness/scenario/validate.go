@@ -1,0 +1,442 @@
+package scenario
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/noisysim/noisysim/harness/backend"
+)
+
+// Validate checks every field and returns one error per problem, all of them
+// at once, sorted by line. Each error is a Problem (matching ErrInvalid)
+// naming the field path and, for a scenario from Parse or Load, its
+// file:line:col, e.g.
+//
+//	scenarios/x.yaml:12:3: tenants.dominant_share: must be in (0, 1), got 1.2
+//
+// Validate checks values as they are: defaults are applied by Parse, not here.
+// It returns nil for a valid scenario.
+func (s *Scenario) Validate() []error {
+	ps := s.problems()
+	if len(ps) == 0 {
+		return nil
+	}
+	errs := make([]error, len(ps))
+	for i, p := range ps {
+		errs[i] = p
+	}
+	return errs
+}
+
+// Only returns a copy of s that holds only the configuration named name, for
+// running one configuration. The copy shares everything else with s and
+// carries no line numbers. For an unknown name it returns an *Error matching
+// ErrInvalid that lists the configurations there are.
+func (s *Scenario) Only(name string) (*Scenario, error) {
+	c, ok := s.Configuration(name)
+	if !ok {
+		names := make([]string, len(s.Configurations))
+		for i, c := range s.Configurations {
+			names[i] = strconv.Quote(c.Name)
+		}
+		line, col := s.ix.pos("configurations")
+		p := Problem{File: s.File, Line: line, Col: col, Field: "configurations",
+			Msg: fmt.Sprintf("unknown configuration %q; the scenario has %s", name, strings.Join(names, ", "))}
+		return nil, &Error{File: s.File, Problems: []Problem{p}}
+	}
+	cp := *s
+	cp.Configurations = []Configuration{*c}
+	cp.ix = nil
+	return &cp, nil
+}
+
+// checker collects problems with their places in the file.
+type checker struct {
+	s  *Scenario
+	ps []Problem
+}
+
+func (c *checker) add(field, format string, args ...any) {
+	line, col := c.s.ix.pos(field)
+	c.ps = append(c.ps, Problem{File: c.s.File, Line: line, Col: col, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// present reports whether field is in the file with a value.
+func (c *checker) present(field string) bool { return c.s.ix.has(field) }
+
+// oneOf checks that v is one of want; noun names the kind of value in the
+// message ("backend kind").
+func oneOf[T ~string](c *checker, field, noun string, v T, want ...T) bool {
+	if slices.Contains(want, v) {
+		return true
+	}
+	list := make([]string, len(want))
+	for i, w := range want {
+		list[i] = string(w)
+	}
+	alts := strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
+	if v == "" {
+		c.add(field, "required: %s %s", noun, alts)
+	} else {
+		c.add(field, "unknown %s %q; want %s", noun, string(v), alts)
+	}
+	return false
+}
+
+func (c *checker) positive(field string, d Duration) {
+	if d <= 0 {
+		c.add(field, "must be a duration > 0, got %s", d)
+	}
+}
+
+func (c *checker) nonNegative(field string, d Duration) {
+	if d < 0 {
+		c.add(field, "must be a duration >= 0, got %s", d)
+	}
+}
+
+func (c *checker) atLeast(field string, v, min int) {
+	if v < min {
+		c.add(field, "must be >= %d, got %d", min, v)
+	}
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func (c *checker) name(field, v string) bool {
+	switch {
+	case v == "":
+		c.add(field, "required")
+	case !namePattern.MatchString(v):
+		c.add(field, "must be letters, digits, '.', '_' or '-', starting with a letter or digit; got %q", v)
+	default:
+		return true
+	}
+	return false
+}
+
+// problems returns every problem with s, sorted.
+func (s *Scenario) problems() []Problem {
+	c := &checker{s: s}
+	c.name("name", s.Name)
+	c.backend(&s.Backend)
+	c.tenants(&s.Tenants)
+	c.data(&s.Data, s.Tenants.Count)
+	c.classes(s.Classes)
+	c.phases(&s.Phases)
+	c.configurations(s.Configurations)
+	c.assertions(&s.Assertions)
+	return sortProblems(c.ps)
+}
+
+var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+func (c *checker) backend(b *Backend) {
+	kindOK := oneOf(c, "backend.kind", "backend kind", b.Kind, BackendLocal, BackendExternal)
+	topoOK := oneOf(c, "backend.topology", "topology", b.Topology, backend.TopologySingle, backend.TopologyReplica)
+	if !kindOK {
+		return
+	}
+	switch b.Kind {
+	case BackendLocal:
+		if b.PrimaryDSN != "" {
+			c.add("backend.primary_dsn", "only for kind external; kind local starts its own cluster")
+		}
+		if b.ReplicaDSN != "" {
+			c.add("backend.replica_dsn", "only for kind external; kind local starts its own cluster")
+		}
+		for _, k := range sortedKeys(b.Settings) {
+			f := "backend.settings." + k
+			if !settingName.MatchString(k) {
+				c.add(f, "not a PostgreSQL setting name")
+			}
+			if b.Settings[k] == "" {
+				c.add(f, "empty value: leave the setting out to keep the server's default")
+			}
+		}
+	case BackendExternal:
+		if b.PrimaryDSN == "" {
+			c.add("backend.primary_dsn", "required for kind external: a libpq URL or \"${ENV_VAR}\"")
+		} else if _, err := checkEnvRefs(b.PrimaryDSN); err != nil {
+			c.add("backend.primary_dsn", "%v", err)
+		}
+		if b.ReplicaDSN != "" {
+			if _, err := checkEnvRefs(b.ReplicaDSN); err != nil {
+				c.add("backend.replica_dsn", "%v", err)
+			}
+		}
+		if len(b.Settings) > 0 {
+			c.add("backend.settings", "only for kind local: noisysim does not change an external server's settings")
+		}
+		if topoOK {
+			if b.Topology == backend.TopologyReplica && b.ReplicaDSN == "" {
+				c.add("backend.topology", "replica needs backend.replica_dsn with kind external")
+			}
+			if b.Topology == backend.TopologySingle && b.ReplicaDSN != "" {
+				c.add("backend.topology", "single, but backend.replica_dsn is set: use topology replica or drop replica_dsn")
+			}
+		}
+	}
+}
+
+func (c *checker) tenants(t *Tenants) {
+	c.atLeast("tenants.count", t.Count, 2)
+	domOK := t.DominantShare > 0 && t.DominantShare < 1
+	if !domOK {
+		c.add("tenants.dominant_share", "must be in (0, 1), got %s", fmtFloat(t.DominantShare))
+	}
+	oneOf(c, "tenants.distribution", "distribution", t.Distribution, DistributionZipf, DistributionPareto)
+	if !(t.Exponent > 0) || math.IsInf(t.Exponent, 1) {
+		c.add("tenants.exponent", "must be > 0, got %s", fmtFloat(t.Exponent))
+	}
+	sum, sharesOK := 0.0, true
+	for _, id := range sortedKeys(t.Shares) {
+		f := fmt.Sprintf("tenants.shares.%d", id)
+		v := t.Shares[id]
+		switch {
+		case id == DominantTenant:
+			c.add(f, "tenant 1 is the dominant tenant: set its share with tenants.dominant_share")
+			sharesOK = false
+		case id < 1 || (t.Count >= 2 && id > t.Count):
+			c.add(f, "no such tenant: ids run from 2 to tenants.count (%d)", t.Count)
+			sharesOK = false
+		}
+		if !(v > 0 && v < 1) {
+			c.add(f, "must be in (0, 1), got %s", fmtFloat(v))
+			sharesOK = false
+		}
+		sum += v
+	}
+	if domOK && sharesOK && len(t.Shares) > 0 && t.DominantShare+sum > 1+1e-9 {
+		c.add("tenants.shares", "dominant_share %s plus shares %s sum to %s; must be <= 1",
+			fmtFloat(t.DominantShare), fmtFloat(sum), fmtFloat(t.DominantShare+sum))
+	}
+}
+
+func (c *checker) data(d *Data, tenants int) {
+	switch {
+	case d.Orders < 1:
+		c.add("data.orders", "must be >= 1, got %d", d.Orders)
+	case tenants >= 2 && d.Orders < tenants:
+		c.add("data.orders", "must be >= tenants.count (%d) so that every tenant has orders, got %d", tenants, d.Orders)
+	}
+	c.atLeast("data.days", d.Days, 1)
+	c.atLeast("data.customers", d.Customers, 1)
+}
+
+func (c *checker) classes(cs []Class) {
+	if len(cs) == 0 {
+		c.add("classes", "required: at least one class")
+		return
+	}
+	first := map[string]string{}
+	for i := range cs {
+		cl := &cs[i]
+		p := fmt.Sprintf("classes[%d]", i)
+		if c.name(p+".name", cl.Name) {
+			if prev, dup := first[cl.Name]; dup {
+				c.add(p+".name", "duplicate class name %q (first at %s)", cl.Name, prev)
+			} else {
+				first[cl.Name] = p
+			}
+		}
+		if cl.IsolationClass == "" && !c.present(p+".isolation_class") {
+			c.add(p+".isolation_class", "required when the class name is not interactive or heavy: interactive or heavy")
+		} else {
+			oneOf(c, p+".isolation_class", "isolation class", cl.IsolationClass, IsolationInteractive, IsolationHeavy)
+		}
+		oneOf(c, p+".query", "query", cl.Query, QueryLookup, QueryPage, QueryReport, QueryExport, QuerySleep)
+		switch {
+		case cl.Rate == 0 && !c.present(p+".rate"):
+			c.add(p+".rate", "required: arrivals per second, > 0")
+		case !(cl.Rate > 0) || math.IsInf(cl.Rate, 1):
+			c.add(p+".rate", "must be > 0 arrivals per second, got %s", fmtFloat(cl.Rate))
+		}
+		oneOf(c, p+".arrival", "arrival", cl.Arrival, ArrivalPoisson, ArrivalConstant)
+		oneOf(c, p+".senders", "senders", cl.Senders, SendersAll, SendersDominant, SendersQuiet)
+		switch {
+		case cl.Query == QuerySleep && cl.Sleep == 0 && !c.present(p+".sleep"):
+			c.add(p+".sleep", "required with query sleep: the pg_sleep duration, e.g. 10ms")
+		case cl.Query == QuerySleep:
+			c.positive(p+".sleep", cl.Sleep)
+		case cl.Sleep != 0 || c.present(p+".sleep"):
+			c.add(p+".sleep", "only for query sleep")
+		}
+		switch {
+		case cl.Query == QueryExport:
+			c.atLeast(p+".batch", cl.Batch, 1)
+		case cl.Batch != 0 || c.present(p+".batch"):
+			c.add(p+".batch", "only for query export")
+		}
+	}
+}
+
+func (c *checker) phases(p *Phases) {
+	c.nonNegative("phases.warmup", p.Warmup)
+	c.positive("phases.solo", p.Solo)
+	c.positive("phases.run", p.Run)
+	c.nonNegative("phases.drain", p.Drain)
+}
+
+func (c *checker) configurations(cs []Configuration) {
+	if len(cs) == 0 {
+		c.add("configurations", "required: at least one configuration")
+		return
+	}
+	first := map[string]string{}
+	for i := range cs {
+		cf := &cs[i]
+		p := fmt.Sprintf("configurations[%d]", i)
+		if c.name(p+".name", cf.Name) {
+			if prev, dup := first[cf.Name]; dup {
+				c.add(p+".name", "duplicate configuration name %q (first at %s)", cf.Name, prev)
+			} else {
+				first[cf.Name] = p
+			}
+		}
+		oneOf(c, p+".expect", "expectation", cf.Expect, ExpectPass, ExpectFail)
+		if !oneOf(c, p+".mode", "mode", cf.Mode, ModeShared, ModeIsolated) {
+			continue
+		}
+		given := func(key string, zero bool) bool { return !zero || c.present(p+"."+key) }
+		switch cf.Mode {
+		case ModeShared:
+			c.sharedPool(p+".shared", &cf.Shared)
+			for _, k := range []string{"interactive", "heavy"} {
+				if given(k, cf.Pool(IsolationClass(k)).isZero()) {
+					c.add(p+"."+k, "only for mode isolated; mode shared uses shared")
+				}
+			}
+		case ModeIsolated:
+			c.pool(p+".interactive", &cf.Interactive)
+			c.pool(p+".heavy", &cf.Heavy)
+			if given("shared", cf.Shared == SharedPool{}) {
+				c.add(p+".shared", "only for mode shared; mode isolated uses interactive and heavy")
+			}
+		}
+	}
+}
+
+func (p *Pool) isZero() bool { return *p == Pool{} }
+
+func (c *checker) sharedPool(p string, sp *SharedPool) {
+	c.atLeast(p+".pool_size", sp.PoolSize, 1)
+	c.positive(p+".acquire_timeout", sp.AcquireTimeout)
+	c.role(p+".role", &sp.Role, sp.PoolSize)
+}
+
+func (c *checker) pool(p string, pl *Pool) {
+	c.atLeast(p+".pool_size", pl.PoolSize, 1)
+	c.positive(p+".acquire_timeout", pl.AcquireTimeout)
+	oneOf(c, p+".target", "target", pl.Target, TargetPrimary, TargetReplica)
+	c.role(p+".role", &pl.Role, pl.PoolSize)
+	l := &pl.Limiter
+	if !l.Enabled {
+		return
+	}
+	lp := p + ".limiter"
+	c.atLeast(lp+".max_per_tenant", l.MaxPerTenant, 1)
+	c.atLeast(lp+".max_queue", l.MaxQueue, 0)
+	if l.MaxQueue > 0 {
+		c.positive(lp+".max_wait", l.MaxWait)
+	} else {
+		c.nonNegative(lp+".max_wait", l.MaxWait)
+	}
+	c.atLeast(lp+".max_global", l.MaxGlobal, 0)
+}
+
+func (c *checker) role(p string, r *Role, poolSize int) {
+	c.nonNegative(p+".statement_timeout", r.StatementTimeout)
+	c.nonNegative(p+".idle_in_transaction_session_timeout", r.IdleInTransactionSessionTimeout)
+	if _, err := r.WorkMem.Bytes(); err != nil {
+		c.add(p+".work_mem", "must be a PostgreSQL size such as \"64MB\" or \"512kB\" (units B, kB, MB, GB, TB), got %q", string(r.WorkMem))
+	}
+	switch {
+	case r.ConnectionLimit < 0:
+		c.add(p+".connection_limit", "must be >= 0 (0 means no limit), got %d", r.ConnectionLimit)
+	case r.ConnectionLimit > 0 && poolSize > r.ConnectionLimit:
+		c.add(p+".connection_limit", "%d is below the pool_size %d: the pool could not open all its connections", r.ConnectionLimit, poolSize)
+	}
+}
+
+func (c *checker) assertions(a *Assertions) {
+	q := &a.QuietP99
+	if !(q.Factor > 0) || math.IsInf(q.Factor, 1) {
+		c.add("assertions.quiet_p99.factor", "must be > 0, got %s", fmtFloat(q.Factor))
+	}
+	c.nonNegative("assertions.quiet_p99.slack", q.Slack)
+	c.atLeast("assertions.quiet_p99.min_samples", q.MinSamples, 1)
+	known := ErrorClasses()
+	seen := map[ErrorClass]bool{}
+	for i, e := range a.AllowedErrors {
+		f := fmt.Sprintf("assertions.allowed_errors[%d]", i)
+		if seen[e] {
+			c.add(f, "duplicate error class %q", string(e))
+			continue
+		}
+		seen[e] = true
+		noun := "error class"
+		oneOf(c, f, noun, e, known...)
+	}
+}
+
+func sortedKeys[K int | string, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+var envRef = regexp.MustCompile(`\$\{([^}]*)\}`)
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkEnvRefs returns the names of the environment variables s refers to as
+// "${NAME}", or an error for a malformed reference.
+func checkEnvRefs(s string) ([]string, error) {
+	var names []string
+	for _, m := range envRef.FindAllStringSubmatch(s, -1) {
+		if !envName.MatchString(m[1]) {
+			return nil, fmt.Errorf("bad environment reference %q: want ${NAME}, NAME letters, digits and _", m[0])
+		}
+		names = append(names, m[1])
+	}
+	if strings.Contains(envRef.ReplaceAllString(s, ""), "${") {
+		return nil, fmt.Errorf("unclosed environment reference: want ${NAME}")
+	}
+	return names, nil
+}
+
+// ResolveDSNs returns PrimaryDSN and ReplicaDSN with every "${NAME}" replaced
+// by the environment variable NAME. A '$' not followed by '{' is kept as is.
+// It returns an error matching ErrInvalid naming the field when a variable is
+// unset or empty, or a reference is malformed.
+func (b Backend) ResolveDSNs() (primary, replica string, err error) {
+	resolve := func(field, s string) (string, error) {
+		names, err := checkEnvRefs(s)
+		if err != nil {
+			return "", fmt.Errorf("resolve %s: %w: %v", field, ErrInvalid, err)
+		}
+		for _, n := range names {
+			if os.Getenv(n) == "" {
+				return "", fmt.Errorf("resolve %s: %w: environment variable %s is not set", field, ErrInvalid, n)
+			}
+		}
+		return envRef.ReplaceAllStringFunc(s, func(ref string) string { return os.Getenv(ref[2 : len(ref)-1]) }), nil
+	}
+	if primary, err = resolve("backend.primary_dsn", b.PrimaryDSN); err != nil {
+		return "", "", err
+	}
+	if replica, err = resolve("backend.replica_dsn", b.ReplicaDSN); err != nil {
+		return "", "", err
+	}
+	return primary, replica, nil
+}
