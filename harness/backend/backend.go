@@ -9,6 +9,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -36,7 +37,38 @@ const (
 	TopologySingle Topology = "single"
 	// TopologyReplica is a primary and one streaming hot standby.
 	TopologyReplica Topology = "replica"
+	// TopologyPrimaries is Spec.Nodes independent primaries named primary1,
+	// primary2, …; it exists to measure and exercise many-node start-up and
+	// suits directory sharding. Backends may not support it.
+	TopologyPrimaries Topology = "primaries"
 )
+
+// Errors callers branch on. Backends wrap them (usually in a typed error with
+// details), so test with errors.Is.
+var (
+	// ErrBadInput marks a failure caused by the caller's input: an unknown
+	// topology, a malformed setting, an explicit port that is in use. The
+	// noisysim CLI exits 2 on it.
+	ErrBadInput = errors.New("bad input")
+	// ErrNotInstalled marks a failure caused by something missing from the
+	// machine: PostgreSQL's server binaries, the unprivileged system user
+	// to run them as. The noisysim CLI exits 2 on it.
+	ErrNotInstalled = errors.New("missing prerequisite")
+)
+
+// TopologyError reports a topology a backend does not support. It unwraps
+// to ErrBadInput.
+type TopologyError struct {
+	Topology  Topology
+	Supported []Topology
+}
+
+func (e *TopologyError) Error() string {
+	return fmt.Sprintf("unknown topology %q (supported: %v)", e.Topology, e.Supported)
+}
+
+// Unwrap returns ErrBadInput.
+func (e *TopologyError) Unwrap() error { return ErrBadInput }
 
 // Spec says what cluster to start.
 type Spec struct {
@@ -46,6 +78,10 @@ type Spec struct {
 	// every node, e.g. {"max_connections": "200", "work_mem": "4MB"}.
 	// nil means the backend's defaults.
 	Settings map[string]string
+	// Nodes is the node count of topologies that take one
+	// (TopologyPrimaries). 0 means the topology's default; fixed topologies
+	// ignore it.
+	Nodes int
 }
 
 // Node is one PostgreSQL server of a cluster.

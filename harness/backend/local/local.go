@@ -1,0 +1,283 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/backend"
+)
+
+// Defaults of Backend options.
+const (
+	// DefaultStartTimeout bounds one Start call.
+	DefaultStartTimeout = 60 * time.Second
+	// DefaultStopTimeout is how long Close waits for a fast shutdown
+	// (SIGINT) of a node before an immediate one (SIGQUIT), then SIGKILL.
+	DefaultStopTimeout = 10 * time.Second
+)
+
+// superuser is the bootstrap superuser of every cluster, and Database the
+// database Nodes point at.
+const (
+	superuser = "postgres"
+	database  = "postgres"
+)
+
+// Backend starts throwaway PostgreSQL clusters as local processes. It
+// implements backend.Backend. A Backend holds no cluster state: it may start
+// several clusters, concurrently.
+type Backend struct {
+	log         *slog.Logger
+	binDir      string
+	baseDir     string
+	cacheDir    string
+	runAs       string
+	keep        bool
+	port        int
+	stopTimeout time.Duration
+	startLimit  time.Duration
+
+	mu  sync.Mutex
+	bin *Binaries
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// Option configures a Backend.
+type Option func(*Backend)
+
+// WithLogger sets the logger; nil (the default) is silent. Start logs each
+// step's duration at debug level.
+func WithLogger(l *slog.Logger) Option { return func(b *Backend) { b.log = l } }
+
+// WithBinDir sets the directory of PostgreSQL's server binaries; it is then
+// the only place searched (see FindBinaries). "" (the default) searches.
+func WithBinDir(dir string) Option { return func(b *Backend) { b.binDir = dir } }
+
+// WithBaseDir sets where cluster directories (noisysim-*) are created. ""
+// (the default) means os.TempDir(), usually /tmp.
+func WithBaseDir(dir string) Option { return func(b *Backend) { b.baseDir = dir } }
+
+// WithCacheDir sets where initdb templates are cached. "" (the default) means
+// $XDG_CACHE_HOME/noisysim (~/.cache/noisysim), or /var/tmp/noisysim-cache
+// when running as root.
+func WithCacheDir(dir string) Option { return func(b *Backend) { b.cacheDir = dir } }
+
+// WithServerUser sets the system user PostgreSQL runs as when noisysim runs
+// as root; "" (the default) means DefaultServerUser. Ignored when not root.
+func WithServerUser(name string) Option { return func(b *Backend) { b.runAs = name } }
+
+// WithKeep starts clusters that can outlive the process: their servers run
+// in their own session, without the parent-death signal, so Cluster.Detach
+// can leave them running (see StopKept). Close still stops them.
+func WithKeep(keep bool) Option { return func(b *Backend) { b.keep = keep } }
+
+// WithPort sets the TCP port of the first node; the others get free ports.
+// 0 (the default) picks a free port for every node. An explicit port that is
+// taken fails Start with *PortInUseError rather than being retried.
+func WithPort(port int) Option { return func(b *Backend) { b.port = port } }
+
+// WithStopTimeout sets how long Close waits for a node's fast shutdown before
+// escalating; 0 means DefaultStopTimeout.
+func WithStopTimeout(d time.Duration) Option { return func(b *Backend) { b.stopTimeout = d } }
+
+// WithStartTimeout bounds each Start call; 0 means DefaultStartTimeout.
+func WithStartTimeout(d time.Duration) Option { return func(b *Backend) { b.startLimit = d } }
+
+// New returns a Backend configured by opts.
+func New(opts ...Option) *Backend {
+	b := &Backend{}
+	for _, o := range opts {
+		o(b)
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if b.baseDir == "" {
+		b.baseDir = os.TempDir()
+	}
+	if b.cacheDir == "" {
+		b.cacheDir = defaultCacheDir()
+	}
+	if b.stopTimeout <= 0 {
+		b.stopTimeout = DefaultStopTimeout
+	}
+	if b.startLimit <= 0 {
+		b.startLimit = DefaultStartTimeout
+	}
+	return b
+}
+
+// Start is New(opts...).StartCluster(ctx, spec).
+func Start(ctx context.Context, spec backend.Spec, opts ...Option) (*Cluster, error) {
+	return New(opts...).StartCluster(ctx, spec)
+}
+
+// Start implements backend.Backend; see StartCluster.
+func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Cluster, error) {
+	c, err := b.StartCluster(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Binaries returns the server binaries b uses, searching for them on first
+// use (see FindBinaries).
+func (b *Backend) Binaries(ctx context.Context) (Binaries, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bin != nil {
+		return *b.bin, nil
+	}
+	bin, err := FindBinaries(ctx, b.binDir)
+	if err != nil {
+		return Binaries{}, err
+	}
+	b.bin = &bin
+	return bin, nil
+}
+
+// StartCluster starts a cluster as spec says and returns once every node
+// accepts queries and every replica has replayed the primary's WAL position
+// (pg_current_wal_lsn()) taken after the primary came up.
+//
+// Topologies: backend.TopologySingle (node "primary"), backend.TopologyReplica
+// ("primary" and "replica1", a hot standby made by pg_basebackup streaming
+// through a physical replication slot, hot_standby_feedback=off) and
+// backend.TopologyPrimaries (spec.Nodes independent primaries, default 2).
+//
+// Errors: *backend.TopologyError or *SettingError (backend.ErrBadInput) for a
+// bad spec; *BinariesNotFoundError or *ServerUserError
+// (backend.ErrNotInstalled) for a machine that lacks PostgreSQL or its user;
+// *PortInUseError for an explicit port that is taken; *NodeStartError when a
+// server does not come up; ctx.Err() wrapped when ctx ends first. On error
+// nothing started is left running or on disk.
+func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster, error) {
+	plans, err := planNodes(spec)
+	if err != nil {
+		return nil, err
+	}
+	settings, err := userSettings(spec.Settings)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.startLimit)
+	defer cancel()
+	began := time.Now()
+
+	bin, err := b.Binaries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	u, err := serverUser(b.runAs)
+	if err != nil {
+		return nil, err
+	}
+	me, err := user.Current()
+	if err != nil {
+		return nil, fmt.Errorf("look up current user: %w", err)
+	}
+
+	c := &Cluster{
+		b:        b,
+		log:      b.log,
+		bin:      bin,
+		user:     u,
+		invoker:  me.Username,
+		keep:     b.keep,
+		settings: settings,
+		password: newPassword(),
+		began:    began,
+	}
+	t0 := time.Now()
+	tmpl, created, err := ensureTemplate(ctx, b.cacheDir, bin, u)
+	if err != nil {
+		return nil, fmt.Errorf("prepare template: %w", err)
+	}
+	c.template, c.templateCreated = tmpl, created
+	step := "template"
+	if created {
+		step = "initdb"
+	}
+	c.step("", step, t0)
+
+	if err := c.makeDir(b.baseDir); err != nil {
+		return nil, err
+	}
+	if err := c.startNodes(ctx, plans); err != nil {
+		if cerr := c.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("clean up after failed start: %w", cerr))
+		}
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("start cluster: %w (%w)", ctx.Err(), err)
+		}
+		return nil, err
+	}
+	c.ready = time.Since(began)
+	b.log.Debug("cluster up", "dir", c.dir, "nodes", len(c.nodes), "duration", c.ready)
+	return c, nil
+}
+
+// nodePlan is one node to start.
+type nodePlan struct {
+	name     string
+	role     backend.Role
+	upstream string // replicas: the node streamed from
+}
+
+// Supported lists the topologies the local backend starts.
+var Supported = []backend.Topology{backend.TopologySingle, backend.TopologyReplica, backend.TopologyPrimaries}
+
+func planNodes(spec backend.Spec) ([]nodePlan, error) {
+	switch spec.Topology {
+	case "", backend.TopologySingle:
+		return []nodePlan{{name: "primary", role: backend.RolePrimary}}, nil
+	case backend.TopologyReplica:
+		return []nodePlan{
+			{name: "primary", role: backend.RolePrimary},
+			{name: "replica1", role: backend.RoleReplica, upstream: "primary"},
+		}, nil
+	case backend.TopologyPrimaries:
+		n := spec.Nodes
+		if n == 0 {
+			n = 2
+		}
+		if n < 1 || n > 64 {
+			return nil, fmt.Errorf("plan nodes: %d nodes is out of range 1..64: %w", spec.Nodes, backend.ErrBadInput)
+		}
+		plans := make([]nodePlan, n)
+		for i := range plans {
+			plans[i] = nodePlan{name: fmt.Sprintf("primary%d", i+1), role: backend.RolePrimary}
+		}
+		return plans, nil
+	}
+	return nil, &backend.TopologyError{Topology: spec.Topology, Supported: Supported}
+}
+
+// KeptClusters returns the directories under baseDir ("" means os.TempDir())
+// holding clusters started with WithKeep that are still recorded there.
+func KeptClusters(baseDir string) ([]string, error) {
+	if baseDir == "" {
+		baseDir = os.TempDir()
+	}
+	dirs, err := filepath.Glob(filepath.Join(baseDir, "noisysim-*"))
+	if err != nil {
+		return nil, fmt.Errorf("list cluster dirs: %w", err)
+	}
+	var kept []string
+	for _, d := range dirs {
+		if st, err := readState(d); err == nil && st.Keep {
+			kept = append(kept, d)
+		}
+	}
+	return kept, nil
+}
