@@ -23,8 +23,8 @@ const JUnitExpectationCase = "expected_to_fail"
 // failed assertion is reported as <skipped> with the message
 // "expected failure: ...", and one extra testcase, JUnitExpectationCase,
 // fails if all of that configuration's assertions passed (the scenario
-// could not see the problem). A CI system thus goes red exactly when
-// r.Passed is false.
+// could not see the problem). A CI system thus goes red exactly when a
+// configuration misses its expectation.
 //
 // Times are in seconds. It returns an error wrapping ErrInvalid if r does
 // not pass Validate, or the writer's error.

@@ -234,3 +234,60 @@ func TestTextNumbersMatchJSON(t *testing.T) {
 		})
 	}
 }
+
+func TestTextLimitAssertion(t *testing.T) {
+	r := sampleReport(3)
+	r.Assertions = append(r.Assertions, Assertion{
+		Name: "quiet_service_p99", Configuration: "isolated", Tenant: "t2", Class: "interactive",
+		Observed: 2, Limit: 4.25, Unit: "ms", Op: "<=", Passed: true,
+	})
+	for _, tt := range []struct {
+		name, want string
+	}{
+		{"", "8.38"}, // first "<=" ms assertion in report order: naive's quiet_p99
+		{"quiet_service_p99", "4.25"},
+		{"no_such_assertion", "-"},
+	} {
+		out := string(renderText(t, r, TextOptions{LimitAssertion: tt.name}))
+		side := parseTextTables(t, out)["Side by side: p99 ms"]
+		found := false
+		for _, cells := range side.rows {
+			if cells[0] == "t2" && cells[1] == "interactive" {
+				found = true
+				if got := cells[len(cells)-1]; got != tt.want {
+					t.Errorf("LimitAssertion %q: limit %s, want %s", tt.name, got, tt.want)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("no t2/interactive row:\n%s", out)
+		}
+	}
+}
+
+// TestMinimalReports renders reports with nothing but a name, or a
+// configuration without rows, through every renderer.
+func TestMinimalReports(t *testing.T) {
+	for name, r := range map[string]*Report{
+		"empty":       {Scenario: "empty"},
+		"no rows":     {Scenario: "bare", Configurations: []Configuration{{Name: "naive"}}},
+		"one config":  {Scenario: "one", Configurations: []Configuration{{Name: "isolated", Passed: true, Tenants: []TenantRow{{Tenant: "a", Class: "c", Count: 3, P99: 1}}}}, Passed: true},
+		"no dominant": {Scenario: "nodom", Configurations: []Configuration{{Name: "x", Tenants: []TenantRow{{Tenant: "b", Class: "c", Count: 1}, {Tenant: "a", Class: "c", Count: 5}}}}},
+	} {
+		for rname, render := range renderers() {
+			var b bytes.Buffer
+			if err := render(&b, r); err != nil {
+				t.Errorf("%s %s: %v", name, rname, err)
+			}
+			if b.Len() == 0 {
+				t.Errorf("%s %s: empty output", name, rname)
+			}
+		}
+	}
+	out := string(renderText(t, &Report{Scenario: "nodom", Configurations: []Configuration{{Name: "x", Tenants: []TenantRow{
+		{Tenant: "b", Class: "c", Count: 1}, {Tenant: "a", Class: "c", Count: 5},
+	}}}}, TextOptions{}))
+	if !strings.Contains(out, "a (dominant)") {
+		t.Errorf("without Dominant the busiest tenant should be marked dominant:\n%s", out)
+	}
+}
