@@ -1,0 +1,619 @@
+package pools
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/noisysim/noisysim/isolation"
+)
+
+// Class is a workload class: each class has its own pool (or shares one in
+// the naive configuration), role and limiter.
+type Class string
+
+// Workload classes.
+const (
+	// Interactive is short, latency-sensitive work (OLTP requests).
+	Interactive Class = "interactive"
+	// Heavy is long analytical or batch work, sent to the replica when there
+	// is one.
+	Heavy Class = "heavy"
+)
+
+// DefaultResetTimeout bounds the reset of a connection on return.
+const DefaultResetTimeout = 5 * time.Second
+
+// AppNamePrefix starts the startup application_name of every pool's
+// connections: "noisysim-<pool name>". A connection shows it while idle.
+const AppNamePrefix = "noisysim-"
+
+// PoolConfig configures one connection pool.
+type PoolConfig struct {
+	// Name identifies the pool in ClassConfig.Pool, Stat and logs.
+	Name string
+	// DSN is a libpq URL or key=value string; its user is the role the
+	// pool's connections log in as. A heavy pool's DSN points at the
+	// replica when the topology has one.
+	DSN string
+	// Size is the pool's maximum number of connections; it must be > 0.
+	// Connections are opened on demand.
+	Size int32
+	// AcquireTimeout bounds the wait for a free connection (and tagging it).
+	// 0 means wait as long as the caller's context allows.
+	AcquireTimeout time.Duration
+	// AppName is the application_name connections log in with and return
+	// to after every borrow. Empty means AppNamePrefix + Name. It overrides
+	// any application_name in DSN.
+	AppName string
+}
+
+// ClassConfig binds a workload class to its pool and limiter.
+type ClassConfig struct {
+	// Pool is the Name of one of Config.Pools. Classes may share a pool.
+	Pool string
+	// Limiter caps each tenant's concurrent calls in this class; nil means
+	// no limit. The Stack does not close it.
+	Limiter isolation.Limiter
+}
+
+// Config configures a Stack.
+type Config struct {
+	Pools   []PoolConfig
+	Classes map[Class]ClassConfig
+	// Ledger configures the DB-time ledger's share alert.
+	Ledger LedgerConfig
+	// ResetTimeout bounds the reset run on every returned connection; a
+	// connection whose reset fails or times out is closed. 0 means
+	// DefaultResetTimeout.
+	ResetTimeout time.Duration
+	// Logger receives debug records for destroyed connections and an info
+	// record per pool at start. nil means silent.
+	Logger *slog.Logger
+}
+
+// Result describes one completed call.
+type Result struct {
+	// Rows is the number of rows returned, or affected for INSERT, UPDATE
+	// and DELETE (Query only).
+	Rows int64
+	// DBTime is the wall time of the work on the connection, as the client
+	// saw it and as recorded in the ledger.
+	DBTime time.Duration
+	// Wait is the time from the call to a tagged connection: limiter wait,
+	// pool acquire and tagging.
+	Wait time.Duration
+	// Pool is the name of the pool that served the call.
+	Pool string
+}
+
+// Placement says where a class's work runs.
+type Placement struct {
+	Class Class
+	Pool  string
+	// Addr is the server's host:port from the pool's DSN.
+	Addr string
+	// Standby is true when the server was in recovery (a hot standby) when
+	// the Stack started.
+	Standby bool
+}
+
+// String returns e.g. "heavy → pool heavy at 127.0.0.1:5433 (standby)".
+func (p Placement) String() string {
+	where := "primary"
+	if p.Standby {
+		where = "standby"
+	}
+	return fmt.Sprintf("%s → pool %s at %s (%s)", p.Class, p.Pool, p.Addr, where)
+}
+
+// Stack is the isolation stack: the only path from a tenant's call to a
+// database connection. Each call goes limiter → pool acquire (bounded by the
+// pool's AcquireTimeout) → tag (application_name = "t:<tenant>") → run →
+// record DB time in the ledger → reset the session → release the
+// connection → release the limiter slot. Slots and connections come back on
+// error, context cancellation and panic.
+//
+// A Stack is safe for concurrent use. Close it when done.
+type Stack struct {
+	pools        []*pool
+	classes      map[Class]*class
+	ledger       *Ledger
+	log          *slog.Logger
+	resetTimeout time.Duration
+
+	errs sync.Map // errKey → *errCounts
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+
+	// tag sets the tenant tag on a borrowed connection. Tests replace it
+	// to make the borrow-time step fail.
+	tag func(ctx context.Context, c *pgx.Conn, tenant string) error
+}
+
+type pool struct {
+	cfg     PoolConfig
+	pgx     *pgxpool.Pool
+	addr    string
+	standby bool
+
+	borrowed    atomic.Int64
+	destroyed   atomic.Int64
+	tagFailures atomic.Int64
+}
+
+type class struct {
+	name    Class
+	pool    *pool
+	limiter isolation.Limiter
+}
+
+type errKey struct {
+	tenant string
+	class  Class
+}
+
+// errCounts holds one counter per entry of errorClasses.
+type errCounts [numErrorClasses]atomic.Int64
+
+// errorClassIndex maps each ErrorClass to its counter.
+var errorClassIndex = func() map[ErrorClass]int {
+	m := map[ErrorClass]int{}
+	for i, ec := range errorClasses {
+		m[ec] = i
+	}
+	return m
+}()
+
+// New validates cfg, opens the pools and probes each with one connection
+// (to learn whether its server is a standby). It returns an error wrapping
+// ErrInvalidConfig for a bad config, or the probe's error; on error nothing
+// is left open.
+func New(ctx context.Context, cfg Config) (*Stack, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ledger, err := NewLedger(cfg.Ledger)
+	if err != nil {
+		return nil, fmt.Errorf("new isolation stack: %w", err)
+	}
+	s := &Stack{
+		classes:      map[Class]*class{},
+		ledger:       ledger,
+		log:          cfg.Logger,
+		resetTimeout: cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
+		tag:          setTag,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	byName := map[string]*pool{}
+	for _, pc := range cfg.Pools {
+		p, err := openPool(ctx, pc)
+		if err != nil {
+			s.closePools()
+			return nil, err
+		}
+		s.pools = append(s.pools, p)
+		byName[pc.Name] = p
+		s.log.Info("pool open", "pool", pc.Name, "addr", p.addr, "standby", p.standby, "size", pc.Size)
+	}
+	for name, cc := range cfg.Classes {
+		s.classes[name] = &class{name: name, pool: byName[cc.Pool], limiter: cc.Limiter}
+	}
+	return s, nil
+}
+
+func (cfg Config) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("new isolation stack: %s: %w", fmt.Sprintf(format, args...), ErrInvalidConfig)
+	}
+	if len(cfg.Pools) == 0 {
+		return bad("no pools")
+	}
+	if len(cfg.Classes) == 0 {
+		return bad("no classes")
+	}
+	names := map[string]bool{}
+	for _, p := range cfg.Pools {
+		switch {
+		case p.Name == "":
+			return bad("pool without a name")
+		case names[p.Name]:
+			return bad("pool %q defined twice", p.Name)
+		case p.Size <= 0:
+			return bad("pool %q: size %d, want > 0", p.Name, p.Size)
+		case p.AcquireTimeout < 0:
+			return bad("pool %q: negative acquire timeout", p.Name)
+		}
+		names[p.Name] = true
+	}
+	for c, cc := range cfg.Classes {
+		if c == "" {
+			return bad("class without a name")
+		}
+		if !names[cc.Pool] {
+			return bad("class %q: unknown pool %q", c, cc.Pool)
+		}
+	}
+	if cfg.ResetTimeout < 0 {
+		return bad("negative reset timeout")
+	}
+	return nil
+}
+
+func openPool(ctx context.Context, pc PoolConfig) (*pool, error) {
+	config, err := pgxpool.ParseConfig(pc.DSN)
+	if err != nil {
+		// The parse error may quote the DSN; say only which pool.
+		return nil, fmt.Errorf("parse DSN of pool %s: %w", pc.Name, ErrInvalidConfig)
+	}
+	config.MaxConns = pc.Size
+	config.MinConns = 0
+	config.ConnConfig.RuntimeParams["application_name"] = cmp.Or(pc.AppName, AppNamePrefix+pc.Name)
+	p := &pool{
+		cfg:  pc,
+		addr: net.JoinHostPort(config.ConnConfig.Host, strconv.Itoa(int(config.ConnConfig.Port))),
+	}
+	p.cfg.AppName = config.ConnConfig.RuntimeParams["application_name"]
+	p.pgx, err = pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		return nil, fmt.Errorf("open pool %s: %w", pc.Name, err)
+	}
+	if err := p.pgx.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&p.standby); err != nil {
+		p.pgx.Close()
+		return nil, fmt.Errorf("probe pool %s at %s: %w", pc.Name, p.addr, err)
+	}
+	return p, nil
+}
+
+// Ledger returns the stack's DB-time ledger.
+func (s *Stack) Ledger() *Ledger { return s.ledger }
+
+// Placement returns where class's work runs, and false for an unknown class.
+func (s *Stack) Placement(c Class) (Placement, bool) {
+	cl, ok := s.classes[c]
+	if !ok {
+		return Placement{}, false
+	}
+	return Placement{Class: c, Pool: cl.pool.cfg.Name, Addr: cl.pool.addr, Standby: cl.pool.standby}, true
+}
+
+// Query runs one statement for tenant in class and drains its rows. sql is a
+// single statement; args are bound as parameters. The returned Result is
+// filled as far as the call got, also on error.
+//
+// Errors: ErrUnknownClass, ErrClosed, the limiter's rejection (errors.Is
+// limiter.ErrLimited), *AcquireTimeoutError, *TagError, the caller's
+// context error, or the statement's error (*pgconn.PgError for a server
+// error), each wrapped; Classify names them.
+func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...any) (Result, error) {
+	var n int64
+	res, err := s.run(ctx, c, tenant, func(ctx context.Context, conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+		}
+		rows.Close()
+		n = rows.CommandTag().RowsAffected()
+		return rows.Err()
+	})
+	res.Rows = n
+	return res, err
+}
+
+// Tx runs fn inside one transaction for tenant in class: it begins with
+// opts, commits when fn returns nil and rolls back otherwise (also on
+// panic). fn must not keep tx after it returns. Errors are those of Query,
+// plus fn's own error (returned as is, wrapped) and the commit's.
+func (s *Stack) Tx(ctx context.Context, c Class, tenant string, opts pgx.TxOptions, fn func(ctx context.Context, tx pgx.Tx) error) (Result, error) {
+	return s.run(ctx, c, tenant, func(ctx context.Context, conn *pgx.Conn) error {
+		return pgx.BeginTxFunc(ctx, conn, opts, func(tx pgx.Tx) error { return fn(ctx, tx) })
+	})
+}
+
+// WithConn runs fn on a tagged connection for tenant in class, outside any
+// transaction, for work that needs the rows or several statements. fn must
+// not keep conn after it returns, nor change its application_name. Session
+// state fn leaves behind (SET, temporary tables, advisory locks, LISTEN,
+// cursors) is reset before the connection goes back to the pool; a
+// connection left inside a transaction is closed instead.
+func (s *Stack) WithConn(ctx context.Context, c Class, tenant string, fn func(ctx context.Context, conn *pgx.Conn) error) (Result, error) {
+	return s.run(ctx, c, tenant, fn)
+}
+
+// run is the one path from a call to a connection.
+func (s *Stack) run(ctx context.Context, c Class, tenant string, fn func(context.Context, *pgx.Conn) error) (res Result, err error) {
+	cl, ok := s.classes[c]
+	if !ok {
+		return res, fmt.Errorf("run %q call: %w", c, ErrUnknownClass)
+	}
+	if s.closed.Load() {
+		return res, fmt.Errorf("run %s call: %w", c, ErrClosed)
+	}
+	res.Pool = cl.pool.cfg.Name
+	start := time.Now()
+	defer func() {
+		if err != nil {
+			s.count(ctx, cl, tenant, err)
+		}
+	}()
+
+	if cl.limiter != nil {
+		release, err := cl.limiter.Acquire(ctx, tenant)
+		if err != nil {
+			res.Wait = time.Since(start)
+			return res, fmt.Errorf("acquire %s slot: %w", c, err)
+		}
+		defer release()
+	}
+
+	conn, err := s.borrow(ctx, cl, tenant)
+	res.Wait = time.Since(start)
+	if err != nil {
+		return res, err
+	}
+
+	finished := false
+	began := time.Now()
+	defer func() {
+		// Runs on return and on panic: the ledger never depends on the
+		// reset, and the connection goes back before the limiter slot.
+		res.DBTime = time.Since(began)
+		s.ledger.Record(tenant, c, res.DBTime)
+		s.giveBack(cl.pool, conn, finished)
+	}()
+	err = fn(ctx, conn.Conn())
+	finished = true
+	if err != nil {
+		return res, fmt.Errorf("run %s call: %w", c, err)
+	}
+	return res, nil
+}
+
+// borrow acquires a connection and tags it for tenant. A connection that
+// cannot be tagged is destroyed and another one tried, at most Size+1 times
+// in all (so a pool whose every connection is broken still gets one fresh
+// attempt), never more.
+func (s *Stack) borrow(ctx context.Context, cl *class, tenant string) (*pgxpool.Conn, error) {
+	p := cl.pool
+	actx := ctx
+	if p.cfg.AcquireTimeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, p.cfg.AcquireTimeout)
+		defer cancel()
+	}
+	attempts := int(p.cfg.Size) + 1
+	var last error
+	for range attempts {
+		conn, err := p.pgx.Acquire(actx)
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
+			}
+			return nil, fmt.Errorf("acquire connection from pool %s: %w", p.cfg.Name, err)
+		}
+		if err := s.tag(actx, conn.Conn(), tenant); err != nil {
+			p.tagFailures.Add(1)
+			s.destroy(p, conn, "tag failed", err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("tag connection from pool %s: %w", p.cfg.Name, ctx.Err())
+			}
+			if errors.Is(actx.Err(), context.DeadlineExceeded) {
+				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
+			}
+			last = err
+			continue
+		}
+		p.borrowed.Add(1)
+		return conn, nil
+	}
+	return nil, &TagError{Pool: p.cfg.Name, Attempts: attempts, Err: last}
+}
+
+// tagSQL sets the tag as a statement of its own, outside any transaction
+// of the tenant's, so that no ROLLBACK can undo it. The tenant is a bound
+// parameter: any string is safe. PostgreSQL truncates application_name to
+// 63 bytes and replaces non-ASCII bytes with '?'.
+const tagSQL = "SELECT set_config('application_name', $1, false)"
+
+func setTag(ctx context.Context, c *pgx.Conn, tenant string) error {
+	_, err := c.Exec(ctx, tagSQL, TagPrefix+tenant)
+	return err
+}
+
+// resetSQL restores the session to its state at login: what DISCARD ALL
+// does except DEALLOCATE ALL and DISCARD PLANS, so pgx's prepared-statement
+// cache stays valid. RESET ALL brings back the role's ALTER ROLE settings
+// and the startup application_name (the pool's AppName).
+const resetSQL = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; RESET ROLE; " +
+	"UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
+
+// giveBack resets conn and releases it to its pool, synchronously, or
+// destroys it when it cannot be reused: the work did not finish (panic), the
+// connection broke, is still busy or inside a transaction, or the reset
+// failed.
+func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished bool) {
+	p.borrowed.Add(-1)
+	pc := conn.Conn()
+	switch {
+	case !finished:
+		s.destroy(p, conn, "call panicked", nil)
+		return
+	case pc.IsClosed():
+		s.destroy(p, conn, "connection closed", nil)
+		return
+	case pc.PgConn().IsBusy():
+		s.destroy(p, conn, "connection busy", nil)
+		return
+	case pc.PgConn().TxStatus() != 'I':
+		s.destroy(p, conn, "transaction left open", nil)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.resetTimeout)
+	defer cancel()
+	if _, err := pc.Exec(ctx, resetSQL); err != nil {
+		s.destroy(p, conn, "reset failed", err)
+		return
+	}
+	conn.Release()
+}
+
+// destroyTimeout bounds closing a connection that will not be reused.
+const destroyTimeout = time.Second
+
+// destroy takes conn out of its pool and closes it; a running statement is
+// cancelled first so that the server stops working on it.
+func (s *Stack) destroy(p *pool, conn *pgxpool.Conn, why string, err error) {
+	p.destroyed.Add(1)
+	pc := conn.Hijack()
+	ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
+	defer cancel()
+	if !pc.IsClosed() && pc.PgConn().IsBusy() {
+		_ = pc.PgConn().CancelRequest(ctx)
+	}
+	_ = pc.Close(ctx)
+	s.log.Debug("connection destroyed", "pool", p.cfg.Name, "reason", why, "err", err)
+}
+
+// count adds err to tenant × class's error counters.
+func (s *Stack) count(ctx context.Context, cl *class, tenant string, err error) {
+	k := classify(err, cl.pool.standby)
+	switch k {
+	case ErrorLimitedQueueFull, ErrorLimitedWaitExceeded, ErrorLimited, ErrorAcquireTimeout:
+	default:
+		if ctx.Err() != nil {
+			k = ErrorCancelled // whatever the server said, the caller left first
+		}
+	}
+	key := errKey{tenant: tenant, class: cl.name}
+	v, ok := s.errs.Load(key)
+	if !ok {
+		v, _ = s.errs.LoadOrStore(key, new(errCounts))
+	}
+	v.(*errCounts)[errorClassIndex[k]].Add(1)
+}
+
+// PoolStat is a snapshot of one pool.
+type PoolStat struct {
+	Name    string
+	AppName string
+	Addr    string
+	Standby bool
+	// MaxConns, TotalConns, IdleConns and AcquiredConns are pgxpool's
+	// counts; AcquireCount, EmptyAcquireCount and CanceledAcquireCount are
+	// pgxpool's cumulative counters.
+	MaxConns, TotalConns, IdleConns, AcquiredConns        int32
+	AcquireCount, EmptyAcquireCount, CanceledAcquireCount int64
+	// Borrowed is the number of connections the Stack holds for calls now.
+	Borrowed int64
+	// Destroyed is how many connections the Stack closed instead of
+	// returning them (broken, panic, open transaction, failed tag or
+	// reset).
+	Destroyed int64
+	// TagFailures is how many borrow-time tag attempts failed.
+	TagFailures int64
+}
+
+// ErrorCount is how many calls of one tenant in one class ended with one
+// class of error.
+type ErrorCount struct {
+	Tenant string
+	Class  Class
+	Error  ErrorClass
+	Count  int64
+}
+
+// Stat is a snapshot of the Stack.
+type Stat struct {
+	Pools []PoolStat
+	// Placements says where each class runs, sorted by class.
+	Placements []Placement
+	// Limiters holds the Stat of each class's limiter that has one
+	// (limiter.Limiter does), by class.
+	Limiters map[Class]any
+	// Errors lists the non-zero error counts, sorted by tenant, class and
+	// error class.
+	Errors []ErrorCount
+}
+
+// Stat returns a snapshot of pools, placements, limiters and error counts.
+func (s *Stack) Stat() Stat {
+	var st Stat
+	for _, p := range s.pools {
+		ps := p.pgx.Stat()
+		st.Pools = append(st.Pools, PoolStat{
+			Name: p.cfg.Name, AppName: p.cfg.AppName, Addr: p.addr, Standby: p.standby,
+			MaxConns: ps.MaxConns(), TotalConns: ps.TotalConns(), IdleConns: ps.IdleConns(), AcquiredConns: ps.AcquiredConns(),
+			AcquireCount: ps.AcquireCount(), EmptyAcquireCount: ps.EmptyAcquireCount(), CanceledAcquireCount: ps.CanceledAcquireCount(),
+			Borrowed: p.borrowed.Load(), Destroyed: p.destroyed.Load(), TagFailures: p.tagFailures.Load(),
+		})
+	}
+	st.Limiters = map[Class]any{}
+	for name, cl := range s.classes {
+		pl, _ := s.Placement(name)
+		st.Placements = append(st.Placements, pl)
+		if l, ok := cl.limiter.(interface{ Stat() any }); ok {
+			st.Limiters[name] = l.Stat()
+		}
+	}
+	slices.SortFunc(st.Placements, func(a, b Placement) int { return cmp.Compare(a.Class, b.Class) })
+	s.errs.Range(func(key, v any) bool {
+		k := key.(errKey)
+		for _, ec := range errorClasses {
+			if n := v.(*errCounts)[errorClassIndex[ec]].Load(); n > 0 {
+				st.Errors = append(st.Errors, ErrorCount{Tenant: k.tenant, Class: k.class, Error: ec, Count: n})
+			}
+		}
+		return true
+	})
+	slices.SortFunc(st.Errors, func(a, b ErrorCount) int {
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Class, b.Class), cmp.Compare(a.Error, b.Error))
+	})
+	return st
+}
+
+// Errors returns tenant's error counts in class, by error class (zero
+// counts left out).
+func (s *Stack) Errors(tenant string, c Class) map[ErrorClass]int64 {
+	out := map[ErrorClass]int64{}
+	if v, ok := s.errs.Load(errKey{tenant: tenant, class: c}); ok {
+		for _, ec := range errorClasses {
+			if n := v.(*errCounts)[errorClassIndex[ec]].Load(); n > 0 {
+				out[ec] = n
+			}
+		}
+	}
+	return out
+}
+
+// Close stops new calls (they return ErrClosed) and closes the pools. It
+// waits for calls in progress to return their connections. It is
+// idempotent and safe to call from several goroutines. It does not close
+// the limiters.
+func (s *Stack) Close() {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		s.closePools()
+	})
+}
+
+func (s *Stack) closePools() {
+	for _, p := range s.pools {
+		p.pgx.Close()
+	}
+}
