@@ -1,0 +1,273 @@
+package workload
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Arrival names the arrival process of a class's senders.
+type Arrival string
+
+// Arrival processes.
+const (
+	// Poisson arrivals: each sender's gaps are exponentially distributed
+	// (gonum distuv.Exponential) with rate = the sender's rate in ops/s.
+	Poisson Arrival = "poisson"
+	// Constant arrivals: each sender sends every 1/rate s, starting at a
+	// seeded random phase in [0, 1/rate) so that senders do not all fire
+	// at 0.
+	Constant Arrival = "constant"
+)
+
+// Senders names which tenants send a class of traffic.
+type Senders string
+
+// Sender sets.
+const (
+	// AllTenants: every tenant sends the class.
+	AllTenants Senders = "all"
+	// DominantTenant: only tenant 1 sends the class.
+	DominantTenant Senders = "dominant"
+	// QuietTenants: every tenant but tenant 1 sends the class.
+	QuietTenants Senders = "quiet"
+)
+
+// ClassSpec describes one class of traffic, e.g. "interactive" or "heavy".
+type ClassSpec struct {
+	// Name identifies the class; unique and not empty.
+	Name string
+	// Rate is the class's arrival rate in ops/s summed over its senders
+	// (> 0). Each sender gets Rate × its share renormalised over the
+	// senders. In a closed loop, Rate is only a weight: a user picks among
+	// the classes its tenant sends with probability ∝ Rate.
+	Rate float64
+	// Arrival is the arrival process; "" means Poisson.
+	Arrival Arrival
+	// Senders is who sends the class; "" means AllTenants.
+	Senders Senders
+}
+
+// Op is one operation of a schedule.
+type Op struct {
+	// Seq is the op's position in the unfiltered schedule (0, 1, ...), so
+	// an op keeps its Seq in a filtered schedule.
+	Seq int64
+	// Tenant is the sending tenant's ID.
+	Tenant int
+	// Class is the ClassSpec.Name of the op's class.
+	Class string
+	// At is the intended start, as an offset from the run start.
+	At time.Duration
+}
+
+// Schedule is a fixed, seeded list of ops for an open-loop run.
+type Schedule struct {
+	// Ops are sorted by At (then Class, then Tenant).
+	Ops []Op
+	// Seed is the seed the arrivals were drawn with.
+	Seed int64
+	// Duration is the span the arrivals were drawn over: every At is in
+	// [0, Duration).
+	Duration time.Duration
+	// Classes are the classes with defaults filled in.
+	Classes []ClassSpec
+}
+
+// BuildSchedule draws the arrivals of every class's senders over [0, d) and
+// returns them as one schedule sorted by intended start. The same population,
+// classes, d and seed always give the same schedule; each (class name,
+// tenant) pair has its own random stream, so adding a class or tenant does
+// not move the others' arrivals.
+//
+// filter, if not nil, keeps only the ops for which it returns true; it runs
+// after Seq is assigned, so a filtered schedule (e.g. without the dominant
+// tenant, for a solo baseline) has exactly the same ops as the full one for
+// the tenants it keeps.
+//
+// Errors: a *FieldError per invalid input (d ≤ 0, no classes, an empty or
+// duplicate class name, a rate that is not a finite number > 0, an unknown
+// arrival process or sender set, an empty population), joined; all unwrap to
+// ErrInvalid.
+func BuildSchedule(pop Population, classes []ClassSpec, d time.Duration, seed int64, filter func(Op) bool) (Schedule, error) {
+	classes, err := validateClasses(pop, classes)
+	if d <= 0 {
+		err = errors.Join(err, fieldErr("Duration", d, "must be > 0"))
+	}
+	if err != nil {
+		return Schedule{}, fmt.Errorf("build schedule: %w", err)
+	}
+	total := 0.0
+	for _, c := range classes {
+		total += c.Rate
+	}
+	ops := make([]Op, 0, int(total*d.Seconds()*1.05)+16)
+	for _, c := range classes {
+		senders := pop.senders(c.Senders)
+		sum := 0.0
+		for _, t := range senders {
+			sum += t.Share
+		}
+		for _, t := range senders {
+			rate := c.Rate * t.Share / sum
+			src := rand.NewPCG(uint64(seed), streamID("arrivals", c.Name, strconv.Itoa(t.ID)))
+			ops = appendArrivals(ops, c, t.ID, rate, d, src)
+		}
+	}
+	slices.SortFunc(ops, func(a, b Op) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Class, b.Class), cmp.Compare(a.Tenant, b.Tenant))
+	})
+	for i := range ops {
+		ops[i].Seq = int64(i)
+	}
+	if filter != nil {
+		ops = slices.DeleteFunc(ops, func(op Op) bool { return !filter(op) })
+	}
+	return Schedule{Ops: ops, Seed: seed, Duration: d, Classes: classes}, nil
+}
+
+// appendArrivals appends one sender's arrivals at rate ops/s over [0, d).
+func appendArrivals(ops []Op, c ClassSpec, tenant int, rate float64, d time.Duration, src rand.Source) []Op {
+	limit := d.Seconds()
+	switch c.Arrival {
+	case Constant:
+		period := 1 / rate
+		phase := distuv.Uniform{Min: 0, Max: period, Src: src}.Rand()
+		for k := 0; ; k++ {
+			t := phase + float64(k)*period // from the start, never from the previous arrival
+			if t >= limit {
+				return ops
+			}
+			ops = append(ops, Op{Tenant: tenant, Class: c.Name, At: seconds(t)})
+		}
+	default: // Poisson
+		gap := distuv.Exponential{Rate: rate, Src: src}
+		for t := gap.Rand(); t < limit; t += gap.Rand() {
+			ops = append(ops, Op{Tenant: tenant, Class: c.Name, At: seconds(t)})
+		}
+		return ops
+	}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
+
+// validateClasses fills defaults and reports every invalid field.
+func validateClasses(pop Population, classes []ClassSpec) ([]ClassSpec, error) {
+	var errs []error
+	if len(pop.Tenants) < 2 {
+		errs = append(errs, fieldErr("Population", len(pop.Tenants), "need a population of at least 2 tenants (see NewPopulation)"))
+	}
+	if len(classes) == 0 {
+		errs = append(errs, fieldErr("Classes", 0, "need at least one class"))
+	}
+	out := make([]ClassSpec, len(classes))
+	seen := make(map[string]bool, len(classes))
+	for i, c := range classes {
+		field := func(name string) string { return fmt.Sprintf("Classes[%d].%s", i, name) }
+		switch {
+		case c.Name == "":
+			errs = append(errs, fieldErr(field("Name"), `""`, "must not be empty"))
+		case seen[c.Name]:
+			errs = append(errs, fieldErr(field("Name"), c.Name, "duplicate class name"))
+		}
+		seen[c.Name] = true
+		if !(c.Rate > 0) || math.IsInf(c.Rate, 0) {
+			errs = append(errs, fieldErr(field("Rate"), c.Rate, "must be a finite number of ops/s > 0"))
+		}
+		switch c.Arrival {
+		case "":
+			c.Arrival = Poisson
+		case Poisson, Constant:
+		default:
+			errs = append(errs, fieldErr(field("Arrival"), c.Arrival, "unknown arrival process (want %q or %q)", Poisson, Constant))
+		}
+		switch c.Senders {
+		case "":
+			c.Senders = AllTenants
+		case AllTenants, DominantTenant, QuietTenants:
+		default:
+			errs = append(errs, fieldErr(field("Senders"), c.Senders, "unknown sender set (want %q, %q or %q)", AllTenants, DominantTenant, QuietTenants))
+		}
+		out[i] = c
+	}
+	return out, errors.Join(errs...)
+}
+
+// senders returns the tenants of set s.
+func (p Population) senders(s Senders) []Tenant {
+	switch s {
+	case DominantTenant:
+		return p.Tenants[:1]
+	case QuietTenants:
+		return p.Tenants[1:]
+	}
+	return p.Tenants
+}
+
+// sends reports whether tenant id belongs to set s.
+func (s Senders) sends(id int) bool {
+	switch s {
+	case DominantTenant:
+		return id == 1
+	case QuietTenants:
+		return id != 1
+	}
+	return true
+}
+
+// streamID derives the second word of a PCG seed from names, so that each
+// named stream is independent of the others.
+func streamID(names ...string) uint64 {
+	h := fnv.New64a()
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
+
+// Hash returns a stable hex SHA-256 of the schedule: its Duration and each
+// op's Seq, Tenant, Class and At, in order. The same seed and inputs give the
+// same hash; any changed arrival changes it. Reports print it beside the seed.
+func (s Schedule) Hash() string {
+	h := sha256.New()
+	var buf [binary.MaxVarintLen64*4 + 64]byte
+	b := append(buf[:0], "noisysim schedule v1\x00"...)
+	b = binary.AppendVarint(b, int64(s.Duration))
+	h.Write(b)
+	for _, op := range s.Ops {
+		b = binary.AppendVarint(buf[:0], op.Seq)
+		b = binary.AppendVarint(b, int64(op.Tenant))
+		b = binary.AppendUvarint(b, uint64(len(op.Class)))
+		b = append(b, op.Class...)
+		b = binary.AppendVarint(b, int64(op.At))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// validate checks what RunOpenLoop relies on: ops sorted by At, none before 0.
+func (s Schedule) validate() error {
+	var prev time.Duration
+	for i, op := range s.Ops {
+		if op.At < 0 {
+			return fieldErr(fmt.Sprintf("Ops[%d].At", i), op.At, "must be ≥ 0")
+		}
+		if op.At < prev {
+			return fieldErr(fmt.Sprintf("Ops[%d].At", i), op.At, "ops must be sorted by At (previous op is at %v)", prev)
+		}
+		prev = op.At
+	}
+	return nil
+}
