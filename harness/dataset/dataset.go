@@ -1,0 +1,246 @@
+package dataset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Kind is a query kind a scenario class can name.
+type Kind string
+
+// Query kinds.
+const (
+	// KindLookup is an indexed point lookup of one order by primary key.
+	KindLookup Kind = "lookup"
+	// KindPage is a small page (PageSize rows) of one customer's newest orders.
+	KindPage Kind = "page"
+	// KindReport aggregates a year of one tenant's orders by month and status.
+	KindReport Kind = "report"
+	// KindExport reads all of one tenant's orders in key-ordered batches.
+	KindExport Kind = "export"
+	// KindSleep runs pg_sleep for a known duration: a query of exact cost.
+	KindSleep Kind = "sleep"
+)
+
+// Kinds lists every query kind.
+var Kinds = []Kind{KindLookup, KindPage, KindReport, KindExport, KindSleep}
+
+// PageSize is the number of rows a KindPage query returns at most.
+const PageSize = 20
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool {
+	for _, v := range Kinds {
+		if v == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Spec says what to load.
+type Spec struct {
+	// Orders maps tenant_id to its number of orders rows (>= 1 each).
+	Orders map[int]int64
+	// Days spreads created_at over the last Days days (>= 1).
+	Days int
+	// Customers is the number of distinct customers per tenant (>= 1); a
+	// tenant with fewer orders has fewer customers.
+	Customers int
+}
+
+// ErrSpec is returned (wrapped) for an unusable Spec.
+var ErrSpec = errors.New("dataset: invalid spec")
+
+// Counts splits total rows over tenants 1..len(shares) in proportion to
+// shares (shares[i] is tenant i+1's), giving every tenant at least one row.
+func Counts(shares []float64, total int64) map[int]int64 {
+	out := make(map[int]int64, len(shares))
+	for i, s := range shares {
+		n := int64(math.Round(s * float64(total)))
+		if n < 1 {
+			n = 1
+		}
+		out[i+1] = n
+	}
+	return out
+}
+
+// Schema is the DDL of the data set, without secondary indexes (Load builds
+// them after the rows are in, which is several times faster).
+const Schema = `
+DROP TABLE IF EXISTS orders;
+DROP TABLE IF EXISTS tenants;
+CREATE TABLE tenants (
+	tenant_id  bigint PRIMARY KEY,
+	name       text NOT NULL,
+	plan       text NOT NULL,
+	orders     bigint NOT NULL,
+	created_at timestamptz NOT NULL
+);
+CREATE TABLE orders (
+	tenant_id  bigint NOT NULL,
+	id         bigint NOT NULL,
+	created_at timestamptz NOT NULL,
+	amount     numeric(12,2) NOT NULL,
+	status     text NOT NULL,
+	customer   text NOT NULL,
+	note       text NOT NULL
+);`
+
+// indexes are built after the load.
+const indexes = `
+ALTER TABLE orders ADD PRIMARY KEY (tenant_id, id);
+CREATE INDEX orders_tenant_created ON orders (tenant_id, created_at DESC);
+CREATE INDEX orders_tenant_customer ON orders (tenant_id, customer, created_at DESC);`
+
+// Tables lists the tables a workload role needs access to.
+var Tables = []string{"tenants", "orders"}
+
+// loadOrders generates every tenant's rows in one statement. Values are pure
+// functions of (tenant_id, id): Knuth's multiplicative hash spreads them.
+const loadOrders = `
+INSERT INTO orders (tenant_id, id, created_at, amount, status, customer, note)
+SELECT t.id, g,
+       $3::timestamptz - make_interval(secs => ((g * 2654435761 + t.id * 40503) % ($4::bigint * 86400))::double precision),
+       (((g * 7919 + t.id * 104729) % 100000) / 100.0)::numeric(12,2),
+       (ARRAY['paid','pending','shipped','refunded','cancelled'])[1 + ((g * 31 + t.id) % 5)],
+       'c' || ((g * 48271 + t.id) % LEAST($5::bigint, t.n)),
+       repeat('x', 20 + ((g * 13) % 60)::int)
+FROM unnest($1::bigint[], $2::bigint[]) AS t(id, n), generate_series(1, t.n) AS g`
+
+// Load creates the schema on conn and loads spec's rows, then builds the
+// indexes and runs ANALYZE. It replaces any earlier data set. now anchors
+// created_at; pass a fixed time for a reproducible data set.
+func Load(ctx context.Context, conn *pgx.Conn, spec Spec, now time.Time) error {
+	if len(spec.Orders) == 0 || spec.Days < 1 || spec.Customers < 1 {
+		return fmt.Errorf("%w: need orders per tenant, days >= 1 and customers >= 1", ErrSpec)
+	}
+	ids := make([]int64, 0, len(spec.Orders))
+	ns := make([]int64, 0, len(spec.Orders))
+	for id := 1; len(ids) < len(spec.Orders); id++ {
+		n, ok := spec.Orders[id]
+		if !ok {
+			if id > len(spec.Orders)*4+16 {
+				return fmt.Errorf("%w: tenant ids must be 1..N", ErrSpec)
+			}
+			continue
+		}
+		if n < 1 {
+			return fmt.Errorf("%w: tenant %d has %d orders, need >= 1", ErrSpec, id, n)
+		}
+		ids = append(ids, int64(id))
+		ns = append(ns, n)
+	}
+	steps := []struct {
+		what string
+		sql  string
+		args []any
+	}{
+		{"create schema", Schema, nil},
+		{"load tenants", `INSERT INTO tenants SELECT t.id, 'tenant-' || t.id, CASE WHEN t.id = 1 THEN 'enterprise' ELSE 'standard' END, t.n, $3::timestamptz
+			FROM unnest($1::bigint[], $2::bigint[]) AS t(id, n)`, []any{ids, ns, now}},
+		{"load orders", loadOrders, []any{ids, ns, now, spec.Days, spec.Customers}},
+		{"build indexes", indexes, nil},
+		{"analyze", "ANALYZE tenants; ANALYZE orders", nil},
+	}
+	for _, s := range steps {
+		var err error
+		if s.args == nil {
+			// Multi-statement text goes over the simple protocol.
+			_, err = conn.PgConn().Exec(ctx, s.sql).ReadAll()
+		} else {
+			_, err = conn.Exec(ctx, s.sql, s.args...)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+	}
+	return nil
+}
+
+// Params tunes the queries of a kind.
+type Params struct {
+	// Orders maps tenant_id to its row count, as loaded.
+	Orders map[int]int64
+	// Customers is Spec.Customers as loaded.
+	Customers int
+	// Sleep is KindSleep's duration.
+	Sleep time.Duration
+	// Batch is KindExport's rows per batch; 0 means DefaultBatch.
+	Batch int
+}
+
+// DefaultBatch is KindExport's rows per batch when Params.Batch is 0.
+const DefaultBatch = 1000
+
+// Statement is one SQL statement with its arguments.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// Query returns the statement for a single-statement kind (lookup, page,
+// report, sleep) for tenant; seq picks the row or customer deterministically.
+// KindExport is several statements: use ExportBatch.
+func Query(k Kind, tenant int, seq int64, p Params) (Statement, error) {
+	n := p.Orders[tenant]
+	if n < 1 {
+		n = 1
+	}
+	h := mix(uint64(seq)*0x9E3779B97F4A7C15 ^ uint64(tenant))
+	switch k {
+	case KindLookup:
+		return Statement{
+			SQL:  `SELECT id, created_at, amount, status, customer FROM orders WHERE tenant_id = $1 AND id = $2`,
+			Args: []any{int64(tenant), int64(1 + h%uint64(n))},
+		}, nil
+	case KindPage:
+		c := min(int64(p.Customers), n)
+		if c < 1 {
+			c = 1
+		}
+		return Statement{
+			SQL: `SELECT id, created_at, amount, status FROM orders WHERE tenant_id = $1 AND customer = $2
+				ORDER BY created_at DESC LIMIT ` + fmt.Sprint(PageSize),
+			Args: []any{int64(tenant), fmt.Sprintf("c%d", h%uint64(c))},
+		}, nil
+	case KindReport:
+		return Statement{
+			SQL: `SELECT date_trunc('month', created_at) AS month, status, count(*), sum(amount), avg(amount)
+				FROM orders WHERE tenant_id = $1 AND created_at >= now() - interval '1 year'
+				GROUP BY 1, 2 ORDER BY 1, 2`,
+			Args: []any{int64(tenant)},
+		}, nil
+	case KindSleep:
+		return Statement{SQL: `SELECT pg_sleep($1)`, Args: []any{p.Sleep.Seconds()}}, nil
+	}
+	return Statement{}, fmt.Errorf("dataset: kind %q has no single statement", k)
+}
+
+// ExportBatch returns the statement reading the batch after key afterID of
+// tenant's orders in key order; an export starts at afterID 0 and stops when
+// a batch returns fewer than batch rows.
+func ExportBatch(tenant int, afterID int64, batch int) Statement {
+	if batch <= 0 {
+		batch = DefaultBatch
+	}
+	return Statement{
+		SQL: `SELECT id, created_at, amount, status, customer, note FROM orders
+			WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+		Args: []any{int64(tenant), afterID, batch},
+	}
+}
+
+// mix is SplitMix64's finaliser (Steele, Lea, Flood 2014): a cheap,
+// well-spread hash of seq for picking rows.
+func mix(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
