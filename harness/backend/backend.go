@@ -99,6 +99,10 @@ type Node struct {
 	// printed: use RedactedDSN for anything shown to a person.
 	User     string
 	Password string `json:"-"`
+	// Params are extra libpq URL parameters, e.g. {"sslmode": "require"}.
+	// Without an sslmode entry DSNs carry sslmode=disable (local clusters
+	// listen on loopback only).
+	Params map[string]string
 }
 
 // DSN returns a libpq URL connecting to the node as its superuser.
@@ -106,12 +110,19 @@ func (n Node) DSN() string { return n.DSNFor(n.User, n.Password) }
 
 // DSNFor returns a libpq URL connecting to the node as user with password.
 func (n Node) DSNFor(user, password string) string {
+	q := url.Values{}
+	for k, v := range n.Params {
+		q.Set(k, v)
+	}
+	if q.Get("sslmode") == "" {
+		q.Set("sslmode", "disable")
+	}
 	u := url.URL{
 		Scheme:   "postgres",
 		User:     url.UserPassword(user, password),
 		Host:     net.JoinHostPort(n.Host, strconv.Itoa(n.Port)),
 		Path:     "/" + n.Database,
-		RawQuery: "sslmode=disable",
+		RawQuery: q.Encode(),
 	}
 	if password == "" {
 		u.User = url.User(user)

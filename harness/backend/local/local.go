@@ -210,6 +210,7 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 	}
 	c.step("", step, t0)
 
+	b.sweep(b.baseDir)
 	if err := c.makeDir(b.baseDir); err != nil {
 		return nil, err
 	}

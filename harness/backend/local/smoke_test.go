@@ -9,17 +9,19 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 )
 
-func TestSmokeSingle(t *testing.T) {
-	c := localtest.Start(t, backend.Spec{})
-	p, _ := backend.First(c, backend.RolePrimary)
-	conn, err := pgx.Connect(t.Context(), p.DSN())
-	if err != nil {
-		t.Fatal(err)
+func TestSmokeReplica(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{Topology: backend.TopologyReplica})
+	for _, n := range c.Nodes() {
+		conn, err := pgx.Connect(t.Context(), n.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec bool
+		if err := conn.QueryRow(t.Context(), "select pg_is_in_recovery()").Scan(&rec); err != nil {
+			t.Fatal(err)
+		}
+		t.Log(n.Name, rec)
+		conn.Close(t.Context())
 	}
-	defer conn.Close(t.Context())
-	var one int
-	if err := conn.QueryRow(t.Context(), "select 1").Scan(&one); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%+v", c.Stat())
+	t.Logf("%+v", c.Stat().Steps)
 }

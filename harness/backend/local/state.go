@@ -1,23 +1,32 @@
 package local
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
 )
 
 // stateFile is the file in a cluster directory recording its processes, for
-// StopKept and for people.
+// StopKept, for the sweep of leftovers and for people.
 const stateFile = "state.json"
 
 type clusterState struct {
-	Format     int         `json:"format"`
-	OwnerPID   int         `json:"owner_pid"`
-	Keep       bool        `json:"keep"`
-	BinDir     string      `json:"bin_dir"`
-	ServerUser string      `json:"server_user"`
-	Nodes      []nodeState `json:"nodes"`
+	Format   int  `json:"format"`
+	OwnerPID int  `json:"owner_pid"`
+	Keep     bool `json:"keep"`
+	// PIDNamespace tells apart processes of other containers sharing /tmp.
+	PIDNamespace string      `json:"pid_namespace"`
+	BinDir       string      `json:"bin_dir"`
+	ServerUser   string      `json:"server_user"`
+	Nodes        []nodeState `json:"nodes"`
 }
 
 type nodeState struct {
@@ -28,9 +37,17 @@ type nodeState struct {
 	DataDir string `json:"data_dir"`
 }
 
+func pidNamespace() string {
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return ns
+}
+
 // writeState records the cluster's processes in its directory, atomically.
 func (c *Cluster) writeState() error {
-	st := clusterState{Format: 1, OwnerPID: os.Getpid(), Keep: c.keep, BinDir: c.bin.Dir, ServerUser: c.user.name}
+	st := clusterState{
+		Format: 1, OwnerPID: os.Getpid(), Keep: c.keep, PIDNamespace: pidNamespace(),
+		BinDir: c.bin.Dir, ServerUser: c.user.name,
+	}
 	c.mu.Lock()
 	for _, n := range c.nodes {
 		s := n.stat()
@@ -61,4 +78,109 @@ func readState(dir string) (clusterState, error) {
 		return st, fmt.Errorf("read state: %w", err)
 	}
 	return st, nil
+}
+
+// isPostmasterOf reports whether pid is a live postgres process serving
+// dataDir (guarding against a recycled pid).
+func isPostmasterOf(pid int, dataDir string) bool {
+	if pid <= 0 {
+		return false
+	}
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	args := strings.Split(string(cmdline), "\x00")
+	for i, a := range args {
+		if a == "-D" && i+1 < len(args) && args[i+1] == dataDir {
+			return true
+		}
+	}
+	return false
+}
+
+// alive reports whether pid exists.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// StopKept stops the cluster in dir that was started WithKeep and detached
+// (what `noisysim cluster down` does): `pg_ctl stop -m fast`, then
+// `-m immediate`, then SIGKILL, for each node; then it removes dir. It returns
+// an error wrapping ErrNotKept when dir holds no kept cluster.
+func (b *Backend) StopKept(ctx context.Context, dir string) error {
+	st, err := readState(dir)
+	if err != nil {
+		return fmt.Errorf("stop kept cluster %s: %w (%w)", dir, ErrNotKept, err)
+	}
+	if !st.Keep {
+		return fmt.Errorf("stop kept cluster %s: it was not started with --keep and belongs to pid %d: %w", dir, st.OwnerPID, ErrNotKept)
+	}
+	u, err := serverUser(st.ServerUser)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	// Replicas first, as Close does.
+	for i := len(st.Nodes) - 1; i >= 0; i-- {
+		n := st.Nodes[i]
+		if !isPostmasterOf(n.PID, n.DataDir) {
+			continue
+		}
+		for _, mode := range []string{"fast", "immediate"} {
+			cmd := u.command(exec.CommandContext(ctx, filepath.Join(st.BinDir, "pg_ctl"), "stop", "-D", n.DataDir, "-m", mode, "-w", "-t", "10"), dir)
+			out, err := cmd.CombinedOutput()
+			if err == nil || !isPostmasterOf(n.PID, n.DataDir) {
+				break
+			}
+			b.log.Debug("pg_ctl stop failed", "node", n.Name, "mode", mode, "output", strings.TrimSpace(string(out)))
+		}
+		if isPostmasterOf(n.PID, n.DataDir) {
+			killTree(n.PID)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for alive(n.PID) && isPostmasterOf(n.PID, n.DataDir) && time.Now().Before(deadline) {
+			time.Sleep(pollInterval)
+		}
+		if isPostmasterOf(n.PID, n.DataDir) {
+			errs = append(errs, fmt.Errorf("stop node %s: pid %d still runs", n.Name, n.PID))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove cluster dir: %w", err)
+	}
+	return nil
+}
+
+// sweep removes cluster directories under base left by a noisysim process
+// that died without tearing down (SIGKILL, a crash): not kept, owner process
+// gone in this pid namespace, no server of theirs still running.
+func (b *Backend) sweep(base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, "noisysim-*"))
+	ns := pidNamespace()
+	for _, d := range dirs {
+		st, err := readState(d)
+		if err != nil || st.Keep || st.PIDNamespace != ns || st.OwnerPID == os.Getpid() || alive(st.OwnerPID) {
+			continue
+		}
+		running := false
+		for _, n := range st.Nodes {
+			if isPostmasterOf(n.PID, n.DataDir) {
+				running = true
+			}
+		}
+		if running {
+			continue
+		}
+		if err := os.RemoveAll(d); err == nil {
+			b.log.Debug("removed leftover cluster dir", "dir", d, "owner_pid", st.OwnerPID)
+		}
+	}
 }
