@@ -1,0 +1,380 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Executor runs one op. It must return soon after ctx is cancelled: the
+// engine cancels ctx at the end of a run and waits for every call to return.
+// An Executor is called from many goroutines at once.
+type Executor func(ctx context.Context, op Op) error
+
+// Result is the outcome of one op, handed to a Recorder.
+type Result struct {
+	Op Op
+	// Intended is when the op should have started: run start + Op.At.
+	// In a closed loop it equals Start.
+	Intended time.Time
+	// Start is when the executor was called; zero if it never was (the op
+	// was dropped, or was still queued when the run ended).
+	Start time.Time
+	// End is when the executor returned, when the op was dropped, or, for
+	// an incomplete op, when the run gave up on it.
+	End time.Time
+	// Err is the executor's error; ErrDropped for a dropped op; an error
+	// wrapping ErrIncomplete and context.Canceled for an incomplete one.
+	Err error
+}
+
+// Latency returns the response time End − Intended. Measured from the
+// intended start, it includes any time the op spent waiting for the
+// generator, a worker or a stalled system (coordinated-omission corrected).
+func (r Result) Latency() time.Duration { return r.End.Sub(r.Intended) }
+
+// Service returns the service time End − Start, or 0 if the op never started.
+func (r Result) Service() time.Duration {
+	if r.Start.IsZero() {
+		return 0
+	}
+	return r.End.Sub(r.Start)
+}
+
+// Recorder receives every op's Result exactly once. Record is called from
+// many goroutines at once and should return quickly: in an open loop, drops
+// are recorded on the dispatching goroutine.
+type Recorder interface {
+	Record(Result)
+}
+
+// RecorderFunc adapts a function to Recorder.
+type RecorderFunc func(Result)
+
+// Record calls f(r).
+func (f RecorderFunc) Record(r Result) { f(r) }
+
+var _ Recorder = RecorderFunc(nil)
+
+// errIncomplete is the Err of an op the run gave up on.
+var errIncomplete = fmt.Errorf("run op: %w: %w", ErrIncomplete, context.Canceled)
+
+// Open-loop defaults.
+const (
+	// DefaultMaxInFlight bounds the ops queued or running at once when
+	// OpenLoopConfig.MaxInFlight is 0: 10,000, i.e. a 10 s stall at
+	// 1,000 ops/s before arrivals are dropped.
+	DefaultMaxInFlight = 10000
+	// DefaultDrain is how long a run waits for in-flight ops after the
+	// schedule ends when the config's Drain is 0.
+	DefaultDrain = 10 * time.Second
+)
+
+// OpenLoopConfig tunes RunOpenLoop. The zero value is usable.
+type OpenLoopConfig struct {
+	// Workers is the number of goroutines calling the executor; arrivals
+	// wait for a free worker in a queue (their latency counts the wait).
+	// 0 means a new goroutine per op. Negative is invalid.
+	Workers int
+	// MaxInFlight bounds ops issued but not finished (queued or running).
+	// An arrival that finds MaxInFlight ops in flight is dropped: recorded
+	// with ErrDropped and counted, never queued. 0 means
+	// DefaultMaxInFlight. Negative is invalid.
+	MaxInFlight int
+	// Drain is how long to wait for in-flight ops after the schedule ends
+	// (after its Duration, or after the last op was issued if that is
+	// later). Ops still in flight then are cancelled and recorded as
+	// incomplete. 0 means DefaultDrain; negative means no wait.
+	Drain time.Duration
+	// Logger receives debug events and a warning at the first drop. nil
+	// means silent.
+	Logger *slog.Logger
+}
+
+// RunStats counts what happened to a schedule's ops.
+// Issued + Dropped + Unissued == Scheduled and
+// Completed + Incomplete == Issued.
+type RunStats struct {
+	// Start is the run start; op i was intended at Start + Ops[i].At.
+	Start time.Time
+	// End is when the last op finished or was given up on.
+	End       time.Time
+	Scheduled int64
+	// Issued ops were handed to a worker or goroutine.
+	Issued int64
+	// Completed ops returned from the executor before the run ended.
+	Completed int64
+	// Errors counts completed ops whose executor returned an error.
+	Errors int64
+	// Dropped arrivals found MaxInFlight ops in flight.
+	Dropped int64
+	// Incomplete ops were queued or running when the run gave up on them.
+	Incomplete int64
+	// Unissued ops were never reached because ctx was cancelled.
+	Unissued int64
+	// MaxLag is the largest delay between an op's intended start and the
+	// moment the generator issued it: how far the generator fell behind.
+	MaxLag time.Duration
+}
+
+// flight states.
+const (
+	queued int32 = iota
+	running
+	reported
+)
+
+// flight is one issued op.
+type flight struct {
+	op       Op
+	intended time.Time
+	start    time.Time // written by the executing goroutine before state becomes running
+	state    atomic.Int32
+}
+
+// openLoop is one run of RunOpenLoop.
+type openLoop struct {
+	exec      Executor
+	rec       Recorder
+	ctx       context.Context // the ops' context, cancelled when the run gives up
+	queue     chan *flight    // nil with a goroutine per op
+	inflight  atomic.Int64
+	completed atomic.Int64
+	errors    atomic.Int64
+	wg        sync.WaitGroup
+}
+
+// RunOpenLoop issues each op of s at its intended start, run start + op.At,
+// computed from the run start, never from the previous op. When the generator
+// is late it issues at once without skipping or shifting later ops, and the
+// latency shows the delay. Every op's Result goes to rec (nil discards them),
+// including dropped and incomplete ops; see OpenLoopConfig.
+//
+// RunOpenLoop returns when every op has finished or been given up on and
+// every executor call has returned. If ctx is cancelled it stops issuing,
+// gives up on the ops in flight at once and returns an error wrapping
+// ctx.Err() with the stats so far.
+//
+// Errors: ErrInvalid (wrapped) for a nil executor, a negative Workers or
+// MaxInFlight, or ops not sorted by At; nothing runs then.
+func RunOpenLoop(ctx context.Context, s Schedule, exec Executor, rec Recorder, cfg OpenLoopConfig) (RunStats, error) {
+	if err := cfg.validate(exec, s); err != nil {
+		return RunStats{}, fmt.Errorf("run open loop: %w", err)
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.Drain == 0 {
+		cfg.Drain = DefaultDrain
+	}
+	if rec == nil {
+		rec = RecorderFunc(func(Result) {})
+	}
+	log := orDiscard(cfg.Logger)
+
+	// The ops' context is cancelled by the run only, after the ops in
+	// flight were recorded as incomplete, so that none of them is reported
+	// as a completed op that failed with context.Canceled.
+	opCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelOps()
+	e := &openLoop{exec: exec, rec: rec, ctx: opCtx}
+	if cfg.Workers > 0 {
+		e.queue = make(chan *flight, cfg.MaxInFlight)
+		e.wg.Add(cfg.Workers)
+		for range cfg.Workers {
+			go e.worker()
+		}
+	}
+
+	start := time.Now()
+	stats := RunStats{Start: start, Scheduled: int64(len(s.Ops))}
+	log.Debug("open loop started", "ops", len(s.Ops), "duration", s.Duration, "workers", cfg.Workers, "max_in_flight", cfg.MaxInFlight)
+
+	var flights []*flight // issued ops, compacted as they finish
+	live := 0             // len(flights) after the last compaction
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	done := ctx.Done()
+	cancelled := false
+dispatch:
+	for i, op := range s.Ops {
+		intended := start.Add(op.At)
+		if wait := time.Until(intended); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-done:
+				stats.Unissued = int64(len(s.Ops) - i)
+				cancelled = true
+				break dispatch
+			}
+		} else {
+			select {
+			case <-done:
+				stats.Unissued = int64(len(s.Ops) - i)
+				cancelled = true
+				break dispatch
+			default:
+			}
+		}
+		now := time.Now()
+		stats.MaxLag = max(stats.MaxLag, now.Sub(intended))
+		if e.inflight.Load() >= int64(cfg.MaxInFlight) {
+			if stats.Dropped == 0 {
+				log.Warn("open loop dropping arrivals: too many ops in flight", "max_in_flight", cfg.MaxInFlight, "at", op.At)
+			}
+			stats.Dropped++
+			rec.Record(Result{Op: op, Intended: intended, End: now, Err: ErrDropped})
+			continue
+		}
+		e.inflight.Add(1)
+		stats.Issued++
+		f := &flight{op: op, intended: intended}
+		if len(flights) >= 2*live+1024 {
+			flights = compact(flights)
+			live = len(flights)
+		}
+		flights = append(flights, f)
+		if e.queue != nil {
+			e.queue <- f // never blocks: capacity MaxInFlight ≥ ops in flight
+		} else {
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				e.execute(f)
+			}()
+		}
+	}
+	if e.queue != nil {
+		close(e.queue)
+	}
+
+	finished := make(chan struct{})
+	go func() {
+		e.wg.Wait()
+		close(finished)
+	}()
+	if !cancelled {
+		deadline := start.Add(s.Duration)
+		if now := time.Now(); now.After(deadline) {
+			deadline = now // the generator was late: drain from the last issue
+		}
+		if cfg.Drain > 0 {
+			deadline = deadline.Add(cfg.Drain)
+		}
+		timer.Reset(time.Until(deadline))
+		select {
+		case <-finished:
+		case <-timer.C:
+		case <-done:
+			cancelled = true
+		}
+	}
+	stats.Incomplete = e.abandon(flights, time.Now())
+	cancelOps()
+	<-finished
+	stats.End = time.Now()
+	stats.Completed = e.completed.Load()
+	stats.Errors = e.errors.Load()
+	log.Debug("open loop finished", "issued", stats.Issued, "completed", stats.Completed, "errors", stats.Errors,
+		"dropped", stats.Dropped, "incomplete", stats.Incomplete, "unissued", stats.Unissued, "max_lag", stats.MaxLag)
+	if cancelled {
+		return stats, fmt.Errorf("run open loop: %w", ctx.Err())
+	}
+	return stats, nil
+}
+
+func (cfg OpenLoopConfig) validate(exec Executor, s Schedule) error {
+	var errs []error
+	if exec == nil {
+		errs = append(errs, fieldErr("Executor", nil, "must not be nil"))
+	}
+	if cfg.Workers < 0 {
+		errs = append(errs, fieldErr("Workers", cfg.Workers, "must be ≥ 0 (0 means a goroutine per op)"))
+	}
+	if cfg.MaxInFlight < 0 {
+		errs = append(errs, fieldErr("MaxInFlight", cfg.MaxInFlight, "must be ≥ 0 (0 means %d)", DefaultMaxInFlight))
+	}
+	if err := s.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// worker executes queued ops until the queue is closed and empty.
+func (e *openLoop) worker() {
+	defer e.wg.Done()
+	for f := range e.queue {
+		e.execute(f)
+	}
+}
+
+// execute runs f unless the run already gave up on it, and records the
+// result unless the run gave up on it while it ran.
+func (e *openLoop) execute(f *flight) {
+	defer e.inflight.Add(-1)
+	f.start = time.Now()
+	if !f.state.CompareAndSwap(queued, running) {
+		return // reported incomplete while queued
+	}
+	err := e.exec(e.ctx, f.op)
+	end := time.Now()
+	if !f.state.CompareAndSwap(running, reported) {
+		return // reported incomplete when the run ended
+	}
+	e.completed.Add(1)
+	if err != nil {
+		e.errors.Add(1)
+	}
+	e.rec.Record(Result{Op: f.op, Intended: f.intended, Start: f.start, End: end, Err: err})
+}
+
+// abandon records every flight not yet reported as incomplete at time at and
+// returns how many there were. It runs before the ops' context is cancelled,
+// so an op that finishes in the meantime is reported as completed, not as
+// cancelled.
+func (e *openLoop) abandon(flights []*flight, at time.Time) int64 {
+	var n int64
+	for _, f := range flights {
+		for {
+			s := f.state.Load()
+			if s == reported {
+				break
+			}
+			if f.state.CompareAndSwap(s, reported) {
+				r := Result{Op: f.op, Intended: f.intended, End: at, Err: errIncomplete}
+				if s == running {
+					r.Start = f.start
+				}
+				e.rec.Record(r)
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// compact drops reported flights, keeping order.
+func compact(flights []*flight) []*flight {
+	out := flights[:0]
+	for _, f := range flights {
+		if f.state.Load() != reported {
+			out = append(out, f)
+		}
+	}
+	clear(flights[len(out):])
+	return out
+}
+
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}
