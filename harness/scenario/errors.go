@@ -62,7 +62,8 @@ func (p Problem) Is(target error) bool { return target == ErrInvalid }
 type Error struct {
 	// File is the scenario file's path as given to Load or Parse.
 	File string
-	// Problems are sorted by line, column, then field; never empty.
+	// Problems are sorted by line and column, then in schema order; never
+	// empty.
 	Problems []Problem
 	// Err is the underlying error when there is one, e.g. the *fs.PathError
 	// of an unreadable file; nil otherwise.
@@ -92,16 +93,11 @@ func (e *Error) Unwrap() []error {
 	return []error{ErrInvalid}
 }
 
-// sortProblems orders problems by line, column, field and message, and drops
-// exact duplicates, so that the output is deterministic.
+// sortProblems orders problems by line and column, keeping the order they
+// were found in (schema order) among equals, and drops exact duplicates.
 func sortProblems(ps []Problem) []Problem {
 	slices.SortStableFunc(ps, func(a, b Problem) int {
-		return cmp.Or(
-			cmp.Compare(a.Line, b.Line),
-			cmp.Compare(a.Col, b.Col),
-			cmp.Compare(a.Field, b.Field),
-			cmp.Compare(a.Msg, b.Msg),
-		)
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Col, b.Col))
 	})
 	return slices.Compact(ps)
 }

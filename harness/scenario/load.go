@@ -115,11 +115,31 @@ func underAny(field string, bad map[string]bool) bool {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// parserErrors are the messages of yaml.v3's parser (as opposed to its
+// scanner). For these it reports a 0-based line: the line where the enclosing
+// flow or block starts, or else where the problem is.
+var parserErrors = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
 // syntaxProblem turns a YAML syntax error into a Problem with its line.
 func syntaxProblem(err error) Problem {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if parserErrors[m[2]] {
+			line++
+		}
 		return Problem{Line: line, Msg: "malformed YAML: " + m[2]}
 	}
 	return Problem{Msg: "malformed YAML: " + strings.TrimPrefix(msg, "yaml: ")}
@@ -264,8 +284,11 @@ func (ix *index) decodeProblem(msg string) (p Problem, bad string, ok bool) {
 	col, _ := strconv.Atoi(m[2])
 	rest := m[3]
 	at := func(e *entry, msg string) Problem {
-		l, c := ix.pos(e.path)
-		return Problem{Line: l, Col: c, Field: e.path, Msg: msg}
+		n := e.value
+		if e.key != nil {
+			n = e.key
+		}
+		return Problem{Line: n.Line, Col: n.Column, Field: e.path, Msg: msg}
 	}
 
 	if col > 0 { // our own UnmarshalYAML errors carry the value's column
@@ -300,8 +323,13 @@ func (ix *index) decodeProblem(msg string) (p Problem, bad string, ok bool) {
 			return v.Kind == yaml.ScalarNode && strings.HasPrefix(v.Value, shown)
 		})
 		if e != nil {
-			if want := kindName(typeAt(e.path)); want != "" {
-				return at(e, fmt.Sprintf("must be %s, got %s", want, describe(e.value))), e.path, true
+			t := typeAt(e.path)
+			if want := kindName(t); want != "" {
+				msg := fmt.Sprintf("must be %s, got %s", want, describe(e.value))
+				if t == reflect.TypeFor[Limiter]() && e.value.Kind == yaml.ScalarNode {
+					msg += "; to run without a limiter write limiter: {enabled: false}"
+				}
+				return at(e, msg), e.path, true
 			}
 			return at(e, rest), e.path, true
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // Validate checks every field and returns one error per problem, all of them
-// at once, sorted by line. Each error is a Problem (matching ErrInvalid)
+// at once, sorted by line (schema order when there are no lines). Each error is a Problem (matching ErrInvalid)
 // naming the field path and, for a scenario from Parse or Load, its
 // file:line:col, e.g.
 //
@@ -64,6 +64,15 @@ type checker struct {
 func (c *checker) add(field, format string, args ...any) {
 	line, col := c.s.ix.pos(field)
 	c.ps = append(c.ps, Problem{File: c.s.File, Line: line, Col: col, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// where names field for a message: "line 12" when the file says, else the
+// field path.
+func (c *checker) where(field string) string {
+	if line, _ := c.s.ix.pos(field); line > 0 {
+		return fmt.Sprintf("line %d", line)
+	}
+	return field
 }
 
 // present reports whether field is in the file with a value.
@@ -242,13 +251,13 @@ func (c *checker) classes(cs []Class) {
 		p := fmt.Sprintf("classes[%d]", i)
 		if c.name(p+".name", cl.Name) {
 			if prev, dup := first[cl.Name]; dup {
-				c.add(p+".name", "duplicate class name %q (first at %s)", cl.Name, prev)
+				c.add(p+".name", "duplicate class name %q (first at %s)", cl.Name, c.where(prev))
 			} else {
 				first[cl.Name] = p
 			}
 		}
 		if cl.IsolationClass == "" && !c.present(p+".isolation_class") {
-			c.add(p+".isolation_class", "required when the class name is not interactive or heavy: interactive or heavy")
+			c.add(p+".isolation_class", "required when the class name is not interactive or heavy; want interactive or heavy")
 		} else {
 			oneOf(c, p+".isolation_class", "isolation class", cl.IsolationClass, IsolationInteractive, IsolationHeavy)
 		}
@@ -296,7 +305,7 @@ func (c *checker) configurations(cs []Configuration) {
 		p := fmt.Sprintf("configurations[%d]", i)
 		if c.name(p+".name", cf.Name) {
 			if prev, dup := first[cf.Name]; dup {
-				c.add(p+".name", "duplicate configuration name %q (first at %s)", cf.Name, prev)
+				c.add(p+".name", "duplicate configuration name %q (first at %s)", cf.Name, c.where(prev))
 			} else {
 				first[cf.Name] = p
 			}
