@@ -99,13 +99,20 @@ func isPostmasterOf(pid int, dataDir string) bool {
 	return false
 }
 
-// alive reports whether pid exists.
+// alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(data), ')')
+	return i < 0 || !strings.HasPrefix(string(data[i+1:]), " Z")
 }
 
 // StopKept stops the cluster in dir that was started WithKeep and detached

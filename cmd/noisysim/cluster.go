@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
+)
+
+// envTestPanicAfterUp, when "1", makes `cluster up` panic once the cluster
+// is up: a hook for the tests that check teardown on panic.
+const envTestPanicAfterUp = "NOISYSIM_TEST_PANIC_AFTER_UP"
+
+func runCluster(ctx context.Context, a *app, args []string) error {
+	usage := func(w io.Writer) {
+		fmt.Fprintf(w, `Usage:
+  noisysim cluster up [--topology single|replica] [--keep] [--show-password] [--setting k=v ...]
+  noisysim cluster down [--dir DIR]
+
+up starts a throwaway PostgreSQL cluster, prints its nodes and DSNs and waits
+for Ctrl-C, then stops it and removes its files. With --keep it returns and
+leaves the cluster running; 'cluster down' stops it.
+`)
+	}
+	if len(args) == 0 {
+		usage(a.stderr)
+		return usagef("cluster: missing subcommand up or down")
+	}
+	switch args[0] {
+	case "up":
+		return clusterUp(ctx, a, args[1:])
+	case "down":
+		return clusterDown(ctx, a, args[1:])
+	case "-h", "--help", "help":
+		usage(a.stdout)
+		return nil
+	}
+	usage(a.stderr)
+	return usagef("cluster: unknown subcommand %q", args[0])
+}
+
+// settingsFlag collects repeated --setting name=value.
+type settingsFlag map[string]string
+
+func (s settingsFlag) String() string { return "" }
+
+func (s settingsFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("want name=value, got %q", v)
+	}
+	s[strings.TrimSpace(k)] = val
+	return nil
+}
+
+func clusterUp(ctx context.Context, a *app, args []string) error {
+	fs := flag.NewFlagSet("cluster up", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	topology := fs.String("topology", "single", "cluster shape: single or replica")
+	nodes := fs.Int("nodes", 0, "node count for topology primaries (N independent primaries)")
+	keep := fs.Bool("keep", false, "leave the cluster running and exit; stop it with 'noisysim cluster down'")
+	showPassword := fs.Bool("show-password", false, "print DSNs with the password instead of xxxxx")
+	port := fs.Int("port", 0, "TCP port of the primary (0: pick a free one)")
+	binDir := fs.String("bindir", "", "directory of PostgreSQL's server binaries (default: search, see "+local.EnvBinDir+")")
+	baseDir := fs.String("base-dir", "", "directory to create the cluster in (default: the temp dir)")
+	timings := fs.Bool("timings", false, "print the duration of each start-up step")
+	settings := settingsFlag{}
+	fs.Var(settings, "setting", "server setting name=value, repeatable (e.g. --setting max_connections=200)")
+	if err := fs.Parse(args); err != nil {
+		return usageOrHelp(err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("cluster up: unexpected argument %q", fs.Arg(0))
+	}
+	if *port < 0 || *port > 65535 {
+		return usagef("cluster up: --port %d out of range", *port)
+	}
+	spec := backend.Spec{Topology: backend.Topology(*topology), Nodes: *nodes}
+	if len(settings) > 0 {
+		spec.Settings = settings
+	}
+	b := local.New(local.WithLogger(a.log), local.WithKeep(*keep), local.WithPort(*port),
+		local.WithBinDir(*binDir), local.WithBaseDir(*baseDir))
+	c, err := b.StartCluster(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("start cluster: %w", err)
+	}
+	td := a.teardown.add(c.Close, c.Kill)
+	st := c.Stat()
+	fmt.Fprintf(a.stdout, "cluster up: %s, %d node(s), ready in %.2f s, PostgreSQL %d, dir %s\n",
+		spec.Topology, len(st.Nodes), st.Ready.Seconds(), st.Binaries.Major, st.Dir)
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	for _, n := range st.Nodes {
+		dsn := n.RedactedDSN()
+		if *showPassword {
+			dsn = n.DSN()
+		}
+		fmt.Fprintf(tw, "  %s\t%s\tpid %d\t%s\n", n.Name, n.Role, n.PID, dsn)
+	}
+	tw.Flush()
+	if *timings {
+		printTimings(a.stdout, st)
+	}
+	if os.Getenv(envTestPanicAfterUp) == "1" {
+		panic("test hook " + envTestPanicAfterUp)
+	}
+	if *keep {
+		if err := c.Detach(); err != nil {
+			return err
+		}
+		a.teardown.forget(td)
+		primary, _ := backend.First(c, backend.RolePrimary)
+		fmt.Fprintf(a.stdout, "The cluster keeps running.\n  connect: PGPASSFILE=%s psql '%s'\n  stop:    noisysim cluster down --dir %s\n",
+			c.PassFile(), primary.DSNFor(primary.User, ""), c.Dir())
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "Press Ctrl-C to stop the cluster and remove its files.\n")
+	<-ctx.Done()
+	fmt.Fprintf(a.stderr, "noisysim: stopping cluster\n")
+	if err := a.teardown.finish(td); err != nil {
+		return fmt.Errorf("stop cluster: %w", err)
+	}
+	fmt.Fprintf(a.stderr, "noisysim: cluster stopped and removed\n")
+	return nil
+}
+
+func printTimings(w io.Writer, st local.Stat) {
+	fmt.Fprintf(w, "timings:\n")
+	for _, s := range st.Steps {
+		name := s.Node
+		if name == "" {
+			name = "cluster"
+		}
+		fmt.Fprintf(w, "  %-10s %-11s %7.1f ms\n", name, s.Name, float64(s.Duration.Microseconds())/1000)
+	}
+	fmt.Fprintf(w, "  %-10s %-11s %7.1f ms\n", "total", "ready", float64(st.Ready.Microseconds())/1000)
+}
+
+func clusterDown(ctx context.Context, a *app, args []string) error {
+	fs := flag.NewFlagSet("cluster down", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	dir := fs.String("dir", "", "directory of the kept cluster (default: the only one in --base-dir)")
+	baseDir := fs.String("base-dir", "", "where to look for kept clusters (default: the temp dir)")
+	if err := fs.Parse(args); err != nil {
+		return usageOrHelp(err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("cluster down: unexpected argument %q", fs.Arg(0))
+	}
+	if *dir == "" {
+		kept, err := local.KeptClusters(*baseDir)
+		if err != nil {
+			return err
+		}
+		switch len(kept) {
+		case 0:
+			return fmt.Errorf("cluster down: no kept cluster found: %w", local.ErrNotKept)
+		case 1:
+			*dir = kept[0]
+		default:
+			return usagef("cluster down: several kept clusters, choose one with --dir: %s", strings.Join(kept, " "))
+		}
+	}
+	b := local.New(local.WithLogger(a.log))
+	if err := b.StopKept(ctx, *dir); err != nil {
+		if errors.Is(err, local.ErrNotKept) {
+			return fmt.Errorf("cluster down: %w", err)
+		}
+		return fmt.Errorf("cluster down: %w", err)
+	}
+	fmt.Fprintf(a.stdout, "cluster in %s stopped and removed\n", *dir)
+	return nil
+}

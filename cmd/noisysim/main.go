@@ -1,0 +1,266 @@
+// Command noisysim starts throwaway PostgreSQL clusters, drives multi-tenant
+// load through an isolation stack and checks that quiet tenants stay fast.
+//
+// Usage:
+//
+//	noisysim [-v] <command> [arguments]
+//
+// Exit codes (the contract CI gates rely on; mapped in exitCode only):
+//
+//	0   success
+//	1   any other error, an interruption, or a panic (after teardown)
+//	2   bad input or usage: unknown command or flag, invalid scenario or
+//	    topology, an explicit port in use, PostgreSQL not installed
+//	99  an assertion failed (the run completed; a quiet tenant was hurt)
+//
+// Signals: the first SIGINT or SIGTERM cancels the command, which tears
+// down gracefully; a second one tears down immediately (SIGKILL to the
+// servers, directories removed) and exits 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync"
+	"syscall"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
+)
+
+// command is one subcommand. run gets the arguments after the command name;
+// it returns a *usageError (or an error wrapping a bad-input sentinel) for
+// wrong arguments.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, app *app, args []string) error
+}
+
+// commands is the one place subcommands are registered. To add one, write
+// its run function in its own file and add a line here.
+var commands = []command{
+	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
+	// {"run", "...", runRun},
+	// {"validate", "...", runValidate},
+}
+
+// Exit codes; see the package documentation.
+const (
+	exitOK        = 0
+	exitError     = 1
+	exitUsage     = 2
+	exitAssertion = 99
+)
+
+// errAssertionFailed is returned (wrapped) by a command whose run completed
+// but whose assertions failed.
+var errAssertionFailed = errors.New("assertion failed")
+
+// exitCodes maps errors to exit codes, first match wins (errors.Is). Add the
+// sentinels of new commands here, nowhere else.
+var exitCodes = []struct {
+	err  error
+	code int
+}{
+	{errAssertionFailed, exitAssertion},
+	{errUsage, exitUsage},
+	{flag.ErrHelp, exitOK},
+	{backend.ErrBadInput, exitUsage},
+	{backend.ErrNotInstalled, exitUsage},
+	{local.ErrNotKept, exitUsage},
+}
+
+// exitCode returns the exit code for the error a command returned.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	for _, e := range exitCodes {
+		if errors.Is(err, e.err) {
+			return e.code
+		}
+	}
+	return exitError
+}
+
+// errUsage marks wrong command-line usage.
+var errUsage = errors.New("usage")
+
+// usageError is wrong command-line usage; it unwraps to errUsage.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+func (e *usageError) Unwrap() error { return errUsage }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+// app is what every command gets from main.
+type app struct {
+	stdout, stderr io.Writer
+	log            *slog.Logger
+	teardown       *teardown
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// realMain runs noisysim with args and returns the exit code. It owns signal
+// handling and the last-resort teardown on panic.
+func realMain(args []string, stdout, stderr io.Writer) (code int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	td := &teardown{}
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		s, ok := <-sigs
+		if !ok {
+			return
+		}
+		fmt.Fprintf(stderr, "noisysim: %v: stopping (send it again to stop immediately)\n", s)
+		cancel()
+		if s, ok = <-sigs; !ok {
+			return
+		}
+		fmt.Fprintf(stderr, "noisysim: %v: stopping immediately\n", s)
+		td.run(true)
+		os.Exit(exitError)
+	}()
+
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "noisysim: panic: %v\n%s", r, debug.Stack())
+			td.run(false)
+			code = exitError
+		}
+	}()
+
+	err := dispatch(ctx, args, stdout, stderr, td)
+	td.run(false)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "noisysim: %v\n", err)
+	}
+	return exitCode(err)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, td *teardown) error {
+	fs := flag.NewFlagSet("noisysim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	verbose := fs.Bool("v", false, "log debug details (start-up steps, timings) to stderr")
+	fs.Usage = func() { mainUsage(stderr, fs) }
+	if err := fs.Parse(args); err != nil {
+		return usageOrHelp(err)
+	}
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	a := &app{
+		stdout: stdout, stderr: stderr, teardown: td,
+		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})),
+	}
+	if fs.NArg() == 0 {
+		mainUsage(stderr, fs)
+		return usagef("no command given")
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	if name == "help" {
+		mainUsage(stdout, fs)
+		return nil
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(ctx, a, rest)
+		}
+	}
+	return usagef("unknown command %q (run 'noisysim help')", name)
+}
+
+func mainUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: noisysim [-v] <command> [arguments]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'noisysim <command> -h' for a command's flags.\n\nFlags:\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprintf(w, "\nExit codes: 0 ok, 1 error, 2 bad input or usage, 99 assertion failed.\n")
+}
+
+// usageOrHelp turns a flag parse error into a usage error, keeping
+// flag.ErrHelp (exit 0).
+func usageOrHelp(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &usageError{err.Error()}
+}
+
+// teardown is what must be undone however noisysim ends: normal return,
+// error, signal or panic. Commands register each resource they create.
+type teardown struct {
+	mu    sync.Mutex
+	items []*teardownItem
+}
+
+type teardownItem struct {
+	graceful, immediate func() error
+}
+
+// add registers a resource: graceful undoes it normally, immediate as fast
+// as possible (a second signal); either may run while the other runs, and
+// both must be idempotent. A command calls finish on its normal path, or
+// forget to leave the resource on purpose.
+func (t *teardown) add(graceful, immediate func() error) *teardownItem {
+	it := &teardownItem{graceful, immediate}
+	t.mu.Lock()
+	t.items = append(t.items, it)
+	t.mu.Unlock()
+	return it
+}
+
+// finish undoes it gracefully now and unregisters it.
+func (t *teardown) finish(it *teardownItem) error {
+	err := it.graceful()
+	t.forget(it)
+	return err
+}
+
+// forget unregisters it without undoing it (a cluster kept on purpose).
+func (t *teardown) forget(it *teardownItem) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, x := range t.items {
+		if x == it {
+			t.items = append(t.items[:i], t.items[i+1:]...)
+			return
+		}
+	}
+}
+
+// run undoes every registered resource, newest first.
+func (t *teardown) run(immediate bool) {
+	t.mu.Lock()
+	items := append([]*teardownItem(nil), t.items...)
+	t.mu.Unlock()
+	for i := len(items) - 1; i >= 0; i-- {
+		f := items[i].graceful
+		if immediate {
+			f = items[i].immediate
+		}
+		f()
+	}
+}
