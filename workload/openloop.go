@@ -350,6 +350,9 @@ func (e *openLoop) abandon(flights []*flight, at time.Time) int64 {
 				r := Result{Op: f.op, Intended: f.intended, End: at, Err: errIncomplete}
 				if s == running {
 					r.Start = f.start
+					if r.Start.After(at) {
+						r.End = r.Start // started while the run was giving up
+					}
 				}
 				e.rec.Record(r)
 				n++
