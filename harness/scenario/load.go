@@ -74,6 +74,9 @@ func Parse(data []byte, file string) (*Scenario, error) {
 	}
 
 	s := &Scenario{File: file, ix: newIndex(root)}
+	if s.ix.truncated {
+		return nil, fail(Problem{Msg: fmt.Sprintf("more than %d keys and list items, or nesting deeper than %d, counting what aliases repeat: too large for a scenario", maxEntries, maxDepth)})
+	}
 	sdec := yaml.NewDecoder(bytes.NewReader(data))
 	sdec.KnownFields(true)
 	var problems []Problem
@@ -156,6 +159,8 @@ type entry struct {
 type index struct {
 	byPath map[string]*entry // first occurrence of each path
 	all    []*entry          // every key and list item, in file order
+	// truncated is set when the walk stopped at maxDepth or maxEntries.
+	truncated bool
 }
 
 func newIndex(root *yaml.Node) *index {
@@ -164,11 +169,17 @@ func newIndex(root *yaml.Node) *index {
 	return ix
 }
 
-// maxDepth bounds the walk through aliases; the schema is 5 levels deep.
-const maxDepth = 32
+// maxDepth and maxEntries bound the walk through aliases, which could
+// otherwise expand exponentially; the schema is 6 levels deep and a real file
+// has a few hundred entries.
+const (
+	maxDepth   = 32
+	maxEntries = 100_000
+)
 
 func (ix *index) walk(n *yaml.Node, path string, depth int) {
-	if depth > maxDepth {
+	if depth > maxDepth || len(ix.all) >= maxEntries {
+		ix.truncated = true
 		return
 	}
 	if n.Kind == yaml.AliasNode && n.Alias != nil {

@@ -275,6 +275,8 @@ func TestParseWholeFileProblems(t *testing.T) {
 		{"unclosed list", "name: a\nclasses: [1, 2\n", "x.yaml:2: malformed YAML"},
 		{"lists where mappings go", "name: x\nclasses: {name: a}\nconfigurations: 5\n",
 			"x.yaml: 2 problems\nx.yaml:2:1: classes: must be a list, got a mapping\nx.yaml:3:1: configurations: must be a list, got 5"},
+		{"alias bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\nh: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\ni: [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]\n",
+			"x.yaml: more than 100000 keys and list items"},
 		{"limiter off", "name: x\nclasses: [{name: interactive, query: lookup, rate: 1}]\nconfigurations: [{name: a, mode: isolated, heavy: {limiter: off}}]\n",
 			`x.yaml:3:52: configurations[0].heavy.limiter: must be a mapping, got "off"; to run without a limiter write limiter: {enabled: false}`},
 	}
