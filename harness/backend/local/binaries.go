@@ -39,8 +39,10 @@ var requiredPrograms = []string{"postgres", "initdb", "pg_ctl", "pg_basebackup"}
 // FindBinaries locates PostgreSQL's server binaries. A non-empty dir is the
 // only place searched. Otherwise it searches, in order, $NOISYSIM_PG_BINDIR
 // (alone, when set), `pg_config --bindir`, the newest
-// /usr/lib/postgresql/*/bin and PATH. It returns a *BinariesNotFoundError
-// (ErrBinariesNotFound, backend.ErrNotInstalled) when none qualifies.
+// /usr/lib/postgresql/*/bin and PATH; a directory qualifies when it holds
+// postgres, initdb, pg_ctl and pg_basebackup of PostgreSQL 12 or newer. It
+// returns a *BinariesNotFoundError (ErrBinariesNotFound,
+// backend.ErrNotInstalled) when none qualifies, or ctx.Err() wrapped.
 func FindBinaries(ctx context.Context, dir string) (Binaries, error) {
 	var searched []string
 	try := func(source, d string) (Binaries, bool) {
@@ -56,7 +58,12 @@ func FindBinaries(ctx context.Context, dir string) (Binaries, error) {
 		b.Source = source
 		return b, true
 	}
-	notFound := func() error { return &BinariesNotFoundError{Searched: searched} }
+	notFound := func() error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("find binaries: %w", ctx.Err())
+		}
+		return &BinariesNotFoundError{Searched: searched}
+	}
 
 	if dir != "" {
 		if b, ok := try("option", dir); ok {

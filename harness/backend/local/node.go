@@ -90,7 +90,7 @@ func (n *node) start(ctx context.Context) error {
 	}
 	if n.upstream == nil {
 		t := time.Now()
-		if err := copyTree(c.template, n.dataDir, c.user); err != nil {
+		if err := copyTree(ctx, c.template, n.dataDir, c.user); err != nil {
 			return fmt.Errorf("copy template for %s: %w", n.Name, err)
 		}
 		c.step(n.Name, "copy", t)

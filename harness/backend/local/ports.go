@@ -13,9 +13,12 @@ var handedOut = struct {
 	ports map[int]bool
 }{ports: map[int]bool{}}
 
-// pickPort returns a free TCP port on 127.0.0.1. It may be taken by someone
+// pickPort is pickFreePort; tests replace it to exercise the retry path.
+var pickPort = pickFreePort
+
+// pickFreePort returns a free TCP port on 127.0.0.1. It may be taken by someone
 // else before the server binds it; callers retry.
-func pickPort() (int, error) {
+func pickFreePort() (int, error) {
 	for range 20 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

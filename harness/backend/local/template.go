@@ -159,9 +159,12 @@ func lockFile(ctx context.Context, path string) (unlock func(), err error) {
 
 // copyTree copies the directory src to dst (which must not exist), keeping
 // modes and giving every entry to u.
-func copyTree(src, dst string, u osUser) error {
+func copyTree(ctx context.Context, src, dst string, u osUser) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(src, path)
