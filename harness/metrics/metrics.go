@@ -1,0 +1,488 @@
+package metrics
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/noisysim/noisysim/workload"
+)
+
+// Defaults for Config's zero values.
+const (
+	// DefaultLowest is the lowest discernible value: 1 µs.
+	DefaultLowest = time.Microsecond
+	// DefaultHighest is the highest trackable value: 5 min.
+	DefaultHighest = 5 * time.Minute
+	// DefaultSigFigs is the number of significant decimal digits kept: 3,
+	// i.e. values are resolved to within 0.1%.
+	DefaultSigFigs = 3
+	// DefaultInterval is the interval of the time series: 1 s.
+	DefaultInterval = time.Second
+	// DefaultErrorClass is the error class when Config.Classify is nil.
+	DefaultErrorClass = "error"
+)
+
+// ErrInvalid marks an unusable Config.
+var ErrInvalid = errors.New("invalid metrics configuration")
+
+// Config configures a Recorder. The zero value is usable.
+type Config struct {
+	// Lowest and Highest bound the recorded times: histograms resolve
+	// times down to Lowest and hold them up to Highest. Times outside are
+	// clamped into [Lowest, Highest]; those above Highest, which the
+	// percentiles then under-report, are counted in Summary.Clamped. 0
+	// means DefaultLowest and DefaultHighest. Highest must be at least
+	// 2 × Lowest.
+	Lowest, Highest time.Duration
+	// SigFigs is the number of significant decimal digits the histograms
+	// keep, 1..5. 0 means DefaultSigFigs.
+	SigFigs int
+	// Interval is the width of the time-series intervals. 0 means
+	// DefaultInterval; negative means no time series.
+	Interval time.Duration
+	// Warmup discards the results of ops intended to start in the first
+	// Warmup of the run (Op.At < Warmup); they are only counted in
+	// Totals.Discarded. 0 keeps everything.
+	Warmup time.Duration
+	// Classify names the class of an op's error for Summary.ErrorsByClass,
+	// e.g. "rejected", "timeout", "57014". It is not called for dropped or
+	// incomplete ops. nil means every error is DefaultErrorClass.
+	Classify func(error) string
+}
+
+// Key identifies one series: a tenant's ops of one class.
+type Key struct {
+	Tenant int
+	Class  string
+}
+
+// Recorder keeps an HdrHistogram of response times (latency from the
+// intended start) and one of service times per tenant × class, plus counts of
+// errors by class, drops and incomplete ops, and a time series per interval.
+// Use one Recorder per configuration and phase. It implements
+// workload.Recorder and is safe for concurrent use: series are found without
+// a lock and each series has its own lock.
+//
+// Histograms are sparse (hdrhistogram PackedHistogram): memory grows with the
+// number of distinct values, not with the range.
+type Recorder struct {
+	cfg       Config
+	series    sync.Map // Key → *series
+	recorded  atomic.Int64
+	errs      atomic.Int64
+	dropped   atomic.Int64
+	incompl   atomic.Int64
+	discarded atomic.Int64
+}
+
+var _ workload.Recorder = (*Recorder)(nil)
+
+// series is the state of one Key.
+type series struct {
+	key              Key
+	mu               sync.Mutex
+	latency, service *hdr.PackedHistogram
+	count, errors    int64
+	errorsBy         map[string]int64
+	dropped, incompl int64
+	clamped          int64
+	latSum           int64 // ns, exact
+	latMax, svcMax   int64 // ns, exact, unclamped
+	tick             int64 // current interval; -1 before the first result
+	cur              *IntervalSnapshot
+	closed           []IntervalSnapshot
+}
+
+// New returns an empty Recorder.
+//
+// Errors: ErrInvalid (wrapped) for negative bounds, Highest < 2 × Lowest, or
+// SigFigs outside 1..5.
+func New(cfg Config) (*Recorder, error) {
+	if cfg.Lowest == 0 {
+		cfg.Lowest = DefaultLowest
+	}
+	if cfg.Highest == 0 {
+		cfg.Highest = DefaultHighest
+	}
+	if cfg.SigFigs == 0 {
+		cfg.SigFigs = DefaultSigFigs
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	var errs []error
+	if cfg.Lowest < 0 || cfg.Highest < 0 {
+		errs = append(errs, fmt.Errorf("Lowest %v and Highest %v must be > 0", cfg.Lowest, cfg.Highest))
+	} else if cfg.Highest < 2*cfg.Lowest {
+		errs = append(errs, fmt.Errorf("Highest %v must be at least 2 × Lowest %v", cfg.Highest, cfg.Lowest))
+	}
+	if cfg.SigFigs < 1 || cfg.SigFigs > 5 {
+		errs = append(errs, fmt.Errorf("SigFigs %d must be in 1..5", cfg.SigFigs))
+	}
+	if cfg.Warmup < 0 {
+		errs = append(errs, fmt.Errorf("Warmup %v must be ≥ 0", cfg.Warmup))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("new recorder: %w: %w", ErrInvalid, err)
+	}
+	return &Recorder{cfg: cfg}, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (r *Recorder) Config() Config { return r.cfg }
+
+func (r *Recorder) newHist() *hdr.PackedHistogram {
+	return hdr.NewPacked(int64(r.cfg.Lowest), int64(r.cfg.Highest), r.cfg.SigFigs)
+}
+
+// get returns the series of k, creating it.
+func (r *Recorder) get(k Key) *series {
+	if s, ok := r.series.Load(k); ok {
+		return s.(*series)
+	}
+	s := &series{key: k, latency: r.newHist(), service: r.newHist(), tick: -1}
+	actual, _ := r.series.LoadOrStore(k, s)
+	return actual.(*series)
+}
+
+// clamp returns d in ns clamped into [Lowest, Highest] and whether it was
+// above Highest. A time below Lowest is below the histogram's resolution:
+// raising it to Lowest loses nothing worth counting.
+func (r *Recorder) clamp(d time.Duration) (int64, bool) {
+	switch {
+	case d < r.cfg.Lowest:
+		return int64(r.cfg.Lowest), false
+	case d > r.cfg.Highest:
+		return int64(r.cfg.Highest), true
+	}
+	return int64(d), false
+}
+
+// Record adds one result: a dropped op (workload.ErrDropped) is only
+// counted; any other op adds its Latency to the response-time histogram
+// (incomplete ops too, with their elapsed time when the run gave up on them)
+// and, if it started, its Service to the service-time histogram.
+func (r *Recorder) Record(res workload.Result) {
+	if res.Op.At < r.cfg.Warmup {
+		r.discarded.Add(1)
+		return
+	}
+	dropped := errors.Is(res.Err, workload.ErrDropped)
+	incomplete := !dropped && errors.Is(res.Err, workload.ErrIncomplete)
+	class := ""
+	if res.Err != nil && !dropped && !incomplete {
+		class = DefaultErrorClass
+		if r.cfg.Classify != nil {
+			class = r.cfg.Classify(res.Err)
+		}
+	}
+	switch {
+	case dropped:
+		r.dropped.Add(1)
+	case incomplete:
+		r.incompl.Add(1)
+	case res.Err != nil:
+		r.errs.Add(1)
+	}
+	r.recorded.Add(1)
+
+	lat := res.Latency()
+	s := r.get(Key{Tenant: res.Op.Tenant, Class: res.Op.Class})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	iv := r.interval(s, res.Op.At+lat)
+	if dropped {
+		s.dropped++
+		if iv != nil {
+			iv.Dropped++
+		}
+		return
+	}
+	v, clamped := r.clamp(lat)
+	s.latency.RecordValue(v) // cannot fail: v is within the histogram's range
+	s.count++
+	s.latSum += int64(lat)
+	s.latMax = max(s.latMax, int64(lat))
+	if clamped {
+		s.clamped++
+	}
+	if !res.Start.IsZero() {
+		svc := res.Service()
+		v, clamped := r.clamp(svc)
+		s.service.RecordValue(v)
+		s.svcMax = max(s.svcMax, int64(svc))
+		if clamped {
+			s.clamped++
+		}
+	}
+	switch {
+	case incomplete:
+		s.incompl++
+	case class != "":
+		s.errors++
+		if s.errorsBy == nil {
+			s.errorsBy = map[string]int64{}
+		}
+		s.errorsBy[class]++
+	}
+	if iv != nil {
+		iv.hist.RecordValue(v)
+		iv.Count++
+		iv.max = max(iv.max, int64(lat))
+		switch {
+		case incomplete:
+			iv.Incomplete++
+		case class != "":
+			iv.Errors++
+		}
+	}
+}
+
+// interval returns the open interval of s that a result ending at end (an
+// offset from the run start) falls into, closing the previous one if end is
+// past it; nil without a time series. A result ending in an interval already
+// closed (results race at the edges) goes into the open one.
+func (r *Recorder) interval(s *series, end time.Duration) *IntervalSnapshot {
+	if r.cfg.Interval < 0 {
+		return nil
+	}
+	tick := max(int64(end/r.cfg.Interval), 0)
+	if tick > s.tick {
+		if s.cur != nil {
+			s.closed = append(s.closed, r.finish(*s.cur, true))
+		}
+		s.tick = tick
+		s.cur = &IntervalSnapshot{Tick: tick, Start: time.Duration(tick) * r.cfg.Interval,
+			Tenant: s.key.Tenant, Class: s.key.Class, hist: r.newHist()}
+	}
+	return s.cur
+}
+
+// finish fills the percentiles of iv, compacting its histogram if it is final.
+func (r *Recorder) finish(iv IntervalSnapshot, final bool) IntervalSnapshot {
+	if final {
+		iv.hist.Compact()
+	} else {
+		iv.hist = iv.hist.Clone()
+	}
+	p := iv.hist.ValueAtPercentilesSlice([]float64{50, 99})
+	iv.P50, iv.P99, iv.Max = time.Duration(p[0]), time.Duration(p[1]), time.Duration(iv.max)
+	return iv
+}
+
+// Totals are live counts over every key, cheap enough for a progress display.
+type Totals struct {
+	// Recorded counts results kept (dropped and incomplete included).
+	Recorded int64
+	// Errors, Dropped and Incomplete count those results by outcome.
+	Errors, Dropped, Incomplete int64
+	// Discarded counts results discarded as warm-up.
+	Discarded int64
+}
+
+// Totals returns the counts so far.
+func (r *Recorder) Totals() Totals {
+	return Totals{Recorded: r.recorded.Load(), Errors: r.errs.Load(), Dropped: r.dropped.Load(),
+		Incomplete: r.incompl.Load(), Discarded: r.discarded.Load()}
+}
+
+// Summary describes one tenant × class, or a merge of several.
+type Summary struct {
+	// Tenant and Class are the key; 0 and "" in a merged summary.
+	Tenant int
+	Class  string
+	// Count is the number of response times recorded: completed ops, with
+	// or without an error, and incomplete ops. Dropped ops are not in it.
+	Count int64
+	// Errors counts completed ops that returned an error, and
+	// ErrorsByClass splits them by Config.Classify.
+	Errors        int64
+	ErrorsByClass map[string]int64
+	// Dropped counts arrivals that were never issued; Incomplete ops the
+	// run gave up on (their elapsed time is in the response times).
+	Dropped, Incomplete int64
+	// Clamped counts response and service times above Highest, recorded
+	// as Highest (Max and Mean still use the exact values).
+	Clamped int64
+	// Response time (from the intended start). Percentiles come from the
+	// histogram (within SigFigs); Max and Mean are exact.
+	P50, P90, P99, P999, Max, Mean time.Duration
+	// Service time (from the actual start) of ops that started.
+	ServiceP50, ServiceP99, ServiceMax time.Duration
+}
+
+// Summary returns one Summary per key, sorted by tenant then class.
+func (r *Recorder) Summary() []Summary {
+	var out []Summary
+	for _, s := range r.all() {
+		s.mu.Lock()
+		out = append(out, summarize(s.key, []*series{s}))
+		s.mu.Unlock()
+	}
+	return out
+}
+
+// Merged returns one Summary over every key for which filter returns true
+// (nil means all), e.g. all quiet tenants of a class. Histograms are merged,
+// not their percentiles. Tenant and Class are 0 and "".
+func (r *Recorder) Merged(filter func(tenant int, class string) bool) Summary {
+	var picked []*series
+	for _, s := range r.all() {
+		if filter == nil || filter(s.key.Tenant, s.key.Class) {
+			picked = append(picked, s)
+		}
+	}
+	for _, s := range picked {
+		s.mu.Lock()
+	}
+	defer func() {
+		for _, s := range picked {
+			s.mu.Unlock()
+		}
+	}()
+	return summarize(Key{}, picked)
+}
+
+// all returns every series, sorted by key. Locks are taken in this order.
+func (r *Recorder) all() []*series {
+	var out []*series
+	r.series.Range(func(_, v any) bool {
+		out = append(out, v.(*series))
+		return true
+	})
+	slices.SortFunc(out, func(a, b *series) int { return compareKeys(a.key, b.key) })
+	return out
+}
+
+func compareKeys(a, b Key) int {
+	return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Class, b.Class))
+}
+
+// summarize merges ss (locked by the caller) into one Summary.
+func summarize(k Key, ss []*series) Summary {
+	sum := Summary{Tenant: k.Tenant, Class: k.Class}
+	var lat, svc *hdr.PackedHistogram
+	var latSum int64
+	for _, s := range ss {
+		if lat == nil {
+			lat, svc = s.latency, s.service
+			if len(ss) > 1 {
+				lat, svc = lat.Clone(), svc.Clone()
+			}
+		} else {
+			lat.Merge(s.latency)
+			svc.Merge(s.service)
+		}
+		sum.Count += s.count
+		sum.Errors += s.errors
+		sum.Dropped += s.dropped
+		sum.Incomplete += s.incompl
+		sum.Clamped += s.clamped
+		latSum += s.latSum
+		sum.Max = max(sum.Max, time.Duration(s.latMax))
+		sum.ServiceMax = max(sum.ServiceMax, time.Duration(s.svcMax))
+		for c, n := range s.errorsBy {
+			if sum.ErrorsByClass == nil {
+				sum.ErrorsByClass = map[string]int64{}
+			}
+			sum.ErrorsByClass[c] += n
+		}
+	}
+	if lat == nil || sum.Count == 0 {
+		return sum
+	}
+	p := lat.ValueAtPercentilesSlice([]float64{50, 90, 99, 99.9})
+	sum.P50, sum.P90, sum.P99, sum.P999 = time.Duration(p[0]), time.Duration(p[1]), time.Duration(p[2]), time.Duration(p[3])
+	sum.Mean = time.Duration(latSum / sum.Count)
+	if svc.TotalCount() > 0 {
+		p = svc.ValueAtPercentilesSlice([]float64{50, 99})
+		sum.ServiceP50, sum.ServiceP99 = time.Duration(p[0]), time.Duration(p[1])
+	}
+	return sum
+}
+
+// LatencyHistogram returns a copy of k's response-time histogram (ns), or nil
+// if nothing was recorded for k: for distributions, CDFs or export
+// (PackedHistogram.Encode writes the HdrHistogram V2 format).
+func (r *Recorder) LatencyHistogram(k Key) *hdr.PackedHistogram {
+	v, ok := r.series.Load(k)
+	if !ok {
+		return nil
+	}
+	s := v.(*series)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.latency.Clone()
+}
+
+// IntervalSnapshot is one key's results that ended in one interval.
+type IntervalSnapshot struct {
+	// Tick numbers the interval: it covers results that ended in
+	// [Start, Start + Config.Interval) after the run start, Start =
+	// Tick × Interval.
+	Tick  int64
+	Start time.Duration
+	// Tenant and Class are the key; 0 and "" in a merged snapshot.
+	Tenant int
+	Class  string
+	// Counts as in Summary, for this interval.
+	Count, Errors, Dropped, Incomplete int64
+	// P50 and P99 come from the interval's histogram; Max is exact.
+	P50, P99, Max time.Duration
+
+	max  int64
+	hist *hdr.PackedHistogram
+}
+
+// Intervals returns every key's interval snapshots, sorted by tick, tenant
+// and class. A key has no snapshot for an interval in which none of its
+// results ended. The last interval of each key may still be growing.
+func (r *Recorder) Intervals() []IntervalSnapshot {
+	var out []IntervalSnapshot
+	for _, s := range r.all() {
+		s.mu.Lock()
+		out = append(out, s.closed...)
+		if s.cur != nil {
+			out = append(out, r.finish(*s.cur, false))
+		}
+		s.mu.Unlock()
+	}
+	slices.SortStableFunc(out, func(a, b IntervalSnapshot) int { return cmp.Compare(a.Tick, b.Tick) })
+	return out
+}
+
+// MergedIntervals merges, tick by tick, the snapshots of the keys for which
+// filter returns true (nil means all): their histograms are merged and their
+// counts added. Tenant and Class are 0 and "".
+func (r *Recorder) MergedIntervals(filter func(tenant int, class string) bool) []IntervalSnapshot {
+	byTick := map[int64]*IntervalSnapshot{}
+	for _, iv := range r.Intervals() {
+		if filter != nil && !filter(iv.Tenant, iv.Class) {
+			continue
+		}
+		m := byTick[iv.Tick]
+		if m == nil {
+			m = &IntervalSnapshot{Tick: iv.Tick, Start: iv.Start, hist: r.newHist()}
+			byTick[iv.Tick] = m
+		}
+		m.hist.Merge(iv.hist)
+		m.Count += iv.Count
+		m.Errors += iv.Errors
+		m.Dropped += iv.Dropped
+		m.Incomplete += iv.Incomplete
+		m.max = max(m.max, iv.max)
+	}
+	var out []IntervalSnapshot
+	for _, tick := range slices.Sorted(maps.Keys(byTick)) {
+		out = append(out, r.finish(*byTick[tick], true))
+	}
+	return out
+}

@@ -1,0 +1,296 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/noisysim/noisysim/harness/metrics"
+	"github.com/noisysim/noisysim/workload"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newRecorder(t testing.TB, cfg metrics.Config) *metrics.Recorder {
+	t.Helper()
+	r, err := metrics.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// result builds a Result of an op intended at at (from t0) that started
+// after wait and took service.
+func result(tenant int, class string, at, wait, service time.Duration, err error) workload.Result {
+	intended := t0.Add(at)
+	return workload.Result{
+		Op:       workload.Op{Tenant: tenant, Class: class, At: at},
+		Intended: intended, Start: intended.Add(wait), End: intended.Add(wait + service), Err: err,
+	}
+}
+
+// within reports whether got is within the histogram's 0.1% resolution of want.
+func within(got, want time.Duration) bool {
+	d := got - want
+	return d >= -want/1000-time.Microsecond && d <= want/1000+time.Microsecond
+}
+
+// TestL8ThroughHistogram is field case L8 measured through the recorder:
+// 20 requests at 1 per ms, one worker, request 0 takes 10 ms (fake clock).
+// The histogram must hold exactly 20 response times (29 or 65 would be a
+// double correction), 10 of them ≥ 1 ms (1 would be no correction), max
+// 10 ms and mean 2.75 ms.
+func TestL8ThroughHistogram(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := workload.Schedule{Duration: 20 * time.Millisecond}
+		for i := range 20 {
+			s.Ops = append(s.Ops, workload.Op{Seq: int64(i), Tenant: 1, Class: "c", At: time.Duration(i) * time.Millisecond})
+		}
+		exec := func(_ context.Context, op workload.Op) error {
+			if op.Seq == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			return nil
+		}
+		rec := newRecorder(t, metrics.Config{})
+		if _, err := workload.RunOpenLoop(t.Context(), s, exec, rec, workload.OpenLoopConfig{Workers: 1}); err != nil {
+			t.Fatal(err)
+		}
+		sums := rec.Summary()
+		if len(sums) != 1 {
+			t.Fatalf("%d summaries, want 1", len(sums))
+		}
+		got := sums[0]
+		if got.Count != 20 || got.Max != 10*time.Millisecond || got.Mean != 2750*time.Microsecond {
+			t.Errorf("count %d, max %v, mean %v; want 20, 10ms, 2.75ms", got.Count, got.Max, got.Mean)
+		}
+		h := rec.LatencyHistogram(metrics.Key{Tenant: 1, Class: "c"})
+		var atLeast1ms, total int64
+		for v, n := range h.ForEachBucket {
+			total += n
+			if time.Duration(v) >= 999*time.Microsecond { // the 1 ms bucket's lowest value
+				atLeast1ms += n
+			}
+		}
+		if total != 20 || atLeast1ms != 10 {
+			t.Errorf("histogram holds %d values, %d ≥ 1 ms; want 20 and 10", total, atLeast1ms)
+		}
+		if !within(time.Duration(h.Max()), 10*time.Millisecond) || !within(time.Duration(h.Mean()), 2750*time.Microsecond) {
+			t.Errorf("histogram max %v, mean %v; want 10ms and 2.75ms within 0.1%%", time.Duration(h.Max()), time.Duration(h.Mean()))
+		}
+		if !within(got.P99, 10*time.Millisecond) || !within(got.P50, time.Microsecond) {
+			t.Errorf("p50 %v, p99 %v; want 0 (clamped to 1µs) and 10ms", got.P50, got.P99)
+		}
+		if got.Clamped != 0 {
+			t.Errorf("clamped %d, want 0: raising 0 to Lowest is not a clamp worth counting", got.Clamped)
+		}
+	})
+}
+
+func TestRecorderOutcomes(t *testing.T) {
+	rejected := errors.New("rejected")
+	classify := func(err error) string {
+		if errors.Is(err, rejected) {
+			return "rejected"
+		}
+		return "other"
+	}
+	rec := newRecorder(t, metrics.Config{Classify: classify})
+	ms := time.Millisecond
+	incomplete := fmt.Errorf("run op: %w: %w", workload.ErrIncomplete, context.Canceled)
+	for _, r := range []workload.Result{
+		result(2, "heavy", 0, 0, 4*ms, nil),
+		result(1, "interactive", 0, 1*ms, 2*ms, nil),
+		result(1, "interactive", 0, 0, 1*ms, rejected),
+		result(1, "interactive", 0, 0, 1*ms, rejected),
+		result(1, "interactive", 0, 0, 1*ms, errors.New("boom")),
+		{Op: workload.Op{Tenant: 1, Class: "interactive"}, Intended: t0, End: t0, Err: workload.ErrDropped},
+		{Op: workload.Op{Tenant: 1, Class: "interactive"}, Intended: t0, End: t0.Add(900 * ms), Err: incomplete}, // queued, never started
+		result(1, "interactive", 0, 100*ms, 700*ms, incomplete),                                                  // running when given up on
+	} {
+		rec.Record(r)
+	}
+	got := rec.Summary()
+	if len(got) != 2 || got[0].Tenant != 1 || got[1].Tenant != 2 {
+		t.Fatalf("summaries %+v, want tenant 1 then tenant 2", got)
+	}
+	one := got[0]
+	want := metrics.Summary{Tenant: 1, Class: "interactive", Count: 6, Errors: 3,
+		ErrorsByClass: map[string]int64{"rejected": 2, "other": 1}, Dropped: 1, Incomplete: 2,
+		Max: 900 * ms, Mean: (3*ms + 3*ms + 900*ms + 800*ms) / 6, ServiceMax: 700 * ms}
+	one.P50, one.P90, one.P99, one.P999, one.ServiceP50, one.ServiceP99 = 0, 0, 0, 0, 0, 0
+	if !reflect.DeepEqual(one, want) {
+		t.Errorf("tenant 1:\n got %+v\nwant %+v", one, want)
+	}
+	if !within(got[0].P99, 900*ms) || !within(got[0].ServiceP99, 700*ms) {
+		t.Errorf("p99 %v, service p99 %v; want the incomplete ops' 900ms and 700ms", got[0].P99, got[0].ServiceP99)
+	}
+	if tot := rec.Totals(); tot != (metrics.Totals{Recorded: 8, Errors: 3, Dropped: 1, Incomplete: 2}) {
+		t.Errorf("totals %+v", tot)
+	}
+	nilClassify := newRecorder(t, metrics.Config{})
+	nilClassify.Record(result(1, "c", 0, 0, ms, rejected))
+	if by := nilClassify.Summary()[0].ErrorsByClass; !reflect.DeepEqual(by, map[string]int64{metrics.DefaultErrorClass: 1}) {
+		t.Errorf("without Classify, errors by class %v", by)
+	}
+}
+
+func TestRecorderClamps(t *testing.T) {
+	rec := newRecorder(t, metrics.Config{Lowest: time.Millisecond, Highest: time.Second})
+	rec.Record(result(1, "c", 0, 0, 3*time.Second, nil))
+	rec.Record(result(1, "c", 0, 0, 10*time.Microsecond, nil))
+	rec.Record(result(1, "c", 0, 0, 500*time.Millisecond, nil))
+	s := rec.Summary()[0]
+	if s.Clamped != 2 { // latency and service of the 3 s op
+		t.Errorf("clamped %d, want 2", s.Clamped)
+	}
+	if !within(s.P999, time.Second) || s.Max != 3*time.Second {
+		t.Errorf("p99.9 %v (want clamped to 1s), max %v (want the exact 3s)", s.P999, s.Max)
+	}
+}
+
+func TestRecorderWarmup(t *testing.T) {
+	rec := newRecorder(t, metrics.Config{Warmup: 10 * time.Second})
+	for i := range 20 {
+		rec.Record(result(1, "c", time.Duration(i)*time.Second, 0, time.Millisecond, nil))
+	}
+	if c := rec.Summary()[0].Count; c != 10 {
+		t.Errorf("kept %d results, want the 10 intended at or after 10 s", c)
+	}
+	if d := rec.Totals().Discarded; d != 10 {
+		t.Errorf("discarded %d, want 10", d)
+	}
+}
+
+// TestMergedMergesHistograms: percentiles of a merge come from the merged
+// histogram, not from averaging the keys' percentiles.
+func TestMergedMergesHistograms(t *testing.T) {
+	rec := newRecorder(t, metrics.Config{})
+	for range 100 {
+		rec.Record(result(2, "interactive", 0, 0, time.Millisecond, nil))
+		rec.Record(result(3, "interactive", 0, 0, 50*time.Millisecond, nil))
+		rec.Record(result(1, "interactive", 0, 0, time.Second, nil))
+	}
+	quiet := rec.Merged(func(tenant int, _ string) bool { return tenant != 1 })
+	if quiet.Count != 200 || !within(quiet.P50, time.Millisecond) || !within(quiet.P99, 50*time.Millisecond) || quiet.Max != 50*time.Millisecond {
+		t.Errorf("quiet merge: count %d p50 %v p99 %v max %v; want 200, 1ms, 50ms, 50ms", quiet.Count, quiet.P50, quiet.P99, quiet.Max)
+	}
+	if quiet.Tenant != 0 || quiet.Class != "" {
+		t.Errorf("merged key %d/%q, want 0/\"\"", quiet.Tenant, quiet.Class)
+	}
+	if all := rec.Merged(nil); all.Count != 300 {
+		t.Errorf("merge of all: count %d, want 300", all.Count)
+	}
+	// Merging must not change the keys' own histograms.
+	if s := rec.Summary(); s[1].Count != 100 || !within(s[1].P99, time.Millisecond) {
+		t.Errorf("tenant 2 after merge: %+v", s[1])
+	}
+	if none := rec.Merged(func(int, string) bool { return false }); none.Count != 0 {
+		t.Errorf("empty merge: %+v", none)
+	}
+}
+
+func TestIntervals(t *testing.T) {
+	rec := newRecorder(t, metrics.Config{Interval: time.Second})
+	ms := time.Millisecond
+	// (tenant, at, latency): ends at 0.5 s, 1.5 s, 1.7 s, 3.2 s for tenant 2;
+	// 1.1 s, 1.2 s for tenant 3.
+	for _, r := range []struct {
+		tenant  int
+		at, lat time.Duration
+	}{
+		{2, 400 * ms, 100 * ms}, {2, 1400 * ms, 100 * ms}, {2, 1000 * ms, 700 * ms}, {2, 3000 * ms, 200 * ms},
+		{3, 1000 * ms, 100 * ms}, {3, 1100 * ms, 100 * ms},
+	} {
+		rec.Record(result(r.tenant, "c", r.at, 0, r.lat, nil))
+	}
+	rec.Record(workload.Result{Op: workload.Op{Tenant: 2, Class: "c", At: 3100 * ms}, Intended: t0.Add(3100 * ms), End: t0.Add(3100 * ms), Err: workload.ErrDropped})
+	type row struct {
+		tick         int64
+		tenant       int
+		count, drops int64
+		max          time.Duration
+	}
+	var got []row
+	for _, iv := range rec.Intervals() {
+		got = append(got, row{iv.Tick, iv.Tenant, iv.Count, iv.Dropped, iv.Max})
+		if iv.Start != time.Duration(iv.Tick)*time.Second {
+			t.Errorf("tick %d starts at %v", iv.Tick, iv.Start)
+		}
+	}
+	want := []row{{0, 2, 1, 0, 100 * ms}, {1, 2, 2, 0, 700 * ms}, {1, 3, 2, 0, 100 * ms}, {3, 2, 1, 1, 200 * ms}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("intervals\n got %v\nwant %v", got, want)
+	}
+	merged := rec.MergedIntervals(nil)
+	if len(merged) != 3 || merged[1].Tick != 1 || merged[1].Count != 4 || merged[1].Max != 700*ms || !within(merged[1].P99, 700*ms) || !within(merged[1].P50, 100*ms) {
+		t.Errorf("merged intervals %+v", merged)
+	}
+	// Calling Intervals again gives the same (the open interval is copied, not closed).
+	if again := rec.Intervals(); len(again) != len(want) {
+		t.Errorf("second call: %d snapshots", len(again))
+	}
+	none := newRecorder(t, metrics.Config{Interval: -1})
+	none.Record(result(1, "c", 0, 0, ms, nil))
+	if iv := none.Intervals(); len(iv) != 0 {
+		t.Errorf("Interval < 0 still kept %d snapshots", len(iv))
+	}
+}
+
+func TestRecorderConcurrent(t *testing.T) {
+	rec := newRecorder(t, metrics.Config{Interval: 10 * time.Millisecond})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(uint64(g), 0))
+			for i := range 5000 {
+				at := time.Duration(i) * 100 * time.Microsecond
+				rec.Record(result(1+rnd.IntN(10), []string{"a", "b"}[rnd.IntN(2)], at, 0, time.Duration(1+rnd.IntN(1000))*time.Microsecond, nil))
+				if i%1000 == 0 {
+					rec.Summary()
+					rec.Intervals()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var total, inIntervals int64
+	for _, s := range rec.Summary() {
+		total += s.Count
+	}
+	for _, iv := range rec.Intervals() {
+		inIntervals += iv.Count
+	}
+	if total != 40000 || inIntervals != 40000 || rec.Merged(nil).Count != 40000 {
+		t.Errorf("summaries hold %d, intervals %d, want 40000 each", total, inIntervals)
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	for _, cfg := range []metrics.Config{
+		{Lowest: -1},
+		{Lowest: time.Second, Highest: time.Second},
+		{SigFigs: 6},
+		{SigFigs: -1},
+		{Warmup: -time.Second},
+	} {
+		if _, err := metrics.New(cfg); !errors.Is(err, metrics.ErrInvalid) {
+			t.Errorf("New(%+v) = %v, want ErrInvalid", cfg, err)
+		}
+	}
+	rec := newRecorder(t, metrics.Config{})
+	if c := rec.Config(); c.Lowest != metrics.DefaultLowest || c.Highest != metrics.DefaultHighest || c.SigFigs != 3 || c.Interval != time.Second {
+		t.Errorf("defaults %+v", c)
+	}
+}
