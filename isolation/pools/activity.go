@@ -49,8 +49,8 @@ SELECT coalesce(application_name, ''),
        count(*) FILTER (WHERE state = 'active' AND wait_event_type = 'Lock'),
        count(*) FILTER (WHERE state IN ('idle in transaction', 'idle in transaction (aborted)')),
        count(*) FILTER (WHERE state = 'idle'),
-       coalesce(max(extract(epoch FROM now() - query_start)) FILTER (WHERE state = 'active'), 0)::float8 * 1e6,
-       coalesce(max(extract(epoch FROM now() - xact_start)), 0)::float8 * 1e6
+       coalesce(max(extract(epoch FROM clock_timestamp() - query_start)) FILTER (WHERE state = 'active'), 0)::float8 * 1e6,
+       coalesce(max(extract(epoch FROM clock_timestamp() - xact_start)), 0)::float8 * 1e6
 FROM pg_stat_activity
 WHERE backend_type = 'client backend'
   AND datname = current_database()
@@ -64,8 +64,8 @@ ORDER BY 1`
 //
 // q must be a superuser or a member of pg_read_all_stats (pg_monitor):
 // for other roles PostgreSQL hides the state of other roles' backends, and
-// those backends would count in Connections only. Timings use the server's
-// clock (now() is the start of the reading transaction).
+// those backends would count in Connections only. Durations are measured
+// on the server's clock at the time of reading.
 func Activity(ctx context.Context, q Querier) ([]ActivityGroup, error) {
 	rows, err := q.Query(ctx, activitySQL)
 	if err != nil {

@@ -261,7 +261,11 @@ const scramIterations = 4096
 func scramVerifier(password string) string {
 	salt := make([]byte, 16)
 	_, _ = rand.Read(salt)
-	salted, err := pbkdf2.Key(sha256.New, password, salt, scramIterations, sha256.Size)
+	return scramVerifierSalt(password, salt, scramIterations)
+}
+
+func scramVerifierSalt(password string, salt []byte, iterations int) string {
+	salted, err := pbkdf2.Key(sha256.New, password, salt, iterations, sha256.Size)
 	if err != nil {
 		panic(fmt.Sprintf("scram: pbkdf2: %v", err)) // only for invalid parameters, which are constants
 	}
@@ -274,5 +278,5 @@ func scramVerifier(password string) string {
 	storedKey := sha256.Sum256(clientKey)
 	serverKey := mac(salted, "Server Key")
 	b64 := base64.StdEncoding.EncodeToString
-	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", scramIterations, b64(salt), b64(storedKey[:]), b64(serverKey))
+	return fmt.Sprintf("SCRAM-SHA-256$%d:%s$%s:%s", iterations, b64(salt), b64(storedKey[:]), b64(serverKey))
 }

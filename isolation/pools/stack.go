@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/noisysim/noisysim/isolation"
+	"github.com/noisysim/noisysim/isolation/limiter"
 )
 
 // Class is a workload class: each class has its own pool (or shares one in
@@ -138,9 +139,10 @@ type Stack struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 
-	// tag sets the tenant tag on a borrowed connection. Tests replace it
-	// to make the borrow-time step fail.
-	tag func(ctx context.Context, c *pgx.Conn, tenant string) error
+	// tag sets the tenant tag on a borrowed connection and reset restores
+	// a returned one; tests replace them to make these steps fail.
+	tag   func(ctx context.Context, c *pgx.Conn, tenant string) error
+	reset func(ctx context.Context, c *pgx.Conn) error
 }
 
 type pool struct {
@@ -195,6 +197,7 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 		log:          cfg.Logger,
 		resetTimeout: cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
 		tag:          setTag,
+		reset:        resetSession,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -443,6 +446,11 @@ func setTag(ctx context.Context, c *pgx.Conn, tenant string) error {
 const resetSQL = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; RESET ROLE; " +
 	"UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
 
+func resetSession(ctx context.Context, c *pgx.Conn) error {
+	_, err := c.Exec(ctx, resetSQL) // no arguments: one simple-protocol round trip
+	return err
+}
+
 // giveBack resets conn and releases it to its pool, synchronously, or
 // destroys it when it cannot be reused: the work did not finish (panic), the
 // connection broke, is still busy or inside a transaction, or the reset
@@ -466,7 +474,7 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.resetTimeout)
 	defer cancel()
-	if _, err := pc.Exec(ctx, resetSQL); err != nil {
+	if err := s.reset(ctx, pc); err != nil {
 		s.destroy(p, conn, "reset failed", err)
 		return
 	}
@@ -543,9 +551,10 @@ type Stat struct {
 	Pools []PoolStat
 	// Placements says where each class runs, sorted by class.
 	Placements []Placement
-	// Limiters holds the Stat of each class's limiter that has one
-	// (limiter.Limiter does), by class.
-	Limiters map[Class]any
+	// Limiters holds, by class, the Stat of each class's limiter that has
+	// one (*limiter.Limiter does; other limiters may implement
+	// Stat() limiter.Stat).
+	Limiters map[Class]limiter.Stat
 	// Errors lists the non-zero error counts, sorted by tenant, class and
 	// error class.
 	Errors []ErrorCount
@@ -563,11 +572,11 @@ func (s *Stack) Stat() Stat {
 			Borrowed: p.borrowed.Load(), Destroyed: p.destroyed.Load(), TagFailures: p.tagFailures.Load(),
 		})
 	}
-	st.Limiters = map[Class]any{}
+	st.Limiters = map[Class]limiter.Stat{}
 	for name, cl := range s.classes {
 		pl, _ := s.Placement(name)
 		st.Placements = append(st.Placements, pl)
-		if l, ok := cl.limiter.(interface{ Stat() any }); ok {
+		if l, ok := cl.limiter.(interface{ Stat() limiter.Stat }); ok {
 			st.Limiters[name] = l.Stat()
 		}
 	}
