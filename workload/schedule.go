@@ -74,7 +74,7 @@ type Op struct {
 
 // Schedule is a fixed, seeded list of ops for an open-loop run.
 type Schedule struct {
-	// Ops are sorted by At (then Class, then Tenant).
+	// Ops are sorted by At (then Class name, then Tenant).
 	Ops []Op
 	// Seed is the seed the arrivals were drawn with.
 	Seed int64
@@ -108,12 +108,13 @@ func BuildSchedule(pop Population, classes []ClassSpec, d time.Duration, seed in
 	if err != nil {
 		return Schedule{}, fmt.Errorf("build schedule: %w", err)
 	}
-	total := 0.0
-	for _, c := range classes {
-		total += c.Rate
-	}
-	ops := make([]Op, 0, int(total*d.Seconds()*1.05)+16)
-	for _, c := range classes {
+	// One stream per (class, sender), each sorted by At; streams ordered by
+	// class name then tenant, which breaks ties between equal At.
+	byName := slices.Clone(classes)
+	slices.SortFunc(byName, func(a, b ClassSpec) int { return cmp.Compare(a.Name, b.Name) })
+	var streams [][]Op
+	total := 0
+	for _, c := range byName {
 		senders := pop.senders(c.Senders)
 		sum := 0.0
 		for _, t := range senders {
@@ -122,19 +123,69 @@ func BuildSchedule(pop Population, classes []ClassSpec, d time.Duration, seed in
 		for _, t := range senders {
 			rate := c.Rate * t.Share / sum
 			src := rand.NewPCG(uint64(seed), streamID("arrivals", c.Name, strconv.Itoa(t.ID)))
-			ops = appendArrivals(ops, c, t.ID, rate, d, src)
+			ops := appendArrivals(make([]Op, 0, int(rate*d.Seconds()*1.1)+4), c, t.ID, rate, d, src)
+			streams = append(streams, ops)
+			total += len(ops)
 		}
 	}
-	slices.SortFunc(ops, func(a, b Op) int {
-		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Class, b.Class), cmp.Compare(a.Tenant, b.Tenant))
-	})
-	for i := range ops {
-		ops[i].Seq = int64(i)
-	}
+	ops := mergeStreams(streams, total)
 	if filter != nil {
 		ops = slices.DeleteFunc(ops, func(op Op) bool { return !filter(op) })
 	}
 	return Schedule{Ops: ops, Seed: seed, Duration: d, Classes: classes}, nil
+}
+
+// mergeStreams merges streams sorted by At into one slice sorted by At, ties
+// going to the lower stream index, and numbers the ops. It is a k-way merge
+// over a binary heap of stream heads: O(n log k) for n ops in k streams.
+func mergeStreams(streams [][]Op, n int) []Op {
+	type head struct {
+		at     time.Duration
+		stream int
+	}
+	less := func(a, b head) bool { return a.at < b.at || (a.at == b.at && a.stream < b.stream) }
+	h := make([]head, 0, len(streams))
+	pos := make([]int, len(streams))
+	down := func(i int) {
+		for {
+			l, m := 2*i+1, i
+			if l < len(h) && less(h[l], h[m]) {
+				m = l
+			}
+			if r := l + 1; r < len(h) && less(h[r], h[m]) {
+				m = r
+			}
+			if m == i {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for i, s := range streams {
+		if len(s) > 0 {
+			h = append(h, head{s[0].At, i})
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	out := make([]Op, 0, n)
+	for len(h) > 0 {
+		i := h[0].stream
+		op := streams[i][pos[i]]
+		op.Seq = int64(len(out))
+		out = append(out, op)
+		pos[i]++
+		if pos[i] < len(streams[i]) {
+			h[0].at = streams[i][pos[i]].At
+		} else {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		down(0)
+	}
+	return out
 }
 
 // appendArrivals appends one sender's arrivals at rate ops/s over [0, d).
