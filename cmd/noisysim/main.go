@@ -33,6 +33,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/scenario"
 )
 
 // command is one subcommand. run gets the arguments after the command name;
@@ -48,8 +49,8 @@ type command struct {
 // its run function in its own file and add a line here.
 var commands = []command{
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
-	// {"run", "...", runRun},
-	// {"validate", "...", runValidate},
+	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
+	{"validate", "check scenario files and report every problem", runValidate},
 }
 
 // Exit codes; see the package documentation.
@@ -76,6 +77,7 @@ var exitCodes = []struct {
 	{backend.ErrBadInput, exitUsage},
 	{backend.ErrNotInstalled, exitUsage},
 	{local.ErrNotKept, exitUsage},
+	{scenario.ErrInvalid, exitUsage},
 }
 
 // exitCode returns the exit code for the error a command returned.
@@ -121,6 +123,11 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	td := &teardown{}
+	// exitMu decides who ends the process: realMain returning its code, or
+	// the immediate stop on a second signal (exit 1). Whoever locks it first
+	// wins; the other blocks.
+	var exitMu sync.Mutex
+	defer exitMu.Lock()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -135,6 +142,7 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 		if s, ok = <-sigs; !ok {
 			return
 		}
+		exitMu.Lock()
 		fmt.Fprintf(stderr, "noisysim: %v: stopping immediately\n", s)
 		td.run(true)
 		os.Exit(exitError)

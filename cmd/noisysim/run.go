@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
+)
+
+const runUsage = `Usage: noisysim run [flags] SCENARIO.yaml
+
+Runs a scenario end to end: starts its backend (a throwaway PostgreSQL by
+default), loads the data set, measures the quiet tenants alone (solo), runs
+the full mix under each configuration, prints the results side by side and
+checks the assertions.
+
+Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
+usage, 1 any other error.
+
+Flags (before or after the file):
+`
+
+func runRun(ctx context.Context, a *app, args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() { fmt.Fprint(a.stderr, runUsage); fs.PrintDefaults() }
+	only := fs.String("only", "", "run only this configuration and apply the assertions to it")
+	out := fs.String("out", "", "write report.json, report.md and junit.xml into this directory")
+	noProgress := fs.Bool("no-progress", false, "no progress display")
+	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
+	file, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if file == "" {
+		fs.Usage()
+		return usagef("run: missing scenario file")
+	}
+	sc, err := scenario.Load(file)
+	if err != nil {
+		return err
+	}
+	if *only != "" {
+		if _, ok := sc.Configuration(*only); !ok {
+			return usagef("run: --only %q: %s has no such configuration (it has %s)", *only, file, configNames(sc))
+		}
+	}
+
+	var prog *progress
+	opts := harness.Options{
+		Only:   *only,
+		Logger: a.log,
+		OnCluster: func(c backend.Cluster) {
+			kill := c.Close
+			if k, ok := c.(interface{ Kill() error }); ok {
+				kill = k.Kill
+			}
+			a.teardown.add(c.Close, kill)
+		},
+	}
+	if !*noProgress {
+		prog = newProgress(a.stderr)
+		opts.Progress = prog.update
+	}
+	rep, err := harness.Run(ctx, sc, opts)
+	if prog != nil {
+		prog.finish()
+	}
+	if err != nil {
+		return err
+	}
+	if err := reports.WriteText(a.stdout, rep, reports.TextOptions{TopQuiet: *top}); err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := reports.WriteDir(*out, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "reports written to %s\n", *out)
+	}
+	if !rep.Passed {
+		return fmt.Errorf("%w: scenario %s (see the assertions above)", errAssertionFailed, sc.Name)
+	}
+	return nil
+}
+
+func configNames(sc *scenario.Scenario) string {
+	var names []string
+	for _, c := range sc.Configurations {
+		names = append(names, c.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// parseInterspersed parses flags placed before or after the one positional
+// argument, which it returns ("" if none).
+func parseInterspersed(fs *flag.FlagSet, args []string) (string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return "", usageOrHelp(err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	switch len(pos) {
+	case 0:
+		return "", nil
+	case 1:
+		return pos[0], nil
+	}
+	return "", usagef("%s: want one scenario file, got %d arguments: %s", fs.Name(), len(pos), strings.Join(pos, " "))
+}
+
+// progress shows the run's phase: a progress bar on a terminal, a line per
+// phase (and every 5 s) otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	mu    sync.Mutex
+	bar   *progressbar.ProgressBar
+	key   string
+	lastT time.Time
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.tty = true
+	}
+	return p
+}
+
+func (p *progress) update(pr harness.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := pr.Phase + " " + pr.Configuration
+	desc := pr.Phase
+	if pr.Configuration != "" {
+		desc += " (" + pr.Configuration + ")"
+	}
+	if !p.tty {
+		if key != p.key || time.Since(p.lastT) >= 5*time.Second {
+			fmt.Fprintf(p.w, "noisysim: %-22s %5.1fs / %4.1fs  %6.0f ops/s\n", desc, pr.Elapsed.Seconds(), pr.Total.Seconds(), pr.Rate)
+			p.key, p.lastT = key, time.Now()
+		}
+		return
+	}
+	if key != p.key {
+		if p.bar != nil {
+			p.bar.Finish()
+			fmt.Fprintln(p.w)
+		}
+		p.key = key
+		total := pr.Total.Milliseconds()
+		if total <= 0 {
+			total = -1 // a spinner: start and load have no planned length
+		}
+		p.bar = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription(fmt.Sprintf("%-22s", desc)),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionShowElapsedTimeOnFinish(),
+		)
+	}
+	p.bar.Describe(fmt.Sprintf("%-22s %6.0f ops/s", desc, pr.Rate))
+	if pr.Total > 0 {
+		p.bar.Set64(min(pr.Elapsed.Milliseconds(), pr.Total.Milliseconds()))
+	} else {
+		p.bar.Add64(1)
+	}
+}
+
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Finish()
+		fmt.Fprintln(p.w)
+		p.bar = nil
+	}
+}
+
+const validateUsage = `Usage: noisysim validate SCENARIO.yaml...
+
+Checks scenario files and reports every problem at once, each with its
+file:line:col and field. Exit code 0 when all are valid, 2 otherwise.
+`
+
+func runValidate(_ context.Context, a *app, args []string) error {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() { fmt.Fprint(a.stderr, validateUsage) }
+	if err := fs.Parse(args); err != nil {
+		return usageOrHelp(err)
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return usagef("validate: missing scenario file")
+	}
+	var bad []error
+	for _, f := range fs.Args() {
+		if _, err := scenario.Load(f); err != nil {
+			var se *scenario.Error
+			if errors.As(err, &se) {
+				for _, p := range se.Problems {
+					fmt.Fprintln(a.stderr, p.Error())
+				}
+				if len(se.Problems) == 0 {
+					fmt.Fprintln(a.stderr, err)
+				}
+			} else {
+				fmt.Fprintln(a.stderr, err)
+			}
+			bad = append(bad, err)
+			continue
+		}
+		fmt.Fprintf(a.stdout, "%s: ok\n", f)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %d of %d scenario files invalid", scenario.ErrInvalid, len(bad), fs.NArg())
+	}
+	return nil
+}

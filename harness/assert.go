@@ -1,0 +1,131 @@
+package harness
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/noisysim/noisysim/reports"
+)
+
+// Assertion names, as they appear in reports.
+const (
+	AssertQuietP99          = "quiet_p99"
+	AssertNoisyRejections   = "noisy_rejections"
+	AssertRejectionsCounted = "noisy_rejections_counted"
+	AssertNoUnexpectedError = "no_unexpected_errors"
+	AssertCleanInFlight     = "clean_after_limiter_in_flight"
+	AssertCleanBorrowed     = "clean_after_borrowed_connections"
+	AssertCleanTagged       = "clean_after_tagged_sessions"
+	AssertControlFails      = "control_fails"
+)
+
+// quietAll is the tenant label of the aggregate over all quiet tenants.
+const quietAll = "quiet (all)"
+
+// p99Sample is one tenant × class latency figure.
+type p99Sample struct {
+	Tenant string
+	Class  string
+	Count  int64
+	P99    time.Duration
+}
+
+// p99Rule is the quiet-tenant latency assertion's parameters.
+type p99Rule struct {
+	Factor     float64
+	Slack      time.Duration
+	MinSamples int64
+}
+
+// quietP99 compares each quiet tenant × class's p99 in the noisy phase with
+// factor × its solo p99 + slack. Pairs with fewer than MinSamples in either
+// phase are reported as skipped, never as passed.
+func quietP99(config string, rule p99Rule, solo, run []p99Sample) []reports.Assertion {
+	soloBy := make(map[[2]string]p99Sample, len(solo))
+	for _, s := range solo {
+		soloBy[[2]string{s.Tenant, s.Class}] = s
+	}
+	var out []reports.Assertion
+	for _, r := range run {
+		s, ok := soloBy[[2]string{r.Tenant, r.Class}]
+		a := reports.Assertion{
+			Name: AssertQuietP99, Configuration: config, Tenant: r.Tenant, Class: r.Class,
+			Observed: ms(r.P99), Unit: "ms", Op: "<=",
+		}
+		if !ok || s.Count < rule.MinSamples || r.Count < rule.MinSamples {
+			a.Skipped = true
+			a.Passed = true
+			a.Detail = fmt.Sprintf("too few samples (solo %d, run %d, need %d)", s.Count, r.Count, rule.MinSamples)
+			if ok {
+				a.Limit = ms(limitFor(rule, s.P99))
+			}
+		} else {
+			a.Limit = ms(limitFor(rule, s.P99))
+			a.Passed = a.Observed <= a.Limit
+			a.Detail = fmt.Sprintf("solo p99 %.2f ms × %.2f + %.2f ms", ms(s.P99), rule.Factor, ms(rule.Slack))
+		}
+		out = append(out, a)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Tenant == quietAll || out[j].Tenant == quietAll {
+			return out[i].Tenant == quietAll && out[j].Tenant != quietAll
+		}
+		if out[i].Class != out[j].Class {
+			return out[i].Class < out[j].Class
+		}
+		return tenantLess(out[i].Tenant, out[j].Tenant)
+	})
+	return out
+}
+
+func limitFor(rule p99Rule, solo time.Duration) time.Duration {
+	return time.Duration(rule.Factor*float64(solo)) + rule.Slack
+}
+
+// tenantLess orders numeric tenant labels numerically, others after them.
+func tenantLess(a, b string) bool {
+	var x, y int
+	_, ea := fmt.Sscanf(a, "%d", &x)
+	_, eb := fmt.Sscanf(b, "%d", &y)
+	switch {
+	case ea == nil && eb == nil:
+		return x < y
+	case ea == nil:
+		return true
+	case eb == nil:
+		return false
+	}
+	return a < b
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// countAssert builds an assertion over a count.
+func countAssert(name, config, tenant, class, op string, observed, limit int64, detail string) reports.Assertion {
+	a := reports.Assertion{
+		Name: name, Configuration: config, Tenant: tenant, Class: class,
+		Observed: float64(observed), Limit: float64(limit), Op: op, Detail: detail,
+	}
+	switch op {
+	case ">":
+		a.Passed = observed > limit
+	case "==":
+		a.Passed = observed == limit
+	case "<=":
+		a.Passed = observed <= limit
+	default:
+		panic("harness: unknown assertion op " + op)
+	}
+	return a
+}
+
+// verdict says whether every assertion passed, and how many failed.
+func verdict(as []reports.Assertion) (passed bool, failed int) {
+	for _, a := range as {
+		if !a.Passed {
+			failed++
+		}
+	}
+	return failed == 0, failed
+}

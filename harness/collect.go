@@ -1,0 +1,400 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/metrics"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/limiter"
+	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/reports"
+	"github.com/noisysim/noisysim/workload"
+)
+
+// cleanState is what is left over after a configuration's run.
+type cleanState struct {
+	inFlight int64 // limiter slots still held
+	borrowed int64 // pool connections still borrowed
+	tagged   int64 // t:* sessions in pg_stat_activity, over every node
+}
+
+// cleanAfter reads what the run left behind, with the stack still open: its
+// idle connections must show their class name, never a tenant.
+func (r *runner) cleanAfter(ctx context.Context, st *stack) (cleanState, error) {
+	var cs cleanState
+	for _, l := range st.limiters {
+		cs.inFlight += int64(l.Stat().Total.InFlight)
+	}
+	for _, p := range st.Stat().Pools {
+		cs.borrowed += int64(p.AcquiredConns)
+	}
+	for _, n := range r.cluster.Nodes() {
+		n, err := taggedSessions(ctx, n)
+		if err != nil {
+			return cs, fmt.Errorf("%w: %w", ErrRun, err)
+		}
+		cs.tagged += n
+	}
+	return cs, nil
+}
+
+// taggedSessions counts sessions on node whose application_name carries a
+// tenant tag.
+func taggedSessions(ctx context.Context, node backend.Node) (int64, error) {
+	conn, err := pgx.Connect(ctx, node.DSN())
+	if err != nil {
+		return 0, fmt.Errorf("connect to %s: %w", node.Name, err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 || '%'`, pools.TagPrefix).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("read pg_stat_activity on %s: %w", node.Name, err)
+	}
+	return n, nil
+}
+
+// dbTimeShares returns each tenant × isolation class's DB time over the run
+// (after minus before) and the tenant's share of all DB time.
+type dbShare struct {
+	byClass map[pools.Class]time.Duration
+	total   time.Duration
+	share   float64
+}
+
+func dbTimeShares(before, after []pools.Usage) map[string]*dbShare {
+	prev := map[string]time.Duration{}
+	for _, u := range before {
+		prev[u.Tenant+"\x00"+string(u.Class)] = u.DBTime
+	}
+	out := map[string]*dbShare{}
+	var all time.Duration
+	for _, u := range after {
+		d := u.DBTime - prev[u.Tenant+"\x00"+string(u.Class)]
+		s := out[u.Tenant]
+		if s == nil {
+			s = &dbShare{byClass: map[pools.Class]time.Duration{}}
+			out[u.Tenant] = s
+		}
+		s.byClass[u.Class] += d
+		s.total += d
+		all += d
+	}
+	if all > 0 {
+		for _, s := range out {
+			s.share = float64(s.total) / float64(all)
+		}
+	}
+	return out
+}
+
+func topShares(shares map[string]*dbShare, n int) []reports.Share {
+	var out []reports.Share
+	for t, s := range shares {
+		out = append(out, reports.Share{Tenant: t, DBTime: ms(s.total), Share: s.share})
+	}
+	slices.SortFunc(out, func(a, b reports.Share) int {
+		if a.DBTime != b.DBTime {
+			if a.DBTime > b.DBTime {
+				return -1
+			}
+			return 1
+		}
+		if tenantLess(a.Tenant, b.Tenant) {
+			return -1
+		}
+		return 1
+	})
+	return out[:min(n, len(out))]
+}
+
+// rows turns metrics summaries into report rows. The DB-time share of a row
+// is the tenant's share of all DB time (over all its classes), as the
+// ledger ranks tenants; DBTime is the row's isolation class's DB time.
+func (r *runner) rows(sums []metrics.Summary, shares map[string]*dbShare) []reports.TenantRow {
+	out := make([]reports.TenantRow, 0, len(sums))
+	for _, s := range sums {
+		tenant := strconv.Itoa(s.Tenant)
+		row := reports.TenantRow{
+			Tenant: tenant, Class: s.Class, Count: s.Count,
+			Rejected:      s.ErrorsByClass[string(scenario.ErrorQueueFull)] + s.ErrorsByClass[string(scenario.ErrorWaitExceeded)],
+			Errors:        s.Errors,
+			ErrorsByClass: s.ErrorsByClass,
+			Dropped:       s.Dropped, Incomplete: s.Incomplete,
+			P50: ms(s.P50), P99: ms(s.P99), Max: ms(s.Max), ServiceP99: ms(s.ServiceP99),
+		}
+		if sh, ok := shares[tenant]; ok {
+			row.DBTimeShare = sh.share
+			if c, ok := r.classes[s.Class]; ok {
+				// Several workload classes may share an isolation class; the
+				// ledger knows the isolation class only.
+				row.DBTime = ms(sh.byClass[pools.Class(c.IsolationClass)])
+			}
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func runStats(st workload.RunStats, sums []metrics.Summary, s workload.Schedule) reports.RunStats {
+	out := reports.RunStats{
+		Issued: st.Issued, Completed: st.Completed, Dropped: st.Dropped, Incomplete: st.Incomplete,
+		RejectedByReason: map[string]int64{}, ErrorsByClass: map[string]int64{},
+	}
+	for _, x := range sums {
+		out.Errors += x.Errors
+		for k, v := range x.ErrorsByClass {
+			out.ErrorsByClass[k] += v
+			if k == string(scenario.ErrorQueueFull) || k == string(scenario.ErrorWaitExceeded) {
+				out.Rejected += v
+				out.RejectedByReason[k] += v
+			}
+		}
+	}
+	if s.Duration > 0 {
+		out.TargetRate = float64(len(s.Ops)) / s.Duration.Seconds()
+	}
+	if d := st.End.Sub(st.Start); d > 0 {
+		out.AchievedRate = float64(st.Issued) / d.Seconds()
+	}
+	return out
+}
+
+// intervals returns the per-second p99 of the dominant tenant and of all
+// quiet tenants merged, per class.
+func intervals(rec *metrics.Recorder) []reports.Interval {
+	width := rec.Config().Interval
+	if width <= 0 {
+		return nil
+	}
+	conv := func(tenant string, iv metrics.IntervalSnapshot) reports.Interval {
+		return reports.Interval{
+			Start: iv.Start.Seconds(), End: (iv.Start + width).Seconds(), Tenant: tenant, Class: iv.Class,
+			Count: iv.Count, P50: ms(iv.P50), P99: ms(iv.P99), Max: ms(iv.Max),
+		}
+	}
+	var out []reports.Interval
+	classes := map[string]bool{}
+	for _, s := range rec.Summary() {
+		classes[s.Class] = true
+	}
+	for _, class := range sortedKeys(classes) {
+		for _, iv := range rec.MergedIntervals(func(t int, c string) bool { return t == scenario.DominantTenant && c == class }) {
+			iv.Class = class
+			out = append(out, conv(strconv.Itoa(scenario.DominantTenant), iv))
+		}
+		for _, iv := range rec.MergedIntervals(func(t int, c string) bool { return t != scenario.DominantTenant && c == class }) {
+			iv.Class = class
+			out = append(out, conv(quietAll, iv))
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// quietClasses are the classes quiet tenants send.
+func (r *runner) quietClasses() []string {
+	var out []string
+	for _, c := range r.sc.Classes {
+		if c.Senders != scenario.SendersDominant {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// assertions evaluates the scenario's assertions on one configuration.
+func (r *runner) assertions(c *scenario.Configuration, rec *metrics.Recorder, ex *executor, before, after map[string]limiter.TenantStat, clean cleanState) []reports.Assertion {
+	a := r.sc.Assertions
+	var out []reports.Assertion
+
+	// Quiet tenants' p99 against their own solo p99.
+	rule := p99Rule{Factor: a.QuietP99.Factor, Slack: a.QuietP99.Slack.Duration(), MinSamples: int64(a.QuietP99.MinSamples)}
+	quiet := map[string]bool{}
+	for _, n := range r.quietClasses() {
+		quiet[n] = true
+	}
+	pick := func(sums []metrics.Summary) []p99Sample {
+		var ps []p99Sample
+		for _, s := range sums {
+			if s.Tenant != scenario.DominantTenant && quiet[s.Class] {
+				ps = append(ps, p99Sample{Tenant: strconv.Itoa(s.Tenant), Class: s.Class, Count: s.Count, P99: s.P99})
+			}
+		}
+		return ps
+	}
+	solo, run := pick(r.soloSummary), pick(rec.Summary())
+	for _, class := range r.quietClasses() {
+		f := func(t int, c string) bool { return t != scenario.DominantTenant && c == class }
+		ms, mr := r.soloRec.Merged(f), rec.Merged(f)
+		solo = append(solo, p99Sample{Tenant: quietAll, Class: class, Count: ms.Count, P99: ms.P99})
+		run = append(run, p99Sample{Tenant: quietAll, Class: class, Count: mr.Count, P99: mr.P99})
+	}
+	out = append(out, quietP99(c.Name, rule, solo, run)...)
+
+	// The noisy tenant is rejected, and every rejection reached its client.
+	if a.NoisyRejections && len(ex.stack.limiters) > 0 && r.dominantSendsLimited(c) {
+		dom := strconv.Itoa(scenario.DominantTenant)
+		b, e := before[dom], after[dom]
+		qf, we := e.RejectedQueueFull-b.RejectedQueueFull, e.RejectedWaitExceeded-b.RejectedWaitExceeded
+		seenQF, seenWE := ex.seenBy(dom)
+		out = append(out,
+			countAssert(AssertNoisyRejections, c.Name, dom, "", ">", qf+we, 0, "limiter rejections of the noisy tenant"),
+			countAssert(AssertRejectionsCounted, c.Name, dom, string(scenario.ErrorQueueFull), "==", qf, seenQF,
+				fmt.Sprintf("limiter counted %d, clients saw %d", qf, seenQF)),
+			countAssert(AssertRejectionsCounted, c.Name, dom, string(scenario.ErrorWaitExceeded), "==", we, seenWE,
+				fmt.Sprintf("limiter counted %d, clients saw %d", we, seenWE)),
+		)
+	}
+
+	// No errors but the allowed classes (drops and ops cut off at the end
+	// count as errors: the system did not serve them).
+	allowed := map[string]bool{}
+	for _, e := range a.AllowedErrors {
+		allowed[string(e)] = true
+	}
+	var total int64
+	for _, s := range rec.Summary() {
+		var n int64
+		var kinds []string
+		for k, v := range s.ErrorsByClass {
+			if !allowed[k] {
+				n += v
+				kinds = append(kinds, fmt.Sprintf("%s %d", k, v))
+			}
+		}
+		if s.Dropped > 0 && !allowed["dropped"] {
+			n += s.Dropped
+			kinds = append(kinds, fmt.Sprintf("dropped %d", s.Dropped))
+		}
+		if s.Incomplete > 0 && !allowed["incomplete"] {
+			n += s.Incomplete
+			kinds = append(kinds, fmt.Sprintf("incomplete %d", s.Incomplete))
+		}
+		if n > 0 {
+			slices.Sort(kinds)
+			out = append(out, countAssert(AssertNoUnexpectedError, c.Name, strconv.Itoa(s.Tenant), s.Class, "<=", n, 0,
+				fmt.Sprint(kinds)))
+		}
+		total += n
+	}
+	out = append(out, countAssert(AssertNoUnexpectedError, c.Name, "", "", "<=", total, 0, "all tenants and classes"))
+
+	if a.CleanAfter {
+		out = append(out,
+			countAssert(AssertCleanInFlight, c.Name, "", "", "<=", clean.inFlight, 0, "limiter slots held after the run"),
+			countAssert(AssertCleanBorrowed, c.Name, "", "", "<=", clean.borrowed, 0, "pool connections borrowed after the run"),
+			countAssert(AssertCleanTagged, c.Name, "", "", "<=", clean.tagged, 0, "t:* sessions in pg_stat_activity after the run"),
+		)
+	}
+	return out
+}
+
+// dominantSendsLimited reports whether the dominant tenant sends a class
+// whose isolation class has a limiter in configuration c.
+func (r *runner) dominantSendsLimited(c *scenario.Configuration) bool {
+	if c.Mode != scenario.ModeIsolated {
+		return false
+	}
+	for _, cl := range r.sc.Classes {
+		if cl.Senders == scenario.SendersQuiet {
+			continue
+		}
+		if p := c.Pool(cl.IsolationClass); p != nil && p.Limiter.Enabled {
+			return true
+		}
+	}
+	return false
+}
+
+// expectations adds, in a full run, one assertion per control (expect:
+// fail): it must have failed at least one of its own assertions.
+func (r *runner) expectations(rep *reports.Report) []reports.Assertion {
+	if r.opts.Only != "" {
+		return nil
+	}
+	var out []reports.Assertion
+	for _, c := range rep.Configurations {
+		if c.Expect != string(scenario.ExpectFail) {
+			continue
+		}
+		var failed int64
+		for _, a := range rep.Assertions {
+			if a.Configuration == c.Name && !a.Passed && !a.Skipped {
+				failed++
+			}
+		}
+		out = append(out, countAssert(AssertControlFails, c.Name, "", "", ">", failed, 0,
+			"a control must fail its assertions: proof the scenario can see the problem"))
+	}
+	return out
+}
+
+// setPhase starts a new phase for progress reporting.
+func (r *runner) setPhase(phase, config string, total time.Duration) {
+	r.progressMu.Lock()
+	r.progress = Progress{Phase: phase, Configuration: config, Total: total}
+	r.phaseStart = time.Now()
+	r.issued.Store(0)
+	r.progressMu.Unlock()
+}
+
+func (r *runner) snapshot(last *int64, lastAt *time.Time) Progress {
+	r.progressMu.Lock()
+	p := r.progress
+	p.Elapsed = time.Since(r.phaseStart)
+	r.progressMu.Unlock()
+	p.Issued = r.issued.Load()
+	if now := time.Now(); last != nil && now.After(*lastAt) {
+		if p.Issued >= *last {
+			p.Rate = float64(p.Issued-*last) / now.Sub(*lastAt).Seconds()
+		}
+		*last, *lastAt = p.Issued, now
+	}
+	return p
+}
+
+// startProgress reports progress every ProgressEvery until the returned
+// func is called.
+func (r *runner) startProgress() (stop func()) {
+	if r.opts.Progress == nil {
+		return func() {}
+	}
+	every := r.opts.ProgressEvery
+	if every <= 0 {
+		every = 250 * time.Millisecond
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		var last int64
+		lastAt := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				r.opts.Progress(r.snapshot(&last, &lastAt))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
