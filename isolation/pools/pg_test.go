@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/isolation/limiter"
 )
 
@@ -213,7 +214,18 @@ func TestHeavyRunsOnStandby(t *testing.T) {
 	if p, _ := s.Placement(Interactive); p.Standby {
 		t.Errorf("Placement(interactive) = %v, want the primary", p)
 	}
-	t.Log(s.Stat().Placements)
+	st := s.Stat()
+	t.Log(st.Placements)
+	for _, c := range []Class{Interactive, Heavy} {
+		if ls, ok := st.Limiters[c]; !ok || ls.Total.Admitted != 1 || ls.Total.InFlight != 0 {
+			t.Errorf("Stat().Limiters[%s] = %+v, want one admission, none in flight", c, ls)
+		}
+	}
+	for _, p := range st.Pools {
+		if p.Destroyed != 0 || p.TotalConns != 1 || p.Standby != (p.Name == "heavy") {
+			t.Errorf("pool %+v: want one reused connection, standby only for heavy", p)
+		}
+	}
 }
 
 func TestHeavyOnPrimaryWithoutReplica(t *testing.T) {
@@ -979,4 +991,57 @@ func TestCloseLeavesNothing(t *testing.T) {
 			backends(t, db.admin, InteractiveRoleName), backends(t, db.admin, HeavyRoleName))
 	}
 	// Goroutines are checked for the whole package by goleak in TestMain.
+}
+
+// A standby cancelling a heavy query for a conflict with recovery counts as
+// a replica conflict.
+func TestReplicaConflict(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{
+		Topology: backend.TopologyReplica,
+		Settings: map[string]string{"max_standby_streaming_delay": "100ms"},
+	})
+	db := &testDB{}
+	db.primary, _ = backend.First(c, backend.RolePrimary)
+	db.replica, db.hasReplica = backend.First(c, backend.RoleReplica)
+	db.admin = connect(t, db.primary.DSN())
+	db.standby = connect(t, db.replica.DSN())
+	if _, err := db.admin.Exec(t.Context(), "CREATE TABLE facts AS SELECT 1 AS n"); err != nil {
+		t.Fatal(err)
+	}
+	_, heavy := DefaultRoles()
+	heavy.ReadTables = []string{"facts"}
+	_, onReplica := db.roles(t, heavy)
+	s := newStack(t, Config{
+		Pools:   []PoolConfig{{Name: "heavy", DSN: onReplica[HeavyRoleName], Size: 1}},
+		Classes: map[Class]ClassConfig{Heavy: {Pool: "heavy"}},
+	})
+
+	const reportSQL = "SELECT pg_sleep(5) FROM facts"
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Query(context.Background(), Heavy, "analyst", reportSQL)
+		done <- err
+	}()
+	if !eventually(3*time.Second, func() bool {
+		return scalar[int64](t, db.standby, "SELECT count(*) FROM pg_stat_activity WHERE query = $1 AND state = 'active'", reportSQL) == 1
+	}) {
+		t.Fatal("the heavy query never started on the standby")
+	}
+	// Replaying an exclusive lock conflicts with the query's share lock.
+	if _, err := db.admin.Exec(t.Context(), "DROP TABLE facts"); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(4 * time.Second):
+		t.Fatal("the standby did not cancel the query within 4s")
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || (pgErr.Code != "40001" && pgErr.Code != "40P01") {
+		t.Fatalf("err = %v, want a recovery conflict (40001)", err)
+	}
+	if got := s.Errors("analyst", Heavy); got[ErrorReplicaConflict] != 1 || len(got) != 1 {
+		t.Errorf("Errors = %v, want one replica_conflict", got)
+	}
 }
