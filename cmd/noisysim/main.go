@@ -131,7 +131,10 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	defer func() {
+		signal.Stop(sigs)
+		close(sigs) // ends the goroutine below
+	}()
 	go func() {
 		s, ok := <-sigs
 		if !ok {

@@ -91,7 +91,9 @@ func (n *node) writeConf(port int) error {
 	put("port", fmt.Sprint(port))
 	put("unix_socket_directories", n.sockDir)
 	put("unix_socket_permissions", "0700")
-	put("cluster_name", n.Name)
+	// Process titles read "postgres: noisysim-123/primary: …": which cluster
+	// and node a process serves is visible in ps.
+	put("cluster_name", filepath.Base(c.dir)+"/"+n.Name)
 	if n.upstream != nil {
 		put("primary_conninfo", fmt.Sprintf("host=127.0.0.1 port=%d user=%s passfile=%s application_name=%s sslmode=disable",
 			n.upstream.Port, superuser, c.passfile(), n.Name))

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
+)
+
+func TestExitCode(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, 0},
+		{"other", errors.New("boom"), 1},
+		{"usage", usagef("bad flag"), 2},
+		{"help", fmt.Errorf("x: %w", flag.ErrHelp), 0},
+		{"topology", fmt.Errorf("start: %w", &backend.TopologyError{Topology: "ring"}), 2},
+		{"binaries", &local.BinariesNotFoundError{}, 2},
+		{"port", &local.PortInUseError{Port: 5432}, 2},
+		{"setting", &local.SettingError{Name: "x"}, 2},
+		{"no server user", &local.ServerUserError{User: "postgres"}, 2},
+		{"node start", &local.NodeStartError{Node: "primary", Err: errors.New("crashed")}, 1},
+		{"assertion", fmt.Errorf("run: %w", errAssertionFailed), 99},
+		{"assertion beats bad input", errors.Join(errAssertionFailed, backend.ErrBadInput), 99},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := exitCode(tc.err); got != tc.want {
+				t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDispatchUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		want int
+		msg  string
+	}{
+		{nil, 2, "no command"},
+		{[]string{"frob"}, 2, `unknown command "frob"`},
+		{[]string{"-bogus"}, 2, "bogus"},
+		{[]string{"help"}, 0, ""},
+		{[]string{"cluster"}, 2, "missing subcommand"},
+		{[]string{"cluster", "sideways"}, 2, "unknown subcommand"},
+		{[]string{"cluster", "up", "--bogus"}, 2, "bogus"},
+		{[]string{"cluster", "up", "-h"}, 0, ""},
+		{[]string{"cluster", "up", "--setting", "novalue"}, 2, "name=value"},
+		{[]string{"cluster", "up", "--port", "70000"}, 2, "out of range"},
+		{[]string{"cluster", "up", "extra"}, 2, "unexpected argument"},
+		{[]string{"cluster", "up", "--topology", "ring"}, 2, "unknown topology"},
+		{[]string{"cluster", "up", "--setting", "port=1"}, 2, "cannot be overridden"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if got := realMain(tc.args, &out, &errOut); got != tc.want {
+				t.Errorf("exit %d, want %d; stderr:\n%s", got, tc.want, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.msg) {
+				t.Errorf("stderr lacks %q:\n%s", tc.msg, errOut.String())
+			}
+		})
+	}
+}
+
+func TestTeardownRunsNewestFirstAndForgets(t *testing.T) {
+	var td teardown
+	var order []string
+	rec := func(s string) func() error { return func() error { order = append(order, s); return nil } }
+	td.add(rec("a"), rec("a!"))
+	b := td.add(rec("b"), rec("b!"))
+	td.add(rec("c"), rec("c!"))
+	td.forget(b)
+	td.run(false)
+	td.run(true)
+	if got := strings.Join(order, ","); got != "c,a,c!,a!" {
+		t.Fatalf("order = %s, want c,a,c!,a!", got)
+	}
+}
