@@ -136,8 +136,11 @@ type flight struct {
 	state    atomic.Int32
 }
 
-// openLoop is one run of RunOpenLoop.
+// openLoop is one run of RunOpenLoop. The dispatching goroutine owns
+// flights, live and stats; executing goroutines touch only the atomics.
 type openLoop struct {
+	cfg       OpenLoopConfig
+	log       *slog.Logger
 	exec      Executor
 	rec       Recorder
 	ctx       context.Context // the ops' context, cancelled when the run gives up
@@ -146,6 +149,10 @@ type openLoop struct {
 	completed atomic.Int64
 	errors    atomic.Int64
 	wg        sync.WaitGroup
+
+	flights []*flight // issued ops not yet known to be reported, compacted as they finish
+	live    int       // len(flights) after the last compaction
+	stats   RunStats
 }
 
 // RunOpenLoop issues each op of s at its intended start, run start + op.At,
@@ -174,14 +181,12 @@ func RunOpenLoop(ctx context.Context, s Schedule, exec Executor, rec Recorder, c
 	if rec == nil {
 		rec = RecorderFunc(func(Result) {})
 	}
-	log := orDiscard(cfg.Logger)
-
 	// The ops' context is cancelled by the run only, after the ops in
 	// flight were recorded as incomplete, so that none of them is reported
 	// as a completed op that failed with context.Canceled.
 	opCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOps()
-	e := &openLoop{exec: exec, rec: rec, ctx: opCtx}
+	e := &openLoop{cfg: cfg, log: orDiscard(cfg.Logger), exec: exec, rec: rec, ctx: opCtx}
 	if cfg.Workers > 0 {
 		e.queue = make(chan *flight, cfg.MaxInFlight)
 		e.wg.Add(cfg.Workers)
@@ -189,104 +194,117 @@ func RunOpenLoop(ctx context.Context, s Schedule, exec Executor, rec Recorder, c
 			go e.worker()
 		}
 	}
+	e.stats = RunStats{Start: time.Now(), Scheduled: int64(len(s.Ops))}
+	e.log.Debug("open loop started", "ops", len(s.Ops), "duration", s.Duration, "workers", cfg.Workers, "max_in_flight", cfg.MaxInFlight)
 
-	start := time.Now()
-	stats := RunStats{Start: start, Scheduled: int64(len(s.Ops))}
-	log.Debug("open loop started", "ops", len(s.Ops), "duration", s.Duration, "workers", cfg.Workers, "max_in_flight", cfg.MaxInFlight)
-
-	var flights []*flight // issued ops, compacted as they finish
-	live := 0             // len(flights) after the last compaction
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	done := ctx.Done()
-	cancelled := false
-dispatch:
-	for i, op := range s.Ops {
-		intended := start.Add(op.At)
-		if wait := time.Until(intended); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-done:
-				stats.Unissued = int64(len(s.Ops) - i)
-				cancelled = true
-				break dispatch
-			}
-		} else {
-			select {
-			case <-done:
-				stats.Unissued = int64(len(s.Ops) - i)
-				cancelled = true
-				break dispatch
-			default:
-			}
-		}
-		now := time.Now()
-		stats.MaxLag = max(stats.MaxLag, now.Sub(intended))
-		if e.inflight.Load() >= int64(cfg.MaxInFlight) {
-			if stats.Dropped == 0 {
-				log.Warn("open loop dropping arrivals: too many ops in flight", "max_in_flight", cfg.MaxInFlight, "at", op.At)
-			}
-			stats.Dropped++
-			rec.Record(Result{Op: op, Intended: intended, End: now, Err: ErrDropped})
-			continue
-		}
-		e.inflight.Add(1)
-		stats.Issued++
-		f := &flight{op: op, intended: intended}
-		if len(flights) >= 2*live+1024 {
-			flights = compact(flights)
-			live = len(flights)
-		}
-		flights = append(flights, f)
-		if e.queue != nil {
-			e.queue <- f // never blocks: capacity MaxInFlight ≥ ops in flight
-		} else {
-			e.wg.Add(1)
-			go func() {
-				defer e.wg.Done()
-				e.execute(f)
-			}()
-		}
-	}
+	cancelled := e.dispatch(ctx, s)
 	if e.queue != nil {
 		close(e.queue)
 	}
-
 	finished := make(chan struct{})
 	go func() {
 		e.wg.Wait()
 		close(finished)
 	}()
 	if !cancelled {
-		deadline := start.Add(s.Duration)
-		if now := time.Now(); now.After(deadline) {
-			deadline = now // the generator was late: drain from the last issue
-		}
-		if cfg.Drain > 0 {
-			deadline = deadline.Add(cfg.Drain)
-		}
-		timer.Reset(time.Until(deadline))
-		select {
-		case <-finished:
-		case <-timer.C:
-		case <-done:
-			cancelled = true
-		}
+		cancelled = e.drain(ctx, s, finished)
 	}
-	stats.Incomplete = e.abandon(flights, time.Now())
+	e.stats.Incomplete = e.abandon(time.Now())
 	cancelOps()
 	<-finished
-	stats.End = time.Now()
-	stats.Completed = e.completed.Load()
-	stats.Errors = e.errors.Load()
-	log.Debug("open loop finished", "issued", stats.Issued, "completed", stats.Completed, "errors", stats.Errors,
-		"dropped", stats.Dropped, "incomplete", stats.Incomplete, "unissued", stats.Unissued, "max_lag", stats.MaxLag)
+
+	st := e.stats
+	st.End = time.Now()
+	st.Completed = e.completed.Load()
+	st.Errors = e.errors.Load()
+	e.log.Debug("open loop finished", "issued", st.Issued, "completed", st.Completed, "errors", st.Errors,
+		"dropped", st.Dropped, "incomplete", st.Incomplete, "unissued", st.Unissued, "max_lag", st.MaxLag)
 	if cancelled {
-		return stats, fmt.Errorf("run open loop: %w", ctx.Err())
+		return st, fmt.Errorf("run open loop: %w", ctx.Err())
 	}
-	return stats, nil
+	return st, nil
+}
+
+// dispatch issues every op at its intended start and reports whether ctx was
+// cancelled before the last one.
+func (e *openLoop) dispatch(ctx context.Context, s Schedule) (cancelled bool) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	done := ctx.Done()
+	for i, op := range s.Ops {
+		intended := e.stats.Start.Add(op.At)
+		if wait := time.Until(intended); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-done:
+				e.stats.Unissued = int64(len(s.Ops) - i)
+				return true
+			}
+		} else {
+			select {
+			case <-done:
+				e.stats.Unissued = int64(len(s.Ops) - i)
+				return true
+			default:
+			}
+		}
+		e.issue(op, intended, time.Now())
+	}
+	return false
+}
+
+// issue hands op to a worker or a new goroutine, or drops it if MaxInFlight
+// ops are in flight.
+func (e *openLoop) issue(op Op, intended, now time.Time) {
+	e.stats.MaxLag = max(e.stats.MaxLag, now.Sub(intended))
+	if e.inflight.Load() >= int64(e.cfg.MaxInFlight) {
+		if e.stats.Dropped == 0 {
+			e.log.Warn("open loop dropping arrivals: too many ops in flight", "max_in_flight", e.cfg.MaxInFlight, "at", op.At)
+		}
+		e.stats.Dropped++
+		e.rec.Record(Result{Op: op, Intended: intended, End: now, Err: ErrDropped})
+		return
+	}
+	e.inflight.Add(1)
+	e.stats.Issued++
+	f := &flight{op: op, intended: intended}
+	if len(e.flights) >= 2*e.live+1024 {
+		e.flights = compact(e.flights)
+		e.live = len(e.flights)
+	}
+	e.flights = append(e.flights, f)
+	if e.queue != nil {
+		e.queue <- f // never blocks: capacity MaxInFlight ≥ ops in flight
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.execute(f)
+	}()
+}
+
+// drain waits for the ops in flight until the schedule's end (or the last
+// issue, if later) plus Drain, and reports whether ctx was cancelled first.
+func (e *openLoop) drain(ctx context.Context, s Schedule, finished <-chan struct{}) (cancelled bool) {
+	deadline := e.stats.Start.Add(s.Duration)
+	if now := time.Now(); now.After(deadline) {
+		deadline = now // the generator was late: drain from the last issue
+	}
+	if e.cfg.Drain > 0 {
+		deadline = deadline.Add(e.cfg.Drain)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-finished:
+	case <-timer.C:
+	case <-ctx.Done():
+		return true
+	}
+	return false
 }
 
 func (cfg OpenLoopConfig) validate(exec Executor, s Schedule) error {
@@ -338,9 +356,9 @@ func (e *openLoop) execute(f *flight) {
 // returns how many there were. It runs before the ops' context is cancelled,
 // so an op that finishes in the meantime is reported as completed, not as
 // cancelled.
-func (e *openLoop) abandon(flights []*flight, at time.Time) int64 {
+func (e *openLoop) abandon(at time.Time) int64 {
 	var n int64
-	for _, f := range flights {
+	for _, f := range e.flights {
 		for {
 			s := f.state.Load()
 			if s == reported {
