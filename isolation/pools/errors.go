@@ -92,8 +92,10 @@ const (
 	// ErrorConnect: a new connection could not be opened (refused, auth,
 	// too many connections, role CONNECTION LIMIT reached).
 	ErrorConnect ErrorClass = "connect_failed"
-	// ErrorConnectionLost: an open connection broke (server terminated the
-	// backend, shut down, or the network failed).
+	// ErrorConnectionLost: an open connection broke: the server terminated
+	// the backend (pg_terminate_backend, shutdown, or the role's
+	// idle_in_transaction_session_timeout, SQLSTATE 25P03), or the network
+	// failed.
 	ErrorConnectionLost ErrorClass = "connection_lost"
 	// ErrorCancelled: the caller's context was cancelled or its deadline
 	// passed, or the statement was cancelled at the client's request.
@@ -118,6 +120,8 @@ const (
 	sqlstateSerializationFailure = "40001" // also: conflict with recovery on a standby
 	sqlstateDeadlockDetected     = "40P01" // also: buffer-pin deadlock on a standby
 	sqlstateAdminShutdown        = "57P01" // pg_terminate_backend, fast shutdown
+	sqlstateIdleInTxTimeout      = "25P03" // idle_in_transaction_session_timeout (FATAL)
+	sqlstateIdleSessionTimeout   = "57P05" // idle_session_timeout (FATAL)
 	sqlstateCrashShutdown        = "57P02"
 	sqlstateCannotConnectNow     = "57P03"
 	sqlstateTooManyConnections   = "53300" // max_connections or role CONNECTION LIMIT
@@ -172,7 +176,7 @@ func classify(err error, standby bool) ErrorClass {
 				return ErrorReplicaConflict
 			}
 			return ErrorOther
-		case sqlstateAdminShutdown, sqlstateCrashShutdown:
+		case sqlstateAdminShutdown, sqlstateCrashShutdown, sqlstateIdleInTxTimeout, sqlstateIdleSessionTimeout:
 			return ErrorConnectionLost
 		case sqlstateCannotConnectNow, sqlstateTooManyConnections, sqlstateInvalidPassword, sqlstateInvalidAuthorization:
 			return ErrorConnect

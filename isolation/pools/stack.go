@@ -260,8 +260,8 @@ func (cfg Config) validate() error {
 func openPool(ctx context.Context, pc PoolConfig) (*pool, error) {
 	config, err := pgxpool.ParseConfig(pc.DSN)
 	if err != nil {
-		// The parse error may quote the DSN; say only which pool.
-		return nil, fmt.Errorf("parse DSN of pool %s: %w", pc.Name, ErrInvalidConfig)
+		// pgx redacts the password in the DSN it quotes.
+		return nil, fmt.Errorf("parse DSN of pool %s: %w: %w", pc.Name, ErrInvalidConfig, err)
 	}
 	config.MaxConns = pc.Size
 	config.MinConns = 0
@@ -362,7 +362,9 @@ func (s *Stack) run(ctx context.Context, c Class, tenant string, fn func(context
 			res.Wait = time.Since(start)
 			return res, fmt.Errorf("acquire %s slot: %w", c, err)
 		}
-		defer release()
+		if release != nil {
+			defer release()
+		}
 	}
 
 	conn, err := s.borrow(ctx, cl, tenant)
@@ -556,7 +558,8 @@ type Stat struct {
 	// Stat() limiter.Stat).
 	Limiters map[Class]limiter.Stat
 	// Errors lists the non-zero error counts, sorted by tenant, class and
-	// error class.
+	// error class. Counters live as long as the Stack: memory grows with
+	// the number of distinct tenants that saw an error.
 	Errors []ErrorCount
 }
 

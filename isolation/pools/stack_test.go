@@ -35,6 +35,7 @@ func TestClassify(t *testing.T) {
 		{"serialization failure on a primary", pg("40001", "could not serialize access due to concurrent update"), ErrorOther},
 		{"terminated", pg("57P01", "terminating connection due to administrator command"), ErrorConnectionLost},
 		{"connection exception", pg("08006", "connection failure"), ErrorConnectionLost},
+		{"idle in transaction timeout", pg("25P03", "terminating connection due to idle-in-transaction timeout"), ErrorConnectionLost},
 		{"too many connections", pg("53300", "too many connections for role \"x\""), ErrorConnect},
 		{"bad password", pg("28P01", "password authentication failed"), ErrorConnect},
 		{"connect error", &pgconn.ConnectError{}, ErrorConnect},
