@@ -64,7 +64,9 @@ func BenchmarkOpenLoopDispatch(b *testing.B) {
 			if stats.Completed != int64(b.N) {
 				b.Fatalf("completed %d of %d (dropped %d)", stats.Completed, b.N, stats.Dropped)
 			}
-			b.ReportMetric(float64(stats.MaxLag.Microseconds()), "max-lag-µs")
+			if bc.gap > 0 { // with every op due at once, lag is just the time to get through them
+				b.ReportMetric(float64(stats.MaxLag.Microseconds()), "max-lag-µs")
+			}
 		})
 	}
 }
