@@ -193,9 +193,9 @@ func (r *runner) plan() error {
 	}
 	warm := sc.Phases.Warmup.Duration()
 	quiet := func(op workload.Op) bool { return op.Tenant != scenario.DominantTenant }
-	// The solo baseline draws its own arrivals (another seed stream) and
-	// keeps the quiet tenants only.
-	if r.solo, err = workload.BuildSchedule(pop, r.specs, warm+sc.Phases.Solo.Duration(), sc.Seed^0x50106, quiet); err != nil {
+	// The solo baseline is the same draw without the dominant tenant: the
+	// quiet tenants send exactly what they send in the full mix.
+	if r.solo, err = workload.BuildSchedule(pop, r.specs, warm+sc.Phases.Solo.Duration(), sc.Seed, quiet); err != nil {
 		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
 	}
 	if r.full, err = workload.BuildSchedule(pop, r.specs, warm+sc.Phases.Run.Duration(), sc.Seed, nil); err != nil {

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
+)
+
+func TestRunAndValidateBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	malformed := write("malformed.yaml", "name: x\nclasses: [\n")
+	unknown := write("unknown.yaml", "name: x\nsed: 4\n")
+	share := write("share.yaml", "name: x\ntenants: {dominant_share: 1.5}\n")
+	unreadable := filepath.Join(dir, "missing.yaml")
+	cases := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"run"}, "missing scenario file"},
+		{[]string{"run", "a.yaml", "b.yaml"}, "want one scenario file"},
+		{[]string{"run", "--bogus", "../../scenarios/ci-gate.yaml"}, "bogus"},
+		{[]string{"run", malformed}, "malformed.yaml:"},
+		{[]string{"run", unknown}, "unknown.yaml:2:1: sed"},
+		{[]string{"run", share}, "tenants.dominant_share"},
+		{[]string{"run", unreadable}, "missing.yaml"},
+		{[]string{"run", "../../scenarios/ci-gate.yaml", "--only", "nope"}, `--only "nope"`},
+		{[]string{"validate"}, "missing scenario file"},
+		{[]string{"validate", unknown, share}, "2 of 2 scenario files invalid"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			before := runningPostgres(t)
+			var out, errOut bytes.Buffer
+			if got := realMain(tc.args, &out, &errOut); got != exitUsage {
+				t.Errorf("exit %d, want 2; stderr:\n%s", got, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.msg) {
+				t.Errorf("stderr lacks %q:\n%s", tc.msg, errOut.String())
+			}
+			if after := runningPostgres(t); after > before {
+				t.Errorf("%d postgres processes left running", after-before)
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	if got := realMain([]string{"validate", "../../scenarios/ci-gate.yaml", "../../scenarios/noisy-neighbor.yaml"}, &out, &errOut); got != 0 {
+		t.Errorf("validate shipped scenarios: exit %d; stderr:\n%s", got, errOut.String())
+	}
+}
+
+// runningPostgres counts postgres server processes on this machine.
+func runningPostgres(t *testing.T) int {
+	t.Helper()
+	out, _ := exec.Command("pgrep", "-x", "postgres").Output()
+	return len(strings.Fields(string(out)))
+}
+
+// TestRunCIGate runs the CI gate scenario end to end against a real
+// PostgreSQL: both configurations (exit 0), then each alone: --only naive
+// must exit 99 and --only isolated 0. The JSON report must parse and agree
+// with the terminal table.
+func TestRunCIGate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: end-to-end scenario run in -short mode")
+	}
+	if _, err := local.FindBinaries(context.Background(), ""); errors.Is(err, backend.ErrNotInstalled) {
+		t.Skipf("skipping: PostgreSQL server binaries not found: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "noisysim")
+	// The binary is built without -race: the race detector's overhead would
+	// be measured as the database's latency.
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build noisysim: %v\n%s", err, out)
+	}
+	run := func(t *testing.T, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"run", "--no-progress", "../../scenarios/ci-gate.yaml"}, args...)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("noisysim run %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out.String(), errOut.String())
+		return out.String(), code
+	}
+
+	t.Run("both", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "report")
+		text, code := run(t, "--out", dir)
+		if code != 0 {
+			t.Fatalf("exit %d, want 0", code)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Scenario       string `json:"scenario"`
+			Seed           *int64 `json:"seed"`
+			ScheduleHash   string `json:"schedule_hash"`
+			Passed         *bool  `json:"passed"`
+			Configurations []struct {
+				Name    string `json:"name"`
+				Tenants []struct {
+					Tenant      string   `json:"tenant"`
+					Class       string   `json:"class"`
+					Count       *int64   `json:"count"`
+					Rejected    *int64   `json:"rejected"`
+					P50         *float64 `json:"p50_ms"`
+					P99         *float64 `json:"p99_ms"`
+					Max         *float64 `json:"max_ms"`
+					DBTimeShare *float64 `json:"db_time_share"`
+				} `json:"tenants"`
+			} `json:"configurations"`
+			Assertions []struct {
+				Name          string   `json:"name"`
+				Configuration string   `json:"configuration"`
+				Tenant        *string  `json:"tenant"`
+				Class         *string  `json:"class"`
+				Observed      *float64 `json:"observed"`
+				Limit         *float64 `json:"limit"`
+				Passed        *bool    `json:"passed"`
+			} `json:"assertions"`
+		}
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			t.Fatalf("report.json: %v", err)
+		}
+		if rep.Scenario != "ci-gate" || rep.Seed == nil || *rep.Seed != 42 || len(rep.ScheduleHash) < 8 || rep.Passed == nil || !*rep.Passed {
+			t.Errorf("report header: scenario %q seed %v hash %q passed %v", rep.Scenario, rep.Seed, rep.ScheduleHash, rep.Passed)
+		}
+		if len(rep.Configurations) != 2 || rep.Configurations[0].Name != "naive" || rep.Configurations[1].Name != "isolated" {
+			t.Fatalf("configurations: %+v", rep.Configurations)
+		}
+		if len(rep.Assertions) == 0 {
+			t.Fatal("no assertions in report.json")
+		}
+		for _, a := range rep.Assertions {
+			if a.Tenant == nil || a.Class == nil || a.Observed == nil || a.Limit == nil || a.Passed == nil {
+				t.Fatalf("assertion %s lacks a required field", a.Name)
+			}
+		}
+		// The terminal table and the JSON agree: every row of the dominant
+		// tenant in the text shows the JSON's count and p99.
+		for _, c := range rep.Configurations {
+			for _, row := range c.Tenants {
+				if row.Tenant != "1" {
+					continue
+				}
+				if row.Count == nil || row.P99 == nil || row.Max == nil || row.P50 == nil || row.Rejected == nil || row.DBTimeShare == nil {
+					t.Fatalf("%s: tenant row lacks a required field", c.Name)
+				}
+				want := regexp.MustCompile(`(?m)^1 \(dominant\)\s+` + regexp.QuoteMeta(row.Class) + `\s+` +
+					strconv.FormatInt(*row.Count, 10) + `\s+` + strconv.FormatInt(*row.Rejected, 10) + `\s+\d+\s+` +
+					regexp.QuoteMeta(strconv.FormatFloat(*row.P50, 'f', 2, 64)) + `\s+` +
+					regexp.QuoteMeta(strconv.FormatFloat(*row.P99, 'f', 2, 64)) + `\s`)
+				if !want.MatchString(text) {
+					t.Errorf("%s: the terminal table lacks the JSON row %s/%s count %d p50 %.2f p99 %.2f", c.Name,
+						row.Tenant, row.Class, *row.Count, *row.P50, *row.P99)
+				}
+			}
+		}
+	})
+	t.Run("only naive", func(t *testing.T) {
+		if _, code := run(t, "--only", "naive"); code != exitAssertion {
+			t.Errorf("exit %d, want 99: the control must fail on its own", code)
+		}
+	})
+	t.Run("only isolated", func(t *testing.T) {
+		if _, code := run(t, "--only", "isolated"); code != 0 {
+			t.Errorf("exit %d, want 0", code)
+		}
+	})
+}
