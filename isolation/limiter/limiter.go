@@ -318,7 +318,7 @@ func (l *Limiter) waitTenant(ctx context.Context, t *tenant, w *waiter, ticketed
 	t.mu.Lock()
 	if !w.granted {
 		t.queue.remove(w)
-		if err := ctx.Err(); err != nil {
+		if err := ended(ctx); err != nil {
 			t.c.cancelled++
 			t.mu.Unlock()
 			return nil, err
@@ -384,7 +384,7 @@ func (l *Limiter) acquireGlobal(ctx context.Context, t *tenant, deadline time.Ti
 		g.nwait.Add(-1)
 	}
 	g.mu.Unlock()
-	err := ctx.Err()
+	err := ended(ctx)
 	if granted && err == nil {
 		t.mu.Lock()
 		t.reserved--
@@ -408,6 +408,19 @@ func (l *Limiter) acquireGlobal(ctx context.Context, t *tenant, deadline time.Ti
 		return nil, err
 	}
 	return nil, &LimitError{Tenant: t.name, Reason: ReasonWaitExceeded, RetryAfter: l.cfg.MaxWait}
+}
+
+// ended returns ctx.Err(), or context.DeadlineExceeded when ctx's deadline
+// has passed but ctx has not noticed yet: a caller whose deadline coincides
+// with MaxWait left; it is cancelled, not rejected.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // queueRetryAfter is the Retry-After hint for a queue_full rejection from q
