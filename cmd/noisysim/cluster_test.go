@@ -336,6 +336,26 @@ func TestClusterUpSecondSignalStopsImmediately(t *testing.T) {
 	assertNothingLeft(t, base, []string{dir}, pids)
 }
 
+func TestClusterUpShowPassword(t *testing.T) {
+	needPostgres(t)
+	base := privateBase(t)
+	c := startCLI(t, nil, "cluster", "up", "--show-password", "--base-dir", base)
+	c.waitLine(t, "Press Ctrl-C")
+	dir := c.clusterDir(t)
+	pgpass, err := os.ReadFile(filepath.Join(dir, "pgpass"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Split(strings.TrimSpace(string(pgpass)), ":")
+	if out, _ := c.output(); !strings.Contains(out, ":"+fields[len(fields)-1]+"@127.0.0.1:") {
+		t.Errorf("--show-password output lacks the password:\n%s", out)
+	}
+	pids := clusterPIDs(t, dir)
+	c.cmd.Process.Signal(syscall.SIGINT)
+	c.wait(t)
+	assertNothingLeft(t, base, []string{dir}, pids)
+}
+
 func TestClusterUpPanicTearsDown(t *testing.T) {
 	needPostgres(t)
 	base := privateBase(t)
@@ -409,6 +429,15 @@ func TestClusterKeepAndDown(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	pgpass, err := os.ReadFile(filepath.Join(dir, "pgpass"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Split(strings.TrimSpace(string(pgpass)), ":")
+	password := fields[len(fields)-1]
+	if len(password) < 24 || strings.Contains(out, password) {
+		t.Errorf("output shows the password (or pgpass has none):\n%s", out)
 	}
 	pids := clusterPIDs(t, dir)
 	for _, p := range postmasters(t, dir) {

@@ -234,6 +234,14 @@ func TestBadInput(t *testing.T) {
 		{"unknown parameter", backend.Spec{Settings: map[string]string{"no_such_parameter": "1"}}, nil, []error{local.ErrBadSetting}},
 		{"too many nodes", backend.Spec{Topology: backend.TopologyPrimaries, Nodes: 1000}, nil, []error{backend.ErrBadInput}},
 	}
+	if os.Geteuid() == 0 {
+		cases = append(cases, struct {
+			name string
+			spec backend.Spec
+			opts []local.Option
+			want []error
+		}{"no such server user", backend.Spec{}, []local.Option{local.WithServerUser("no-such-user-noisysim")}, []error{local.ErrNoServerUser, backend.ErrNotInstalled}})
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			base := privateBase(t)
