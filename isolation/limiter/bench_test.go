@@ -96,3 +96,41 @@ func BenchmarkContended(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkNewTenant is one Do for a tenant never seen before: record
+// creation and the amortized sweep of idle records. It also reports the
+// heap kept per idle tenant (its counters) and what ForgetIdle leaves.
+func BenchmarkNewTenant(b *testing.B) {
+	l, err := limiter.New(limiter.Config{MaxPerTenant: 4, MaxQueue: 20, MaxWait: 1500e6})
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, b.N)
+	for i := range names {
+		names[i] = "tenant-" + strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	work := func(context.Context) error { return nil }
+	before := heapAlloc()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := l.Do(ctx, names[i], work); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	idle := heapAlloc()
+	l.ForgetIdle()
+	forgotten := heapAlloc()
+	b.ReportMetric(float64(int64(idle)-int64(before))/float64(b.N), "B-kept/idle-tenant")
+	b.ReportMetric(float64(int64(forgotten)-int64(before))/float64(b.N), "B-kept/forgotten-tenant")
+	runtime.KeepAlive(names)
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

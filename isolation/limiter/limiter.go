@@ -88,15 +88,16 @@ func (c Config) Validate() error {
 // mutex, so unrelated tenants never serialise on a common lock. The global
 // cap is an atomic counter; its mutex is taken only when calls wait for it.
 //
-// Memory. A tenant's record (about 200 bytes plus the key) lives while the
-// tenant is in use. Records of idle tenants (nothing in flight, no waiters)
-// are reclaimed lazily: when creating a record would bring their number to
-// twice the number left by the previous sweep (and at least 64), idle
-// records are dropped and their counters are folded into a compact table
-// (about 100 bytes plus the key per tenant), so TenantStat and Stat still
-// report them. That table grows with the number of distinct tenants ever
-// seen; ForgetIdle empties it (totals keep the counts). Waiters allocate a
-// small node and a timer only while they wait.
+// Memory. A tenant in use has a record of about 300 bytes plus the key
+// (state, counters, one 32-byte ticket per concurrent Acquire). Records of
+// idle tenants (nothing in flight, no waiters) are reclaimed lazily: when
+// creating a record would bring their number to twice the number left by
+// the previous sweep (and at least 64), idle records are dropped and their
+// counters are folded into a compact table, about 90 bytes plus the key per
+// tenant, so TenantStat and Stat still report them. That table grows with
+// the number of distinct tenants ever seen; ForgetIdle empties it (totals
+// keep the counts). A waiter allocates a node, a channel and a timer only
+// while it waits.
 type Limiter struct {
 	cfg        Config
 	retryAfter time.Duration
@@ -511,6 +512,6 @@ func (l *Limiter) ForgetIdle() int {
 		l.forgotten.add(c)
 		n++
 	}
-	clear(l.retired)
+	l.retired = map[string]counters{} // a cleared map would keep its buckets
 	return n
 }
