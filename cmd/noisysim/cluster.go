@@ -88,11 +88,13 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	}
 	b := local.New(local.WithLogger(a.log), local.WithKeep(*keep), local.WithPort(*port),
 		local.WithBinDir(*binDir), local.WithBaseDir(*baseDir))
+	// Registered before Start so that a panic or a second signal also stops
+	// a cluster that is still starting.
+	td := a.teardown.add(b.CloseAll, b.KillAll)
 	c, err := b.StartCluster(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("start cluster: %w", err)
 	}
-	td := a.teardown.add(c.Close, c.Kill)
 	st := c.Stat()
 	fmt.Fprintf(a.stdout, "cluster up: %s, %d node(s), ready in %.2f s, PostgreSQL %d, dir %s\n",
 		spec.Topology, len(st.Nodes), st.Ready.Seconds(), st.Binaries.Major, st.Dir)

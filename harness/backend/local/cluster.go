@@ -38,6 +38,7 @@ type Cluster struct {
 	mu       sync.Mutex
 	steps    []Step
 	detached bool
+	closing  bool // set under mu by teardown; no server starts after it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -193,6 +194,8 @@ func (c *Cluster) startNodes(ctx context.Context, plans []nodePlan) error {
 }
 
 func (c *Cluster) filter(replicas bool) []*node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var out []*node
 	for _, n := range c.nodes {
 		if (n.upstream != nil) == replicas {
@@ -212,6 +215,7 @@ func (c *Cluster) Detach() error {
 	c.mu.Lock()
 	c.detached = true
 	c.mu.Unlock()
+	c.b.track(c, false)
 	return nil
 }
 
@@ -252,6 +256,10 @@ func (c *Cluster) Kill() error {
 }
 
 func (c *Cluster) teardown(grace time.Duration) error {
+	defer c.b.track(c, false)
+	c.mu.Lock()
+	c.closing = true // from here no node spawns a server (see node.spawn)
+	c.mu.Unlock()
 	var errs []error
 	for _, tier := range [][]*node{c.filter(true), c.filter(false)} {
 		var wg sync.WaitGroup
@@ -272,8 +280,8 @@ func (c *Cluster) teardown(grace time.Duration) error {
 			errs = append(errs, fmt.Errorf("remove cluster dir: %w", err))
 		}
 	}
-	for _, n := range c.nodes {
-		releasePort(n.Port)
+	for _, n := range append(c.filter(false), c.filter(true)...) {
+		releasePort(n.stat().Port)
 	}
 	return errors.Join(errs...)
 }

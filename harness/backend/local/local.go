@@ -45,8 +45,9 @@ type Backend struct {
 	stopTimeout time.Duration
 	startLimit  time.Duration
 
-	mu  sync.Mutex
-	bin *Binaries
+	mu   sync.Mutex
+	bin  *Binaries
+	live map[*Cluster]bool // started (or starting), not closed nor detached
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -198,6 +199,7 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 		password: newPassword(),
 		began:    began,
 	}
+	b.track(c, true)
 	t0 := time.Now()
 	tmpl, created, err := ensureTemplate(ctx, b.cacheDir, bin, u)
 	if err != nil {
@@ -218,6 +220,9 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 		if cerr := c.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("clean up after failed start: %w", cerr))
 		}
+		// A concurrent CloseAll may have removed the dir while a copy was
+		// still writing into it; every start goroutine has ended by now.
+		os.RemoveAll(c.dir)
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("start cluster: %w (%w)", ctx.Err(), err)
 		}
@@ -281,4 +286,48 @@ func KeptClusters(baseDir string) ([]string, error) {
 		}
 	}
 	return kept, nil
+}
+
+func (b *Backend) track(c *Cluster, live bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.live == nil {
+		b.live = map[*Cluster]bool{}
+	}
+	if live {
+		b.live[c] = true
+	} else {
+		delete(b.live, c)
+	}
+}
+
+func (b *Backend) liveClusters() []*Cluster {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*Cluster, 0, len(b.live))
+	for c := range b.live {
+		out = append(out, c)
+	}
+	return out
+}
+
+// CloseAll closes every cluster b started that is neither closed nor
+// detached, including one whose Start has not returned yet (that Start then
+// fails). It is the last-resort teardown of a program that may be
+// interrupted anywhere, e.g. on panic.
+func (b *Backend) CloseAll() error {
+	var errs []error
+	for _, c := range b.liveClusters() {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// KillAll is CloseAll with Kill: servers get SIGKILL at once.
+func (b *Backend) KillAll() error {
+	var errs []error
+	for _, c := range b.liveClusters() {
+		errs = append(errs, c.Kill())
+	}
+	return errors.Join(errs...)
 }

@@ -396,3 +396,32 @@ func TestTemplateCreatedOnceConcurrently(t *testing.T) {
 		t.Errorf("temporary templates left: %v", leftover)
 	}
 }
+
+// CloseAll (the CLI's teardown on panic or a second signal) stops a cluster
+// whose Start has not returned yet; that Start fails and nothing remains.
+func TestCloseAllDuringStart(t *testing.T) {
+	needPostgres(t)
+	base := privateBase(t)
+	for i, after := range []time.Duration{5 * time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond, 700 * time.Millisecond} {
+		b := local.New(local.WithBaseDir(base))
+		done := make(chan error, 1)
+		go func() {
+			c, err := b.StartCluster(t.Context(), backend.Spec{Topology: backend.TopologyReplica})
+			if err == nil {
+				c.Close()
+			}
+			done <- err
+		}()
+		time.Sleep(after)
+		if i%2 == 0 {
+			b.KillAll()
+		} else {
+			b.CloseAll()
+		}
+		err := <-done
+		t.Logf("after %v: Start returned %v", after, err)
+		if dirs, procs := leftovers(t, base); len(dirs)+len(procs) > 0 {
+			t.Errorf("after %v: left behind: dirs %v, processes %v", after, dirs, procs)
+		}
+	}
+}

@@ -21,6 +21,9 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 )
 
+// errClosing is returned by a node start racing with Close.
+var errClosing = errors.New("cluster is closing")
+
 // maxPortAttempts bounds retries when a picked port is taken before the
 // server binds it.
 const maxPortAttempts = 8
@@ -219,7 +222,9 @@ func (n *node) launch(ctx context.Context) error {
 			}
 			port = p
 		}
+		n.mu.Lock()
 		n.Port = port
+		n.mu.Unlock()
 		if err := n.writeConf(port); err != nil {
 			return err
 		}
@@ -270,6 +275,13 @@ func (n *node) spawn() (int64, error) {
 	cmd := exec.Command(c.bin.Path("postgres"), "-D", n.dataDir)
 	c.user.command(cmd, n.dir)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// Holding c.mu from the closing check until n.cmd is recorded means a
+	// concurrent Close either sees this server or prevents it.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return 0, fmt.Errorf("start postgres for %s: %w", n.Name, errClosing)
+	}
 	deathsig := !c.keep
 	if deathsig {
 		err = deathSpawner.start(cmd)
