@@ -26,6 +26,12 @@
 // ErrInvalid (with *InvalidError details naming the field) rather than
 // writing a report it cannot render faithfully, such as one holding NaN.
 //
+// The harness may add one QuietAll row per class merged over all quiet
+// tenants (Configuration.QuietAll and SoloQuietAll, from the merged
+// histograms, so their percentiles are exact). The terminal tables show them
+// as the "quiet (all)" rows; without them they fall back to the worst single
+// quiet tenant's latencies, an upper bound, and a footnote says which.
+//
 // A configuration may be a control expected to fail (Expect: ExpectFail),
 // proving the scenario can see the problem. Its failed assertions are shown
 // as XFAIL, and in JUnit as skipped "expected failure" testcases, so that CI

@@ -96,6 +96,10 @@ func TestOutputIndependentOfInputOrder(t *testing.T) {
 		slices.Reverse(c.Tenants)
 		c.Solo = slices.Clone(c.Solo)
 		slices.Reverse(c.Solo)
+		c.QuietAll = slices.Clone(c.QuietAll)
+		slices.Reverse(c.QuietAll)
+		c.SoloQuietAll = slices.Clone(c.SoloQuietAll)
+		slices.Reverse(c.SoloQuietAll)
 		slices.Reverse(c.TopDBTime)
 		if c.Stats.RejectedByReason != nil {
 			m := map[string]int64{}
@@ -133,6 +137,12 @@ func TestValidate(t *testing.T) {
 		{"infinite observed", func(r *Report) { r.Assertions[0].Observed = math.Inf(1) }, "assertions[0].observed"},
 		{"share as percent", func(r *Report) { r.Configurations[0].Tenants[0].DBTimeShare = 61 }, "configurations[0].tenants[0].db_time_share"},
 		{"negative count", func(r *Report) { r.Configurations[0].Solo[0].Count = -1 }, "configurations[0].solo[0].count"},
+		{"negative merged count", func(r *Report) { r.Configurations[1].QuietAll[0].Rejected = -2 }, "configurations[1].quiet_all[0].rejected"},
+		{"NaN merged solo p99", func(r *Report) { r.Configurations[0].SoloQuietAll[1].P99 = math.NaN() }, "configurations[0].solo_quiet_all[1].p99_ms"},
+		{"merged share as percent", func(r *Report) { r.Configurations[0].QuietAll[1].DBTimeShare = 9.5 }, "configurations[0].quiet_all[1].db_time_share"},
+		{"merged row of a tenant", func(r *Report) { r.Configurations[0].QuietAll[0].Tenant = "t2" }, "configurations[0].quiet_all[0].tenant"},
+		{"merged class twice", func(r *Report) { r.Configurations[1].SoloQuietAll[1].Class = "heavy" }, "configurations[1].solo_quiet_all[1].class"},
+		{"tenant row named like the merged rows", func(r *Report) { r.Configurations[0].Tenants[2].Tenant = QuietAll }, "configurations[0].tenants[2].tenant"},
 		{"unknown configuration", func(r *Report) { r.Assertions[1].Configuration = "fast" }, "assertions[1].configuration"},
 		{"unknown operator", func(r *Report) { r.Assertions[2].Op = "=<" }, "assertions[2].op"},
 	}

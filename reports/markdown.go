@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +15,11 @@ import (
 // and a table of every tenant and class (tenant | class | count | rejected |
 // errors | p50 | p99 | max ms | DB-time share), the solo baseline and the
 // DB-time ranking; then every assertion with observed value, limit and
-// result, failures first. Latencies are in ms. It returns an error wrapping
+// result, failures first. The configuration's merged QuietAll and
+// SoloQuietAll rows, when present, follow the tenants of their table, with a
+// note that they are merged over all quiet tenants' requests; Markdown
+// builds no worst-of fallback rows, as its tables list every tenant.
+// Latencies are in ms. It returns an error wrapping
 // ErrInvalid if r does not pass Validate, or the writer's error.
 func WriteMarkdown(w io.Writer, r *Report) error {
 	if err := r.Validate(); err != nil {
@@ -67,10 +72,10 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 		}
 		p("\n\n")
 		p("%s\n\n", md(statsLine(c.Stats)))
-		mdRows(w, displayOrder(c.Tenants, dominant))
-		if len(c.Solo) > 0 {
+		mdRows(w, displayOrder(c.Tenants, dominant), c.QuietAll)
+		if len(c.Solo) > 0 || len(c.SoloQuietAll) > 0 {
 			p("\n### Solo baseline\n\n")
-			mdRows(w, displayOrder(c.Solo, dominant))
+			mdRows(w, displayOrder(c.Solo, dominant), c.SoloQuietAll)
 		}
 		if len(c.TopDBTime) > 0 {
 			p("\n### DB time by tenant\n\n| Tenant | DB time ms | Share |\n|---|--:|--:|\n")
@@ -93,13 +98,18 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 	}
 }
 
-func mdRows(w *bufio.Writer, rows []TenantRow) {
+// mdRows writes a table of rows followed by the merged QuietAll rows, and
+// a note on the latter if there are any.
+func mdRows(w *bufio.Writer, rows, merged []TenantRow) {
 	fmt.Fprint(w, "| Tenant | Class | Count | Rejected | Errors | p50 ms | p99 ms | Max ms | DB-time share |\n")
 	fmt.Fprint(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, t := range rows {
+	for _, t := range append(slices.Clip(rows), merged...) {
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s | %s | %s | %s |\n",
 			md(t.Tenant), md(t.Class), t.Count, t.Rejected, t.Errors,
 			fmtMS(t.P50), fmtMS(t.P99), fmtMS(t.Max), fmtShare(t.DBTimeShare))
+	}
+	if len(merged) > 0 {
+		fmt.Fprintf(w, "\n%s: %s; DB-time share of all quiet tenants, each counted once.\n", md(QuietAll), quietMergedNote)
 	}
 }
 

@@ -2,6 +2,8 @@ package reports
 
 import (
 	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +29,43 @@ func TestMarkdownEscape(t *testing.T) {
 		if got := md(tt.in); got != tt.want {
 			t.Errorf("md(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestMarkdownQuietAll checks the merged QuietAll rows appear in their
+// configuration's tables with the numbers of report.json, with the note
+// that they are merged, and that without them Markdown shows no QuietAll row.
+func TestMarkdownQuietAll(t *testing.T) {
+	render := func(r *Report) string {
+		var b bytes.Buffer
+		if err := WriteMarkdown(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	r := sampleReport(9)
+	out := render(r)
+	for _, c := range r.Configurations {
+		section := out[strings.Index(out, "## Configuration "+c.Name+"\n"):]
+		section = section[:strings.Index(section[1:], "\n## ")+1]
+		noisy, solo, _ := strings.Cut(section, "### Solo baseline")
+		for _, part := range []struct {
+			text string
+			rows []TenantRow
+		}{{noisy, c.QuietAll}, {solo, c.SoloQuietAll}} {
+			for _, q := range part.rows {
+				line := fmt.Sprintf("| %s | %s | %d | %d | %d | %s | %s | %s | %s |\n", QuietAll, q.Class, q.Count, q.Rejected,
+					q.Errors, fmtMS(q.P50), fmtMS(q.P99), fmtMS(q.Max), fmtShare(q.DBTimeShare))
+				if !strings.Contains(part.text, line) {
+					t.Errorf("%s: row %q missing:\n%s", c.Name, line, part.text)
+				}
+			}
+			if !strings.Contains(part.text, "\n"+QuietAll+": "+quietMergedNote) {
+				t.Errorf("%s: merged note missing:\n%s", c.Name, part.text)
+			}
+		}
+	}
+	if out := render(withoutMerged(sampleReport(9))); strings.Contains(out, QuietAll) {
+		t.Errorf("without merged rows Markdown shows %s:\n%s", QuietAll, out)
 	}
 }

@@ -12,9 +12,10 @@ import (
 // normalized returns a copy of r whose slices are in a canonical order, so
 // the same results always render to the same bytes whatever order the
 // harness collected them in: rows by tenant (natural order: t2 before t10)
-// and class, rankings by share descending, intervals by time, assertions by
-// configuration (report order), name, tenant and class. Configurations and
-// notes keep their order: it is meaningful.
+// and class, merged quiet rows by class, rankings by share descending,
+// intervals by time, assertions by configuration (report order), name,
+// tenant and class. Configurations and notes keep their order: it is
+// meaningful.
 func normalized(r *Report) *Report {
 	n := *r
 	n.StartedAt = r.StartedAt.UTC()
@@ -23,6 +24,8 @@ func normalized(r *Report) *Report {
 	for i, c := range r.Configurations {
 		c.Tenants = sortedRows(c.Tenants)
 		c.Solo = sortedRows(c.Solo)
+		c.QuietAll = sortedRows(c.QuietAll)
+		c.SoloQuietAll = sortedRows(c.SoloQuietAll)
 		c.Stats.RejectedByReason = maps.Clone(c.Stats.RejectedByReason)
 		c.Stats.ErrorsByClass = maps.Clone(c.Stats.ErrorsByClass)
 		c.TopDBTime = slices.Clone(c.TopDBTime)

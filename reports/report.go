@@ -17,7 +17,9 @@ const (
 )
 
 // QuietAll is the tenant label of the aggregate row over all quiet tenants
-// of one class in the terminal tables.
+// (every tenant but the dominant one) of one class: the rows of
+// Configuration.QuietAll and Configuration.SoloQuietAll, the assertions on
+// those rows, and the aggregate rows of the terminal tables.
 const QuietAll = "quiet (all)"
 
 // Report is the result of one finished scenario run. The harness fills it;
@@ -72,6 +74,17 @@ type Configuration struct {
 	// Solo are the rows of the solo baseline: each quiet class alone on the
 	// same cluster.
 	Solo []TenantRow `json:"solo,omitempty"`
+	// QuietAll are the noisy phase's rows merged over all quiet tenants, one
+	// per class, each with Tenant set to QuietAll. Count, Rejected, Errors,
+	// Dropped and Incomplete are sums; P50, P99, Max and ServiceP99 come from
+	// the merged histograms of every quiet request of the class, so they are
+	// exact, not a bound; DBTime is the class's summed DB time and
+	// DBTimeShare the quiet tenants' combined share of all DB time, each
+	// tenant counted once. Optional: without it the terminal tables fall back
+	// to the worst single quiet tenant's latencies.
+	QuietAll []TenantRow `json:"quiet_all,omitempty"`
+	// SoloQuietAll is QuietAll for the solo baseline.
+	SoloQuietAll []TenantRow `json:"solo_quiet_all,omitempty"`
 	// Stats are the run-wide counters of the noisy phase.
 	Stats RunStats `json:"stats"`
 	// TopDBTime ranks tenants by database time, from the DB-time ledger.
@@ -205,7 +218,9 @@ var validOps = map[string]bool{"<=": true, "<": true, ">=": true, ">": true, "==
 // Validate checks what the renderers rely on: a scenario name, unique
 // non-empty configuration names, known Expect and Op values, assertions that
 // name an existing configuration, non-negative counts, finite numbers
-// (JSON has no NaN) and shares within 0..1. It returns every problem found,
+// (JSON has no NaN), shares within 0..1, QuietAll as the tenant of every
+// QuietAll and SoloQuietAll row and of no other row, and at most one such
+// row per class. It returns every problem found,
 // joined, each an *InvalidError; nil if there are none.
 func (r *Report) Validate() error {
 	if r == nil {
@@ -231,23 +246,45 @@ func (r *Report) Validate() error {
 			bad(field, "share %g outside 0..1", v)
 		}
 	}
+	// numbers checks a row's counts, latencies and share.
+	numbers := func(p string, t TenantRow) {
+		nonNegative(p+".count", t.Count)
+		nonNegative(p+".rejected", t.Rejected)
+		nonNegative(p+".errors", t.Errors)
+		nonNegative(p+".dropped", t.Dropped)
+		nonNegative(p+".incomplete", t.Incomplete)
+		finite(p+".p50_ms", t.P50)
+		finite(p+".p99_ms", t.P99)
+		finite(p+".max_ms", t.Max)
+		finite(p+".service_p99_ms", t.ServiceP99)
+		finite(p+".db_time_ms", t.DBTime)
+		share(p+".db_time_share", t.DBTimeShare)
+	}
 	rows := func(prefix string, rs []TenantRow) {
 		for i, t := range rs {
 			p := fmt.Sprintf("%s[%d]", prefix, i)
-			if t.Tenant == "" {
+			switch t.Tenant {
+			case "":
 				bad(p+".tenant", "empty")
+			case QuietAll:
+				bad(p+".tenant", "%q is reserved for the merged quiet rows", QuietAll)
 			}
-			nonNegative(p+".count", t.Count)
-			nonNegative(p+".rejected", t.Rejected)
-			nonNegative(p+".errors", t.Errors)
-			nonNegative(p+".dropped", t.Dropped)
-			nonNegative(p+".incomplete", t.Incomplete)
-			finite(p+".p50_ms", t.P50)
-			finite(p+".p99_ms", t.P99)
-			finite(p+".max_ms", t.Max)
-			finite(p+".service_p99_ms", t.ServiceP99)
-			finite(p+".db_time_ms", t.DBTime)
-			share(p+".db_time_share", t.DBTimeShare)
+			numbers(p, t)
+		}
+	}
+	// quietRows checks merged rows: labelled QuietAll, one per class.
+	quietRows := func(prefix string, rs []TenantRow) {
+		classes := make(map[string]bool, len(rs))
+		for i, t := range rs {
+			p := fmt.Sprintf("%s[%d]", prefix, i)
+			if t.Tenant != QuietAll {
+				bad(p+".tenant", "%q, want %q", t.Tenant, QuietAll)
+			}
+			if classes[t.Class] {
+				bad(p+".class", "duplicate class %q", t.Class)
+			}
+			classes[t.Class] = true
+			numbers(p, t)
 		}
 	}
 
@@ -271,6 +308,8 @@ func (r *Report) Validate() error {
 		finite(p+".duration_s", c.Duration)
 		rows(p+".tenants", c.Tenants)
 		rows(p+".solo", c.Solo)
+		quietRows(p+".quiet_all", c.QuietAll)
+		quietRows(p+".solo_quiet_all", c.SoloQuietAll)
 		s := c.Stats
 		for _, f := range []struct {
 			name string

@@ -74,10 +74,15 @@ func (o TextOptions) maxListed() int {
 //   - the verdict per configuration and for the run.
 //
 // Tables show the dominant tenant, the opts.TopQuiet busiest quiet tenants
-// and one QuietAll row per class, so they stay readable for 50 tenants. In a
-// QuietAll row counts and shares are summed and latencies and ratios are the
-// worst quiet row's: the worst per-tenant p99 is an upper bound of the p99
-// of all quiet requests together. Latencies are in ms with two decimals.
+// and one QuietAll row per class, so they stay readable for 50 tenants. The
+// QuietAll rows are the report's merged rows (Configuration.QuietAll and
+// SoloQuietAll) when it has them for the class in every configuration and
+// the solo baseline: exact latencies over all quiet requests, "vs solo" the
+// merged p99 over the merged solo p99, and the limit of the first assertion
+// on QuietAll and that class. Otherwise each is a fallback: counts summed,
+// each tenant's DB-time share counted once, and latencies and ratios the
+// worst quiet row's, an upper bound of the merged values. A footnote says
+// which. Latencies are in ms with two decimals.
 // It returns an error wrapping ErrInvalid if r does not pass Validate, or
 // the writer's error; nothing is written on a validation error.
 func WriteText(w io.Writer, r *Report, opts TextOptions) error {
@@ -87,6 +92,7 @@ func WriteText(w io.Writer, r *Report, opts TextOptions) error {
 	var buf bytes.Buffer
 	t := &textWriter{r: normalized(r), opts: opts, buf: &buf}
 	t.dominant = dominantTenant(t.r)
+	t.merged = mergedClasses(t.r, t.dominant)
 	t.render()
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("write text: %w", err)
@@ -98,7 +104,10 @@ type textWriter struct {
 	r        *Report
 	opts     TextOptions
 	dominant string
-	buf      *bytes.Buffer
+	// merged holds the quiet classes whose QuietAll rows are the report's
+	// merged rows; the others are worst-of fallbacks.
+	merged map[string]bool
+	buf    *bytes.Buffer
 }
 
 type rowKey struct{ tenant, class string }
@@ -192,16 +201,24 @@ func (t *textWriter) sideBySide() {
 	r := t.r
 	var all []TenantRow
 	solo := map[rowKey]TenantRow{}
+	soloMerged := map[string]TenantRow{}
 	byConfig := make([]map[rowKey]TenantRow, len(r.Configurations))
+	mergedByConfig := make([]map[string]TenantRow, len(r.Configurations))
 	for i, c := range r.Configurations {
 		all = append(all, c.Tenants...)
 		byConfig[i] = map[rowKey]TenantRow{}
 		for _, row := range c.Tenants {
 			byConfig[i][keyOf(row)] = row
 		}
+		mergedByConfig[i] = byClass(c.QuietAll)
 		for _, row := range c.Solo {
 			if _, ok := solo[keyOf(row)]; !ok {
 				solo[keyOf(row)] = row
+			}
+		}
+		for _, row := range c.SoloQuietAll {
+			if _, ok := soloMerged[row.Class]; !ok {
+				soloMerged[row.Class] = row
 			}
 		}
 	}
@@ -224,14 +241,22 @@ func (t *textWriter) sideBySide() {
 		rank[name] = i
 	}
 	var rows []rowKey
-	quietClasses := map[string]bool{}
+	groupClasses := map[string]bool{}
 	for k := range keys {
 		if _, ok := rank[k.tenant]; ok {
 			rows = append(rows, k)
 		}
 		if k.tenant != t.dominant {
-			quietClasses[k.class] = true
+			groupClasses[k.class] = true
 		}
+	}
+	for i := range r.Configurations {
+		for class := range mergedByConfig[i] {
+			groupClasses[class] = true
+		}
+	}
+	for class := range soloMerged {
+		groupClasses[class] = true
 	}
 	slices.SortFunc(rows, func(a, b rowKey) int {
 		return cmp.Or(cmp.Compare(rank[a.tenant], rank[b.tenant]), natural(a.class, b.class))
@@ -264,43 +289,80 @@ func (t *textWriter) sideBySide() {
 		limit, ok := t.limitFor(k)
 		row(tw, append(cells, dash(ok, func() string { return fmtMS(limit) }))...)
 	}
-	for _, class := range sortedKeys(quietClasses) {
-		var worstSolo float64
-		hasSolo := false
-		for k, s := range solo {
-			if k.class == class && k.tenant != t.dominant {
-				worstSolo, hasSolo = max(worstSolo, s.P99), true
+	classes := sortedKeys(groupClasses)
+	for _, class := range classes {
+		// A QuietAll row is marked when an assertion on the group or on one
+		// of its tenants failed.
+		bad := func(i int) bool {
+			if failed[i][rowKey{QuietAll, class}] {
+				return true
 			}
-		}
-		cells := []string{QuietAll, class, dash(hasSolo, func() string { return fmtMS(worstSolo) })}
-		for i := range r.Configurations {
-			var worst, worstRatio float64
-			seen, anyRatio, bad := false, false, false
-			for k, got := range byConfig[i] {
-				if k.class != class || k.tenant == t.dominant {
-					continue
-				}
-				worst, seen = max(worst, got.P99), true
-				bad = bad || failed[i][k]
-				if s, ok := solo[k]; ok && s.P99 > 0 {
-					worstRatio, anyRatio = max(worstRatio, got.P99/s.P99), true
+			for k := range byConfig[i] {
+				if k.class == class && k.tenant != t.dominant && failed[i][k] {
+					return true
 				}
 			}
-			cells = append(cells,
-				dash(seen, func() string { return cell(worst, bad) }),
-				dash(anyRatio, func() string { return fmtRatio(worstRatio) }))
+			return false
 		}
-		row(tw, append(cells, "-")...)
+		var cells []string
+		if t.merged[class] {
+			s, hasSolo := soloMerged[class]
+			cells = []string{QuietAll, class, dash(hasSolo, func() string { return fmtMS(s.P99) })}
+			for i := range r.Configurations {
+				got, ok := mergedByConfig[i][class]
+				cells = append(cells,
+					dash(ok, func() string { return cell(got.P99, bad(i)) }),
+					dash(ok && hasSolo && s.P99 > 0, func() string { return fmtRatio(got.P99 / s.P99) }))
+			}
+		} else {
+			cells = t.worstSideBySide(class, solo, byConfig, bad, cell)
+		}
+		limit, ok := t.limitFor(rowKey{QuietAll, class})
+		row(tw, append(cells, dash(ok, func() string { return fmtMS(limit) }))...)
 	}
 	tw.Flush()
 	if marked {
 		t.p("* an assertion on this tenant and class failed in that configuration\n")
 	}
-	t.p("%s: each latency and ratio is the worst over the quiet tenants", QuietAll)
-	if hidden := quiet - len(shown); hidden > 0 {
-		t.p("; %d more quiet tenants in report.json", hidden)
+	if len(classes) > 0 {
+		t.p("%s: %s", QuietAll, quietNote(classes, t.merged))
+		if hidden := quiet - len(shown); hidden > 0 {
+			t.p("; %d more quiet tenants in report.json", hidden)
+		}
+		t.p("\n")
 	}
-	t.p("\n")
+}
+
+// worstSideBySide returns the fallback cells of the side-by-side QuietAll
+// row of class, up to the limit: per column the worst quiet tenant's p99 and
+// the worst quiet tenant's ratio to its own solo p99.
+func (t *textWriter) worstSideBySide(class string, solo map[rowKey]TenantRow, byConfig []map[rowKey]TenantRow,
+	bad func(int) bool, cell func(float64, bool) string) []string {
+	var worstSolo float64
+	hasSolo := false
+	for k, s := range solo {
+		if k.class == class && k.tenant != t.dominant {
+			worstSolo, hasSolo = max(worstSolo, s.P99), true
+		}
+	}
+	cells := []string{QuietAll, class, dash(hasSolo, func() string { return fmtMS(worstSolo) })}
+	for i := range byConfig {
+		var worst, worstRatio float64
+		seen, anyRatio := false, false
+		for k, got := range byConfig[i] {
+			if k.class != class || k.tenant == t.dominant {
+				continue
+			}
+			worst, seen = max(worst, got.P99), true
+			if s, ok := solo[k]; ok && s.P99 > 0 {
+				worstRatio, anyRatio = max(worstRatio, got.P99/s.P99), true
+			}
+		}
+		cells = append(cells,
+			dash(seen, func() string { return cell(worst, bad(i)) }),
+			dash(anyRatio, func() string { return fmtRatio(worstRatio) }))
+	}
+	return cells
 }
 
 func (t *textWriter) configuration(c Configuration) {
@@ -322,7 +384,7 @@ func (t *textWriter) configuration(c Configuration) {
 				strconv.FormatInt(tr.Errors, 10), fmtMS(tr.P50), fmtMS(tr.P99), fmtMS(tr.Max), fmtShare(tr.DBTimeShare))
 		}
 	}
-	for _, agg := range quietAggregates(c.Tenants, t.dominant) {
+	for _, agg := range quietRows(c.Tenants, c.QuietAll, t.dominant, t.merged) {
 		row(tw, QuietAll, agg.Class, strconv.FormatInt(agg.Count, 10), strconv.FormatInt(agg.Rejected, 10),
 			strconv.FormatInt(agg.Errors, 10), fmtMS(agg.P50), fmtMS(agg.P99), fmtMS(agg.Max), fmtShare(agg.DBTimeShare))
 	}
@@ -338,37 +400,6 @@ func (t *textWriter) configuration(c Configuration) {
 		}
 		t.p("top DB time: %s\n", strings.Join(parts, ", "))
 	}
-}
-
-// quietAggregates returns one QuietAll row per class of the quiet tenants:
-// counts and shares summed, latencies the worst row's.
-func quietAggregates(rows []TenantRow, dominant string) []TenantRow {
-	byClass := map[string]*TenantRow{}
-	for _, tr := range rows {
-		if tr.Tenant == dominant {
-			continue
-		}
-		a, ok := byClass[tr.Class]
-		if !ok {
-			a = &TenantRow{Tenant: QuietAll, Class: tr.Class}
-			byClass[tr.Class] = a
-		}
-		a.Count += tr.Count
-		a.Rejected += tr.Rejected
-		a.Errors += tr.Errors
-		a.Dropped += tr.Dropped
-		a.Incomplete += tr.Incomplete
-		a.P50 = max(a.P50, tr.P50)
-		a.P99 = max(a.P99, tr.P99)
-		a.Max = max(a.Max, tr.Max)
-		a.DBTime += tr.DBTime
-		a.DBTimeShare += tr.DBTimeShare
-	}
-	out := make([]TenantRow, 0, len(byClass))
-	for _, class := range sortedKeys(byClass) {
-		out = append(out, *byClass[class])
-	}
-	return out
 }
 
 func (t *textWriter) assertions() {

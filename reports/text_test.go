@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -33,6 +33,7 @@ func TestTextGolden(t *testing.T) {
 		{"text-50-tenants", sampleReport(50), TextOptions{}},
 		{"text-50-tenants-top2-list3", sampleReport(50), TextOptions{TopQuiet: 2, MaxListed: 3}},
 		{"text-failing-all", failingReport(4), TextOptions{AllAssertions: true, TopQuiet: -1}},
+		{"text-fallback", withoutMerged(sampleReport(9)), TextOptions{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,26 +98,75 @@ func near(t *testing.T, what, cell string, want, tolerance float64) {
 }
 
 // TestTextNumbersMatchJSON parses the terminal tables and checks every
-// number against report.json parsed back, within the text's rounding.
+// number against report.json parsed back, within the text's rounding: with
+// merged quiet rows the QuietAll rows must equal them, without they must be
+// the worst-of fallback.
 func TestTextNumbersMatchJSON(t *testing.T) {
-	for _, top := range []int{0, 2} {
-		t.Run(fmt.Sprintf("top%d", top), func(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		top    int
+		merged bool
+	}{
+		{"merged/top0", 0, true},
+		{"merged/top2", 2, true},
+		{"fallback/top0", 0, false},
+		{"fallback/top2", 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			in := sampleReport(50)
+			if !tc.merged {
+				in = withoutMerged(in)
+			}
 			var j Report
 			if err := json.Unmarshal(renderJSON(t, in), &j); err != nil {
 				t.Fatal(err)
 			}
-			opts := TextOptions{TopQuiet: top}
-			tables := parseTextTables(t, string(renderText(t, in, opts)))
+			opts := TextOptions{TopQuiet: tc.top}
+			out := string(renderText(t, in, opts))
+			tables := parseTextTables(t, out)
 			dominant := j.Dominant
 			tenantOf := func(label string) string { return strings.TrimSuffix(label, " (dominant)") }
 			type key struct{ tenant, class string }
 
 			solo := map[key]TenantRow{}
+			soloMerged := map[string]TenantRow{}
 			for _, c := range j.Configurations {
 				for _, s := range c.Solo {
 					solo[key{s.Tenant, s.Class}] = s
 				}
+				for _, s := range c.SoloQuietAll {
+					soloMerged[s.Class] = s
+				}
+			}
+			if tc.merged != (len(soloMerged) == 2) {
+				t.Fatalf("report.json has %d merged solo rows, want %d", len(soloMerged), map[bool]int{true: 2}[tc.merged])
+			}
+			// wantQuiet is the QuietAll row text must show for c and class.
+			wantQuiet := func(c Configuration, class string) TenantRow {
+				if tc.merged {
+					for _, q := range c.QuietAll {
+						if q.Class == class {
+							return q
+						}
+					}
+					t.Fatalf("%s: report.json has no %s row for %s", c.Name, QuietAll, class)
+				}
+				want := TenantRow{Tenant: QuietAll, Class: class}
+				shares := map[string]float64{}
+				for _, r := range c.Tenants {
+					if r.Tenant == dominant || r.Class != class {
+						continue
+					}
+					want.Count += r.Count
+					want.Rejected += r.Rejected
+					want.Errors += r.Errors
+					want.P50, want.P99, want.Max = max(want.P50, r.P50), max(want.P99, r.P99), max(want.Max, r.Max)
+					shares[r.Tenant] = r.DBTimeShare
+				}
+				for _, s := range shares {
+					want.DBTimeShare += s
+				}
+				return want
 			}
 			for _, c := range j.Configurations {
 				var tab textTable
@@ -153,16 +203,7 @@ func TestTextNumbersMatchJSON(t *testing.T) {
 					var want TenantRow
 					if tenant == QuietAll {
 						aggregates++
-						for _, r := range c.Tenants {
-							if r.Tenant == dominant || r.Class != class {
-								continue
-							}
-							want.Count += r.Count
-							want.Rejected += r.Rejected
-							want.Errors += r.Errors
-							want.P50, want.P99, want.Max = max(want.P50, r.P50), max(want.P99, r.P99), max(want.Max, r.Max)
-							want.DBTimeShare += r.DBTimeShare
-						}
+						want = wantQuiet(c, class)
 					} else {
 						named[tenant] = true
 						var ok bool
@@ -197,10 +238,48 @@ func TestTextNumbersMatchJSON(t *testing.T) {
 			if !slices.Equal(side.header, wantHeader) {
 				t.Fatalf("side-by-side header %q, want %q", side.header, wantHeader)
 			}
+			aggregates := 0
 			for _, cells := range side.rows {
 				tenant, class := tenantOf(cells[0]), cells[1]
+				limit := "-"
+				for _, a := range j.Assertions {
+					if a.Name == "quiet_p99" && a.Tenant == tenant && a.Class == class {
+						limit = fmtMS(a.Limit)
+					}
+				}
+				if cells[7] != limit {
+					t.Errorf("limit %s/%s: text says %s, JSON says %s", tenant, class, cells[7], limit)
+				}
 				if tenant == QuietAll {
-					continue // the worst-of rule is checked per configuration above
+					aggregates++
+					// Solo, p99 and ratio per configuration: merged over
+					// merged, or the worst quiet tenant's.
+					var wantSolo float64
+					if tc.merged {
+						wantSolo = soloMerged[class].P99
+					} else {
+						for k, s := range solo {
+							if k.class == class {
+								wantSolo = max(wantSolo, s.P99)
+							}
+						}
+					}
+					near(t, "solo "+QuietAll+"/"+class, cells[2], wantSolo, 0.005)
+					for i, c := range j.Configurations {
+						want := wantQuiet(c, class)
+						near(t, c.Name+" p99 "+QuietAll+"/"+class, cells[3+2*i], want.P99, 0.005)
+						wantRatio := want.P99 / wantSolo
+						if !tc.merged {
+							wantRatio = 0
+							for _, r := range c.Tenants {
+								if s, ok := solo[key{r.Tenant, r.Class}]; ok && r.Class == class {
+									wantRatio = max(wantRatio, r.P99/s.P99)
+								}
+							}
+						}
+						near(t, c.Name+" ratio "+QuietAll+"/"+class, cells[4+2*i], wantRatio, 0.005)
+					}
+					continue
 				}
 				k := key{tenant, class}
 				s, hasSolo := solo[k]
@@ -221,15 +300,121 @@ func TestTextNumbersMatchJSON(t *testing.T) {
 						near(t, c.Name+" ratio "+tenant+"/"+class, cells[4+2*i], got.P99/s.P99, 0.005)
 					}
 				}
-				limit := "-"
-				for _, a := range j.Assertions {
-					if a.Name == "quiet_p99" && a.Tenant == tenant && a.Class == class {
-						limit = fmtMS(a.Limit)
-					}
+			}
+			if aggregates != 2 {
+				t.Errorf("side by side: %d %s rows, want one per quiet class (2)", aggregates, QuietAll)
+			}
+			note := QuietAll + ": " + quietWorstNote
+			if tc.merged {
+				note = QuietAll + ": " + quietMergedNote
+			}
+			if !strings.Contains(out, "\n"+note) {
+				t.Errorf("footnote %q missing:\n%s", note, out)
+			}
+		})
+	}
+}
+
+// TestTextQuietAllPrecedence checks which QuietAll rows the text shows:
+// merged rows win over the per-tenant rows; a class missing a merged row in
+// one configuration or in the solo baseline falls back to the worst-of rows
+// everywhere, and the footnote says which class is which.
+func TestTextQuietAllPrecedence(t *testing.T) {
+	// quietCells returns the side-by-side and per-configuration QuietAll
+	// cells of class.
+	quietCells := func(t *testing.T, r *Report, class string) (side []string, perConfig map[string][]string, out string) {
+		t.Helper()
+		out = string(renderText(t, r, TextOptions{}))
+		perConfig = map[string][]string{}
+		for title, tab := range parseTextTables(t, out) {
+			for _, cells := range tab.rows {
+				if cells[0] != QuietAll || cells[1] != class {
+					continue
 				}
-				if cells[7] != limit {
-					t.Errorf("limit %s/%s: text says %s, JSON says %s", tenant, class, cells[7], limit)
+				if title == "Side by side: p99 ms" {
+					side = cells
+				} else {
+					perConfig[strings.SplitN(title, ":", 2)[0]] = cells
 				}
+			}
+		}
+		if side == nil || len(perConfig) != len(r.Configurations) {
+			t.Fatalf("%s/%s rows missing:\n%s", QuietAll, class, out)
+		}
+		return side, perConfig, out
+	}
+	merged := func(r *Report, cfg int, class string) TenantRow {
+		for _, q := range r.Configurations[cfg].QuietAll {
+			if q.Class == class {
+				return q
+			}
+		}
+		panic("no merged row")
+	}
+
+	t.Run("merged rows win", func(t *testing.T) {
+		r := sampleReport(6)
+		// Merged values no per-tenant row has, so a worst-of can't pass for them.
+		for i := range r.Configurations {
+			c := &r.Configurations[i]
+			for j := range c.QuietAll {
+				c.QuietAll[j].P50, c.QuietAll[j].P99, c.QuietAll[j].Max = 0.77, 1.11, 99.99
+				c.QuietAll[j].Count, c.QuietAll[j].DBTimeShare = 12345, 0.042
+			}
+			for j := range c.SoloQuietAll {
+				c.SoloQuietAll[j].P99 = 0.5
+			}
+		}
+		for i := range r.Assertions {
+			if a := &r.Assertions[i]; a.Tenant == QuietAll && a.Class == "heavy" {
+				a.Limit = 123.45
+			}
+		}
+		side, perConfig, out := quietCells(t, r, "heavy")
+		// naive failed its checks (marked), isolated passed them.
+		want := []string{QuietAll, "heavy", "0.50", "1.11*", "2.22x", "1.11", "2.22x", "123.45"}
+		if !slices.Equal(side, want) {
+			t.Errorf("side by side: got %q, want %q", side, want)
+		}
+		for cfg, cells := range perConfig {
+			if want := []string{QuietAll, "heavy", "12345", "0", "0", "0.77", "1.11", "99.99", "4.2%"}; !slices.Equal(cells, want) {
+				t.Errorf("%s: got %q, want %q", cfg, cells, want)
+			}
+		}
+		if !strings.Contains(out, "\n"+QuietAll+": "+quietMergedNote+"\n") {
+			t.Errorf("footnote does not say the rows are merged:\n%s", out)
+		}
+	})
+
+	for name, mutate := range map[string]func(r *Report){
+		"a configuration lacks the merged row": func(r *Report) { r.Configurations[1].QuietAll = r.Configurations[1].QuietAll[1:] },
+		"the solo baseline lacks the merged row": func(r *Report) {
+			for i := range r.Configurations {
+				r.Configurations[i].SoloQuietAll = r.Configurations[i].SoloQuietAll[1:]
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := sampleReport(9) // two quiet heavy tenants (t4, t8); merged rows sort by class: [0] is heavy
+			mutate(r)
+			fallback := withoutMerged(sampleReport(9))
+			fallback.Assertions = r.Assertions // same limits and marks
+			side, perConfig, out := quietCells(t, r, "heavy")
+			wantSide, wantPerConfig, _ := quietCells(t, fallback, "heavy")
+			if !slices.Equal(side, wantSide) || !maps.EqualFunc(perConfig, wantPerConfig, slices.Equal) {
+				t.Errorf("heavy is not the worst-of fallback:\n got %q %q\nwant %q %q", side, perConfig, wantSide, wantPerConfig)
+			}
+			if merged(r, 0, "heavy").P99 >= parseNum(t, side[3]) {
+				t.Fatalf("fixture: merged p99 should be below the worst tenant's")
+			}
+			// interactive is still merged in every table.
+			side, perConfig, _ = quietCells(t, r, "interactive")
+			if want := fmtMS(merged(r, 1, "interactive").P99); side[5] != want || perConfig["isolated"][6] != want {
+				t.Errorf("interactive: side %q, isolated %q, want merged p99 %s", side, perConfig["isolated"], want)
+			}
+			note := QuietAll + ": " + quietMergedNote + " for interactive; " + quietWorstNote + " for heavy"
+			if !strings.Contains(out, "\n"+note+"; 3 more quiet tenants in report.json\n") {
+				t.Errorf("footnote %q missing:\n%s", note, out)
 			}
 		})
 	}
@@ -262,6 +447,47 @@ func TestTextLimitAssertion(t *testing.T) {
 		if !found {
 			t.Fatalf("no t2/interactive row:\n%s", out)
 		}
+	}
+}
+
+// TestQuietFallbackSharesCountTenantsOnce checks the fallback QuietAll row
+// sums each quiet tenant's DB-time share once per class, however many rows
+// carry it, and takes the worst latencies.
+func TestQuietFallbackSharesCountTenantsOnce(t *testing.T) {
+	rows := []TenantRow{
+		{Tenant: "d", Class: "c", Count: 50, P99: 90, DBTimeShare: 0.5},
+		{Tenant: "a", Class: "c", Count: 3, P50: 1, P99: 4, Max: 5, DBTimeShare: 0.3},
+		{Tenant: "a", Class: "c", Count: 2, P50: 2, P99: 3, Max: 7, DBTimeShare: 0.3}, // a second row of a's share
+		{Tenant: "a", Class: "h", Count: 1, P99: 40, DBTimeShare: 0.3},
+		{Tenant: "b", Class: "c", Count: 4, P50: 1, P99: 2, Max: 3, DBTimeShare: 0.2},
+	}
+	got := worstQuiet(rows, "d")
+	for class, r := range got {
+		r.DBTimeShare = math.Round(r.DBTimeShare*1e9) / 1e9 // 0.3 + 0.2 in floats
+		got[class] = r
+	}
+	want := map[string]TenantRow{
+		"c": {Tenant: QuietAll, Class: "c", Count: 9, P50: 2, P99: 4, Max: 7, DBTimeShare: 0.5},
+		"h": {Tenant: QuietAll, Class: "h", Count: 1, P99: 40, DBTimeShare: 0.3},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("worstQuiet:\n got %+v\nwant %+v", got, want)
+	}
+
+	out := string(renderText(t, &Report{Scenario: "s", Dominant: "d", Configurations: []Configuration{{Name: "x", Tenants: rows}}}, TextOptions{}))
+	var share string
+	for title, tab := range parseTextTables(t, out) {
+		for _, cells := range tab.rows {
+			if strings.HasPrefix(title, "x: ") && cells[0] == QuietAll && cells[1] == "c" {
+				share = cells[8]
+			}
+		}
+	}
+	if share != "50.0%" {
+		t.Errorf("%s/c DB time: text says %q, want 50.0%%:\n%s", QuietAll, share, out)
+	}
+	if !strings.Contains(out, "\n"+QuietAll+": "+quietWorstNote+"\n") {
+		t.Errorf("fallback footnote missing:\n%s", out)
 	}
 }
 
