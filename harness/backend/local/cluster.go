@@ -26,7 +26,6 @@ type Cluster struct {
 	keep     bool
 	settings []setting
 	password string
-	began    time.Time
 	ready    time.Duration
 
 	template        string

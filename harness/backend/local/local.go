@@ -197,9 +197,7 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 		keep:     b.keep,
 		settings: settings,
 		password: newPassword(),
-		began:    began,
 	}
-	b.track(c, true)
 	t0 := time.Now()
 	tmpl, created, err := ensureTemplate(ctx, b.cacheDir, bin, u)
 	if err != nil {
@@ -213,7 +211,9 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 	c.step("", step, t0)
 
 	b.sweep(b.baseDir)
+	b.track(c, true)
 	if err := c.makeDir(b.baseDir); err != nil {
+		b.track(c, false)
 		return nil, err
 	}
 	if err := c.startNodes(ctx, plans); err != nil {
