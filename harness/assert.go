@@ -21,7 +21,7 @@ const (
 )
 
 // quietAll is the tenant label of the aggregate over all quiet tenants.
-const quietAll = "quiet (all)"
+const quietAll = reports.QuietAll
 
 // p99Sample is one tenant × class latency figure.
 type p99Sample struct {

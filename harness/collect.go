@@ -143,6 +143,27 @@ func (r *runner) rows(sums []metrics.Summary, shares map[string]*dbShare) []repo
 	return out
 }
 
+// quietAllRows merges every quiet tenant's histograms, one row per class.
+// DB-time share is the quiet tenants' combined share, each counted once.
+func (r *runner) quietAllRows(rec *metrics.Recorder, shares map[string]*dbShare) []reports.TenantRow {
+	var quietShare float64
+	for t, s := range shares {
+		if t != strconv.Itoa(scenario.DominantTenant) {
+			quietShare += s.share
+		}
+	}
+	var out []reports.TenantRow
+	for _, class := range r.quietClasses() {
+		m := rec.Merged(func(t int, c string) bool { return t != scenario.DominantTenant && c == class })
+		m.Tenant, m.Class = 0, class
+		rows := r.rows([]metrics.Summary{m}, nil)
+		rows[0].Tenant = reports.QuietAll
+		rows[0].DBTimeShare = min(quietShare, 1)
+		out = append(out, rows...)
+	}
+	return out
+}
+
 func runStats(st workload.RunStats, sums []metrics.Summary, s workload.Schedule) reports.RunStats {
 	out := reports.RunStats{
 		Issued: st.Issued, Completed: st.Completed, Dropped: st.Dropped, Incomplete: st.Incomplete,

@@ -636,6 +636,8 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	summaries := rec.Summary()
 	res.report.Tenants = r.rows(summaries, shares)
 	res.report.Solo = r.rows(r.soloSummary, nil)
+	res.report.QuietAll = r.quietAllRows(rec, shares)
+	res.report.SoloQuietAll = r.quietAllRows(r.soloRec, nil)
 	res.report.Stats = runStats(stats, summaries, r.full)
 	res.report.TopDBTime = topShares(shares, 10)
 	res.report.Intervals = intervals(rec)

@@ -25,8 +25,8 @@ func ExampleLoad() {
 	// Output:
 	// ci-gate seed 42 topology single
 	// class lookup: lookup on interactive, 200/s from all tenants
-	// class page: page on interactive, 50/s from all tenants
-	// class report: report on heavy, 12/s from dominant tenants
+	// class page: page on interactive, 100/s from all tenants
+	// class report: report on heavy, 30/s from dominant tenants
 	// configuration naive: mode shared, expect fail
 	// configuration isolated: mode isolated, expect pass
 	// heavy limiter per tenant: 1 max wait: 10s
