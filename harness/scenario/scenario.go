@@ -30,7 +30,7 @@ const (
 	DefaultSharedAcquireTimeout Duration = Duration(30 * time.Second)
 	DefaultQuietP99Factor                = 1.5
 	DefaultQuietP99Slack        Duration = Duration(5 * time.Millisecond)
-	DefaultQuietP99MinSamples            = 50
+	DefaultQuietP99MinSamples            = 100
 	DefaultNoisyRejections               = true
 	DefaultCleanAfter                    = true
 )
@@ -428,7 +428,8 @@ type QuietP99 struct {
 	Factor float64 `yaml:"factor"`
 	// Slack, >= 0. Default 5ms.
 	Slack Duration `yaml:"slack"`
-	// MinSamples per tenant and phase, >= 1. Default 50.
+	// MinSamples per tenant and phase, >= 1. Default 100: below 100
+	// samples a p99 is the maximum.
 	MinSamples int `yaml:"min_samples"`
 }
 

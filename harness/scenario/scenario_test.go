@@ -104,7 +104,7 @@ func TestMinimalTakesDefaults(t *testing.T) {
 		Configurations: []Configuration{{Name: "naive", Mode: ModeShared, Expect: ExpectPass,
 			Shared: SharedPool{PoolSize: 40, AcquireTimeout: Duration(30 * time.Second)}}},
 		Assertions: Assertions{
-			QuietP99:        QuietP99{Factor: 1.5, Slack: Duration(5 * time.Millisecond), MinSamples: 50},
+			QuietP99:        QuietP99{Factor: 1.5, Slack: Duration(5 * time.Millisecond), MinSamples: 100},
 			NoisyRejections: true,
 			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict"},
 			CleanAfter:      true,
