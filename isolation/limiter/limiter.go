@@ -142,7 +142,9 @@ func (l *Limiter) Config() Config { return l.cfg }
 // success the caller must call release exactly once when the work is done;
 // further calls are no-ops. On error release is nil and the error is
 // ctx.Err() (the context ended before admission; nothing taken) or a
-// *LimitError matching ErrLimited.
+// *LimitError matching ErrLimited. Each admission allocates its release
+// func (24 bytes), which is what makes a repeated call harmless; Do
+// allocates nothing when admitted at once.
 func (l *Limiter) Acquire(ctx context.Context, tenant string) (release func(), err error) {
 	_, tk, err := l.acquire(ctx, tenant, true)
 	if err != nil {
