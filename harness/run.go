@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -572,9 +573,13 @@ func (r *runner) phase(ctx context.Context, name, config string, s workload.Sche
 	}
 	ex := &executor{r: r, stack: st}
 	r.setPhase(name, config, s.Duration)
-	stats, err := workload.RunOpenLoop(ctx, s, ex.exec, rec, workload.OpenLoopConfig{
-		Drain: max(r.sc.Phases.Drain.Duration(), time.Millisecond), Logger: r.log,
-	})
+	drain := max(r.sc.Phases.Drain.Duration(), time.Millisecond)
+	var stats workload.RunStats
+	if r.sc.Load.Model == scenario.ModelClosed {
+		stats, err = r.closedLoop(ctx, name, s.Duration, drain, ex, rec)
+	} else {
+		stats, err = workload.RunOpenLoop(ctx, s, ex.exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
+	}
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -582,6 +587,31 @@ func (r *runner) phase(ctx context.Context, name, config string, s workload.Sche
 		return nil, nil, stats, fmt.Errorf("%w: %s phase of %s: %w", ErrRun, name, config, err)
 	}
 	return rec, ex, stats, nil
+}
+
+// closedLoop runs the phase with simulated users instead of a schedule. The
+// solo phase keeps the quiet tenants' users only: each quiet tenant gets
+// about as many users as in the full mix.
+func (r *runner) closedLoop(ctx context.Context, phase string, d, drain time.Duration, ex *executor, rec *metrics.Recorder) (workload.RunStats, error) {
+	l := r.sc.Load
+	pop, users := r.pop, l.Users
+	if phase == PhaseSolo {
+		pop = workload.Population{Config: r.pop.Config, Seed: r.pop.Seed}
+		quiet := 1 - r.pop.Dominant().Share
+		for _, t := range r.pop.Quiet() {
+			t.Share /= quiet
+			pop.Tenants = append(pop.Tenants, t)
+		}
+		users = max(1, int(math.Round(float64(users)*quiet)))
+	}
+	cs, err := workload.RunClosedLoop(ctx, workload.ClosedLoopConfig{
+		Users: users, ThinkTime: l.ThinkTime.Duration(), RetryQueries: l.RetryQueries, MaxRetries: l.MaxRetries,
+		Duration: d, Drain: drain, Logger: r.log,
+	}, pop, r.specs, ex.exec, rec, r.sc.Seed)
+	return workload.RunStats{
+		Start: cs.Start, End: cs.End, Scheduled: cs.Queries, Issued: cs.Queries,
+		Completed: cs.Queries - cs.Incomplete, Errors: cs.Errors, Incomplete: cs.Incomplete,
+	}, err
 }
 
 func (r *runner) runSolo(ctx context.Context, host *scenario.Configuration) error {
@@ -638,7 +668,11 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	res.report.Solo = r.rows(r.soloSummary, nil)
 	res.report.QuietAll = r.quietAllRows(rec, shares)
 	res.report.SoloQuietAll = r.quietAllRows(r.soloRec, nil)
-	res.report.Stats = runStats(stats, summaries, r.full)
+	planned := r.full
+	if r.sc.Load.Model == scenario.ModelClosed {
+		planned = workload.Schedule{} // users set the pace: no target rate
+	}
+	res.report.Stats = runStats(stats, summaries, planned)
 	res.report.TopDBTime = topShares(shares, 10)
 	res.report.Intervals = intervals(rec)
 	res.assertions = r.assertions(c, rec, ex, before, after, clean)

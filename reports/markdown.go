@@ -125,9 +125,12 @@ func statsLine(s RunStats) string {
 	if len(s.ErrorsByClass) > 0 {
 		fmt.Fprintf(&b, " (%s)", fmtCounts(s.ErrorsByClass))
 	}
-	if s.TargetRate > 0 || s.AchievedRate > 0 {
+	switch {
+	case s.TargetRate > 0:
 		fmt.Fprintf(&b, ", rate %s/s of %s/s",
 			strconv.FormatFloat(s.AchievedRate, 'f', 1, 64), strconv.FormatFloat(s.TargetRate, 'f', 1, 64))
+	case s.AchievedRate > 0: // a closed loop: the users set the pace
+		fmt.Fprintf(&b, ", rate %s/s", strconv.FormatFloat(s.AchievedRate, 'f', 1, 64))
 	}
 	return b.String()
 }

@@ -536,6 +536,8 @@ func (s *Scenario) applyDefaults() {
 		Tenants: Tenants{Count: DefaultTenantCount, DominantShare: DefaultDominantShare,
 			Distribution: DefaultDistribution, Exponent: DefaultExponent},
 		Data:   Data{Orders: DefaultOrders, Days: DefaultDays, Customers: DefaultCustomers},
+		Load: LoadSpec{Model: DefaultLoadModel, Users: DefaultUsers, ThinkTime: DefaultThinkTime,
+			RetryQueries: DefaultRetryQueries, MaxRetries: DefaultMaxRetries},
 		Phases: Phases{Warmup: DefaultWarmup, Solo: DefaultSolo, Run: DefaultRun, Drain: DefaultDrain},
 		Assertions: Assertions{
 			QuietP99:        QuietP99{Factor: DefaultQuietP99Factor, Slack: DefaultQuietP99Slack, MinSamples: DefaultQuietP99MinSamples},

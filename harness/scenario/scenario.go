@@ -21,6 +21,11 @@ const (
 	DefaultArrival                       = ArrivalPoisson
 	DefaultSenders                       = SendersAll
 	DefaultBatch                         = 1000
+	DefaultLoadModel                     = ModelOpen
+	DefaultUsers                         = 100
+	DefaultThinkTime            Duration = Duration(time.Second)
+	DefaultRetryQueries                  = 1
+	DefaultMaxRetries                    = 3
 	DefaultWarmup               Duration = Duration(2 * time.Second)
 	DefaultSolo                 Duration = Duration(10 * time.Second)
 	DefaultRun                  Duration = Duration(20 * time.Second)
@@ -63,6 +68,8 @@ type Scenario struct {
 	// Classes are the kinds of traffic, in file order. At least one; names
 	// unique.
 	Classes []Class `yaml:"classes"`
+	// Load is how requests arrive: open loop (default) or closed loop.
+	Load LoadSpec `yaml:"load"`
 	// Phases are the lengths of the run's phases.
 	Phases Phases `yaml:"phases"`
 	// Configurations are the isolation set-ups to compare, run in file order.
@@ -236,6 +243,44 @@ type Class struct {
 	// Batch is rows per key-ordered batch, >= 1; query export only. Default
 	// 1000.
 	Batch int `yaml:"batch"`
+}
+
+// LoadModel is how requests arrive.
+type LoadModel string
+
+// Load models.
+const (
+	// ModelOpen issues each class's requests on a seeded arrival schedule
+	// (Class.Rate, Class.Arrival), whether or not earlier ones have
+	// finished, and measures latency from each request's intended start:
+	// the way to measure.
+	ModelOpen LoadModel = "open"
+	// ModelClosed simulates Load.Users users who each send a request, wait
+	// for its response, think, and send the next; class rates are then only
+	// weights. On an error a user retries, each retry re-issuing
+	// Load.RetryQueries queries, as a user hammering "try again" does. A
+	// closed loop slows down with the system, so its latencies hide queueing
+	// (coordinated omission): use it to model users, the open loop to
+	// measure.
+	ModelClosed LoadModel = "closed"
+)
+
+// LoadSpec is how requests arrive.
+type LoadSpec struct {
+	// Model is open (default; "" also means open) or closed.
+	Model LoadModel `yaml:"model"`
+	// Users is the number of simulated users, >= 1, assigned to tenants by
+	// share; closed only. Default 100.
+	Users int `yaml:"users"`
+	// ThinkTime is the mean of a user's exponential pause between requests,
+	// >= 0; closed only. Default 1s.
+	ThinkTime Duration `yaml:"think_time"`
+	// RetryQueries is k, the queries a retry re-issues at once, >= 1;
+	// closed only. Default 1.
+	RetryQueries int `yaml:"retry_queries"`
+	// MaxRetries is how many times a user retries a failed request before
+	// giving up, >= 0; closed only. Default 3.
+	MaxRetries int `yaml:"max_retries"`
 }
 
 // Phases are the lengths of a run's phases. The solo phase runs the schedule

@@ -99,6 +99,7 @@ func TestMinimalTakesDefaults(t *testing.T) {
 		Data:    Data{Orders: 200000, Days: 365, Customers: 1000},
 		Classes: []Class{{Name: "interactive", IsolationClass: IsolationInteractive, Query: QueryLookup,
 			Rate: 10, Arrival: ArrivalPoisson, Senders: SendersAll}},
+		Load: LoadSpec{Model: ModelOpen, Users: 100, ThinkTime: Duration(time.Second), RetryQueries: 1, MaxRetries: 3},
 		Phases: Phases{Warmup: Duration(2 * time.Second), Solo: Duration(10 * time.Second),
 			Run: Duration(20 * time.Second), Drain: Duration(3 * time.Second)},
 		Configurations: []Configuration{{Name: "naive", Mode: ModeShared, Expect: ExpectPass,
@@ -618,5 +619,45 @@ func checkPlaces(t *testing.T, src string, ps []Problem) {
 		if !ok {
 			t.Errorf("problem %v: %d:%d points at %q, not at its field", p, p.Line, p.Col, at)
 		}
+	}
+}
+
+func TestLoadModel(t *testing.T) {
+	base := "name: x\nclasses: [{name: interactive, query: lookup, rate: 1}]\nconfigurations: [{name: a, mode: shared}]\n"
+	cases := []struct {
+		name, load string
+		want       []string // substrings of the problems, in order; none means valid
+	}{
+		{"open by default", "", nil},
+		{"closed", "load: {model: closed, users: 20, think_time: 200ms, retry_queries: 3, max_retries: 2}\n", nil},
+		{"unknown model", "load: {model: half}\n", []string{`f.yaml:4:8: load.model: unknown load model "half"`}},
+		{"closed fields on open", "load: {users: 5}\n", []string{"f.yaml:4:8: load.users: applies to the closed model only"}},
+		{"bad closed values", "load: {model: closed, users: 0, think_time: -1s, retry_queries: 0, max_retries: -1}\n",
+			[]string{"load.users: must be >= 1", "load.think_time:", "load.retry_queries: must be >= 1", "load.max_retries: must be >= 0"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := Parse([]byte(base+tc.load), "f.yaml")
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("want valid, got %v", err)
+				}
+				if tc.load != "" && sc.Load.Model != ModelClosed {
+					t.Errorf("model %q, want closed", sc.Load.Model)
+				}
+				if tc.load == "" && (sc.Load.Model != ModelOpen || sc.Load.Users != DefaultUsers) {
+					t.Errorf("defaults not applied: %+v", sc.Load)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
 	}
 }

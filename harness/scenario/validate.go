@@ -139,6 +139,7 @@ func (s *Scenario) problems() []Problem {
 	c.tenants(&s.Tenants)
 	c.data(&s.Data, s.Tenants.Count)
 	c.classes(s.Classes)
+	c.load(&s.Load)
 	c.phases(&s.Phases)
 	c.configurations(s.Configurations)
 	c.assertions(&s.Assertions)
@@ -285,6 +286,25 @@ func (c *checker) classes(cs []Class) {
 			c.add(p+".batch", "only for query export")
 		}
 	}
+}
+
+func (c *checker) load(l *LoadSpec) {
+	// The zero value is the open model, for scenarios built in Go.
+	if l.Model != "" && !oneOf(c, "load.model", "load model", l.Model, ModelOpen, ModelClosed) {
+		return
+	}
+	if l.Model != ModelClosed {
+		for _, f := range []string{"users", "think_time", "retry_queries", "max_retries"} {
+			if c.present("load." + f) {
+				c.add("load."+f, "applies to the closed model only (load.model: closed)")
+			}
+		}
+		return
+	}
+	c.atLeast("load.users", l.Users, 1)
+	c.nonNegative("load.think_time", l.ThinkTime)
+	c.atLeast("load.retry_queries", l.RetryQueries, 1)
+	c.atLeast("load.max_retries", l.MaxRetries, 0)
 }
 
 func (c *checker) phases(p *Phases) {
