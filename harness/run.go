@@ -643,7 +643,7 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	defer st.Close()
 	for _, class := range []pools.Class{pools.Interactive, pools.Heavy} {
 		if p, ok := st.Placement(class); ok {
-			r.log.Info("placement", "configuration", c.Name, "class", class, "pool", p.String())
+			r.note("%s: %s", c.Name, p)
 		}
 	}
 	before := st.limiterStat()
