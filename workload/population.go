@@ -47,6 +47,12 @@ const (
 	DefaultParetoAlpha = 1.160964047443681
 )
 
+// MaxTenants is the largest PopulationConfig.Tenants: 100,000 tenants. A
+// population holds a few slices of N entries, and the harness keeps
+// histograms and data rows per tenant; beyond this a typo such as an extra
+// zero exhausts memory instead of failing.
+const MaxTenants = 100_000
+
 // shareTolerance absorbs floating point error when shares are summed.
 const shareTolerance = 1e-9
 
@@ -55,7 +61,7 @@ const shareTolerance = 1e-9
 // Zipf's law with s = 1.
 type PopulationConfig struct {
 	// Tenants is the number of tenants N, with IDs 1..N. 0 means
-	// DefaultTenants; otherwise at least 2.
+	// DefaultTenants; otherwise at least 2 and at most MaxTenants.
 	Tenants int
 	// DominantShare is tenant 1's share of all traffic, in (0, 1). 0 means
 	// DefaultDominantShare.
@@ -98,7 +104,7 @@ type Population struct {
 // distribution and does not increase with the tenant's ID.
 //
 // Errors: every invalid field is reported, each as a *FieldError (unwrapping
-// to ErrInvalid), joined: N < 2, a dominant share outside (0, 1), an unknown
+// to ErrInvalid), joined: N < 2 or above MaxTenants, a dominant share outside (0, 1), an unknown
 // distribution, a negative exponent, a share for an unknown tenant or outside
 // (0, 1), shares summing above 1, explicit shares leaving nothing for the
 // other tenants.
@@ -166,6 +172,8 @@ func (cfg PopulationConfig) withDefaults() (PopulationConfig, error) {
 		cfg.Tenants = DefaultTenants
 	case cfg.Tenants < 2:
 		errs = append(errs, fieldErr("Tenants", cfg.Tenants, "need at least 2 tenants (the dominant one and a quiet one)"))
+	case cfg.Tenants > MaxTenants:
+		errs = append(errs, fieldErr("Tenants", cfg.Tenants, "at most %d tenants", MaxTenants))
 	}
 	switch {
 	case cfg.DominantShare == 0:

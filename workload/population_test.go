@@ -150,6 +150,7 @@ func TestNewPopulationErrors(t *testing.T) {
 	}{
 		{"one tenant", workload.PopulationConfig{Tenants: 1}, []string{"Tenants"}},
 		{"negative tenants", workload.PopulationConfig{Tenants: -3}, []string{"Tenants"}},
+		{"too many tenants", workload.PopulationConfig{Tenants: workload.MaxTenants + 1}, []string{"Tenants"}},
 		{"dominant share 1", workload.PopulationConfig{DominantShare: 1}, []string{"DominantShare"}},
 		{"dominant share above 1", workload.PopulationConfig{DominantShare: 1.5}, []string{"DominantShare"}},
 		{"dominant share negative", workload.PopulationConfig{DominantShare: -0.1}, []string{"DominantShare"}},

@@ -72,6 +72,12 @@ type Op struct {
 	At time.Duration
 }
 
+// MaxOps bounds the expected size of one schedule: 10,000,000 ops (about
+// 400 MB). BuildSchedule rejects classes whose rates over the duration
+// would draw more, e.g. 1,000 ops/s for 10,000 s, instead of exhausting
+// memory.
+const MaxOps = 10_000_000
+
 // Schedule is a fixed, seeded list of ops for an open-loop run.
 type Schedule struct {
 	// Ops are sorted by At (then Class name, then Tenant).
@@ -98,12 +104,20 @@ type Schedule struct {
 //
 // Errors: a *FieldError per invalid input (d ≤ 0, no classes, an empty or
 // duplicate class name, a rate that is not a finite number > 0, an unknown
-// arrival process or sender set, an empty population), joined; all unwrap to
-// ErrInvalid.
+// arrival process or sender set, an empty population, or rates that draw
+// more than MaxOps ops over d on average), joined; all unwrap to ErrInvalid.
 func BuildSchedule(pop Population, classes []ClassSpec, d time.Duration, seed int64, filter func(Op) bool) (Schedule, error) {
 	classes, err := validateClasses(pop, classes)
 	if d <= 0 {
 		err = errors.Join(err, fieldErr("Duration", d, "must be > 0"))
+	} else if err == nil {
+		expected := 0.0
+		for _, c := range classes {
+			expected += c.Rate * d.Seconds()
+		}
+		if expected > MaxOps {
+			err = fieldErr("Duration", d, "the classes' rates draw about %.3g ops over it; at most %d", expected, MaxOps)
+		}
 	}
 	if err != nil {
 		return Schedule{}, fmt.Errorf("build schedule: %w", err)

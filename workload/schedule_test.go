@@ -279,6 +279,10 @@ func TestBuildScheduleErrors(t *testing.T) {
 		{"unknown arrival", pop, []workload.ClassSpec{{Name: "c", Rate: 1, Arrival: "bursty"}}, time.Second, []string{"Classes[0].Arrival"}},
 		{"unknown senders", pop, []workload.ClassSpec{{Name: "c", Rate: 1, Senders: "some"}}, time.Second, []string{"Classes[0].Senders"}},
 		{"several", pop, []workload.ClassSpec{{Name: "c"}, {Name: "c", Rate: 1}}, 0, []string{"Classes[0].Rate", "Classes[1].Name", "Duration"}},
+		// More arrivals than fit in memory: an error, never a panic or an
+		// allocation of the whole machine.
+		{"huge rate", pop, []workload.ClassSpec{{Name: "c", Rate: 1e300}}, time.Second, []string{"Duration"}},
+		{"too many ops", pop, []workload.ClassSpec{{Name: "a", Rate: workload.MaxOps / 2}, {Name: "b", Rate: workload.MaxOps / 2}}, 2 * time.Second, []string{"Duration"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := workload.BuildSchedule(tc.pop, tc.classes, tc.d, 1, nil)
