@@ -423,6 +423,28 @@ func TestValidateMore(t *testing.T) {
 			"5:96 assertions.allowed_errors[1]: unknown error class \"timeout\"",
 			"5:105 assertions.allowed_errors[2]: duplicate error class \"queue_full\"",
 		}},
+		// Sizes beyond what a run can hold: an error naming the field, never
+		// an exhausted memory, a panic or an overflow in PostgreSQL.
+		{"too big", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 1e300}\n" +
+			"configurations: [{name: a, mode: shared, shared: {pool_size: 99999999999, role: {connection_limit: 99999999999}}}]\n" +
+			"tenants: {count: 2000000000}\ndata: {orders: 9223372036854775807, days: 100000000}\nphases: {warmup: 2000000h, run: 2000000h}\n" +
+			"load: {model: closed, users: 1000000000}\n", []string{
+			"4:51 configurations[0].shared.pool_size: must be <= 262143",
+			"4:82 configurations[0].shared.role.connection_limit: must be <= 262143",
+			"5:11 tenants.count: must be <= 100000",
+			"6:8 data.orders: must be <= 100000000",
+			"6:37 data.days: must be <= 36500",
+			"7:10 phases.warmup: must be at most 168h0m0s",
+			"7:28 phases.run: must be at most 168h0m0s",
+			"8:23 load.users: must be <= 100000",
+		}},
+		{"too many arrivals", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 100}\n  - {name: heavy, query: report, rate: 1e6}\n" + shared +
+			"phases: {warmup: 1s, solo: 1s, run: 20s}\n", []string{
+			"4:34 classes[1].rate: the classes' rates (1.0001e+06 per second in all) over phases.warmup + phases.run (21s) draw about 2.1e+07 arrivals; at most 10000000",
+		}},
+		{"no quiet senders", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10, senders: dominant}\n  - {name: heavy, query: report, rate: 1, senders: dominant}\n" + shared, []string{
+			"2:1 classes: no class is sent by the quiet tenants",
+		}},
 		{"type errors in one flow mapping", head + shared + "tenants: {count: 99999999999999999999999, exponent: abc, dominant_share: [1]}\n", []string{
 			"5:11 tenants.count: must be an integer, got 99999999999999999999999",
 			"5:43 tenants.exponent: must be a number, got \"abc\"",

@@ -8,8 +8,29 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/workload"
+)
+
+// Upper bounds of sizes. Beyond them a run would exhaust memory, overflow a
+// number on its way to PostgreSQL, or not end; a typo such as an extra zero
+// is an error naming the field instead. tenants.count is at most
+// workload.MaxTenants, and the classes' rates over warmup plus the longer of
+// solo and run draw at most workload.MaxOps arrivals.
+const (
+	// MaxOrders bounds data.orders: 100,000,000 rows (about 15 GB).
+	MaxOrders = 100_000_000
+	// MaxDays bounds data.days: 100 years.
+	MaxDays = 36_500
+	// MaxPhase bounds each of phases.warmup, solo, run and drain: 7 days.
+	MaxPhase = Duration(7 * 24 * time.Hour)
+	// MaxConnections bounds pool_size and role.connection_limit: PostgreSQL's
+	// largest max_connections.
+	MaxConnections = 262_143
+	// MaxUsers bounds load.users: 100,000 simulated users.
+	MaxUsers = 100_000
 )
 
 // Validate checks every field and returns one error per problem, all of them
@@ -115,6 +136,17 @@ func (c *checker) atLeast(field string, v, min int) {
 	}
 }
 
+func (c *checker) atMost(field string, v, max int) {
+	if v > max {
+		c.add(field, "must be <= %d, got %d", max, v)
+	}
+}
+
+func (c *checker) between(field string, v, min, max int) {
+	c.atLeast(field, v, min)
+	c.atMost(field, v, max)
+}
+
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -141,6 +173,7 @@ func (s *Scenario) problems() []Problem {
 	c.classes(s.Classes)
 	c.load(&s.Load)
 	c.phases(&s.Phases)
+	c.arrivals(s.Classes, &s.Phases)
 	c.configurations(s.Configurations)
 	c.assertions(&s.Assertions)
 	return sortProblems(c.ps)
@@ -197,7 +230,7 @@ func (c *checker) backend(b *Backend) {
 }
 
 func (c *checker) tenants(t *Tenants) {
-	c.atLeast("tenants.count", t.Count, 2)
+	c.between("tenants.count", t.Count, 2, workload.MaxTenants)
 	domOK := t.DominantShare > 0 && t.DominantShare < 1
 	if !domOK {
 		c.add("tenants.dominant_share", "must be in (0, 1), got %s", fmtFloat(t.DominantShare))
@@ -236,8 +269,10 @@ func (c *checker) data(d *Data, tenants int) {
 		c.add("data.orders", "must be >= 1, got %d", d.Orders)
 	case tenants >= 2 && d.Orders < tenants:
 		c.add("data.orders", "must be >= tenants.count (%d) so that every tenant has orders, got %d", tenants, d.Orders)
+	case d.Orders > MaxOrders:
+		c.add("data.orders", "must be <= %d, got %d", MaxOrders, d.Orders)
 	}
-	c.atLeast("data.days", d.Days, 1)
+	c.between("data.days", d.Days, 1, MaxDays)
 	c.atLeast("data.customers", d.Customers, 1)
 }
 
@@ -301,7 +336,7 @@ func (c *checker) load(l *LoadSpec) {
 		}
 		return
 	}
-	c.atLeast("load.users", l.Users, 1)
+	c.between("load.users", l.Users, 1, MaxUsers)
 	c.nonNegative("load.think_time", l.ThinkTime)
 	c.atLeast("load.retry_queries", l.RetryQueries, 1)
 	c.atLeast("load.max_retries", l.MaxRetries, 0)
@@ -312,6 +347,52 @@ func (c *checker) phases(p *Phases) {
 	c.positive("phases.solo", p.Solo)
 	c.positive("phases.run", p.Run)
 	c.nonNegative("phases.drain", p.Drain)
+	for _, f := range []struct {
+		name string
+		d    Duration
+	}{{"warmup", p.Warmup}, {"solo", p.Solo}, {"run", p.Run}, {"drain", p.Drain}} {
+		if f.d > MaxPhase {
+			c.add("phases."+f.name, "must be at most %s, got %s", MaxPhase, f.d)
+		}
+	}
+}
+
+// arrivals checks what the classes send, once classes and phases are valid:
+// some class reaches the quiet tenants (or the solo baseline and quiet_p99
+// measure nothing and pass vacuously), and the schedules fit in memory.
+func (c *checker) arrivals(cs []Class, p *Phases) {
+	total, top, quiet := 0.0, -1, false
+	for i, cl := range cs {
+		if !(cl.Rate > 0) || math.IsInf(cl.Rate, 1) {
+			return
+		}
+		total += cl.Rate
+		if top < 0 || cl.Rate > cs[top].Rate {
+			top = i
+		}
+		quiet = quiet || cl.Senders != SendersDominant
+	}
+	if top < 0 {
+		return
+	}
+	if !quiet {
+		c.add("classes", "no class is sent by the quiet tenants (senders all or quiet): the solo baseline and quiet_p99 would measure nothing")
+	}
+	for _, d := range []Duration{p.Warmup, p.Solo, p.Run} {
+		if d < 0 || d > MaxPhase {
+			return
+		}
+	}
+	phase, d := "run", p.Run
+	if p.Solo > p.Run {
+		phase, d = "solo", p.Solo
+	}
+	span := p.Warmup + d
+	if n := total * span.Duration().Seconds(); n > workload.MaxOps {
+		c.add(fmt.Sprintf("classes[%d].rate", top),
+			"the classes' rates (%s per second in all) over phases.warmup + phases.%s (%s) draw about %.2g arrivals; at most %d: lower the rates or shorten the phase",
+			fmtFloat(total), phase, span, n, workload.MaxOps)
+	}
 }
 
 func (c *checker) configurations(cs []Configuration) {
@@ -356,13 +437,13 @@ func (c *checker) configurations(cs []Configuration) {
 func (p *Pool) isZero() bool { return *p == Pool{} }
 
 func (c *checker) sharedPool(p string, sp *SharedPool) {
-	c.atLeast(p+".pool_size", sp.PoolSize, 1)
+	c.between(p+".pool_size", sp.PoolSize, 1, MaxConnections)
 	c.positive(p+".acquire_timeout", sp.AcquireTimeout)
 	c.role(p+".role", &sp.Role, sp.PoolSize)
 }
 
 func (c *checker) pool(p string, pl *Pool) {
-	c.atLeast(p+".pool_size", pl.PoolSize, 1)
+	c.between(p+".pool_size", pl.PoolSize, 1, MaxConnections)
 	c.positive(p+".acquire_timeout", pl.AcquireTimeout)
 	oneOf(c, p+".target", "target", pl.Target, TargetPrimary, TargetReplica)
 	c.role(p+".role", &pl.Role, pl.PoolSize)
@@ -390,6 +471,8 @@ func (c *checker) role(p string, r *Role, poolSize int) {
 	switch {
 	case r.ConnectionLimit < 0:
 		c.add(p+".connection_limit", "must be >= 0 (0 means no limit), got %d", r.ConnectionLimit)
+	case r.ConnectionLimit > MaxConnections:
+		c.add(p+".connection_limit", "must be <= %d, got %d", MaxConnections, r.ConnectionLimit)
 	case r.ConnectionLimit > 0 && poolSize > r.ConnectionLimit:
 		c.add(p+".connection_limit", "%d is below the pool_size %d: the pool could not open all its connections", r.ConnectionLimit, poolSize)
 	}
