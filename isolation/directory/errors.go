@@ -1,0 +1,72 @@
+package directory
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors callers branch on; test with errors.Is.
+var (
+	// ErrUnknownNode is returned for a node name the catalog does not list.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrMoveInProgress is returned when another mover holds the tenant's
+	// move lock on the control node.
+	ErrMoveInProgress = errors.New("move already in progress")
+	// ErrValidation is returned when the copy at the target does not match
+	// the source (row count or checksum of a table); see *ValidationError.
+	ErrValidation = errors.New("copy does not match source")
+	// ErrPauseExceeded is returned when the write pause would exceed
+	// MoveConfig.MaxPause; the move is rolled back to catch-up and can be
+	// run again.
+	ErrPauseExceeded = errors.New("write pause exceeded its bound")
+	// ErrFenced is matched by the error of a write that reached a node that
+	// no longer (or not yet) holds the tenant: the write was refused, not
+	// applied. Retrying through a refreshed Router succeeds.
+	ErrFenced = errors.New("tenant fenced on this node")
+	// ErrInvalidConfig is returned (wrapped) for a configuration that cannot
+	// work.
+	ErrInvalidConfig = errors.New("invalid configuration")
+)
+
+// FencedSQLState is the SQLSTATE the capture trigger raises for a write
+// to a fenced tenant ("tenant moved"). IsFenced recognises it.
+const FencedSQLState = "NSMOV"
+
+// TableDiff is one table's figures at the source and the target.
+type TableDiff struct {
+	Table                string
+	SourceRows, TargetRows int64
+	// SourceSum and TargetSum are the order-independent checksums (the sum
+	// of the first 64 bits of md5 of each row's text, as a decimal).
+	SourceSum, TargetSum string
+}
+
+// ValidationError lists the tables whose copy differs. It unwraps to
+// ErrValidation.
+type ValidationError struct {
+	Tenant string
+	Diffs  []TableDiff
+}
+
+func (e *ValidationError) Error() string {
+	d := e.Diffs[0]
+	return fmt.Sprintf("validate tenant %s: table %s: %d rows (sum %s) at the source, %d rows (sum %s) at the target (%d tables differ)",
+		e.Tenant, d.Table, d.SourceRows, d.SourceSum, d.TargetRows, d.TargetSum, len(e.Diffs))
+}
+
+// Unwrap returns ErrValidation.
+func (e *ValidationError) Unwrap() error { return ErrValidation }
+
+// StepError says at which step a move failed. It unwraps to the cause.
+type StepError struct {
+	Tenant string
+	Step   Step
+	Err    error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("move tenant %s: step %s: %v", e.Tenant, e.Step, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *StepError) Unwrap() error { return e.Err }
