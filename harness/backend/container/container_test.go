@@ -1,0 +1,227 @@
+package container_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/container"
+)
+
+func connect(t *testing.T, n backend.Node) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		t.Fatalf("connect to %s: %v", n, err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func TestSingle(t *testing.T) {
+	c := start(t, backend.Spec{Settings: map[string]string{"work_mem": "8MB"}})
+	nodes := c.Nodes()
+	if len(nodes) != 1 || nodes[0].Name != "primary" || nodes[0].Role != backend.RolePrimary || nodes[0].Host != "127.0.0.1" {
+		t.Fatalf("nodes = %v, want one primary on 127.0.0.1", nodes)
+	}
+	conn := connect(t, nodes[0])
+	var workMem, version string
+	if err := conn.QueryRow(context.Background(), "SELECT current_setting('work_mem'), current_setting('server_version_num')").Scan(&workMem, &version); err != nil {
+		t.Fatal(err)
+	}
+	if workMem != "8MB" {
+		t.Errorf("work_mem = %s, want 8MB from Spec.Settings", workMem)
+	}
+	if strings.Contains(nodes[0].RedactedDSN(), nodes[0].Password) {
+		t.Errorf("redacted DSN shows the password")
+	}
+	if c.Ready() <= 0 {
+		t.Errorf("Ready() = %v", c.Ready())
+	}
+	run := c.RunID()
+	if n := runLeft(t, run); n != 2 {
+		t.Errorf("run %s has %d containers+networks, want 2", run, n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if n := runLeft(t, run); n != 0 {
+		t.Errorf("after Close run %s left %d containers+networks", run, n)
+	}
+}
+
+func TestReplicaStreams(t *testing.T) {
+	c := start(t, backend.Spec{Topology: backend.TopologyReplica})
+	primary, ok1 := backend.First(c, backend.RolePrimary)
+	replica, ok2 := backend.First(c, backend.RoleReplica)
+	if !ok1 || !ok2 || replica.Name != "replica1" {
+		t.Fatalf("nodes = %v", c.Nodes())
+	}
+	ctx := context.Background()
+	pc, rc := connect(t, primary), connect(t, replica)
+	if _, err := pc.Exec(ctx, "CREATE TABLE t (v text); INSERT INTO t VALUES ('streamed')"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var v string
+		err := rc.QueryRow(ctx, "SELECT v FROM t").Scan(&v)
+		if err == nil && v == "streamed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("row not visible on the standby within 5 s (last: %v)", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err := rc.Exec(ctx, "INSERT INTO t VALUES ('no')")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "25006" {
+		t.Errorf("write on the standby: %v, want SQLSTATE 25006", err)
+	}
+	var feedback, slot string
+	if err := rc.QueryRow(ctx, "SELECT current_setting('hot_standby_feedback')").Scan(&feedback); err != nil || feedback != "off" {
+		t.Errorf("hot_standby_feedback = %q (%v), want off", feedback, err)
+	}
+	if err := pc.QueryRow(ctx, "SELECT slot_name FROM pg_replication_slots WHERE active").Scan(&slot); err != nil || slot != "replica1" {
+		t.Errorf("active slot = %q (%v), want replica1", slot, err)
+	}
+}
+
+// TestFiveNodeNetwork starts 5 plain primaries on one network, checks that
+// each answers and that they reach one another by alias, then that Close
+// removes the containers and the network.
+func TestFiveNodeNetwork(t *testing.T) {
+	c := start(t, backend.Spec{Topology: backend.TopologyPrimaries, Nodes: 5})
+	nodes := c.Nodes()
+	if len(nodes) != 5 {
+		t.Fatalf("%d nodes, want 5", len(nodes))
+	}
+	run := c.RunID()
+	if n := runLeft(t, run); n != 6 {
+		t.Errorf("run %s has %d containers+networks, want 6", run, n)
+	}
+	ctx := context.Background()
+	for i, n := range nodes {
+		// Each node reaches the next over the cluster network by its alias
+		// (pg_isready run by the server, as superusers may).
+		next := nodes[(i+1)%len(nodes)].Name
+		conn := connect(t, n)
+		var line string
+		_, err := conn.Exec(ctx, "CREATE TEMP TABLE r (line text); COPY r FROM PROGRAM 'pg_isready -h "+next+" -p 5432'", pgx.QueryExecModeSimpleProtocol)
+		if err == nil {
+			err = conn.QueryRow(ctx, "SELECT line FROM r").Scan(&line)
+		}
+		if err != nil || !strings.Contains(line, "accepting connections") {
+			t.Errorf("%s reaching %s: %q, %v", n.Name, next, line, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := runLeft(t, run); n != 0 {
+		t.Errorf("after Close run %s left %d containers+networks", run, n)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	c := start(t, backend.Spec{})
+	primary := c.Nodes()[0]
+	ctx := context.Background()
+	for _, f := range container.Faults {
+		t.Run(string(f), func(t *testing.T) {
+			restore, err := c.Inject(ctx, "primary", f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err = pingOnce(qctx, primary)
+			cancel()
+			if err == nil {
+				t.Errorf("query succeeded during %s", f)
+			}
+			if err := restore(ctx); err != nil {
+				t.Fatal(err)
+			}
+			qctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			for err := pingOnce(qctx, primary); err != nil; err = pingOnce(qctx, primary) {
+				if qctx.Err() != nil {
+					t.Fatalf("no query succeeded after restoring %s: %v", f, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+	if _, err := c.Inject(ctx, "nope", container.FaultStop); !errors.Is(err, container.ErrUnknownNode) || !errors.Is(err, backend.ErrBadInput) {
+		t.Errorf("unknown node: %v", err)
+	}
+}
+
+func pingOnce(ctx context.Context, n backend.Node) error {
+	conn, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "SELECT 1")
+	return err
+}
+
+func TestCitus(t *testing.T) {
+	needImage(t, container.DefaultCitusImage, "pull it where a registry is reachable")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := container.Start(ctx, backend.Spec{Topology: container.TopologyCitus})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	coord, _ := backend.First(c, backend.RoleCoordinator)
+	var workers int
+	if err := connect(t, coord).QueryRow(ctx, "SELECT count(*) FROM citus_get_active_worker_nodes()").Scan(&workers); err != nil {
+		t.Fatal(err)
+	}
+	if workers != container.DefaultWorkers {
+		t.Errorf("%d active workers, want %d", workers, container.DefaultWorkers)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	for name, spec := range map[string]backend.Spec{
+		"unknown topology": {Topology: "ring"},
+		"too many nodes":   {Topology: backend.TopologyPrimaries, Nodes: container.MaxNodes + 1},
+		"negative nodes":   {Topology: container.TopologyCitus, Nodes: -1},
+		"reserved setting": {Settings: map[string]string{"port": "1"}},
+		"bad setting name": {Settings: map[string]string{"a b": "1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := container.Start(context.Background(), spec)
+			if !errors.Is(err, backend.ErrBadInput) {
+				t.Errorf("err = %v, want ErrBadInput", err)
+			}
+		})
+	}
+}
+
+func TestMissingImage(t *testing.T) {
+	needImage(t, testImage(), buildHint)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := container.Start(ctx, backend.Spec{}, container.WithImages("noisysim-local/absent:0"))
+	var ie *container.ImageError
+	if !errors.As(err, &ie) || !errors.Is(err, backend.ErrNotInstalled) || ie.Image != "noisysim-local/absent:0" {
+		t.Fatalf("err = %v, want *ImageError for the absent image", err)
+	}
+}

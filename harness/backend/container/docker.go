@@ -1,0 +1,154 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/testcontainers/testcontainers-go"
+)
+
+// dial connects to the Docker daemon testcontainers finds (DOCKER_HOST,
+// the Docker context, the default socket) and pings it.
+func dial(ctx context.Context) (*testcontainers.DockerClient, error) {
+	setup()
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return nil, &DockerError{Err: err}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx, client.PingOptions{}); err != nil {
+		cli.Close()
+		return nil, &DockerError{Err: err}
+	}
+	return cli, nil
+}
+
+// Available returns nil when a Docker daemon answers, or a *DockerError
+// (ErrNoDocker, backend.ErrNotInstalled).
+func Available(ctx context.Context) error {
+	cli, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	return cli.Close()
+}
+
+// ImagePresent reports whether image is on the machine (no pull is tried).
+// Errors: *DockerError when no daemon answers.
+func ImagePresent(ctx context.Context, image string) (bool, error) {
+	cli, err := dial(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cli.Close()
+	return imagePresent(ctx, cli, image)
+}
+
+func imagePresent(ctx context.Context, cli *testcontainers.DockerClient, image string) (bool, error) {
+	if _, err := cli.ImageInspect(ctx, image); err != nil {
+		if isNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("inspect image %s: %w", image, err)
+	}
+	return true, nil
+}
+
+func isNotFound(err error) bool {
+	type notFound interface{ NotFound() }
+	var nf notFound
+	return errors.As(err, &nf) || strings.Contains(strings.ToLower(err.Error()), "no such")
+}
+
+// Leftovers lists the names of containers and networks labelled
+// LabelManaged, of any run. Errors: *DockerError when no daemon answers.
+func Leftovers(ctx context.Context) (containers, networks []string, err error) {
+	cli, err := dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cli.Close()
+	return leftovers(ctx, cli, "")
+}
+
+func labelFilter(runID string) client.Filters {
+	f := make(client.Filters).Add("label", LabelManaged+"=true")
+	if runID != "" {
+		f.Add("label", LabelRun+"="+runID)
+	}
+	return f
+}
+
+func leftovers(ctx context.Context, cli *testcontainers.DockerClient, runID string) (containers, networks []string, err error) {
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: labelFilter(runID)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range cs.Items {
+		name := c.ID[:12]
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		containers = append(containers, name)
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilter(runID)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list networks: %w", err)
+	}
+	for _, n := range ns.Items {
+		networks = append(networks, n.Name)
+	}
+	return containers, networks, nil
+}
+
+// Remove force-removes the containers (with their anonymous volumes) and
+// then the networks labelled LabelManaged of run runID; "" removes those of
+// every run (`noisysim cluster down --backend docker`). Errors:
+// *DockerError when no daemon answers; otherwise the joined removal errors.
+func Remove(ctx context.Context, runID string) error {
+	cli, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return removeRun(ctx, cli, runID)
+}
+
+func removeRun(ctx context.Context, cli *testcontainers.DockerClient, runID string) error {
+	var errs []error
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: labelFilter(runID)})
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range cs.Items {
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID[:12], err))
+		}
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilter(runID)})
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("list networks: %w", err))...)
+	}
+	for _, n := range ns.Items {
+		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// freePort returns a TCP port free on 127.0.0.1 right now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pick a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
