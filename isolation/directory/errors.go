@@ -34,7 +34,7 @@ const FencedSQLState = "NSMOV"
 
 // TableDiff is one table's figures at the source and the target.
 type TableDiff struct {
-	Table                string
+	Table                  string
 	SourceRows, TargetRows int64
 	// SourceSum and TargetSum are the order-independent checksums (the sum
 	// of the first 64 bits of md5 of each row's text, as a decimal).

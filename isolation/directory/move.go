@@ -125,7 +125,7 @@ type Figures struct {
 	AlreadyThere bool `json:"already_there,omitempty"`
 	// ResumedAfter is the step the catalog had recorded when this run
 	// resumed an interrupted move; empty for a fresh move.
-	ResumedAfter Step `json:"resumed_after,omitempty"`
+	ResumedAfter Step    `json:"resumed_after,omitempty"`
 	CopiedRows   int64   `json:"copied_rows"`
 	CopiedBytes  int64   `json:"copied_bytes"`
 	CopySeconds  float64 `json:"copy_seconds"`
