@@ -77,6 +77,9 @@ type Scenario struct {
 	Configurations []Configuration `yaml:"configurations"`
 	// Assertions decide whether a configuration passes.
 	Assertions Assertions `yaml:"assertions"`
+	// Faults are node faults injected during each configuration's run
+	// phase; backend kind docker only. Empty means none.
+	Faults []Fault `yaml:"faults"`
 
 	// File is the path the scenario was loaded from; empty when built in Go.
 	File string `yaml:"-"`
@@ -93,6 +96,9 @@ const (
 	BackendLocal BackendKind = "local"
 	// BackendExternal uses an existing cluster given by DSN.
 	BackendExternal BackendKind = "external"
+	// BackendDocker starts throwaway PostgreSQL containers (a Docker daemon
+	// is needed).
+	BackendDocker BackendKind = "docker"
 )
 
 // Backend is the cluster a scenario runs against.
@@ -112,9 +118,17 @@ type Backend struct {
 	// optional. "${NAME}" parts as for PrimaryDSN.
 	ReplicaDSN string `yaml:"replica_dsn"`
 	// Settings are server settings (postgresql.conf parameters) for every
-	// node, e.g. {"max_connections": "200"}; kind local only. Values are
-	// written as PostgreSQL reads them. Empty means the backend's defaults.
+	// node, e.g. {"max_connections": "200"}; kinds local and docker. Values
+	// are written as PostgreSQL reads them. Empty means the backend's
+	// defaults.
 	Settings map[string]string `yaml:"settings"`
+	// Image is the container image of every node; kind docker only. Empty
+	// means the container backend's default (the official postgres image
+	// at a pinned tag).
+	Image string `yaml:"image"`
+	// Images overrides Image per node role (primary, replica, coordinator,
+	// worker, shard); kind docker only.
+	Images map[backend.Role]string `yaml:"images"`
 }
 
 // Spec returns the backend.Spec for a local backend: the topology and the
@@ -546,4 +560,51 @@ func (s *Scenario) Class(name string) (*Class, bool) {
 		}
 	}
 	return nil, false
+}
+
+// FaultAction is what a fault does to its node.
+type FaultAction string
+
+// Fault actions.
+const (
+	// FaultStop stops the node's container (a fast shutdown: sessions
+	// fail) and starts it again after For.
+	FaultStop FaultAction = "stop"
+	// FaultPause freezes the node's container (sessions hang) and unpauses
+	// it after For.
+	FaultPause FaultAction = "pause"
+	// FaultDisconnect detaches the node from the cluster network and
+	// reattaches it after For.
+	FaultDisconnect FaultAction = "disconnect"
+)
+
+// Fault is one node fault in the run phase of each configuration it names.
+type Fault struct {
+	// Node is the node's name: primary, or replica1 with topology replica.
+	// Required.
+	Node string `yaml:"node"`
+	// Action is stop, pause or disconnect. Required.
+	Action FaultAction `yaml:"action"`
+	// At is when the fault starts, from the start of the run phase (warm-up
+	// included); >= 0 and < phases.warmup + phases.run. Default 0s.
+	At Duration `yaml:"at"`
+	// For is how long the fault lasts before the node is restored; > 0 and
+	// At + For <= phases.warmup + phases.run. Required.
+	For Duration `yaml:"for"`
+	// Configurations names the configurations whose run gets the fault.
+	// Empty means every configuration.
+	Configurations []string `yaml:"configurations"`
+}
+
+// Applies reports whether f is injected in the run of configuration name.
+func (f Fault) Applies(name string) bool {
+	if len(f.Configurations) == 0 {
+		return true
+	}
+	for _, c := range f.Configurations {
+		if c == name {
+			return true
+		}
+	}
+	return false
 }

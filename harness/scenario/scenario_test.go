@@ -225,7 +225,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown-class.yaml", 4, 5, "classes[0].isolation_class", `unknown isolation class "bulk"; want interactive or heavy`},
 		{"unknown-query.yaml", 3, 25, "classes[0].query", `unknown query "scan"; want lookup, page, report, export or sleep`},
 		{"unknown-mode.yaml", 6, 5, "configurations[0].mode", `unknown mode "sharded"; want shared or isolated`},
-		{"unknown-backend.yaml", 3, 3, "backend.kind", `unknown backend kind "docker"; want local or external`},
+		{"unknown-backend.yaml", 3, 3, "backend.kind", `unknown backend kind "kubernetes"; want local, external or docker`},
 		{"unknown-topology.yaml", 3, 3, "backend.topology", `unknown topology "triple"; want single or replica`},
 	}
 	for _, tc := range tests {
@@ -541,6 +541,8 @@ func TestOnly(t *testing.T) {
 func TestResolveDSNs(t *testing.T) {
 	t.Setenv("NOISYSIM_TEST_PRIMARY", "postgres://u:p@h:5432/db")
 	t.Setenv("NOISYSIM_TEST_EMPTY", "")
+	t.Setenv("NOISYSIM_TEST_PW", `a b'c\d@e/f`)
+	t.Setenv("NOISYSIM_TEST_HOST", "h:5432")
 	tests := []struct {
 		name             string
 		b                Backend
@@ -553,6 +555,14 @@ func TestResolveDSNs(t *testing.T) {
 		{"unset", Backend{PrimaryDSN: "${NOISYSIM_TEST_UNSET}"}, "", "", "resolve backend.primary_dsn: invalid scenario: environment variable NOISYSIM_TEST_UNSET is not set"},
 		{"empty", Backend{PrimaryDSN: "p", ReplicaDSN: "${NOISYSIM_TEST_EMPTY}"}, "", "", "resolve backend.replica_dsn: invalid scenario: environment variable NOISYSIM_TEST_EMPTY is not set"},
 		{"malformed", Backend{PrimaryDSN: "${1X}"}, "", "", `bad environment reference "${1X}"`},
+		// A value is substituted as a value: a password with a space, quote,
+		// backslash, '@' or '/' must not break the DSN around it (nor leak
+		// half of itself into a parse error).
+		{"keyword value quoted", Backend{PrimaryDSN: "host=h password=${NOISYSIM_TEST_PW} port=1"}, `host=h password='a b\'c\\d@e/f' port=1`, "", ""},
+		{"keyword value at end", Backend{PrimaryDSN: "host=h password= ${NOISYSIM_TEST_PW}"}, `host=h password= 'a b\'c\\d@e/f'`, "", ""},
+		{"URL user info encoded", Backend{PrimaryDSN: "postgres://u:${NOISYSIM_TEST_PW}@h:5432/db"}, "postgres://u:a%20b%27c%5Cd%40e%2Ff@h:5432/db", "", ""},
+		{"URL host verbatim", Backend{PrimaryDSN: "postgres://u@${NOISYSIM_TEST_HOST}/db"}, "postgres://u@h:5432/db", "", ""},
+		{"inside a longer value", Backend{PrimaryDSN: "host=h password=x${NOISYSIM_TEST_PW}"}, "", "", "NOISYSIM_TEST_PW holds a space, quote or backslash"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

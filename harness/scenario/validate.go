@@ -176,24 +176,45 @@ func (s *Scenario) problems() []Problem {
 	c.arrivals(s.Classes, &s.Phases)
 	c.configurations(s.Configurations)
 	c.assertions(&s.Assertions)
+	c.faults(s)
 	return sortProblems(c.ps)
 }
 
 var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 
 func (c *checker) backend(b *Backend) {
-	kindOK := oneOf(c, "backend.kind", "backend kind", b.Kind, BackendLocal, BackendExternal)
+	kindOK := oneOf(c, "backend.kind", "backend kind", b.Kind, BackendLocal, BackendExternal, BackendDocker)
 	topoOK := oneOf(c, "backend.topology", "topology", b.Topology, backend.TopologySingle, backend.TopologyReplica)
 	if !kindOK {
 		return
 	}
+	if b.Kind != BackendDocker {
+		if b.Image != "" {
+			c.add("backend.image", "only for kind docker")
+		}
+		if len(b.Images) > 0 {
+			c.add("backend.images", "only for kind docker")
+		}
+	}
+	roles := make([]backend.Role, 0, len(b.Images))
+	for r := range b.Images {
+		roles = append(roles, r)
+	}
+	slices.Sort(roles)
+	for _, r := range roles {
+		oneOf(c, "backend.images."+string(r), "node role", r, backend.RolePrimary, backend.RoleReplica,
+			backend.RoleCoordinator, backend.RoleWorker, backend.RoleShard)
+		if b.Images[r] == "" {
+			c.add("backend.images."+string(r), "empty image: leave the role out to keep backend.image")
+		}
+	}
 	switch b.Kind {
-	case BackendLocal:
+	case BackendLocal, BackendDocker:
 		if b.PrimaryDSN != "" {
-			c.add("backend.primary_dsn", "only for kind external; kind local starts its own cluster")
+			c.add("backend.primary_dsn", "only for kind external; kind %s starts its own cluster", b.Kind)
 		}
 		if b.ReplicaDSN != "" {
-			c.add("backend.replica_dsn", "only for kind external; kind local starts its own cluster")
+			c.add("backend.replica_dsn", "only for kind external; kind %s starts its own cluster", b.Kind)
 		}
 		for _, k := range sortedKeys(b.Settings) {
 			f := "backend.settings." + k
@@ -216,7 +237,7 @@ func (c *checker) backend(b *Backend) {
 			}
 		}
 		if len(b.Settings) > 0 {
-			c.add("backend.settings", "only for kind local: noisysim does not change an external server's settings")
+			c.add("backend.settings", "only for kind local or docker: noisysim does not change an external server's settings")
 		}
 		if topoOK {
 			if b.Topology == backend.TopologyReplica && b.ReplicaDSN == "" {
@@ -551,4 +572,44 @@ func (b Backend) ResolveDSNs() (primary, replica string, err error) {
 		return "", "", err
 	}
 	return primary, replica, nil
+}
+
+// faults checks the fault steps against the backend, topology, phases and
+// configurations.
+func (c *checker) faults(s *Scenario) {
+	if len(s.Faults) == 0 {
+		return
+	}
+	if s.Backend.Kind != BackendDocker {
+		c.add("faults", "need backend kind docker (faults stop, pause or disconnect a container); got kind %q", s.Backend.Kind)
+	}
+	nodes := []string{"primary"}
+	if s.Backend.Topology == backend.TopologyReplica {
+		nodes = append(nodes, "replica1")
+	}
+	window := s.Phases.Warmup.Duration() + s.Phases.Run.Duration()
+	for i, f := range s.Faults {
+		p := fmt.Sprintf("faults[%d]", i)
+		switch {
+		case f.Node == "":
+			c.add(p+".node", "required: one of %s", strings.Join(nodes, ", "))
+		case !slices.Contains(nodes, f.Node):
+			c.add(p+".node", "unknown node %q; topology %s has %s", f.Node, s.Backend.Topology, strings.Join(nodes, ", "))
+		}
+		oneOf(c, p+".action", "fault action", f.Action, FaultStop, FaultPause, FaultDisconnect)
+		c.nonNegative(p+".at", f.At)
+		c.positive(p+".for", f.For)
+		if f.At >= 0 && f.For > 0 && window > 0 {
+			if f.At.Duration() >= window {
+				c.add(p+".at", "must be < phases.warmup + phases.run (%s), got %s", window, f.At)
+			} else if f.At.Duration()+f.For.Duration() > window {
+				c.add(p+".for", "at + for (%s) must be <= phases.warmup + phases.run (%s)", f.At.Duration()+f.For.Duration(), window)
+			}
+		}
+		for j, name := range f.Configurations {
+			if _, ok := s.Configuration(name); !ok {
+				c.add(fmt.Sprintf("%s.configurations[%d]", p, j), "unknown configuration %q", name)
+			}
+		}
+	}
 }
