@@ -40,6 +40,16 @@
 // panic (the panic continues after). Failures are counted per tenant and
 // class by ErrorClass (Classify names them) and shown in Stat.
 //
+// # Routing (directory sharding)
+//
+// With Config.Router set, the Stack asks the Router for each call's node
+// (after the limiter, before the pool) and runs the call on the pool of its
+// class for that node: pools then share a Name and differ by
+// PoolConfig.Node. Scenario and business code keep calling Query, Tx and
+// WithConn with a tenant; when the tenant moves, its calls follow the
+// Router. The directory package provides a Router backed by a tenant
+// catalog.
+//
 // # Ledger and activity
 //
 // Ledger ranks tenants by DB time and raises an Alert when one holds more

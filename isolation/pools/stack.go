@@ -58,6 +58,11 @@ type PoolConfig struct {
 	// to after every borrow. Empty means AppNamePrefix + Name. It overrides
 	// any application_name in DSN.
 	AppName string
+	// Node is the shard node this pool reaches, for a Stack with a Router:
+	// a class's call goes to the pool named ClassConfig.Pool whose Node is
+	// the node the Router returns for the tenant. Pools then share a Name
+	// across nodes. Without a Router it must be empty.
+	Node string
 }
 
 // ClassConfig binds a workload class to its pool and limiter.
@@ -82,6 +87,10 @@ type Config struct {
 	// Logger receives debug records for destroyed connections and an info
 	// record per pool at start. nil means silent.
 	Logger *slog.Logger
+	// Router, when set, resolves each call's tenant to a node (directory
+	// sharding): the call runs on that node's pool of its class. nil means
+	// one pool per name, as without sharding.
+	Router Router
 }
 
 // Result describes one completed call.
@@ -97,6 +106,8 @@ type Result struct {
 	Wait time.Duration
 	// Pool is the name of the pool that served the call.
 	Pool string
+	// Node is the node the Router chose; empty without a Router.
+	Node string
 }
 
 // Placement says where a class's work runs.
@@ -130,6 +141,7 @@ func (p Placement) String() string {
 type Stack struct {
 	pools        []*pool
 	classes      map[Class]*class
+	router       Router
 	ledger       *Ledger
 	log          *slog.Logger
 	resetTimeout time.Duration
@@ -158,7 +170,8 @@ type pool struct {
 
 type class struct {
 	name    Class
-	pool    *pool
+	pool    *pool // without a Router; with one, the first node's pool
+	byNode  map[string]*pool
 	limiter isolation.Limiter
 }
 
@@ -196,6 +209,7 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 		ledger:       ledger,
 		log:          cfg.Logger,
 		resetTimeout: cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
+		router:       cfg.Router,
 		tag:          setTag,
 		reset:        resetSession,
 	}
@@ -203,6 +217,7 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	byName := map[string]*pool{}
+	byNode := map[string]map[string]*pool{}
 	for _, pc := range cfg.Pools {
 		p, err := openPool(ctx, pc)
 		if err != nil {
@@ -210,11 +225,17 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 			return nil, err
 		}
 		s.pools = append(s.pools, p)
-		byName[pc.Name] = p
-		s.log.Info("pool open", "pool", pc.Name, "addr", p.addr, "standby", p.standby, "size", pc.Size)
+		if _, ok := byName[pc.Name]; !ok {
+			byName[pc.Name] = p
+		}
+		if byNode[pc.Name] == nil {
+			byNode[pc.Name] = map[string]*pool{}
+		}
+		byNode[pc.Name][pc.Node] = p
+		s.log.Info("pool open", "pool", pc.Name, "node", pc.Node, "addr", p.addr, "standby", p.standby, "size", pc.Size)
 	}
 	for name, cc := range cfg.Classes {
-		s.classes[name] = &class{name: name, pool: byName[cc.Pool], limiter: cc.Limiter}
+		s.classes[name] = &class{name: name, pool: byName[cc.Pool], byNode: byNode[cc.Pool], limiter: cc.Limiter}
 	}
 	return s, nil
 }
@@ -230,11 +251,18 @@ func (cfg Config) validate() error {
 		return bad("no classes")
 	}
 	names := map[string]bool{}
+	seen := map[[2]string]bool{}
 	for _, p := range cfg.Pools {
 		switch {
 		case p.Name == "":
 			return bad("pool without a name")
-		case names[p.Name]:
+		case cfg.Router == nil && p.Node != "":
+			return bad("pool %q: node %q without a Router", p.Name, p.Node)
+		case cfg.Router != nil && p.Node == "":
+			return bad("pool %q: no node, but the Stack has a Router", p.Name)
+		case seen[[2]string{p.Name, p.Node}] && p.Node != "":
+			return bad("pool %q defined twice for node %q", p.Name, p.Node)
+		case seen[[2]string{p.Name, p.Node}]:
 			return bad("pool %q defined twice", p.Name)
 		case p.Size <= 0:
 			return bad("pool %q: size %d, want > 0", p.Name, p.Size)
@@ -242,6 +270,7 @@ func (cfg Config) validate() error {
 			return bad("pool %q: negative acquire timeout", p.Name)
 		}
 		names[p.Name] = true
+		seen[[2]string{p.Name, p.Node}] = true
 	}
 	for c, cc := range cfg.Classes {
 		if c == "" {
@@ -348,7 +377,6 @@ func (s *Stack) run(ctx context.Context, c Class, tenant string, fn func(context
 	if s.closed.Load() {
 		return res, fmt.Errorf("run %s call: %w", c, ErrClosed)
 	}
-	res.Pool = cl.pool.cfg.Name
 	start := time.Now()
 	defer func() {
 		if err != nil {
@@ -367,7 +395,24 @@ func (s *Stack) run(ctx context.Context, c Class, tenant string, fn func(context
 		}
 	}
 
-	conn, err := s.borrow(ctx, cl, tenant)
+	p := cl.pool
+	if s.router != nil {
+		node, done, err := s.router.Route(ctx, tenant)
+		if err != nil {
+			res.Wait = time.Since(start)
+			return res, &RouteError{Tenant: tenant, Err: err}
+		}
+		if done != nil {
+			defer done() // after the connection is back
+		}
+		res.Node = node
+		if p = cl.byNode[node]; p == nil {
+			res.Wait = time.Since(start)
+			return res, &RouteError{Tenant: tenant, Node: node, Err: fmt.Errorf("no %s pool for node %q: %w", c, node, ErrUnknownNode)}
+		}
+	}
+	res.Pool = p.cfg.Name
+	conn, err := s.borrow(ctx, cl, p, tenant)
 	res.Wait = time.Since(start)
 	if err != nil {
 		return res, err
@@ -380,7 +425,7 @@ func (s *Stack) run(ctx context.Context, c Class, tenant string, fn func(context
 		// reset, and the connection goes back before the limiter slot.
 		res.DBTime = time.Since(began)
 		s.ledger.Record(tenant, c, res.DBTime)
-		s.giveBack(cl.pool, conn, finished)
+		s.giveBack(p, conn, finished)
 	}()
 	err = fn(ctx, conn.Conn())
 	finished = true
@@ -394,8 +439,7 @@ func (s *Stack) run(ctx context.Context, c Class, tenant string, fn func(context
 // cannot be tagged is destroyed and another one tried, at most Size+1 times
 // in all (so a pool whose every connection is broken still gets one fresh
 // attempt), never more.
-func (s *Stack) borrow(ctx context.Context, cl *class, tenant string) (*pgxpool.Conn, error) {
-	p := cl.pool
+func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string) (*pgxpool.Conn, error) {
 	actx := ctx
 	if p.cfg.AcquireTimeout > 0 {
 		var cancel context.CancelFunc
@@ -520,7 +564,9 @@ func (s *Stack) count(ctx context.Context, cl *class, tenant string, err error) 
 
 // PoolStat is a snapshot of one pool.
 type PoolStat struct {
-	Name    string
+	Name string
+	// Node is the pool's node with a Router, else empty.
+	Node    string
 	AppName string
 	Addr    string
 	Standby bool
@@ -569,7 +615,7 @@ func (s *Stack) Stat() Stat {
 	for _, p := range s.pools {
 		ps := p.pgx.Stat()
 		st.Pools = append(st.Pools, PoolStat{
-			Name: p.cfg.Name, AppName: p.cfg.AppName, Addr: p.addr, Standby: p.standby,
+			Name: p.cfg.Name, Node: p.cfg.Node, AppName: p.cfg.AppName, Addr: p.addr, Standby: p.standby,
 			MaxConns: ps.MaxConns(), TotalConns: ps.TotalConns(), IdleConns: ps.IdleConns(), AcquiredConns: ps.AcquiredConns(),
 			AcquireCount: ps.AcquireCount(), EmptyAcquireCount: ps.EmptyAcquireCount(), CanceledAcquireCount: ps.CanceledAcquireCount(),
 			Borrowed: p.borrowed.Load(), Destroyed: p.destroyed.Load(), TagFailures: p.tagFailures.Load(),
