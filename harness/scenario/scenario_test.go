@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/noisysim/noisysim/harness/backend"
 )
 
@@ -575,6 +577,12 @@ func TestResolveDSNs(t *testing.T) {
 			}
 			if err != nil || p != tc.primary || r != tc.replica {
 				t.Errorf("ResolveDSNs = %q, %q, %v; want %q, %q", p, r, err, tc.primary, tc.replica)
+			}
+			if strings.Contains(tc.b.PrimaryDSN, "NOISYSIM_TEST_PW") {
+				cfg, err := pgconn.ParseConfig(p)
+				if err != nil || cfg.Password != os.Getenv("NOISYSIM_TEST_PW") {
+					t.Errorf("driver reads password %q (err %v), want %q", cfg.Password, err, os.Getenv("NOISYSIM_TEST_PW"))
+				}
 			}
 		})
 	}

@@ -550,8 +550,14 @@ func checkEnvRefs(s string) ([]string, error) {
 
 // ResolveDSNs returns PrimaryDSN and ReplicaDSN with every "${NAME}" replaced
 // by the environment variable NAME. A '$' not followed by '{' is kept as is.
+// A reference that is the whole DSN is replaced verbatim. Otherwise the value
+// is substituted as a value, so that a password with spaces or quotes keeps
+// the DSN around it intact: in a URL's user info it is percent-encoded; in a
+// keyword/value DSN a value holding a space, quote or backslash is quoted
+// when the reference is the whole value.
 // It returns an error matching ErrInvalid naming the field when a variable is
-// unset or empty, or a reference is malformed.
+// unset or empty, a reference is malformed, or such a value stands inside a
+// longer keyword/value value, where it cannot be quoted.
 func (b Backend) ResolveDSNs() (primary, replica string, err error) {
 	resolve := func(field, s string) (string, error) {
 		names, err := checkEnvRefs(s)
@@ -563,7 +569,11 @@ func (b Backend) ResolveDSNs() (primary, replica string, err error) {
 				return "", fmt.Errorf("resolve %s: %w: environment variable %s is not set", field, ErrInvalid, n)
 			}
 		}
-		return envRef.ReplaceAllStringFunc(s, func(ref string) string { return os.Getenv(ref[2 : len(ref)-1]) }), nil
+		out, err := substituteEnv(s)
+		if err != nil {
+			return "", fmt.Errorf("resolve %s: %w: %v", field, ErrInvalid, err)
+		}
+		return out, nil
 	}
 	if primary, err = resolve("backend.primary_dsn", b.PrimaryDSN); err != nil {
 		return "", "", err
@@ -572,6 +582,63 @@ func (b Backend) ResolveDSNs() (primary, replica string, err error) {
 		return "", "", err
 	}
 	return primary, replica, nil
+}
+
+// substituteEnv replaces the ${NAME} references of dsn (checked by
+// checkEnvRefs, every variable set) as ResolveDSNs describes.
+func substituteEnv(dsn string) (string, error) {
+	locs := envRef.FindAllStringSubmatchIndex(dsn, -1)
+	if len(locs) == 1 && locs[0][0] == 0 && locs[0][1] == len(dsn) {
+		return os.Getenv(dsn[locs[0][2]:locs[0][3]]), nil
+	}
+	// In a URL, user info runs from after "scheme://" to the last '@'
+	// before the host's first '/'.
+	infoFrom, infoTo := -1, -1
+	for _, scheme := range []string{"postgres://", "postgresql://"} {
+		if strings.HasPrefix(dsn, scheme) {
+			rest := dsn[len(scheme):]
+			if i := strings.IndexByte(rest, '/'); i >= 0 {
+				rest = rest[:i]
+			}
+			infoFrom, infoTo = len(scheme), len(scheme)+strings.LastIndexByte(rest, '@')
+		}
+	}
+	url := infoFrom >= 0
+	var b strings.Builder
+	last := 0
+	for _, l := range locs {
+		name := dsn[l[2]:l[3]]
+		v := os.Getenv(name)
+		switch {
+		case url && l[0] >= infoFrom && l[1] <= infoTo:
+			v = percentEncode(v)
+		case !url && strings.ContainsAny(v, " \t\n\r\f\v'\\"):
+			before := strings.TrimRight(dsn[:l[0]], " ")
+			if !strings.HasSuffix(before, "=") || (l[1] < len(dsn) && !strings.ContainsRune(" \t\n\r\f\v", rune(dsn[l[1]]))) {
+				return "", fmt.Errorf("environment variable %s holds a space, quote or backslash, which cannot stand inside a longer value: make ${%s} the whole value (key=${%s})", name, name, name)
+			}
+			v = "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
+		}
+		b.WriteString(dsn[last:l[0]])
+		b.WriteString(v)
+		last = l[1]
+	}
+	b.WriteString(dsn[last:])
+	return b.String(), nil
+}
+
+// percentEncode encodes every byte of s but RFC 3986's unreserved ones.
+func percentEncode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-._~", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }
 
 // faults checks the fault steps against the backend, topology, phases and
