@@ -274,7 +274,10 @@ func (r *Recorder) finish(iv IntervalSnapshot, final bool) IntervalSnapshot {
 		iv.hist = iv.hist.Clone()
 	}
 	p := iv.hist.ValueAtPercentilesSlice([]float64{50, 99})
-	iv.P50, iv.P99, iv.Max = time.Duration(p[0]), time.Duration(p[1]), time.Duration(iv.max)
+	// A percentile is its bucket's highest equivalent value, which may lie
+	// just above the exact maximum: cap it there.
+	iv.Max = time.Duration(iv.max)
+	iv.P50, iv.P99 = min(time.Duration(p[0]), iv.Max), min(time.Duration(p[1]), iv.Max)
 	return iv
 }
 
@@ -313,7 +316,7 @@ type Summary struct {
 	// as Highest (Max and Mean still use the exact values).
 	Clamped int64
 	// Response time (from the intended start). Percentiles come from the
-	// histogram (within SigFigs); Max and Mean are exact.
+	// histogram (within SigFigs), capped at Max; Max and Mean are exact.
 	P50, P90, P99, P999, Max, Mean time.Duration
 	// Service time (from the actual start) of ops that started.
 	ServiceP50, ServiceP99, ServiceMax time.Duration
@@ -400,11 +403,14 @@ func summarize(k Key, ss []*series) Summary {
 		return sum
 	}
 	p := lat.ValueAtPercentilesSlice([]float64{50, 90, 99, 99.9})
-	sum.P50, sum.P90, sum.P99, sum.P999 = time.Duration(p[0]), time.Duration(p[1]), time.Duration(p[2]), time.Duration(p[3])
+	// A percentile is its bucket's highest equivalent value, which may lie
+	// just above the exact maximum: cap it there.
+	capAt := func(v int64, m time.Duration) time.Duration { return min(time.Duration(v), m) }
+	sum.P50, sum.P90, sum.P99, sum.P999 = capAt(p[0], sum.Max), capAt(p[1], sum.Max), capAt(p[2], sum.Max), capAt(p[3], sum.Max)
 	sum.Mean = time.Duration(latSum / sum.Count)
 	if svc.TotalCount() > 0 {
 		p = svc.ValueAtPercentilesSlice([]float64{50, 99})
-		sum.ServiceP50, sum.ServiceP99 = time.Duration(p[0]), time.Duration(p[1])
+		sum.ServiceP50, sum.ServiceP99 = capAt(p[0], sum.ServiceMax), capAt(p[1], sum.ServiceMax)
 	}
 	return sum
 }

@@ -294,3 +294,24 @@ func TestNewErrors(t *testing.T) {
 		t.Errorf("defaults %+v", c)
 	}
 }
+
+// TestPercentilesNeverAboveMax: a histogram percentile is its bucket's
+// highest equivalent value, which may lie above the exact maximum (a report
+// showing p99 7.7537 ms beside max 7.7509 ms). Percentiles are capped at the
+// exact maximum, in summaries, merges and intervals.
+func TestPercentilesNeverAboveMax(t *testing.T) {
+	rec := newRecorder(t, metrics.Config{})
+	d := 7750928 * time.Nanosecond
+	rec.Record(result(2, "c", 0, d-time.Millisecond, time.Millisecond, nil))
+	for _, s := range []metrics.Summary{rec.Summary()[0], rec.Merged(nil)} {
+		if s.Max != d || s.P50 > s.Max || s.P99 > s.Max || s.P999 > s.Max || s.ServiceP99 > s.ServiceMax {
+			t.Errorf("p50 %v p99 %v p99.9 %v max %v, service p99 %v max %v: percentiles above the exact max",
+				s.P50, s.P99, s.P999, s.Max, s.ServiceP99, s.ServiceMax)
+		}
+	}
+	for _, iv := range rec.Intervals() {
+		if iv.P99 > iv.Max || iv.P50 > iv.Max {
+			t.Errorf("interval p50 %v p99 %v above max %v", iv.P50, iv.P99, iv.Max)
+		}
+	}
+}
