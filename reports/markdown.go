@@ -83,6 +83,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 				p("| %s | %s | %s |\n", md(s.Tenant), fmtMS(s.DBTime), fmtShare(s.Share))
 			}
 		}
+		mdFaults(w, c)
 	}
 
 	p("\n## Assertions\n\n%s\n\n", assertionSummary(r))

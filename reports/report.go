@@ -91,6 +91,9 @@ type Configuration struct {
 	TopDBTime []Share `json:"top_db_time,omitempty"`
 	// Intervals is an optional time series of the noisy phase.
 	Intervals []Interval `json:"intervals,omitempty"`
+	// Faults are the node faults injected during the noisy phase, in
+	// injection order. Optional.
+	Faults []Fault `json:"faults,omitempty"`
 }
 
 // AsExpected reports whether the configuration met its expectation: its

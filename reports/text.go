@@ -400,6 +400,7 @@ func (t *textWriter) configuration(c Configuration) {
 		}
 		t.p("top DB time: %s\n", strings.Join(parts, ", "))
 	}
+	t.faults(c)
 }
 
 func (t *textWriter) assertions() {
