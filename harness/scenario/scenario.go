@@ -77,6 +77,10 @@ type Scenario struct {
 	Configurations []Configuration `yaml:"configurations"`
 	// Assertions decide whether a configuration passes.
 	Assertions Assertions `yaml:"assertions"`
+	// Promotion, when present, makes this a tenant-promotion scenario on
+	// topology shards (see Promotion); absent, it is the noisy-neighbour
+	// scenario.
+	Promotion Promotion `yaml:"promotion"`
 	// Faults are node faults injected during each configuration's run
 	// phase; backend kind docker only. Empty means none.
 	Faults []Fault `yaml:"faults"`
@@ -129,11 +133,17 @@ type Backend struct {
 	// Images overrides Image per node role (primary, replica, coordinator,
 	// worker, shard); kind docker only.
 	Images map[backend.Role]string `yaml:"images"`
+	// Shards is the node count of topology shards (kind local), 2..16.
+	// Default 4.
+	Shards int `yaml:"shards"`
 }
 
 // Spec returns the backend.Spec for a local backend: the topology and the
 // settings.
 func (b Backend) Spec() backend.Spec {
+	if b.Topology == TopologyShards {
+		return backend.Spec{Topology: backend.TopologyPrimaries, Nodes: b.Shards, Settings: b.Settings}
+	}
 	return backend.Spec{Topology: b.Topology, Settings: b.Settings}
 }
 

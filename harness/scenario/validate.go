@@ -176,6 +176,7 @@ func (s *Scenario) problems() []Problem {
 	c.arrivals(s.Classes, &s.Phases)
 	c.configurations(s.Configurations)
 	c.assertions(&s.Assertions)
+	c.promotion(s)
 	c.faults(s)
 	return sortProblems(c.ps)
 }
@@ -184,7 +185,10 @@ var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z
 
 func (c *checker) backend(b *Backend) {
 	kindOK := oneOf(c, "backend.kind", "backend kind", b.Kind, BackendLocal, BackendExternal, BackendDocker)
-	topoOK := oneOf(c, "backend.topology", "topology", b.Topology, backend.TopologySingle, backend.TopologyReplica)
+	topoOK := oneOf(c, "backend.topology", "topology", b.Topology, backend.TopologySingle, backend.TopologyReplica, TopologyShards)
+	if b.Topology == TopologyShards && b.Kind != BackendLocal {
+		c.add("backend.topology", "shards needs kind local")
+	}
 	if !kindOK {
 		return
 	}
