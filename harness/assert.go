@@ -14,6 +14,7 @@ const (
 	AssertNoisyRejections   = "noisy_rejections"
 	AssertRejectionsCounted = "noisy_rejections_counted"
 	AssertNoUnexpectedError = "no_unexpected_errors"
+	AssertQuietNotRejected  = "quiet_not_rejected"
 	AssertCleanInFlight     = "clean_after_limiter_in_flight"
 	AssertCleanBorrowed     = "clean_after_borrowed_connections"
 	AssertCleanTagged       = "clean_after_tagged_sessions"

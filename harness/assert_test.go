@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -84,5 +85,26 @@ func TestExpectations(t *testing.T) {
 	r.opts.Only = "naive"
 	if got := r.expectations(rep); len(got) != 0 {
 		t.Errorf("--only applies the assertions themselves, no expectation: got %+v", got)
+	}
+}
+
+func TestQuietRejections(t *testing.T) {
+	sums := []metrics.Summary{
+		{Tenant: 1, Class: "lookup", ErrorsByClass: map[string]int64{"queue_full": 50}},
+		{Tenant: 2, Class: "lookup", ErrorsByClass: map[string]int64{"statement_timeout": 3}},
+		{Tenant: 3, Class: "page", ErrorsByClass: map[string]int64{"queue_full": 1, "wait_exceeded": 2}},
+	}
+	got := quietRejections("isolated", sums)
+	if len(got) != 2 {
+		t.Fatalf("got %d assertions, want tenant 3's and the aggregate: %+v", len(got), got)
+	}
+	if got[0].Tenant != "3" || got[0].Observed != 3 || got[0].Passed {
+		t.Errorf("tenant 3: %+v", got[0])
+	}
+	if got[1].Tenant != quietAll || got[1].Observed != 3 || got[1].Passed {
+		t.Errorf("aggregate: %+v (the dominant tenant's rejections must not count)", got[1])
+	}
+	if ok := quietRejections("isolated", sums[:2]); len(ok) != 1 || !ok[0].Passed {
+		t.Errorf("no quiet rejections must pass: %+v", ok)
 	}
 }

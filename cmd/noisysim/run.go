@@ -53,7 +53,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *only != "" {
+	onlySet := false
+	fs.Visit(func(f *flag.Flag) { onlySet = onlySet || f.Name == "only" })
+	if onlySet {
 		if _, ok := sc.Configuration(*only); !ok {
 			return usagef("run: --only %q: %s has no such configuration (it has %s)", *only, file, configNames(sc))
 		}

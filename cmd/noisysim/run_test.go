@@ -42,6 +42,7 @@ func TestRunAndValidateBadInput(t *testing.T) {
 		{[]string{"run", share}, "tenants.dominant_share"},
 		{[]string{"run", unreadable}, "missing.yaml"},
 		{[]string{"run", "../../scenarios/ci-gate.yaml", "--only", "nope"}, `--only "nope"`},
+		{[]string{"run", "../../scenarios/ci-gate.yaml", "--only", ""}, `--only ""`},
 		{[]string{"validate"}, "missing scenario file"},
 		{[]string{"validate", unknown, share}, "2 of 2 scenario files invalid"},
 	}
