@@ -132,6 +132,8 @@ func StartBackend(ctx context.Context, sc *scenario.Scenario, log *slog.Logger) 
 			return nil, err
 		}
 		b = external.New(external.Config{Primary: primary, Replica: replica, Logger: log})
+	case scenario.BackendDocker:
+		b = dockerBackend(sc, log)
 	default:
 		b = local.New(local.WithLogger(log))
 	}
@@ -479,9 +481,18 @@ type executor struct {
 	r     *runner
 	stack *stack
 	seen  sync.Map // tenant string → *[2]atomic.Int64 (queue_full, wait_exceeded)
+	// wrapped, when set, is do observed by a fault run.
+	wrapped workload.Executor
 }
 
 func (e *executor) exec(ctx context.Context, op workload.Op) error {
+	if e.wrapped != nil {
+		return e.wrapped(ctx, op)
+	}
+	return e.do(ctx, op)
+}
+
+func (e *executor) do(ctx context.Context, op workload.Op) error {
 	e.r.issued.Add(1)
 	c := e.r.classes[op.Class]
 	tenant := strconv.Itoa(op.Tenant)
@@ -566,13 +577,16 @@ func errorClass(err error) string {
 }
 
 // phase runs one schedule through st and returns its recorder and stats.
-func (r *runner) phase(ctx context.Context, name, config string, s workload.Schedule, st *stack) (*metrics.Recorder, *executor, workload.RunStats, error) {
+func (r *runner) phase(ctx context.Context, name, config string, s workload.Schedule, st *stack, faults *faultRun) (*metrics.Recorder, *executor, workload.RunStats, error) {
 	rec, err := metrics.New(metrics.Config{Warmup: r.sc.Phases.Warmup.Duration(), Classify: errorClass})
 	if err != nil {
 		return nil, nil, workload.RunStats{}, fmt.Errorf("%w: %w", ErrRun, err)
 	}
 	ex := &executor{r: r, stack: st}
 	r.setPhase(name, config, s.Duration)
+	if faults != nil {
+		ex.wrapped = faults.wrap(ex.do)
+	}
 	drain := max(r.sc.Phases.Drain.Duration(), time.Millisecond)
 	var stats workload.RunStats
 	if r.sc.Load.Model == scenario.ModelClosed {
@@ -620,7 +634,7 @@ func (r *runner) runSolo(ctx context.Context, host *scenario.Configuration) erro
 		return err
 	}
 	defer st.Close()
-	rec, _, _, err := r.phase(ctx, PhaseSolo, host.Name, r.solo, st)
+	rec, _, _, err := r.phase(ctx, PhaseSolo, host.Name, r.solo, st, nil)
 	if err != nil {
 		return err
 	}
@@ -649,7 +663,12 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	before := st.limiterStat()
 	usageBefore := st.Ledger().Usage()
 	t0 := time.Now()
-	rec, ex, stats, err := r.phase(ctx, PhaseRun, c.Name, r.full, st)
+	faults, err := r.startFaults(ctx, c)
+	if err != nil {
+		return configResult{}, err
+	}
+	rec, ex, stats, err := r.phase(ctx, PhaseRun, c.Name, r.full, st, faults)
+	faultReports := faults.finish()
 	if err != nil {
 		return configResult{}, err
 	}
@@ -675,6 +694,7 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	res.report.Stats = runStats(stats, summaries, planned)
 	res.report.TopDBTime = topShares(shares, 10)
 	res.report.Intervals = intervals(rec)
+	res.report.Faults = faultReports
 	res.assertions = r.assertions(c, rec, ex, before, after, clean)
 	res.report.Passed, _ = verdict(res.assertions)
 	return res, nil

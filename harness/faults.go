@@ -1,0 +1,229 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/backend/container"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
+	"github.com/noisysim/noisysim/workload"
+)
+
+// faultInjector is the optional cluster method scenario faults need; the
+// container backend's clusters have it.
+type faultInjector interface {
+	Inject(ctx context.Context, node string, f container.Fault) (container.Restore, error)
+}
+
+var _ faultInjector = (*container.Cluster)(nil)
+
+// restoreTimeout bounds a fault's restore, which runs even when the run is
+// cancelled.
+const restoreTimeout = 90 * time.Second
+
+// opEvent is one finished op of a phase with faults, times from the phase
+// start.
+type opEvent struct {
+	start, end time.Duration
+	tenant     int
+	class      string
+	failed     bool
+}
+
+// faultTimes is what happened to one fault: when it was injected and
+// restored (from the phase start) and any failure to do either.
+type faultTimes struct {
+	injected, restored time.Duration
+	err                error
+}
+
+// faultRun injects one configuration's faults during its run phase and
+// watches every op's outcome to measure their effect.
+type faultRun struct {
+	inj    faultInjector
+	faults []scenario.Fault
+	ctx    context.Context
+	start  time.Time
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	events []opEvent
+	times  []faultTimes
+}
+
+// startFaults returns the fault run of configuration c, or nil when no
+// fault applies to it. Its faults begin when wrap is called.
+func (r *runner) startFaults(ctx context.Context, c *scenario.Configuration) (*faultRun, error) {
+	var fs []scenario.Fault
+	for _, f := range r.sc.Faults {
+		if f.Applies(c.Name) {
+			fs = append(fs, f)
+		}
+	}
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	inj, ok := r.cluster.(faultInjector)
+	if !ok {
+		return nil, fmt.Errorf("%w: faults need a cluster of backend kind docker; this one cannot stop, pause or disconnect nodes: %w", ErrRun, scenario.ErrInvalid)
+	}
+	return &faultRun{inj: inj, faults: fs, ctx: ctx, times: make([]faultTimes, len(fs))}, nil
+}
+
+// wrap marks the phase start, schedules the faults from it and returns exec
+// observed: every op's start, end and failure are kept.
+func (fr *faultRun) wrap(exec workload.Executor) workload.Executor {
+	fr.start = time.Now()
+	for i, f := range fr.faults {
+		fr.wg.Add(1)
+		go fr.inject(i, f)
+	}
+	return func(ctx context.Context, op workload.Op) error {
+		s := time.Since(fr.start)
+		err := exec(ctx, op)
+		ev := opEvent{start: s, end: time.Since(fr.start), tenant: op.Tenant, class: op.Class}
+		if err != nil {
+			// Limiter rejections are the isolation stack at work, not the
+			// fault.
+			switch errorClass(err) {
+			case string(scenario.ErrorQueueFull), string(scenario.ErrorWaitExceeded):
+			default:
+				ev.failed = true
+			}
+		}
+		fr.mu.Lock()
+		fr.events = append(fr.events, ev)
+		fr.mu.Unlock()
+		return err
+	}
+}
+
+// inject applies fault i at its time, holds it for its duration and
+// restores it, whatever happens to the run meanwhile.
+func (fr *faultRun) inject(i int, f scenario.Fault) {
+	defer fr.wg.Done()
+	ft := &faultTimes{}
+	defer func() {
+		fr.mu.Lock()
+		fr.times[i] = *ft
+		fr.mu.Unlock()
+	}()
+	if !sleepUntil(fr.ctx, fr.start.Add(f.At.Duration())) {
+		ft.err = fr.ctx.Err()
+		return
+	}
+	restore, err := fr.inj.Inject(fr.ctx, f.Node, container.Fault(f.Action))
+	ft.injected = time.Since(fr.start)
+	ft.restored = ft.injected
+	if err != nil {
+		ft.err = err
+		return
+	}
+	sleepUntil(fr.ctx, fr.start.Add(ft.injected+f.For.Duration()))
+	rctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	defer cancel()
+	ft.err = restore(rctx)
+	ft.restored = time.Since(fr.start)
+}
+
+// sleepUntil waits until t; false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// finish waits until every fault is restored and returns what each did.
+// A nil faultRun has none.
+func (fr *faultRun) finish() []reports.Fault {
+	if fr == nil {
+		return nil
+	}
+	fr.wg.Wait()
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	out := make([]reports.Fault, len(fr.faults))
+	for i, f := range fr.faults {
+		out[i] = burst(f, fr.times[i], fr.events)
+	}
+	return out
+}
+
+// burst measures one fault over the phase's ops. The classes that failed
+// between injection and restore are the fault's; recovery is the end of
+// the first op of one of them that started after the restore and
+// succeeded. The burst is every failed op that ended from the injection
+// until recovery (or the phase end).
+func burst(f scenario.Fault, ft faultTimes, events []opEvent) reports.Fault {
+	rf := reports.Fault{Node: f.Node, Action: string(f.Action), At: ft.injected.Seconds(), Restored: ft.restored.Seconds()}
+	if ft.err != nil {
+		rf.Error = ft.err.Error()
+	}
+	hit := map[string]bool{}
+	for _, e := range events {
+		if e.failed && e.end >= ft.injected && e.end <= ft.restored {
+			hit[e.class] = true
+		}
+	}
+	end := time.Duration(1<<63 - 1)
+	if len(hit) == 0 {
+		rf.Recovered = rf.Error == ""
+		end = ft.restored
+	} else {
+		for _, e := range events {
+			if !e.failed && hit[e.class] && e.start >= ft.restored && e.end < end {
+				end = e.end
+				rf.Recovered = rf.Error == ""
+			}
+		}
+		if rf.Recovered {
+			rf.TimeToRecover = float64(end-ft.restored) / float64(time.Millisecond)
+		}
+	}
+	byTenant := map[int]*reports.FaultTenant{}
+	for _, e := range events {
+		if !e.failed || e.end < ft.injected || e.end > end {
+			continue
+		}
+		t := byTenant[e.tenant]
+		if t == nil {
+			t = &reports.FaultTenant{Tenant: strconv.Itoa(e.tenant), ByClass: map[string]int64{}}
+			byTenant[e.tenant] = t
+		}
+		t.Errors++
+		t.ByClass[e.class]++
+		rf.Errors++
+	}
+	ids := make([]int, 0, len(byTenant))
+	for id := range byTenant {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		rf.Tenants = append(rf.Tenants, *byTenant[id])
+	}
+	return rf
+}
+
+// dockerBackend is the container backend with sc's images.
+func dockerBackend(sc *scenario.Scenario, log *slog.Logger) *container.Backend {
+	opts := []container.Option{container.WithLogger(log)}
+	if sc.Backend.Image != "" {
+		opts = append(opts, container.WithImages(sc.Backend.Image))
+	}
+	for r, img := range sc.Backend.Images {
+		opts = append(opts, container.WithImage(r, img))
+	}
+	return container.New(opts...)
+}

@@ -1,0 +1,89 @@
+package harness_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/backend/container"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
+)
+
+const faulty = `
+name: faulty
+seed: 3
+backend: {kind: docker, image: IMAGE}
+tenants: {count: 5}
+data: {orders: 2000}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 100}
+phases: {warmup: 200ms, solo: 500ms, run: 4s, drain: 2s}
+configurations:
+  - {name: isolated, mode: isolated}
+assertions: {quiet_p99: {min_samples: 1000000}, allowed_errors: [connection_lost, other]}
+faults:
+  - {node: primary, action: stop, at: 1s, for: 1s}
+`
+
+// TestFaultStopInReport runs a small scenario on the container backend with
+// the primary stopped for 1 s mid-run: the report shows the error burst per
+// tenant and a time to recover, and nothing of the run is left in Docker.
+func TestFaultStopInReport(t *testing.T) {
+	image := container.LocalTestImage
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	if err := container.Available(ctx); err != nil {
+		t.Skip("skipping: no Docker daemon reachable")
+	}
+	if ok, err := container.ImagePresent(ctx, image); err != nil || !ok {
+		t.Skipf("skipping: image %s is absent (build it with .ci/pg-image.sh)", image)
+	}
+	sc, err := scenario.Parse([]byte(strings.Replace(faulty, "IMAGE", image, 1)), "faulty.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.Run(ctx, sc, harness.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := rep.Configurations[0].Faults
+	if len(fs) != 1 {
+		t.Fatalf("%d faults in the report, want 1", len(fs))
+	}
+	f := fs[0]
+	if f.Node != "primary" || f.Action != "stop" || f.Error != "" {
+		t.Errorf("fault = %+v", f)
+	}
+	if f.At < 0.9 || f.Restored < f.At+1 {
+		t.Errorf("injected at %.2f s, restored at %.2f s; want ≈1 s and ≥ 1 s later", f.At, f.Restored)
+	}
+	if f.Errors == 0 || len(f.Tenants) == 0 {
+		t.Errorf("no error burst: %+v", f)
+	}
+	var sum int64
+	for _, ft := range f.Tenants {
+		sum += ft.Errors
+	}
+	if sum != f.Errors {
+		t.Errorf("tenant errors sum to %d, fault has %d", sum, f.Errors)
+	}
+	if !f.Recovered || f.TimeToRecover < 0 {
+		t.Errorf("not recovered: %+v", f)
+	}
+	t.Logf("fault: %+v", f)
+	var text bytes.Buffer
+	if err := reports.WriteText(&text, rep, reports.TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "stop primary at") {
+		t.Errorf("text report lacks the fault:\n%s", text.String())
+	}
+	cs, ns, err := container.Leftovers(context.Background())
+	if err != nil || len(cs)+len(ns) > 0 {
+		t.Errorf("left in Docker after the run: containers %v, networks %v (%v)", cs, ns, err)
+	}
+}
