@@ -21,8 +21,8 @@ const envTestPanicAfterUp = "NOISYSIM_TEST_PANIC_AFTER_UP"
 func runCluster(ctx context.Context, a *app, args []string) error {
 	usage := func(w io.Writer) {
 		fmt.Fprintf(w, `Usage:
-  noisysim cluster up [--topology single|replica] [--keep] [--show-password] [--setting k=v ...]
-  noisysim cluster down [--dir DIR]
+  noisysim cluster up [--backend local|docker] [--topology single|replica|primaries|citus] [--keep] [--show-password] [--setting k=v ...]
+  noisysim cluster down [--dir DIR] | --backend docker [--run ID]
 
 up starts a throwaway PostgreSQL cluster, prints its nodes and DSNs and waits
 for Ctrl-C, then stops it and removes its files. With --keep it returns and
@@ -71,6 +71,8 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	binDir := fs.String("bindir", "", "directory of PostgreSQL's server binaries (default: search, see "+local.EnvBinDir+")")
 	baseDir := fs.String("base-dir", "", "directory to create the cluster in (default: the temp dir)")
 	timings := fs.Bool("timings", false, "print the duration of each start-up step")
+	kind := backendFlag(fs, "local", "where the cluster runs: local (processes) or docker (containers)")
+	image := fs.String("image", "", "container image of every node (backend docker; default: the official images)")
 	settings := settingsFlag{}
 	fs.Var(settings, "setting", "server setting name=value, repeatable (e.g. --setting max_connections=200)")
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +87,13 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	spec := backend.Spec{Topology: backend.Topology(*topology), Nodes: *nodes}
 	if len(settings) > 0 {
 		spec.Settings = settings
+	}
+	switch *kind {
+	case "local":
+	case "docker":
+		return dockerClusterUp(ctx, a, spec, *image, *keep, *showPassword)
+	default:
+		return usagef("cluster up: --backend %q: want local or docker", *kind)
 	}
 	b := local.New(local.WithLogger(a.log), local.WithKeep(*keep), local.WithPort(*port),
 		local.WithBinDir(*binDir), local.WithBaseDir(*baseDir))
@@ -150,11 +159,20 @@ func clusterDown(ctx context.Context, a *app, args []string) error {
 	fs.SetOutput(a.stderr)
 	dir := fs.String("dir", "", "directory of the kept cluster (default: the only one in --base-dir)")
 	baseDir := fs.String("base-dir", "", "where to look for kept clusters (default: the temp dir)")
+	kind := backendFlag(fs, "local", "where the kept cluster runs: local or docker")
+	run := fs.String("run", "", "backend docker: the run id to remove (default: every noisysim container and network)")
 	if err := fs.Parse(args); err != nil {
 		return usageOrHelp(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("cluster down: unexpected argument %q", fs.Arg(0))
+	}
+	switch *kind {
+	case "local":
+	case "docker":
+		return dockerClusterDown(ctx, a, *run)
+	default:
+		return usagef("cluster down: --backend %q: want local or docker", *kind)
 	}
 	if *dir == "" {
 		kept, err := local.KeptClusters(*baseDir)

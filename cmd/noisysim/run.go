@@ -41,6 +41,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	out := fs.String("out", "", "write report.json, report.md and junit.xml into this directory")
 	noProgress := fs.Bool("no-progress", false, "no progress display")
 	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
+	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
+	image := fs.String("image", "", "container image of every node (backend docker)")
 	file, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -52,6 +54,14 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	sc, err := scenario.Load(file)
 	if err != nil {
 		return err
+	}
+	if err := overrideBackend(sc, *kind, *image); err != nil {
+		return err
+	}
+	if sc.Backend.Kind == scenario.BackendDocker {
+		if err := needDocker(ctx, "run"); err != nil {
+			return err
+		}
 	}
 	onlySet := false
 	fs.Visit(func(f *flag.Flag) { onlySet = onlySet || f.Name == "only" })

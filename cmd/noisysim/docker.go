@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/container"
+	"github.com/noisysim/noisysim/harness/scenario"
+)
+
+// needDocker returns a one-line error (exit 2) when no Docker daemon answers.
+func needDocker(ctx context.Context, cmd string) error {
+	if err := container.Available(ctx); err != nil {
+		return fmt.Errorf("%s --backend docker: %w", cmd, err)
+	}
+	return nil
+}
+
+// overrideBackend applies `run --backend KIND [--image IMAGE]` to sc and
+// re-validates it.
+func overrideBackend(sc *scenario.Scenario, kind, image string) error {
+	switch kind {
+	case "":
+	case string(scenario.BackendLocal), string(scenario.BackendDocker):
+		sc.Backend.Kind = scenario.BackendKind(kind)
+	default:
+		return usagef("run: --backend %q: want local or docker", kind)
+	}
+	if image != "" {
+		if sc.Backend.Kind != scenario.BackendDocker {
+			return usagef("run: --image needs backend kind docker")
+		}
+		sc.Backend.Image = image
+	}
+	if errs := sc.Validate(); len(errs) > 0 {
+		return fmt.Errorf("run: --backend %s: %w: %w", sc.Backend.Kind, scenario.ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}
+
+// dockerClusterUp is `cluster up --backend docker`.
+func dockerClusterUp(ctx context.Context, a *app, spec backend.Spec, image string, keep, showPassword bool) error {
+	if err := needDocker(ctx, "cluster up"); err != nil {
+		return err
+	}
+	b := container.New(container.WithLogger(a.log), container.WithKeep(keep), container.WithImages(image))
+	// Registered before Start so that a panic or a second signal also
+	// removes a cluster that is still starting.
+	td := a.teardown.add(b.CloseAll, b.CloseAll)
+	c, err := b.StartCluster(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("start cluster: %w", err)
+	}
+	fmt.Fprintf(a.stdout, "cluster up: docker %s, %d node(s), ready in %.2f s, run %s, network %s\n",
+		c.Topology(), len(c.Nodes()), c.Ready().Seconds(), c.RunID(), c.Network())
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	for _, n := range c.Nodes() {
+		dsn := n.RedactedDSN()
+		if showPassword {
+			dsn = n.DSN()
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", n.Name, n.Role, dsn)
+	}
+	tw.Flush()
+	if os.Getenv(envTestPanicAfterUp) == "1" {
+		panic("test hook " + envTestPanicAfterUp)
+	}
+	if keep {
+		c.Close() // releases the client only: the cluster was started WithKeep
+		a.teardown.forget(td)
+		fmt.Fprintf(a.stdout, "The cluster keeps running.\n  stop: noisysim cluster down --backend docker --run %s\n", c.RunID())
+		if !showPassword {
+			fmt.Fprintf(a.stdout, "  (the password is not kept anywhere: use --show-password with --keep to see it)\n")
+		}
+		return nil
+	}
+	fmt.Fprintf(a.stdout, "Press Ctrl-C to stop the cluster and remove its containers.\n")
+	<-ctx.Done()
+	fmt.Fprintf(a.stderr, "noisysim: removing cluster\n")
+	if err := a.teardown.finish(td); err != nil {
+		return fmt.Errorf("remove cluster: %w", err)
+	}
+	fmt.Fprintf(a.stderr, "noisysim: cluster removed\n")
+	return nil
+}
+
+// dockerClusterDown is `cluster down --backend docker [--run ID]`.
+func dockerClusterDown(ctx context.Context, a *app, run string) error {
+	if err := needDocker(ctx, "cluster down"); err != nil {
+		return err
+	}
+	if err := container.Remove(ctx, run); err != nil {
+		return fmt.Errorf("cluster down: %w", err)
+	}
+	what := "every noisysim container and network"
+	if run != "" {
+		what = "run " + run
+	}
+	fmt.Fprintf(a.stdout, "%s removed\n", what)
+	return nil
+}
+
+// backendFlag registers --backend on fs.
+func backendFlag(fs *flag.FlagSet, def, usage string) *string {
+	return fs.String("backend", def, usage)
+}
