@@ -22,6 +22,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/metrics"
+	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
@@ -119,7 +120,20 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		cluster = c
 	}
 	r.cluster = cluster
+	if sc.Promoting() {
+		return runPromotion(ctx, r)
+	}
 	return r.run(ctx)
+}
+
+// runPromotion hands a scenario with a promotion section to its runner.
+func runPromotion(ctx context.Context, r *runner) (*reports.Report, error) {
+	rep, _, err := promotion.Run(ctx, r.sc, r.cluster, promotion.Options{Logger: r.log, Now: r.opts.Now,
+		Phase: func(window string, total time.Duration) { r.setPhase(window, "promotion", total) }})
+	if errors.Is(err, promotion.ErrRun) {
+		err = fmt.Errorf("%w: %w", ErrRun, err)
+	}
+	return rep, err
 }
 
 // StartBackend starts the cluster sc's backend section names.

@@ -15,7 +15,9 @@ import (
 // while the move runs (fenced = false), and tenants moved away (fenced =
 // true, kept as a tombstone so that a stale writer's write fails). changes
 // holds the keys written for captured tenants until the mover applies them
-// at the target. The trigger takes a FOR SHARE lock on the tenant's
+// at the target. The trigger function runs as its owner (SECURITY DEFINER,
+// fixed search_path), so least-privilege application roles need no access
+// to the schema. The trigger takes a FOR SHARE lock on the tenant's
 // capture row, so fencing it waits for every write transaction in flight
 // and no write can commit after the fence.
 const nodeDDL = `
@@ -33,7 +35,7 @@ CREATE TABLE IF NOT EXISTS noisysim_directory.changes (
 );
 CREATE INDEX IF NOT EXISTS changes_tenant ON noisysim_directory.changes (tenant_id, seq);
 CREATE OR REPLACE FUNCTION noisysim_directory.capture_trigger() RETURNS trigger
-LANGUAGE plpgsql AS $f$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
 	recs   jsonb[];
 	r      jsonb;
