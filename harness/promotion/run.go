@@ -312,4 +312,3 @@ func (r *runner) othersSums(ctx context.Context) (map[string]string, error) {
 	}
 	return out, nil
 }
-
