@@ -34,6 +34,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/directory"
 )
 
 // command is one subcommand. run gets the arguments after the command name;
@@ -50,6 +51,7 @@ type command struct {
 var commands = []command{
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
+	{"tenant", "move a tenant between directory shards (tenant move --tenant X --to NODE)", runTenant},
 	{"validate", "check scenario files and report every problem", runValidate},
 }
 
@@ -78,6 +80,8 @@ var exitCodes = []struct {
 	{backend.ErrNotInstalled, exitUsage},
 	{local.ErrNotKept, exitUsage},
 	{scenario.ErrInvalid, exitUsage},
+	{directory.ErrInvalidConfig, exitUsage},
+	{directory.ErrUnknownNode, exitUsage},
 }
 
 // exitCode returns the exit code for the error a command returned.

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
+	"github.com/noisysim/noisysim/harness/dataset"
+)
+
+func TestTenantMoveBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"tenant"}, "missing subcommand"},
+		{[]string{"tenant", "shove"}, `unknown subcommand "shove"`},
+		{[]string{"tenant", "move", "--to", "a", "--node", "a=postgres://x/y"}, "--tenant is required"},
+		{[]string{"tenant", "move", "--tenant", "1", "--node", "a=postgres://x/y"}, "--to is required"},
+		{[]string{"tenant", "move", "--tenant", "1", "--to", "b", "--node", "a=postgres://x/y"}, `--to "b" is not one of`},
+		{[]string{"tenant", "move", "--tenant", "1", "--to", "a", "--node", "nodsn"}, "want NAME=DSN"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if got := realMain(tc.args, &out, &errOut); got != exitUsage {
+				t.Errorf("exit %d, want 2; stderr:\n%s", got, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.msg) {
+				t.Errorf("stderr lacks %q:\n%s", tc.msg, errOut.String())
+			}
+		})
+	}
+}
+
+// TestTenantMove moves a tenant between two running nodes given by DSN,
+// then runs the same command again (nothing to do).
+func TestTenantMove(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{Topology: backend.TopologyPrimaries, Nodes: 2})
+	nodes := c.Nodes()
+	ctx := t.Context()
+	for i, n := range nodes {
+		conn, err := pgx.Connect(ctx, n.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders := map[int]int64{1: 5000, 2: 10}
+		if err := dataset.Load(ctx, conn, dataset.Spec{Orders: orders, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 { // the target starts empty
+			if _, err := conn.Exec(ctx, "TRUNCATE orders, tenants"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn.Close(ctx)
+	}
+	args := []string{"tenant", "move", "--install", "--tenant", "1", "--to", nodes[1].Name, "--grace", "0s",
+		"--node", nodes[0].Name + "=" + nodes[0].DSN(), "--node", nodes[1].Name + "=" + nodes[1].DSN()}
+	var out, errOut bytes.Buffer
+	if got := realMain(args, &out, &errOut); got != exitOK {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", got, errOut.String())
+	}
+	t.Logf("%s", out.String())
+	if !strings.Contains(out.String(), "tenant 1 moved "+nodes[0].Name+" → "+nodes[1].Name) || !strings.Contains(out.String(), "5000 rows") {
+		t.Errorf("output lacks the move's figures:\n%s", out.String())
+	}
+	conn, err := pgx.Connect(ctx, nodes[1].DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM orders WHERE tenant_id = 1").Scan(&n); err != nil || n != 5000 {
+		t.Errorf("target holds %d orders of tenant 1 (%v), want 5000", n, err)
+	}
+	out.Reset()
+	if got := realMain(args, &out, &errOut); got != exitOK || !strings.Contains(out.String(), "already on") {
+		t.Errorf("second run: exit %d, output %q; want 0 and already on", got, out.String())
+	}
+}
+
+// TestRunTenantPromotion runs scenarios/tenant-promotion.yaml end to end
+// with the built binary: exit 0, and the report carries the move's figures
+// and the checker's verdict.
+func TestRunTenantPromotion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: end-to-end scenario run in -short mode")
+	}
+	if _, err := local.FindBinaries(context.Background(), ""); errors.Is(err, backend.ErrNotInstalled) {
+		t.Skipf("skipping: PostgreSQL server binaries not found: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "noisysim")
+	// Built without -race: its overhead would be measured as latency.
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build noisysim: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "report")
+	cmd := exec.Command(bin, "run", "--no-progress", "../../scenarios/tenant-promotion.yaml", "--out", dir)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	t.Logf("noisysim run tenant-promotion.yaml:\n%s\n%s", out.String(), errOut.String())
+	if err != nil {
+		t.Fatalf("run: %v, want exit 0", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Passed     bool     `json:"passed"`
+		Notes      []string `json:"notes"`
+		Assertions []struct {
+			Name   string `json:"name"`
+			Passed bool   `json:"passed"`
+		} `json:"assertions"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, a := range rep.Assertions {
+		names[a.Name] = a.Passed
+	}
+	for _, want := range []string{"zero_loss", "write_pause", "skew_reduced", "source_empty", "other_tenants_untouched", "tenant_moved"} {
+		if pass, ok := names[want]; !ok || !pass {
+			t.Errorf("assertion %s: present %v, passed %v", want, ok, pass)
+		}
+	}
+	if !rep.Passed || !strings.Contains(strings.Join(rep.Notes, "\n"), "MB/s") {
+		t.Errorf("report passed %v, notes %q: want a pass with the move's figures", rep.Passed, rep.Notes)
+	}
+}
