@@ -126,6 +126,11 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	if fig.CancelledTarget != "" {
+		fmt.Fprintf(a.stdout, "tenant %s never left %s: cancelled its interrupted move to %s (after step %s)\n",
+			fig.Tenant, fig.Target, fig.CancelledTarget, fig.ResumedAfter)
+		return nil
+	}
 	if fig.AlreadyThere {
 		fmt.Fprintf(a.stdout, "tenant %s is already on %s: nothing to do\n", fig.Tenant, fig.Target)
 		return nil

@@ -365,3 +365,69 @@ func TestMoveLocked(t *testing.T) {
 		t.Errorf("moving a tenant to where it is: %+v, %v; want AlreadyThere", fig, err)
 	}
 }
+
+// TestMoveBackToSourceCancels interrupts a move before its switch and then
+// "moves" the tenant to the node it is still on: that cancels the move.
+// The tenant's rows at the source stay whole (the copy step must never run
+// with the source as its target: it empties the target first), the catalog
+// says active on the source, and the source takes writes.
+func TestMoveBackToSourceCancels(t *testing.T) {
+	s := startShards(t, 3, 6, 2000)
+	ctx := t.Context()
+	killed := errors.New("killed")
+	for _, step := range []directory.Step{directory.StepCopy, directory.StepSwitch} {
+		tenant := map[directory.Step]string{directory.StepCopy: "1", directory.StepSwitch: "2"}[step]
+		t.Run(string(step), func(t *testing.T) {
+			source, _, _, err := s.cat.Lookup(ctx, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := s.names[2]
+			want := s.sums(t, source, tenant)
+			cfg := s.moveConfig()
+			cfg.BeforeStep = func(st directory.Step) error {
+				if st == step {
+					return killed
+				}
+				return nil
+			}
+			if _, err := directory.Move(ctx, cfg, tenant, target); !errors.Is(err, killed) {
+				t.Fatalf("interrupted move: %v", err)
+			}
+			fig, err := directory.Move(ctx, s.moveConfig(), tenant, source)
+			if err != nil {
+				t.Fatalf("move back to the source %s: %v", source, err)
+			}
+			if !fig.AlreadyThere {
+				t.Errorf("move back to the source: %+v, want AlreadyThere", *fig)
+			}
+			if got := s.sums(t, source, tenant); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("source %s holds %v after the cancel, want %v", source, got, want)
+			}
+			node, e, _, err := s.cat.Lookup(ctx, tenant)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if node != source || e.State != directory.StateActive {
+				t.Errorf("catalog: %s %s, want %s active", node, e.State, source)
+			}
+			if _, err := s.pools[source].Exec(ctx, "UPDATE accounts SET plan = 'p' WHERE tenant_id = $1::text::bigint", tenant); err != nil {
+				t.Errorf("the source refuses writes after the cancel: %v", err)
+			}
+			var captured int
+			if err := s.pools[source].QueryRow(ctx, "SELECT count(*) FROM noisysim_directory.changes WHERE tenant_id = $1", tenant).Scan(&captured); err != nil {
+				t.Fatal(err)
+			}
+			if captured != 0 {
+				t.Errorf("%d writes still captured at the source after the cancel", captured)
+			}
+			// A later move still works.
+			if _, err := directory.Move(ctx, s.moveConfig(), tenant, target); err != nil {
+				t.Fatalf("move after the cancel: %v", err)
+			}
+			if got := s.sums(t, target, tenant); fmt.Sprint(got) == fmt.Sprint(want) {
+				t.Errorf("target holds %v, want the source's rows plus the update", got)
+			}
+		})
+	}
+}

@@ -121,8 +121,14 @@ type Figures struct {
 	Source string `json:"source"`
 	Target string `json:"target"`
 	// AlreadyThere is true when the tenant was already at the target and
-	// nothing was done.
+	// no data moved.
 	AlreadyThere bool `json:"already_there,omitempty"`
+	// CancelledTarget is the target of an interrupted move that this run
+	// cancelled: the move had not switched and the tenant was moved back
+	// to the node it never left (capture stopped, source unfenced, catalog
+	// active there). Rows a partial copy left at CancelledTarget stay until
+	// a later move there empties it first.
+	CancelledTarget string `json:"cancelled_target,omitempty"`
 	// ResumedAfter is the step the catalog had recorded when this run
 	// resumed an interrupted move; empty for a fresh move.
 	ResumedAfter Step    `json:"resumed_after,omitempty"`
@@ -171,7 +177,9 @@ type mover struct {
 // again.
 //
 // An interrupted move may be run again towards another target as long as
-// it had not switched (e.g. when its target died).
+// it had not switched (e.g. when its target died); run towards its source
+// (the node the tenant never left) it is cancelled (see
+// Figures.CancelledTarget).
 //
 // Errors: ErrMoveInProgress when another mover holds the tenant (or an
 // interrupted move past its switch went to another target),
@@ -220,6 +228,20 @@ func Move(ctx context.Context, cfg MoveConfig, tenant, target string) (*Figures,
 	case has && rec.Step != StepDone && rec.Target != target && switched:
 		return nil, fmt.Errorf("move tenant %s: the interrupted move to %s is past its switch: finish it first (move to %s again): %w",
 			tenant, rec.Target, rec.Target, ErrMoveInProgress)
+	case has && rec.Step != StepDone && rec.Source == target:
+		// Before the switch the tenant never left the source: moving it
+		// there cancels the move. (Run as a move, its copy step would
+		// empty the source, the target.)
+		m.source = target
+		if _, ok := cfg.Nodes[target]; !ok {
+			return nil, fmt.Errorf("move tenant %s: no DSN for node %s: %w", tenant, target, ErrInvalidConfig)
+		}
+		if err := m.cancel(ctx); err != nil {
+			return nil, fmt.Errorf("move tenant %s: cancel the interrupted move to %s: %w", tenant, rec.Target, err)
+		}
+		m.log.Info("cancelled interrupted move", "tenant", tenant, "source", target, "old_target", rec.Target, "after", rec.Step)
+		return &Figures{Tenant: tenant, Source: target, Target: target, AlreadyThere: true,
+			ResumedAfter: rec.Step, CancelledTarget: rec.Target}, nil
 	case has && rec.Step != StepDone && rec.Target != target:
 		// Before the switch the source is still the tenant's home: start
 		// over towards the new target (e.g. the old one died).
@@ -262,6 +284,36 @@ func Move(ctx context.Context, cfg MoveConfig, tenant, target string) (*Figures,
 		m.log.Info("move step done", "tenant", tenant, "step", step, "took", time.Since(t0).Round(time.Millisecond))
 	}
 	return m.fig, nil
+}
+
+// cancel ends an interrupted move that had not switched: the source stops
+// capturing the tenant's writes (and is unfenced), the catalog marks the
+// tenant active on it and forgets the move. Each part is idempotent.
+func (m *mover) cancel(ctx context.Context) error {
+	src, err := m.conn(ctx, m.source)
+	if err != nil {
+		return err
+	}
+	if _, err := src.Exec(ctx, `DELETE FROM noisysim_directory.capture WHERE tenant_id = $1;`, m.tenant); err != nil {
+		return fmt.Errorf("stop capture at %s: %w", m.source, err)
+	}
+	if _, err := src.Exec(ctx, `DELETE FROM noisysim_directory.changes WHERE tenant_id = $1`, m.tenant); err != nil {
+		return fmt.Errorf("drop captured changes at %s: %w", m.source, err)
+	}
+	return pgx.BeginFunc(ctx, m.cfg.Catalog.pool, func(tx pgx.Tx) error {
+		if err := bump(ctx, tx); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE noisysim_directory.tenants SET node = $2, state = 'active',
+			version = (SELECT version FROM noisysim_directory.meta), updated_at = now() WHERE tenant_id = $1`,
+			m.tenant, m.source); err != nil {
+			return fmt.Errorf("mark tenant active: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM noisysim_directory.moves WHERE tenant_id = $1`, m.tenant); err != nil {
+			return fmt.Errorf("forget move: %w", err)
+		}
+		return nil
+	})
 }
 
 func (c *MoveConfig) fill() error {
