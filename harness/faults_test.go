@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
@@ -22,7 +23,7 @@ tenants: {count: 5}
 data: {orders: 2000}
 classes:
   - {name: lookup, isolation_class: interactive, query: lookup, rate: 100}
-phases: {warmup: 200ms, solo: 500ms, run: 4s, drain: 2s}
+phases: {warmup: 200ms, solo: 500ms, run: 8s, drain: 2s}
 configurations:
   - {name: isolated, mode: isolated}
 assertions: {quiet_p99: {min_samples: 1000000}, allowed_errors: [connection_lost, other]}
@@ -31,7 +32,8 @@ faults:
 `
 
 // TestFaultStopInReport runs a small scenario on the container backend with
-// the primary stopped for 1 s mid-run: the report shows the error burst per
+// the primary stopped for 1 s early in an 8 s run (restarting it takes up to
+// a few seconds under -race): the report shows the error burst per
 // tenant and a time to recover, and nothing of the run is left in Docker.
 func TestFaultStopInReport(t *testing.T) {
 	image := container.LocalTestImage
@@ -51,7 +53,10 @@ func TestFaultStopInReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := harness.Run(ctx, sc, harness.Options{})
+	var run string
+	rep, err := harness.Run(ctx, sc, harness.Options{OnCluster: func(c backend.Cluster) {
+		run = c.(*container.Cluster).RunID()
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +92,8 @@ func TestFaultStopInReport(t *testing.T) {
 	if !strings.Contains(text.String(), "stop primary at") {
 		t.Errorf("text report lacks the fault:\n%s", text.String())
 	}
-	cs, ns, err := container.Leftovers(context.Background())
-	if err != nil || len(cs)+len(ns) > 0 {
-		t.Errorf("left in Docker after the run: containers %v, networks %v (%v)", cs, ns, err)
+	cs, ns, err := container.Leftovers(context.Background(), container.LabelRun+"="+run)
+	if err != nil || len(cs)+len(ns) > 0 || run == "" {
+		t.Errorf("run %q left in Docker: containers %v, networks %v (%v)", run, cs, ns, err)
 	}
 }

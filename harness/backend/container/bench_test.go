@@ -17,7 +17,7 @@ func benchStart(b *testing.B, spec backend.Spec) {
 	ctx := context.Background()
 	var ms float64
 	for b.Loop() {
-		c, err := container.Start(ctx, spec, container.WithImages(testImage()))
+		c, err := container.Start(ctx, spec, container.WithImages(testImage()), testLabel)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -117,7 +117,11 @@ func (c *Cluster) node(name string) (*node, bool) {
 }
 
 func (c *Cluster) labels(node string) map[string]string {
-	l := map[string]string{LabelManaged: "true", LabelRun: c.runID}
+	l := maps.Clone(c.b.extra)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[LabelManaged], l[LabelRun] = "true", c.runID
 	if node != "" {
 		l[LabelNode] = node
 	}

@@ -80,6 +80,7 @@ type Backend struct {
 	images     map[backend.Role]string
 	startLimit time.Duration
 	keep       bool
+	extra      map[string]string
 
 	mu   sync.Mutex
 	live map[*Cluster]bool
@@ -114,6 +115,18 @@ func WithImages(image string) Option {
 		for _, r := range []backend.Role{backend.RolePrimary, backend.RoleReplica, backend.RoleShard, backend.RoleCoordinator, backend.RoleWorker} {
 			WithImage(r, image)(b)
 		}
+	}
+}
+
+// WithLabel adds label key=value to every container and network the
+// backend creates, beside its own (e.g. to tell one test process's clusters
+// from another's; see Leftovers). Keys of its own are not overridden.
+func WithLabel(key, value string) Option {
+	return func(b *Backend) {
+		if b.extra == nil {
+			b.extra = map[string]string{}
+		}
+		b.extra[key] = value
 	}
 }
 

@@ -183,7 +183,7 @@ func TestCitus(t *testing.T) {
 	needImage(t, container.DefaultCitusImage, "pull it where a registry is reachable")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := container.Start(ctx, backend.Spec{Topology: container.TopologyCitus})
+	c, err := container.Start(ctx, backend.Spec{Topology: container.TopologyCitus}, testLabel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestBadInput(t *testing.T) {
 		"bad setting name": {Settings: map[string]string{"a b": "1"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := container.Start(context.Background(), spec)
+			_, err := container.Start(context.Background(), spec, testLabel)
 			if !errors.Is(err, backend.ErrBadInput) {
 				t.Errorf("err = %v, want ErrBadInput", err)
 			}
@@ -219,7 +219,7 @@ func TestMissingImage(t *testing.T) {
 	needImage(t, testImage(), buildHint)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err := container.Start(ctx, backend.Spec{}, container.WithImages("noisysim-local/absent:0"))
+	_, err := container.Start(ctx, backend.Spec{}, container.WithImages("noisysim-local/absent:0"), testLabel)
 	var ie *container.ImageError
 	if !errors.As(err, &ie) || !errors.Is(err, backend.ErrNotInstalled) || ie.Image != "noisysim-local/absent:0" {
 		t.Fatalf("err = %v, want *ImageError for the absent image", err)

@@ -67,26 +67,31 @@ func isNotFound(err error) bool {
 }
 
 // Leftovers lists the names of containers and networks labelled
-// LabelManaged, of any run. Errors: *DockerError when no daemon answers.
-func Leftovers(ctx context.Context) (containers, networks []string, err error) {
+// LabelManaged, of any run; each extra "key=value" in labels narrows the
+// list to things carrying that label too (see WithLabel). Errors:
+// *DockerError when no daemon answers.
+func Leftovers(ctx context.Context, labels ...string) (containers, networks []string, err error) {
 	cli, err := dial(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer cli.Close()
-	return leftovers(ctx, cli, "")
+	return leftovers(ctx, cli, "", labels...)
 }
 
-func labelFilter(runID string) client.Filters {
+func labelFilter(runID string, labels ...string) client.Filters {
 	f := make(client.Filters).Add("label", LabelManaged+"=true")
 	if runID != "" {
 		f.Add("label", LabelRun+"="+runID)
 	}
+	for _, l := range labels {
+		f.Add("label", l)
+	}
 	return f
 }
 
-func leftovers(ctx context.Context, cli *testcontainers.DockerClient, runID string) (containers, networks []string, err error) {
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: labelFilter(runID)})
+func leftovers(ctx context.Context, cli *testcontainers.DockerClient, runID string, labels ...string) (containers, networks []string, err error) {
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: labelFilter(runID, labels...)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -97,7 +102,7 @@ func leftovers(ctx context.Context, cli *testcontainers.DockerClient, runID stri
 		}
 		containers = append(containers, name)
 	}
-	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilter(runID)})
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilter(runID, labels...)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list networks: %w", err)
 	}

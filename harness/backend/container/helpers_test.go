@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -53,12 +54,20 @@ func skipOrFail(tb testing.TB, why string) {
 	tb.Skip("skipping: " + why)
 }
 
+// testLabel marks what this test process creates, so that the leftover
+// check ignores other processes' clusters on a shared daemon.
+var (
+	testLabelValue = strconv.Itoa(os.Getpid())
+	testLabel      = container.WithLabel("org.noisysim.test-pid", testLabelValue)
+	testSelector   = "org.noisysim.test-pid=" + testLabelValue
+)
+
 // runLeft returns how many containers and networks of run id are left.
 func runLeft(tb testing.TB, runID string) int {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cs, ns, err := container.Leftovers(ctx)
+	cs, ns, err := container.Leftovers(ctx, testSelector)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -77,7 +86,7 @@ func start(t *testing.T, spec backend.Spec, opts ...container.Option) *container
 	needImage(t, testImage(), buildHint)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := container.Start(ctx, spec, append([]container.Option{container.WithImages(testImage())}, opts...)...)
+	c, err := container.Start(ctx, spec, append([]container.Option{container.WithImages(testImage()), testLabel}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,26 +4,30 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend/container"
 )
 
-// TestMain fails the package when anything labelled by noisysim is left in
-// Docker after the tests (containers or networks of any run), and removes it.
+// TestMain fails the package when anything its tests created (every start
+// carries testLabel) is left in Docker afterwards — containers or networks —
+// and removes it. Other processes' clusters on the same daemon are ignored.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if container.Available(ctx) == nil {
-		cs, ns, err := container.Leftovers(ctx)
+		cs, ns, err := container.Leftovers(ctx, testSelector)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "list leftovers:", err)
 			code = 1
 		} else if len(cs)+len(ns) > 0 {
 			fmt.Fprintf(os.Stderr, "FAIL: noisysim containers %v and networks %v left after the tests\n", cs, ns)
-			container.Remove(ctx, "")
+			for _, n := range ns { // networks are named noisysim-<run id>
+				container.Remove(ctx, strings.TrimPrefix(n, "noisysim-"))
+			}
 			code = 1
 		}
 	}
