@@ -20,7 +20,10 @@ catalog: run the same command again to finish an interrupted move.
 
 The catalog lives on the control node (--catalog, default the first
 --node). With --install the catalog is created if missing and the --node
-nodes are registered (all in the hash ring except --to).
+nodes are registered: on a new catalog all in the hash ring except --to;
+nodes added to an existing catalog stay outside the ring, and registered
+nodes keep their place (changing the ring would re-place tenants without
+their data).
 
 flags:
   --tenant ID          tenant to move (the text form of its tenant column)
@@ -107,9 +110,16 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 	}
 	defer cat.Close()
 	if *install {
+		// The ring is set by the first install only: later nodes join
+		// outside it (joining would re-place hash-placed tenants).
+		first, err := cat.Installed(ctx)
+		if err != nil {
+			return fmt.Errorf("tenant move: %w", err)
+		}
+		first = !first
 		var specs []directory.NodeSpec
 		for _, n := range nodes.names {
-			specs = append(specs, directory.NodeSpec{Name: n, Ring: n != *to})
+			specs = append(specs, directory.NodeSpec{Name: n, Ring: first && n != *to})
 		}
 		if err := cat.Install(ctx, specs...); err != nil {
 			return fmt.Errorf("tenant move: %w", err)

@@ -89,6 +89,22 @@ func TestTenantMove(t *testing.T) {
 	if got := realMain(args, &out, &errOut); got != exitOK || !strings.Contains(out.String(), "already on") {
 		t.Errorf("second run: exit %d, output %q; want 0 and already on", got, out.String())
 	}
+	// --install again towards the other node must not change the hash
+	// ring: tenant 2 stays placed on the node holding its rows.
+	back := []string{"tenant", "move", "--install", "--tenant", "2", "--to", nodes[0].Name, "--grace", "0s",
+		"--node", nodes[0].Name + "=" + nodes[0].DSN(), "--node", nodes[1].Name + "=" + nodes[1].DSN()}
+	out.Reset()
+	if got := realMain(back, &out, &errOut); got != exitOK || !strings.Contains(out.String(), "already on") {
+		t.Errorf("tenant 2 to its own node with --install: exit %d, output %q; want 0 and already on; stderr:\n%s", got, out.String(), errOut.String())
+	}
+	src, err := pgx.Connect(ctx, nodes[0].DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close(context.Background())
+	if err := src.QueryRow(ctx, "SELECT count(*) FROM orders WHERE tenant_id = 2").Scan(&n); err != nil || n != 10 {
+		t.Errorf("%s holds %d orders of tenant 2 (%v), want 10", nodes[0].Name, n, err)
+	}
 }
 
 // TestRunTenantPromotion runs scenarios/tenant-promotion.yaml end to end

@@ -160,9 +160,14 @@ func OpenCatalog(ctx context.Context, dsn string, log *slog.Logger) (*Catalog, e
 // Close closes the catalog's connections. It is idempotent.
 func (c *Catalog) Close() { c.pool.Close() }
 
-// Install creates the catalog if it is missing and registers nodes (a node
-// already registered keeps its place; its Ring flag is updated). It is
-// idempotent and safe to run from several processes at once.
+// Install creates the catalog if it is missing and registers the nodes not
+// registered yet. The hash ring is fixed by the first Install: a node
+// already registered keeps its place and its Ring flag, and a new node may
+// join the ring only while it is empty, because changing the ring re-places
+// hash-placed tenants without moving their data. Register later nodes
+// outside the ring and Move tenants to them. It is idempotent and safe to
+// run from several processes at once. Errors: ErrInvalidConfig (wrapped)
+// for a node without a name or a new node joining a non-empty ring.
 func (c *Catalog) Install(ctx context.Context, nodes ...NodeSpec) error {
 	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('noisysim_directory.install', 0))"); err != nil {
@@ -171,18 +176,49 @@ func (c *Catalog) Install(ctx context.Context, nodes ...NodeSpec) error {
 		if _, err := tx.Exec(ctx, catalogDDL); err != nil {
 			return fmt.Errorf("install catalog: %w", err)
 		}
+		var ring []string
+		if err := tx.QueryRow(ctx, "SELECT coalesce(array_agg(name ORDER BY position), '{}') FROM noisysim_directory.nodes WHERE ring").Scan(&ring); err != nil {
+			return fmt.Errorf("install catalog: %w", err)
+		}
 		for _, n := range nodes {
 			if n.Name == "" {
 				return fmt.Errorf("install catalog: node without a name: %w", ErrInvalidConfig)
 			}
+			var known bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM noisysim_directory.nodes WHERE name = $1)", n.Name).Scan(&known); err != nil {
+				return fmt.Errorf("install catalog: %w", err)
+			}
+			if known {
+				continue
+			}
+			if n.Ring && len(ring) > 0 {
+				return fmt.Errorf("install catalog: node %s cannot join the hash ring %v: tenants placed by hash would be re-placed without their data (register it outside the ring and move tenants to it): %w",
+					n.Name, ring, ErrInvalidConfig)
+			}
 			if _, err := tx.Exec(ctx, `INSERT INTO noisysim_directory.nodes (name, ring, position)
-				VALUES ($1, $2, (SELECT coalesce(max(position), 0) + 1 FROM noisysim_directory.nodes))
-				ON CONFLICT (name) DO UPDATE SET ring = EXCLUDED.ring`, n.Name, n.Ring); err != nil {
+				VALUES ($1, $2, (SELECT coalesce(max(position), 0) + 1 FROM noisysim_directory.nodes))`, n.Name, n.Ring); err != nil {
 				return fmt.Errorf("install catalog: register node %s: %w", n.Name, err)
 			}
 		}
 		return bump(ctx, tx)
 	})
+}
+
+// Installed reports whether the catalog exists and registers at least one
+// node.
+func (c *Catalog) Installed(ctx context.Context) (bool, error) {
+	var ok bool
+	err := c.pool.QueryRow(ctx, `SELECT to_regclass('noisysim_directory.nodes') IS NOT NULL`).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("read catalog: %w", err)
+	}
+	if !ok {
+		return false, nil
+	}
+	if err := c.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM noisysim_directory.nodes)").Scan(&ok); err != nil {
+		return false, fmt.Errorf("read catalog: %w", err)
+	}
+	return ok, nil
 }
 
 // bump increases the catalog version and notifies listeners, inside tx.

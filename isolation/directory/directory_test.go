@@ -431,3 +431,43 @@ func TestMoveBackToSourceCancels(t *testing.T) {
 		})
 	}
 }
+
+// TestInstallKeepsRing installs an existing catalog again with other ring
+// flags and an extra ring node (what `tenant move --install` towards another
+// node did): hash-placed tenants must stay where their data is.
+func TestInstallKeepsRing(t *testing.T) {
+	s := startShards(t, 3, 1, 1)
+	ctx := t.Context()
+	place := func() map[string]string {
+		snap, err := s.cat.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for id := 1; id <= 200; id++ {
+			out[strconv.Itoa(id)] = snap.Resolve(strconv.Itoa(id))
+		}
+		return out
+	}
+	want := place()
+	// The same nodes, the ring flags swapped between the last two.
+	err := s.cat.Install(ctx, directory.NodeSpec{Name: s.names[0], Ring: true},
+		directory.NodeSpec{Name: s.names[1], Ring: false}, directory.NodeSpec{Name: s.names[2], Ring: true})
+	if err != nil {
+		t.Fatalf("install again: %v", err)
+	}
+	if got := place(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("installing again with other ring flags re-placed hash-placed tenants")
+	}
+	// A new node cannot join a ring that already places tenants.
+	err = s.cat.Install(ctx, directory.NodeSpec{Name: "n9", Ring: true})
+	if !errors.Is(err, directory.ErrInvalidConfig) {
+		t.Errorf("a new node joining the ring: %v, want ErrInvalidConfig", err)
+	}
+	if err := s.cat.Install(ctx, directory.NodeSpec{Name: "n9"}); err != nil {
+		t.Errorf("a new node outside the ring: %v", err)
+	}
+	if got := place(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("adding nodes re-placed hash-placed tenants")
+	}
+}
