@@ -471,3 +471,45 @@ func TestInstallKeepsRing(t *testing.T) {
 		t.Errorf("adding nodes re-placed hash-placed tenants")
 	}
 }
+
+// TestStaleWriteAfterDeleteRefused sends, after a finished move, the
+// tenant's update and delete to the old source as a caller with a stale
+// cache would (tagged t:<tenant> by the isolation stack): the rows are
+// gone there, so no row trigger fires, but the write must still be refused
+// rather than acknowledged as a no-op.
+func TestStaleWriteAfterDeleteRefused(t *testing.T) {
+	s := startShards(t, 3, 4, 100)
+	ctx := t.Context()
+	source, _, _, err := s.cat.Lookup(ctx, "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := directory.Move(ctx, s.moveConfig(), "2", s.names[2]); err != nil {
+		t.Fatal(err)
+	}
+	c := s.conn(t, source)
+	if _, err := c.Exec(ctx, "SET application_name = 't:2'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"UPDATE items SET val = 'stale' WHERE tenant_id = 2 AND id = 1",
+		"DELETE FROM items WHERE tenant_id = 2 AND id = 2",
+		"INSERT INTO items (tenant_id, id, val) VALUES (2, 999, 'stale')",
+	} {
+		tag, err := c.Exec(ctx, q)
+		if !directory.IsFenced(err) {
+			t.Errorf("%s at the old source: %v rows, err %v; want a fenced error", q, tag.RowsAffected(), err)
+		}
+	}
+	// Other tenants' tagged writes there go on.
+	other := "3"
+	if n, _, _, _ := s.cat.Lookup(ctx, other); n != source {
+		other = "4"
+	}
+	if _, err := c.Exec(ctx, "SET application_name = 't:"+other+"'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "UPDATE items SET val = 'ok' WHERE tenant_id = $1::text::bigint AND id = 1", other); err != nil {
+		t.Errorf("tenant %s's write at %s: %v", other, source, err)
+	}
+}

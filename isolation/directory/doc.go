@@ -36,7 +36,11 @@
 // complete copy and running Move again finishes it. Writes at a fenced node
 // fail (IsFenced): retry them through a refreshed Router.
 //
-// TRUNCATE and writes that change a row's tenant are not captured.
+// TRUNCATE and writes that change a row's tenant are not captured. A
+// write at a fenced node that matches no row (an UPDATE or DELETE after the
+// delete at the source) fires no row trigger: it is refused only when its
+// connection is tagged application_name t:<tenant>, as the isolation stack
+// tags them; untagged callers must follow the catalog within Grace.
 //
 // # Example
 //

@@ -19,7 +19,10 @@ import (
 // fixed search_path), so least-privilege application roles need no access
 // to the schema. The trigger takes a FOR SHARE lock on the tenant's
 // capture row, so fencing it waits for every write transaction in flight
-// and no write can commit after the fence.
+// and no write can commit after the fence. A statement trigger refuses
+// every write of a connection tagged t:<tenant> (application_name, as the
+// isolation stack tags them) for a fenced tenant, even one matching no
+// row.
 const nodeDDL = `
 CREATE SCHEMA IF NOT EXISTS noisysim_directory;
 CREATE TABLE IF NOT EXISTS noisysim_directory.capture (
@@ -68,6 +71,19 @@ BEGIN
 			INSERT INTO noisysim_directory.changes (tbl, tenant_id, key) VALUES (TG_RELID, t, k);
 		END IF;
 	END LOOP;
+	RETURN NULL;
+END
+$f$;
+CREATE OR REPLACE FUNCTION noisysim_directory.fence_trigger() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE
+	app text := coalesce(current_setting('application_name', true), '');
+BEGIN
+	IF app LIKE 't:%' AND current_setting('noisysim.directory_bypass', true) IS DISTINCT FROM 'on'
+		AND EXISTS (SELECT FROM noisysim_directory.capture c WHERE c.tenant_id = substr(app, 3) AND c.fenced) THEN
+		RAISE EXCEPTION 'tenant % is fenced on this node: it moved (or is switching) to another node', substr(app, 3)
+			USING ERRCODE = 'NSMOV';
+	END IF;
 	RETURN NULL;
 END
 $f$;`
@@ -173,6 +189,16 @@ func installNode(ctx context.Context, conn *pgx.Conn, tables []*table) error {
 				EXECUTE FUNCTION noisysim_directory.capture_trigger(%s)`, t.ident, strings.Join(args, ", "))
 			if _, err := tx.Exec(ctx, sql); err != nil {
 				return fmt.Errorf("install capture trigger on %s: %w", t.name, err)
+			}
+			// A write that matches no row fires no row trigger: a stale
+			// caller's UPDATE or DELETE after the delete at the source
+			// would pass as a no-op. Calls tagged t:<tenant> (the
+			// isolation stack's tag) are checked per statement.
+			sql = fmt.Sprintf(`CREATE OR REPLACE TRIGGER noisysim_directory_fence
+				BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT
+				EXECUTE FUNCTION noisysim_directory.fence_trigger()`, t.ident)
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return fmt.Errorf("install fence trigger on %s: %w", t.name, err)
 			}
 		}
 		return nil
