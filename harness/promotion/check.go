@@ -30,7 +30,7 @@ func (r *runner) check(ctx context.Context, w *writer, othersBefore map[string]s
 		return fmt.Errorf("%w: %w", ErrRun, err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT id, note, count(*) OVER (PARTITION BY id) FROM orders WHERE tenant_id = $1::bigint AND id > $2`, r.tenant, writeIDBase)
+	rows, err := conn.Query(ctx, `SELECT id, note, count(*) OVER (PARTITION BY id) FROM orders WHERE tenant_id = $1::bigint AND id < 0`, r.tenant)
 	if err != nil {
 		return fmt.Errorf("%w: read written rows: %w", ErrRun, err)
 	}
@@ -141,9 +141,10 @@ func (r *runner) report(before, after *metrics.Recorder, triggered bool) *report
 			fmt.Sprintf("%d pause attempts", o.Move.PauseAttempts), o.Move.PauseSeconds <= r.p.MaxPause.Duration().Seconds())
 	}
 	c := o.Checker
-	add(AssertZeroLoss, float64(c.Lost+c.Duplicated+c.Stale), 0, "", "==",
-		fmt.Sprintf("%d acknowledged writes (%d inserts, %d updates): %d lost, %d duplicated, %d stale", c.Inserts+c.Updates, c.Inserts, c.Updates, c.Lost, c.Duplicated, c.Stale),
-		c.Lost == 0 && c.Duplicated == 0 && c.Stale == 0 && c.Inserts > 0)
+	add(AssertZeroLoss, float64(c.Lost+c.Duplicated+c.Stale+c.Vanished), 0, "", "==",
+		fmt.Sprintf("%d acknowledged writes (%d inserts, %d updates): %d lost, %d duplicated, %d stale, %d updates found no row",
+			c.Inserts+c.Updates, c.Inserts, c.Updates, c.Lost, c.Duplicated, c.Stale, c.Vanished),
+		c.Lost == 0 && c.Duplicated == 0 && c.Stale == 0 && c.Vanished == 0 && c.Inserts > 0)
 	if movedOK {
 		add(AssertSourceEmpty, float64(c.LeftAtSource), 0, "", "==", "rows of the tenant left at "+o.Source+" after the grace delete", c.LeftAtSource == 0)
 	}
@@ -179,7 +180,7 @@ func (r *runner) figureNotes() []string {
 		out = append(out, s)
 	}
 	c := o.Checker
-	out = append(out, fmt.Sprintf("checker: %d inserts and %d updates acknowledged, %d writes failed (not acknowledged), longest write %.0f ms; %d lost, %d duplicated, %d stale, %d left at the source",
-		c.Inserts, c.Updates, c.Errors, c.MaxWait*1000, c.Lost, c.Duplicated, c.Stale, c.LeftAtSource))
+	out = append(out, fmt.Sprintf("checker: %d inserts and %d updates acknowledged, %d writes failed (not acknowledged), longest write %.0f ms; %d lost, %d duplicated, %d stale, %d updates found no row, %d left at the source",
+		c.Inserts, c.Updates, c.Errors, c.MaxWait*1000, c.Lost, c.Duplicated, c.Stale, c.Vanished, c.LeftAtSource))
 	return out
 }

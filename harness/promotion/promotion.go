@@ -82,6 +82,9 @@ type Checker struct {
 	// rows present more than once, Stale rows whose value is neither the
 	// last acknowledged one nor a later unanswered one.
 	Lost, Duplicated, Stale int64
+	// Vanished are acknowledged updates of an acknowledged row that
+	// matched no row (a write routed to a node without the row).
+	Vanished int64
 	// LeftAtSource is the tenant's rows still at the source after the
 	// grace delete.
 	LeftAtSource int64
@@ -91,7 +94,7 @@ type Checker struct {
 
 // OK reports a clean verdict.
 func (c Checker) OK() bool {
-	return c.Lost == 0 && c.Duplicated == 0 && c.Stale == 0 && c.LeftAtSource == 0 && len(c.OthersChanged) == 0
+	return c.Lost == 0 && c.Duplicated == 0 && c.Stale == 0 && c.Vanished == 0 && c.LeftAtSource == 0 && len(c.OthersChanged) == 0
 }
 
 // Outcome is everything a promotion run measured.

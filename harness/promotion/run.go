@@ -30,9 +30,10 @@ const (
 	AssertQuietP99    = "quiet_p99_hot_node"
 )
 
-// writeIDBase is where the checked writes' order ids start, far above the
-// data set's.
-const writeIDBase = 2_000_000_000
+// The checked writes' order ids are negative and go down (-1, -2, …):
+// apart from the data set's, and each new row sorts before every row the
+// key-ordered copy has read, so a write during the copy reaches the target
+// only through the move's capture of changes.
 
 func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	before, err := r.schedule(r.p.Before.Duration(), 0)
@@ -226,7 +227,7 @@ type writer struct {
 func (w *writer) run(ctx context.Context) {
 	every := time.Duration(float64(time.Second) / w.r.p.WriterRate)
 	start := time.Now()
-	next := int64(writeIDBase)
+	next := int64(0)
 	for i := int64(0); ; i++ {
 		// Intended times come from the start: a stalled write is followed
 		// by the ones it held up, at once.
@@ -238,16 +239,21 @@ func (w *writer) run(ctx context.Context) {
 		insert := len(w.acked) == 0 || w.rng.Float64() >= w.r.p.UpdateShare
 		var id int64
 		if insert {
-			next++
+			next--
 			id = next
 		} else {
-			id = writeIDBase + 1 + w.rng.Int64N(next-writeIDBase)
+			id = -1 - w.rng.Int64N(-next)
 		}
 		val := "w" + strconv.FormatInt(i, 10)
 		t0 := time.Now()
 		rows, err := w.write(ctx, insert, id, val)
 		if ctx.Err() != nil && err != nil {
-			return // the run is over: an unanswered write is neither acked nor counted
+			// The run is over: an unanswered write is not acked nor
+			// counted, but it may have committed.
+			w.mu.Lock()
+			w.possible[id] = append(w.possible[id], val)
+			w.mu.Unlock()
+			return
 		}
 		w.mu.Lock()
 		w.c.MaxWait = max(w.c.MaxWait, time.Since(t0).Seconds())
@@ -255,6 +261,10 @@ func (w *writer) run(ctx context.Context) {
 		case err != nil:
 			w.c.Errors++
 			w.possible[id] = append(w.possible[id], val)
+		case rows == 0 && !insert && w.acked[id] != "":
+			// The row was acknowledged: an update that finds none went
+			// to a node without it and was answered as a no-op.
+			w.c.Vanished++
 		case rows == 1:
 			w.acked[id] = val
 			delete(w.possible, id)
