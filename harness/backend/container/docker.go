@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -13,20 +14,47 @@ import (
 )
 
 // dial connects to the Docker daemon testcontainers finds (DOCKER_HOST,
-// the Docker context, the default socket) and pings it.
+// the Docker context, the default socket) and pings it. A DOCKER_HOST that
+// does not answer is no daemon: testcontainers would fall back to the
+// default socket, another daemon than the one the user named. A ctx that
+// ends first returns ctx.Err() wrapped: an interruption is not a missing
+// daemon.
 func dial(ctx context.Context) (*testcontainers.DockerClient, error) {
 	setup()
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err != nil {
-		return nil, &DockerError{Err: err}
+	noDaemon := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("connect to docker: %w", ctx.Err())
+		}
+		return &DockerError{Err: err}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if host := os.Getenv("DOCKER_HOST"); host != "" {
+		if err := pingEnv(pctx); err != nil {
+			return nil, noDaemon(fmt.Errorf("DOCKER_HOST=%s: %w", host, err))
+		}
+	}
+	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	if err != nil {
+		return nil, noDaemon(err)
+	}
 	if _, err := cli.Ping(pctx, client.PingOptions{}); err != nil {
 		cli.Close()
-		return nil, &DockerError{Err: err}
+		return nil, noDaemon(err)
 	}
 	return cli, nil
+}
+
+// pingEnv pings the daemon the environment names (DOCKER_HOST and its TLS
+// variables).
+func pingEnv(ctx context.Context) error {
+	cli, err := client.New(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	_, err = cli.Ping(ctx, client.PingOptions{})
+	return err
 }
 
 // Available returns nil when a Docker daemon answers, or a *DockerError
