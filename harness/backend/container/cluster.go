@@ -42,8 +42,45 @@ type Cluster struct {
 	mu    sync.Mutex
 	nodes []*node // in plan order
 
+	// createMu guards closing; creating counts Docker create calls in
+	// flight (see create).
+	createMu sync.Mutex
+	closing  bool
+	creating sync.WaitGroup
+
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// createTimeout bounds one Docker create call, which the caller's context
+// does not cancel (see create).
+const createTimeout = time.Minute
+
+// errClosed is returned by a create refused because the cluster is being
+// removed (CloseAll during StartCluster).
+var errClosed = errors.New("cluster closed while starting")
+
+// create runs fn, a Docker call that creates part of the cluster, so that
+// removal sees what it made. A create cancelled in flight may still
+// complete in the daemon after the client gave up, and so after remove
+// listed the run: fn therefore gets a context ctx's cancellation does not
+// end (bounded by createTimeout), and remove refuses new creates and waits
+// for those in flight before it lists.
+func (c *Cluster) create(ctx context.Context, fn func(ctx context.Context) error) error {
+	c.createMu.Lock()
+	if c.closing {
+		c.createMu.Unlock()
+		return errClosed
+	}
+	c.creating.Add(1)
+	c.createMu.Unlock()
+	defer c.creating.Done()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
+	return fn(cctx)
 }
 
 var _ backend.Cluster = (*Cluster)(nil)
@@ -84,9 +121,13 @@ func (c *Cluster) Nodes() []backend.Node {
 // Close removes every container (with its anonymous volumes) and the
 // network of the cluster, by label; with WithKeep it only releases the
 // Docker client. It is idempotent and safe from several goroutines.
-func (c *Cluster) Close() error {
+func (c *Cluster) Close() error { return c.close(c.keep) }
+
+// close is Close; keep false removes the cluster whatever WithKeep said
+// (CloseAll).
+func (c *Cluster) close(keep bool) error {
 	c.closeOnce.Do(func() {
-		if !c.keep {
+		if !keep {
 			c.closeErr = c.remove()
 		}
 		c.cli.Close()
@@ -95,8 +136,13 @@ func (c *Cluster) Close() error {
 	return c.closeErr
 }
 
-// remove deletes what the run created, whatever the cluster's state.
+// remove deletes what the run created, whatever the cluster's state: it
+// ends creation first (see create).
 func (c *Cluster) remove() error {
+	c.createMu.Lock()
+	c.closing = true
+	c.createMu.Unlock()
+	c.creating.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := removeRun(ctx, c.cli, c.runID); err != nil {
@@ -155,7 +201,10 @@ func (c *Cluster) start(ctx context.Context, plans []nodePlan) error {
 
 	t0 := time.Now()
 	c.network = "noisysim-" + c.runID
-	if _, err := c.cli.NetworkCreate(ctx, c.network, client.NetworkCreateOptions{Driver: "bridge", Labels: c.labels("")}); err != nil {
+	if err := c.create(ctx, func(ctx context.Context) error {
+		_, err := c.cli.NetworkCreate(ctx, c.network, client.NetworkCreateOptions{Driver: "bridge", Labels: c.labels("")})
+		return err
+	}); err != nil {
 		return fmt.Errorf("create network %s: %w", c.network, err)
 	}
 	c.step("", "network", t0)
@@ -330,11 +379,20 @@ func (c *Cluster) run(ctx context.Context, p nodePlan, image string, port int) (
 	req.WaitingFor = wait.ForLog(ready).WithOccurrence(occurrences).
 		WithPollInterval(50 * time.Millisecond).WithStartupTimeout(c.b.startLimit)
 
-	ctr, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
-		ContainerRequest: req,
-		Started:          true,
-		Logger:           slogPrintf{c.log},
+	// Created (under create) and then started, so that an interruption
+	// cannot leave a container made after the run was removed.
+	var ctr testcontainers.Container
+	err := c.create(ctx, func(cctx context.Context) error {
+		var err error
+		ctr, err = testcontainers.GenericContainer(cctx, testcontainers.GenericContainerRequest{
+			ContainerRequest: req,
+			Logger:           slogPrintf{c.log},
+		})
+		return err
 	})
+	if err == nil {
+		err = ctr.Start(ctx)
+	}
 	n := &node{plan: p, info: backend.Node{
 		Name: p.name, Role: p.role, Host: "127.0.0.1", Port: port,
 		Database: database, User: superuser, Password: c.password,
@@ -345,10 +403,14 @@ func (c *Cluster) run(ctx context.Context, p nodePlan, image string, port int) (
 	if err != nil {
 		if ctr != nil && portTaken(err) {
 			// Free the name for the retry.
-			c.cli.ContainerRemove(context.Background(), n.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			c.cli.ContainerRemove(context.WithoutCancel(ctx), n.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		}
 		if portTaken(err) || ctr == nil {
 			return nil, fmt.Errorf("start node %s: %w", p.name, err)
+		}
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// Interrupted: the container's log says nothing about it.
+			return nil, fmt.Errorf("start node %s: %w", p.name, ctx.Err())
 		}
 		return nil, &NodeStartError{Node: p.name, Log: c.logTail(n.id, 30), Err: err}
 	}

@@ -258,6 +258,13 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 		}
 		return nil, err
 	}
+	c.createMu.Lock()
+	closed := c.closing
+	c.createMu.Unlock()
+	if closed { // CloseAll removed it while it started
+		b.track(c, false)
+		return nil, fmt.Errorf("start cluster: %w", errClosed)
+	}
 	c.ready = time.Since(began)
 	b.log.Debug("cluster up", "run", c.runID, "nodes", len(c.nodes), "duration", c.ready)
 	return c, nil
@@ -391,8 +398,7 @@ func (b *Backend) CloseAll() error {
 	b.mu.Unlock()
 	var errs []error
 	for _, c := range cs {
-		c.keep = false
-		errs = append(errs, c.Close())
+		errs = append(errs, c.close(false))
 	}
 	return errors.Join(errs...)
 }

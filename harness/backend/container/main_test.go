@@ -25,8 +25,15 @@ func TestMain(m *testing.M) {
 			code = 1
 		} else if len(cs)+len(ns) > 0 {
 			fmt.Fprintf(os.Stderr, "FAIL: noisysim containers %v and networks %v left after the tests\n", cs, ns)
-			for _, n := range ns { // networks are named noisysim-<run id>
-				container.Remove(ctx, strings.TrimPrefix(n, "noisysim-"))
+			// Networks are named noisysim-<run id>, containers
+			// noisysim-<run id>-<node>.
+			runs := map[string]bool{}
+			for _, n := range append(cs, ns...) {
+				run, _, _ := strings.Cut(strings.TrimPrefix(n, "noisysim-"), "-")
+				runs[run] = true
+			}
+			for run := range runs {
+				container.Remove(ctx, run)
 			}
 			code = 1
 		}
