@@ -26,6 +26,7 @@ type Cluster struct {
 	keep     bool
 	settings []setting
 	password string
+	citus    bool // TopologyCitus: servers get PGPASSFILE for node-to-node connections
 	ready    time.Duration
 
 	template        string

@@ -34,6 +34,15 @@
 // DefaultSettings then Spec.Settings, written by code into noisysim.conf,
 // which postgresql.conf includes. fsync is off: clusters are throwaway.
 //
+// # Citus
+//
+// TopologyCitus starts a coordinator and Spec.Nodes workers (default 4)
+// when the citus extension is installed for the server binaries
+// (CheckCitus; otherwise *CitusNotInstalledError, which unwraps to
+// backend.ErrNotInstalled). Every node preloads citus with wal_level
+// logical; servers get the cluster's password file (PGPASSFILE) for
+// node-to-node connections, which stay on 127.0.0.1 without TLS.
+//
 // # Root
 //
 // PostgreSQL refuses to run as root. When noisysim runs as root, initdb,

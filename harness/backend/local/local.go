@@ -154,12 +154,15 @@ func (b *Backend) Binaries(ctx context.Context) (Binaries, error) {
 // Topologies: backend.TopologySingle (node "primary"), backend.TopologyReplica
 // ("primary" and "replica1", a hot standby made by pg_basebackup streaming
 // through a physical replication slot, hot_standby_feedback=off) and
-// backend.TopologyPrimaries (spec.Nodes independent primaries, default 2).
+// backend.TopologyPrimaries (spec.Nodes independent primaries, default 2) and
+// TopologyCitus ("coordinator" and spec.Nodes workers, default
+// DefaultCitusWorkers; see citusSettings for what every node gets).
 //
 // Errors: *backend.TopologyError or *SettingError (backend.ErrBadInput) for a
 // bad spec; *BinariesNotFoundError or *ServerUserError
 // (backend.ErrNotInstalled) for a machine that lacks PostgreSQL or its user;
-// *PortInUseError for an explicit port that is taken; *NodeStartError when a
+// *CitusNotInstalledError (backend.ErrNotInstalled) for TopologyCitus
+// without the citus extension; *PortInUseError for an explicit port that is taken; *NodeStartError when a
 // server does not come up; ctx.Err() wrapped when ctx ends first. On error
 // nothing started is left running or on disk.
 func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster, error) {
@@ -179,6 +182,15 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 	if err != nil {
 		return nil, err
 	}
+	citus := spec.Topology == TopologyCitus
+	if citus {
+		if err := CheckCitus(ctx, bin); err != nil {
+			return nil, err
+		}
+		if settings, err = userSettings(citusSettings(ctx, bin, spec.Settings)); err != nil {
+			return nil, err
+		}
+	}
 	u, err := serverUser(b.runAs)
 	if err != nil {
 		return nil, err
@@ -197,6 +209,7 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 		keep:     b.keep,
 		settings: settings,
 		password: newPassword(),
+		citus:    citus,
 	}
 	t0 := time.Now()
 	tmpl, created, err := ensureTemplate(ctx, b.cacheDir, bin, u)
@@ -228,6 +241,14 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 		}
 		return nil, err
 	}
+	if citus {
+		if err := c.registerCitus(ctx); err != nil {
+			if cerr := c.Close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("clean up after failed start: %w", cerr))
+			}
+			return nil, err
+		}
+	}
 	c.ready = time.Since(began)
 	b.log.Debug("cluster up", "dir", c.dir, "nodes", len(c.nodes), "duration", c.ready)
 	return c, nil
@@ -241,7 +262,7 @@ type nodePlan struct {
 }
 
 // Supported lists the topologies the local backend starts.
-var Supported = []backend.Topology{backend.TopologySingle, backend.TopologyReplica, backend.TopologyPrimaries}
+var Supported = []backend.Topology{backend.TopologySingle, backend.TopologyReplica, backend.TopologyPrimaries, TopologyCitus}
 
 func planNodes(spec backend.Spec) ([]nodePlan, error) {
 	switch spec.Topology {
@@ -263,6 +284,19 @@ func planNodes(spec backend.Spec) ([]nodePlan, error) {
 		plans := make([]nodePlan, n)
 		for i := range plans {
 			plans[i] = nodePlan{name: fmt.Sprintf("primary%d", i+1), role: backend.RolePrimary}
+		}
+		return plans, nil
+	case TopologyCitus:
+		n := spec.Nodes
+		if n == 0 {
+			n = DefaultCitusWorkers
+		}
+		if n < 1 || n > 64 {
+			return nil, fmt.Errorf("plan nodes: %d workers is out of range 1..64: %w", spec.Nodes, backend.ErrBadInput)
+		}
+		plans := []nodePlan{{name: "coordinator", role: backend.RoleCoordinator}}
+		for i := range n {
+			plans = append(plans, nodePlan{name: fmt.Sprintf("worker%d", i+1), role: backend.RoleWorker})
 		}
 		return plans, nil
 	}

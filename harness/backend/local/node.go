@@ -274,6 +274,11 @@ func (n *node) spawn() (int64, error) {
 	}
 	cmd := exec.Command(c.bin.Path("postgres"), "-D", n.dataDir)
 	c.user.command(cmd, n.dir)
+	if c.citus {
+		// Citus connects node to node with libpq over TCP; the password
+		// comes from the cluster's password file, never from a setting.
+		cmd.Env = append(cmd.Env, "PGPASSFILE="+c.passfile())
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Holding c.mu from the closing check until n.cmd is recorded means a
 	// concurrent Close either sees this server or prevents it.
