@@ -13,14 +13,11 @@ import (
 	"github.com/noisysim/noisysim/reports"
 )
 
-// check is the zero-loss checker: every acknowledged write at the tenant's
-// node (the target after a move) exactly once with its last acknowledged
-// value, nothing of the tenant at the source after a move, other tenants'
-// rows unchanged on every node.
+// check is the zero-loss checker: it reads back the tenant's checked rows
+// at the tenant's node (the target after a move), the tenant's rows left at
+// the source after a move and the other tenants' checksums, and hands them
+// to verdict.
 func (r *runner) check(ctx context.Context, w *writer, othersBefore map[string]string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	c := w.c
 	node, _, _, err := r.cat.Lookup(ctx, r.tenant)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrRun, err)
@@ -30,21 +27,67 @@ func (r *runner) check(ctx context.Context, w *writer, othersBefore map[string]s
 		return fmt.Errorf("%w: %w", ErrRun, err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT id, note, count(*) OVER (PARTITION BY id) FROM orders WHERE tenant_id = $1::bigint AND id < 0`, r.tenant)
+	rows, err := conn.Query(ctx, `SELECT id, note FROM orders WHERE tenant_id = $1::bigint AND id < 0`, r.tenant)
 	if err != nil {
 		return fmt.Errorf("%w: read written rows: %w", ErrRun, err)
 	}
+	stored, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (storedRow, error) {
+		var s storedRow
+		err := row.Scan(&s.id, &s.note)
+		return s, err
+	})
+	if err != nil {
+		return fmt.Errorf("%w: read written rows: %w", ErrRun, err)
+	}
+	var left int64
+	if node != r.out.Source {
+		src, err := pgx.Connect(ctx, r.dsn[r.out.Source])
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrRun, err)
+		}
+		defer src.Close(context.Background())
+		if err := src.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE tenant_id = $1::bigint) +
+			(SELECT count(*) FROM tenants WHERE tenant_id = $1::bigint)`, r.tenant).Scan(&left); err != nil {
+			return fmt.Errorf("%w: count rows left at the source: %w", ErrRun, err)
+		}
+	}
+	after, err := r.othersSums(ctx)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(r.nodes))
+	for i, n := range r.nodes {
+		names[i] = n.Name
+	}
+	r.out.Checker = w.verdict(stored, left, othersBefore, after, names)
+	return nil
+}
+
+// storedRow is one checked row as read back at the tenant's node.
+type storedRow struct {
+	id   int64
+	note string
+}
+
+// verdict is the checker's pure part. stored are the tenant's checked rows
+// at its node (duplicates included), left its rows still at the source,
+// before and after the other tenants' checksums per node. Every
+// acknowledged write must be stored exactly once with its last
+// acknowledged value, or a value written later without an answer (a write
+// cut off may have committed).
+func (w *writer) verdict(stored []storedRow, left int64, before, after map[string]string, nodes []string) Checker {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := w.c
+	c.OthersChanged = nil
+	seen := map[int64]int{}
 	got := map[int64]string{}
-	var id, n int64
-	var note string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &note, &n}, func() error {
-		if n > 1 && got[id] == "" {
+	for _, s := range stored {
+		seen[s.id]++
+		if seen[s.id] == 2 {
 			c.Duplicated++
 		}
-		got[id] = note
-		return nil
-	}); err != nil {
-		return fmt.Errorf("%w: read written rows: %w", ErrRun, err)
+		got[s.id] = s.note
 	}
 	for id, want := range w.acked {
 		v, ok := got[id]
@@ -55,28 +98,13 @@ func (r *runner) check(ctx context.Context, w *writer, othersBefore map[string]s
 			c.Stale++
 		}
 	}
-	if node != r.out.Source {
-		src, err := pgx.Connect(ctx, r.dsn[r.out.Source])
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrRun, err)
-		}
-		defer src.Close(context.Background())
-		if err := src.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE tenant_id = $1::bigint) +
-			(SELECT count(*) FROM tenants WHERE tenant_id = $1::bigint)`, r.tenant).Scan(&c.LeftAtSource); err != nil {
-			return fmt.Errorf("%w: count rows left at the source: %w", ErrRun, err)
+	c.LeftAtSource = left
+	for _, n := range nodes {
+		if after[n] != before[n] {
+			c.OthersChanged = append(c.OthersChanged, n)
 		}
 	}
-	after, err := r.othersSums(ctx)
-	if err != nil {
-		return err
-	}
-	for _, n := range r.nodes {
-		if after[n.Name] != othersBefore[n.Name] {
-			c.OthersChanged = append(c.OthersChanged, n.Name)
-		}
-	}
-	r.out.Checker = c
-	return nil
+	return c
 }
 
 // quiet merges the quiet tenants of the formerly hot node (the source).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/directory"
 	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/reports"
@@ -76,7 +77,8 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	triggerCtx, stopTrigger := context.WithCancel(bg)
 	defer stopTrigger()
 	t0 := time.Now()
-	wg.Go(func() { r.watchTrigger(triggerCtx, t0, fire) })
+	trig := r.trigger()
+	wg.Go(func() { trig.watch(triggerCtx, t0, fire) })
 
 	type moveResult struct {
 		fig *directory.Figures
@@ -184,32 +186,59 @@ func (r *runner) graceOrNone() time.Duration {
 	return -1
 }
 
-// watchTrigger sends why the promotion fires: the ledger's alert for the
-// tenant (checked every bucket) or the request time.
-func (r *runner) watchTrigger(ctx context.Context, t0 time.Time, fire chan<- string) {
-	if r.p.Trigger == "request" {
+// trigger decides when the promotion fires: at a requested time, or once
+// the ledger raised a share alert for the tenant.
+type trigger struct {
+	tenant string
+	// request fires at at (from the start); otherwise the ledger's alerts
+	// are read every poll.
+	request bool
+	at      time.Duration
+	poll    time.Duration
+	ledger  *pools.Ledger
+}
+
+func (r *runner) trigger() trigger {
+	return trigger{tenant: r.tenant, request: r.p.Trigger == scenario.TriggerRequest, at: r.p.At.Duration(),
+		poll: min(r.p.Bucket.Duration(), 100*time.Millisecond), ledger: r.stack.Ledger()}
+}
+
+// watch sends on fire, once, why the promotion fires, with t0 the start of
+// the before window. It returns when it fired or ctx is done.
+func (t trigger) watch(ctx context.Context, t0 time.Time, fire chan<- string) {
+	if t.request {
 		select {
-		case <-time.After(time.Until(t0.Add(r.p.At.Duration()))):
-			fire <- fmt.Sprintf("requested at %s", r.p.At)
+		case <-time.After(time.Until(t0.Add(t.at))):
+			fire <- fmt.Sprintf("requested at %s", t.at)
 		case <-ctx.Done():
 		}
 		return
 	}
-	t := time.NewTicker(min(r.p.Bucket.Duration(), 100*time.Millisecond))
-	defer t.Stop()
+	tick := time.NewTicker(t.poll)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick.C:
 		}
-		for _, a := range r.stack.Ledger().Alerts() {
-			if a.Tenant == r.tenant && a.Cleared.IsZero() {
-				fire <- fmt.Sprintf("ledger share %.2f > %.2f for %s", a.Share, a.Threshold, a.Window)
-				return
-			}
+		if a, ok := shareAlert(t.ledger.Alerts(), t.tenant, t0); ok {
+			fire <- fmt.Sprintf("ledger share %.2f > %.2f for %s", a.Share, a.Threshold, a.Window)
+			return
 		}
 	}
+}
+
+// shareAlert returns the first alert for tenant that is active or fired at
+// or after since. An alert that fired and cleared between two polls still
+// counts: the share was above the threshold for the whole window.
+func shareAlert(alerts []pools.Alert, tenant string, since time.Time) (pools.Alert, bool) {
+	for _, a := range alerts {
+		if a.Tenant == tenant && (a.Cleared.IsZero() || !a.Fired.Before(since)) {
+			return a, true
+		}
+	}
+	return pools.Alert{}, false
 }
 
 // writer writes the moving tenant's rows at a fixed rate through the
@@ -255,26 +284,33 @@ func (w *writer) run(ctx context.Context) {
 			w.mu.Unlock()
 			return
 		}
-		w.mu.Lock()
-		w.c.MaxWait = max(w.c.MaxWait, time.Since(t0).Seconds())
-		switch {
-		case err != nil:
-			w.c.Errors++
-			w.possible[id] = append(w.possible[id], val)
-		case rows == 0 && !insert && w.acked[id] != "":
-			// The row was acknowledged: an update that finds none went
-			// to a node without it and was answered as a no-op.
-			w.c.Vanished++
-		case rows == 1:
-			w.acked[id] = val
-			delete(w.possible, id)
-			if insert {
-				w.c.Inserts++
-			} else {
-				w.c.Updates++
-			}
+		w.record(insert, id, val, rows, err, time.Since(t0))
+	}
+}
+
+// record keeps the answer to one write: rows is the number of rows it
+// matched, took how long it took.
+func (w *writer) record(insert bool, id int64, val string, rows int64, err error, took time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.c.MaxWait = max(w.c.MaxWait, took.Seconds())
+	_, acked := w.acked[id]
+	switch {
+	case err != nil:
+		w.c.Errors++
+		w.possible[id] = append(w.possible[id], val)
+	case rows == 0 && !insert && acked:
+		// The row was acknowledged: an update that finds none went
+		// to a node without it and was answered as a no-op.
+		w.c.Vanished++
+	case rows == 1:
+		w.acked[id] = val
+		delete(w.possible, id)
+		if insert {
+			w.c.Inserts++
+		} else {
+			w.c.Updates++
 		}
-		w.mu.Unlock()
 	}
 }
 
