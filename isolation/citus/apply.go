@@ -1,0 +1,221 @@
+package citus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// TransferMode is how Citus copies shard data during an isolation or a
+// move (its citus.shard_transfer_mode).
+type TransferMode string
+
+// Transfer modes.
+const (
+	// TransferLogical copies with logical replication: writes continue
+	// until a short final catch-up. It needs a replica identity (primary
+	// key) on every co-located table.
+	TransferLogical TransferMode = "force_logical"
+	// TransferBlockWrites blocks writes to the shard for the whole copy.
+	TransferBlockWrites TransferMode = "block_writes"
+)
+
+// DefaultTransferMode is the transfer mode when none is given.
+const DefaultTransferMode = TransferLogical
+
+// Valid reports whether m is a known mode.
+func (m TransferMode) Valid() bool { return m == TransferLogical || m == TransferBlockWrites }
+
+// ErrAdvice marks a step that is a recommendation only: Execute never runs
+// it.
+var ErrAdvice = errors.New("recommendation only")
+
+// Record is one executed (or skipped) step with the placements before and
+// after.
+type Record struct {
+	Step Step
+	// Skipped is true when the step was already done (idempotent re-run).
+	Skipped bool
+	// Took is the step's wall time.
+	Took time.Duration
+	// Before and After are shard counts per worker name, and the
+	// resulting plan's worker skew, around the step.
+	Before, After Snapshot
+}
+
+// Snapshot is what a Record keeps of the cluster around a step.
+type Snapshot struct {
+	// Shards counts shards of the anchor table per worker name.
+	Shards map[string]int
+	// Dedicated lists workers that take no new shards.
+	Dedicated []string
+}
+
+func snapshot(l Layout) Snapshot {
+	s := Snapshot{Shards: map[string]int{}}
+	for _, w := range l.Placements {
+		s.Shards[w]++
+	}
+	for _, w := range l.Workers {
+		if !w.ShouldHaveShards {
+			s.Dedicated = append(s.Dedicated, w.Name)
+		}
+	}
+	return s
+}
+
+// Ladder runs the policy ladder on a cluster, one step at a time.
+type Ladder struct {
+	// DB is a connection to the coordinator.
+	DB DB
+	// Table is the anchor distributed table; isolations CASCADE to its
+	// co-located tables.
+	Table string
+	// Mode is the shard transfer mode; "" means DefaultTransferMode.
+	Mode TransferMode
+	// Thresholds of Decide.
+	Thresholds Thresholds
+	// Log receives one line per step with its figures; nil is silent.
+	Log *slog.Logger
+}
+
+// Run decides with the tenant shares of load (measured once: the shares do
+// not change because a tenant moves), runs the first actionable step,
+// re-reads the placements and decides again, until no step is left or
+// maxSteps ran (0 means 100). Only steps for tenant are run when tenant is
+// not "". Recommendations are returned in advice, never run. It returns
+// the records of the steps it ran; on error, those that completed and the
+// error.
+func (l Ladder) Run(ctx context.Context, load Load, tenant string, maxSteps int) (records []Record, advice []Step, err error) {
+	if maxSteps <= 0 {
+		maxSteps = 100
+	}
+	log := l.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	for range maxSteps {
+		layout, err := Inspect(ctx, l.DB, l.Table)
+		if err != nil {
+			return records, advice, err
+		}
+		state, err := layout.State(ctx, l.DB, load)
+		if err != nil {
+			return records, advice, err
+		}
+		plan := Decide(state, l.Thresholds)
+		advice = advice[:0]
+		var next *Step
+		for i, s := range plan.Steps {
+			if tenant != "" && s.Tenant != tenant {
+				continue
+			}
+			if s.Action == ActionRecommend {
+				advice = append(advice, s)
+				continue
+			}
+			if next == nil {
+				next = &plan.Steps[i]
+			}
+		}
+		if next == nil {
+			return records, advice, nil
+		}
+		rec, err := l.Execute(ctx, layout, *next)
+		if err != nil {
+			return records, advice, err
+		}
+		log.Info("citus step", "action", rec.Step.Action, "tenant", rec.Step.Tenant, "shard", rec.Step.ShardID,
+			"from", rec.Step.From, "to", rec.Step.To, "skipped", rec.Skipped, "took_ms", rec.Took.Milliseconds(),
+			"shards_before", rec.Before.Shards, "shards_after", rec.After.Shards)
+		records = append(records, rec)
+	}
+	return records, advice, fmt.Errorf("run ladder: still steps left after %d", maxSteps)
+}
+
+// Execute runs one step against the cluster whose current layout is
+// before, unless it is already done (then Record.Skipped). Isolation:
+// isolate_tenant_to_new_shard(Table, tenant, 'CASCADE', shard_transfer_mode
+// => Mode); dedicate: citus_set_node_property(host, port,
+// 'shouldhaveshards', false); move: citus_move_shard_placement(shard,
+// from, to, shard_transfer_mode => Mode). A recommendation returns an error
+// wrapping ErrAdvice.
+func (l Ladder) Execute(ctx context.Context, before Layout, s Step) (Record, error) {
+	mode := l.Mode
+	if mode == "" {
+		mode = DefaultTransferMode
+	}
+	if !mode.Valid() {
+		return Record{}, fmt.Errorf("execute step: unknown transfer mode %q", mode)
+	}
+	rec := Record{Step: s, Before: snapshot(before)}
+	t0 := time.Now()
+	switch s.Action {
+	case ActionIsolate:
+		shard, err := before.TenantShard(ctx, l.DB, s.Tenant)
+		if err != nil {
+			return rec, err
+		}
+		if before.Single[shard] {
+			rec.Skipped = true
+			break
+		}
+		_, err = l.DB.Exec(ctx, "SELECT isolate_tenant_to_new_shard($1::regclass, $2::text::"+before.columnType+
+			", 'CASCADE', shard_transfer_mode => $3::citus.shard_transfer_mode)", before.Table, s.Tenant, string(mode))
+		if err != nil {
+			return rec, fmt.Errorf("isolate tenant %s: %w", s.Tenant, err)
+		}
+	case ActionDedicate:
+		w, ok := worker(before, s.To)
+		if !ok {
+			return rec, fmt.Errorf("dedicate worker %s: not an active worker", s.To)
+		}
+		if !w.ShouldHaveShards {
+			rec.Skipped = true
+			break
+		}
+		if _, err := l.DB.Exec(ctx, "SELECT citus_set_node_property($1, $2, 'shouldhaveshards', false)", w.Host, w.Port); err != nil {
+			return rec, fmt.Errorf("dedicate worker %s: %w", s.To, err)
+		}
+	case ActionMove:
+		at, ok := before.Placements[s.ShardID]
+		if !ok {
+			return rec, fmt.Errorf("move shard %d: no such shard of %s", s.ShardID, before.Table)
+		}
+		if at == s.To {
+			rec.Skipped = true
+			break
+		}
+		from, ok1 := worker(before, at)
+		to, ok2 := worker(before, s.To)
+		if !ok1 || !ok2 {
+			return rec, fmt.Errorf("move shard %d from %s to %s: not an active worker", s.ShardID, at, s.To)
+		}
+		_, err := l.DB.Exec(ctx, "SELECT citus_move_shard_placement($1, $2, $3, $4, $5, shard_transfer_mode => $6::citus.shard_transfer_mode)",
+			s.ShardID, from.Host, from.Port, to.Host, to.Port, string(mode))
+		if err != nil {
+			return rec, fmt.Errorf("move shard %d from %s to %s: %w", s.ShardID, at, s.To, err)
+		}
+	default:
+		return rec, fmt.Errorf("execute %s: %w", s, ErrAdvice)
+	}
+	rec.Took = time.Since(t0)
+	after, err := Inspect(ctx, l.DB, before.Table)
+	if err != nil {
+		return rec, err
+	}
+	rec.After = snapshot(after)
+	return rec, nil
+}
+
+func worker(l Layout, name string) (Worker, bool) {
+	for _, w := range l.Workers {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return Worker{}, false
+}

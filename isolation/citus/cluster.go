@@ -1,0 +1,371 @@
+package citus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DB is what this package needs of a connection to the coordinator (or a
+// worker): *pgx.Conn and *pgxpool.Pool satisfy it.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Defaults of Distribute and Sample.
+const (
+	// DefaultShardCount is the shard count of distributed tables.
+	DefaultShardCount = 32
+	// DefaultColumn is the distribution column.
+	DefaultColumn = "tenant_id"
+	// DefaultSampleInterval is the time between two pg_stat_activity samples.
+	DefaultSampleInterval = 100 * time.Millisecond
+	// DefaultTagPrefix is the application_name prefix of a tenant's
+	// connections (the isolation stack's tag t:<tenant>).
+	DefaultTagPrefix = "t:"
+)
+
+// ErrNotCitus means the database has no citus extension.
+var ErrNotCitus = errors.New("not a citus coordinator")
+
+// Distribution says which tables to distribute.
+type Distribution struct {
+	// Tables are distributed on Column, co-located with the first one.
+	Tables []string
+	// Reference tables are copied to every node.
+	Reference []string
+	// Column is the distribution column; "" means DefaultColumn.
+	Column string
+	// ShardCount is the shard count of the co-location group; 0 means
+	// DefaultShardCount.
+	ShardCount int
+}
+
+// Distribute makes d's tables distributed (create_distributed_table) and
+// reference (create_reference_table) tables, moving rows already in them
+// to the shards and truncating the coordinator's local copy. A table
+// already distributed is left alone, so Distribute is idempotent. Errors:
+// ErrNotCitus (wrapped) when db is not a Citus coordinator, the database
+// error otherwise.
+func Distribute(ctx context.Context, db DB, d Distribution) error {
+	if err := checkCitus(ctx, db); err != nil {
+		return err
+	}
+	col := d.Column
+	if col == "" {
+		col = DefaultColumn
+	}
+	shards := d.ShardCount
+	if shards == 0 {
+		shards = DefaultShardCount
+	}
+	for i, t := range d.Tables {
+		if done, err := isDistributed(ctx, db, t); err != nil || done {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		var err error
+		if i == 0 {
+			_, err = db.Exec(ctx, "SELECT create_distributed_table($1::regclass, $2, colocate_with => 'none', shard_count => $3)", t, col, shards)
+		} else {
+			_, err = db.Exec(ctx, "SELECT create_distributed_table($1::regclass, $2, colocate_with => $3)", t, col, d.Tables[0])
+		}
+		if err != nil {
+			return fmt.Errorf("distribute table %s: %w", t, err)
+		}
+		if _, err := db.Exec(ctx, "SELECT truncate_local_data_after_distributing_table($1::regclass)", t); err != nil {
+			return fmt.Errorf("truncate local data of %s: %w", t, err)
+		}
+	}
+	for _, t := range d.Reference {
+		if done, err := isDistributed(ctx, db, t); err != nil || done {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := db.Exec(ctx, "SELECT create_reference_table($1::regclass)", t); err != nil {
+			return fmt.Errorf("make reference table %s: %w", t, err)
+		}
+		if _, err := db.Exec(ctx, "SELECT truncate_local_data_after_distributing_table($1::regclass)", t); err != nil {
+			return fmt.Errorf("truncate local data of %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
+func checkCitus(ctx context.Context, db DB) error {
+	var ok bool
+	if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')").Scan(&ok); err != nil {
+		return fmt.Errorf("check citus extension: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("check citus extension: %w", ErrNotCitus)
+	}
+	return nil
+}
+
+func isDistributed(ctx context.Context, db DB, table string) (bool, error) {
+	var ok bool
+	err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = $1::regclass)", table).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("look up table %s: %w", table, err)
+	}
+	return ok, nil
+}
+
+// Layout is the placement of a distributed table's shards.
+type Layout struct {
+	Table string
+	// Workers are the active primary workers (Load left 0).
+	Workers []Worker
+	// Placements maps each shard to the worker name holding it.
+	Placements map[int64]string
+	// Single holds the shards whose hash range is one value: a tenant
+	// isolated by isolate_tenant_to_new_shard.
+	Single map[int64]bool
+	// Bytes is each shard's size from citus_shards, in bytes.
+	Bytes map[int64]int64
+	// columnType is the distribution column's type, for tenant casts.
+	columnType string
+}
+
+// Inspect reads table's shard placements from the coordinator's metadata
+// (pg_dist_node, pg_dist_shard, citus_shards).
+func Inspect(ctx context.Context, db DB, table string) (Layout, error) {
+	if err := checkCitus(ctx, db); err != nil {
+		return Layout{}, err
+	}
+	l := Layout{Table: table, Placements: map[int64]string{}, Single: map[int64]bool{}, Bytes: map[int64]int64{}}
+	rows, err := db.Query(ctx, `SELECT nodename, nodeport, shouldhaveshards FROM pg_dist_node
+		WHERE isactive AND noderole = 'primary' AND groupid > 0 ORDER BY nodename, nodeport`)
+	if err != nil {
+		return Layout{}, fmt.Errorf("read nodes: %w", err)
+	}
+	for rows.Next() {
+		var w Worker
+		if err := rows.Scan(&w.Host, &w.Port, &w.ShouldHaveShards); err != nil {
+			return Layout{}, fmt.Errorf("read nodes: %w", err)
+		}
+		w.Name = w.Host + ":" + strconv.Itoa(w.Port)
+		l.Workers = append(l.Workers, w)
+	}
+	if err := rows.Err(); err != nil {
+		return Layout{}, fmt.Errorf("read nodes: %w", err)
+	}
+	rows, err = db.Query(ctx, `SELECT s.shardid, c.nodename, c.nodeport, s.shardminvalue = s.shardmaxvalue, coalesce(c.shard_size, 0)
+		FROM pg_dist_shard s JOIN citus_shards c USING (shardid)
+		WHERE s.logicalrelid = $1::regclass ORDER BY s.shardid`, table)
+	if err != nil {
+		return Layout{}, fmt.Errorf("read shards of %s: %w", table, err)
+	}
+	for rows.Next() {
+		var id, size int64
+		var host string
+		var port int
+		var single bool
+		if err := rows.Scan(&id, &host, &port, &single, &size); err != nil {
+			return Layout{}, fmt.Errorf("read shards of %s: %w", table, err)
+		}
+		l.Placements[id] = host + ":" + strconv.Itoa(port)
+		l.Single[id] = single
+		l.Bytes[id] = size
+	}
+	if err := rows.Err(); err != nil {
+		return Layout{}, fmt.Errorf("read shards of %s: %w", table, err)
+	}
+	err = db.QueryRow(ctx, `SELECT format_type(a.atttypid, a.atttypmod) FROM pg_dist_partition p
+		JOIN pg_attribute a ON a.attrelid = p.logicalrelid AND a.attname = column_to_column_name(p.logicalrelid, p.partkey)
+		WHERE p.logicalrelid = $1::regclass`, table).Scan(&l.columnType)
+	if err != nil {
+		return Layout{}, fmt.Errorf("read distribution column of %s: %w", table, err)
+	}
+	if !typeRE.MatchString(l.columnType) {
+		return Layout{}, fmt.Errorf("read distribution column of %s: unsupported type %q", table, l.columnType)
+	}
+	return l, nil
+}
+
+// typeRE accepts the built-in type names a distribution column has.
+var typeRE = regexp.MustCompile(`^[a-z][a-z0-9_ ]*(\([0-9, ]+\))?$`)
+
+// TenantShard returns the shard of l.Table holding tenant
+// (get_shard_id_for_distribution_column, the tenant cast to the
+// distribution column's type).
+func (l Layout) TenantShard(ctx context.Context, db DB, tenant string) (int64, error) {
+	var id int64
+	err := db.QueryRow(ctx, "SELECT get_shard_id_for_distribution_column($1::regclass, $2::text::"+l.columnType+")", l.Table, tenant).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("find shard of tenant %s: %w", tenant, err)
+	}
+	return id, nil
+}
+
+// State builds Decide's input from l and the measured load: tenants with
+// their shards, load per worker and per shard (a shard's load is the sum
+// of its tenants').
+func (l Layout) State(ctx context.Context, db DB, load Load) (State, error) {
+	s := State{Table: l.Table, Placements: l.Placements, ShardLoad: map[int64]float64{}}
+	for _, w := range l.Workers {
+		w.Load = load.Workers[w.Name]
+		s.Workers = append(s.Workers, w)
+	}
+	for _, id := range sortedTenants(load.Tenants) {
+		shard, err := l.TenantShard(ctx, db, id)
+		if err != nil {
+			return State{}, err
+		}
+		share := load.Tenants[id]
+		s.Tenants = append(s.Tenants, Tenant{ID: id, Share: share, ShardID: shard, Isolated: l.Single[shard]})
+		s.ShardLoad[shard] += share
+	}
+	return s, nil
+}
+
+// Load is what Sample measured.
+type Load struct {
+	// Samples is the number of samples taken.
+	Samples int
+	// Duration is the time sampled.
+	Duration time.Duration
+	// Workers is each worker's mean number of active client backends
+	// (pg_stat_activity on the worker), by worker name.
+	Workers map[string]float64
+	// Tenants is each tenant's share (0..1) of the active tagged backends
+	// on the coordinator: its share of cluster DB time, sampled.
+	Tenants map[string]float64
+}
+
+// Sampling says where and how often Sample looks.
+type Sampling struct {
+	// Coordinator is where tenant-tagged connections run.
+	Coordinator DB
+	// Workers are connections to each worker by worker name ("host:port").
+	Workers map[string]DB
+	// Interval is the time between samples; 0 means DefaultSampleInterval.
+	Interval time.Duration
+	// TagPrefix is the application_name prefix of tenant connections; ""
+	// means DefaultTagPrefix.
+	TagPrefix string
+}
+
+// Sample samples pg_stat_activity every s.Interval for d: active client
+// backends on every worker, and active backends tagged TagPrefix+tenant
+// on the coordinator. It returns what it measured when ctx ends early, with
+// ctx.Err() only if no sample was taken.
+func Sample(ctx context.Context, s Sampling, d time.Duration) (Load, error) {
+	interval := s.Interval
+	if interval <= 0 {
+		interval = DefaultSampleInterval
+	}
+	prefix := s.TagPrefix
+	if prefix == "" {
+		prefix = DefaultTagPrefix
+	}
+	load := Load{Workers: map[string]float64{}, Tenants: map[string]float64{}}
+	tenantHits := map[string]float64{}
+	var tagged float64
+	start := time.Now()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for time.Since(start) < d {
+		for name, db := range s.Workers {
+			var n int
+			err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&n)
+			if err != nil {
+				return finish(load, tenantHits, tagged, start, err)
+			}
+			load.Workers[name] += float64(n)
+		}
+		if s.Coordinator != nil {
+			rows, err := s.Coordinator.Query(ctx, `SELECT substr(application_name, length($1) + 1), count(*) FROM pg_stat_activity
+				WHERE state = 'active' AND starts_with(application_name, $1) AND pid <> pg_backend_pid() GROUP BY 1`, prefix)
+			if err != nil {
+				return finish(load, tenantHits, tagged, start, err)
+			}
+			for rows.Next() {
+				var tenant string
+				var n int
+				if err := rows.Scan(&tenant, &n); err != nil {
+					rows.Close()
+					return finish(load, tenantHits, tagged, start, err)
+				}
+				tenantHits[tenant] += float64(n)
+				tagged += float64(n)
+			}
+			if err := rows.Err(); err != nil {
+				return finish(load, tenantHits, tagged, start, err)
+			}
+		}
+		load.Samples++
+		select {
+		case <-ctx.Done():
+			return finish(load, tenantHits, tagged, start, ctx.Err())
+		case <-ticker.C:
+		}
+	}
+	return finish(load, tenantHits, tagged, start, nil)
+}
+
+func finish(load Load, hits map[string]float64, tagged float64, start time.Time, err error) (Load, error) {
+	load.Duration = time.Since(start)
+	if load.Samples > 0 {
+		for w := range load.Workers {
+			load.Workers[w] /= float64(load.Samples)
+		}
+	}
+	if tagged > 0 {
+		for t, n := range hits {
+			load.Tenants[t] = n / tagged
+		}
+	}
+	if err != nil && (load.Samples == 0 || !isCtxErr(err)) {
+		return load, fmt.Errorf("sample load: %w", err)
+	}
+	return load, nil
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func sortedTenants(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	// Numeric ids in numeric order, then the rest.
+	sortIDs(keys)
+	return keys
+}
+
+func sortIDs(ids []string) {
+	less := func(a, b string) bool {
+		ai, aerr := strconv.ParseInt(a, 10, 64)
+		bi, berr := strconv.ParseInt(b, 10, 64)
+		if aerr == nil && berr == nil {
+			return ai < bi
+		}
+		if (aerr == nil) != (berr == nil) {
+			return aerr == nil
+		}
+		return strings.Compare(a, b) < 0
+	}
+	for i := 1; i < len(ids); i++ {
+		for j := i; j > 0 && less(ids[j], ids[j-1]); j-- {
+			ids[j], ids[j-1] = ids[j-1], ids[j]
+		}
+	}
+}

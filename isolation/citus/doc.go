@@ -1,0 +1,47 @@
+// Package citus finds and cures a hot shard on a Citus cluster: a tenant
+// with a large share of the traffic makes its hash shard, and that shard's
+// worker, hot while the other workers idle.
+//
+// # Measure
+//
+// Sample reads pg_stat_activity every Sampling.Interval (default 100 ms):
+// active client backends on every worker give per-worker load, and active
+// backends on the coordinator tagged application_name t:<tenant> (the
+// isolation stack's tag) give each tenant's share of cluster DB time.
+// Inspect reads the shard placements from the Citus metadata (pg_dist_node,
+// pg_dist_shard, citus_shards); Layout.State joins both, attributing each
+// tenant's load to its shard (get_shard_id_for_distribution_column).
+//
+// # Decide
+//
+// Decide is pure: Skew is max / median of per-worker (and per-shard) load
+// and alerts above Thresholds.Skew (default 1.5); a tenant above
+// Thresholds.Isolate (5%) gets its own shard (isolate_tenant_to_new_shard,
+// CASCADE to co-located tables); above Thresholds.Dedicate (20%) the worker
+// holding that shard is dedicated to it (shouldhaveshards = false) and
+// every other shard moves off it (citus_move_shard_placement) to the shared
+// worker with the fewest shards — the hot tenant's rows stay where they
+// are; above Thresholds.Cluster (50%) a cluster of its own is recommended,
+// never applied. A step already done is not planned again.
+//
+// # Apply
+//
+// Ladder.Run runs one step, reads the placements again and re-decides,
+// until nothing is left; each step is logged with its duration and the
+// shard counts per worker before and after. Data moves with the explicit
+// TransferMode (default force_logical: writes continue during the copy).
+// A later citus_rebalance_start honours shouldhaveshards = false and would
+// move the dedicated tenant's shard away too: do not rebalance a cluster
+// with dedicated workers without excluding them.
+//
+// # Example
+//
+//	layout, err := citus.Inspect(ctx, coordinator, "orders")
+//	load, err := citus.Sample(ctx, citus.Sampling{Coordinator: coordinator, Workers: workers}, 5*time.Second)
+//	state, err := layout.State(ctx, coordinator, load)
+//	plan := citus.Decide(state, citus.Thresholds{})
+//	for _, s := range plan.Steps {
+//		fmt.Println(s)
+//	}
+//	records, advice, err := citus.Ladder{DB: coordinator, Table: "orders"}.Run(ctx, load, "", 0)
+package citus
