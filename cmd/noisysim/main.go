@@ -10,7 +10,8 @@
 //	0   success
 //	1   any other error, an interruption, or a panic (after teardown)
 //	2   bad input or usage: unknown command or flag, invalid scenario or
-//	    topology, an explicit port in use, PostgreSQL not installed
+//	    topology, an explicit port in use, PostgreSQL (or Citus, for
+//	    topology citus) not installed, a DSN that is not a Citus coordinator
 //	99  an assertion failed (the run completed; a quiet tenant was hurt)
 //
 // Signals: the first SIGINT or SIGTERM cancels the command, which tears
@@ -34,6 +35,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/directory"
 )
 
@@ -49,6 +51,7 @@ type command struct {
 // commands is the one place subcommands are registered. To add one, write
 // its run function in its own file and add a line here.
 var commands = []command{
+	{"citus", "hot-shard plan and policy ladder on a Citus cluster (citus plan | citus isolate --tenant X)", runCitus},
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
 	{"tenant", "move a tenant between directory shards (tenant move --tenant X --to NODE)", runTenant},
@@ -82,6 +85,7 @@ var exitCodes = []struct {
 	{scenario.ErrInvalid, exitUsage},
 	{directory.ErrInvalidConfig, exitUsage},
 	{directory.ErrUnknownNode, exitUsage},
+	{citus.ErrNotCitus, exitUsage},
 }
 
 // exitCode returns the exit code for the error a command returned.

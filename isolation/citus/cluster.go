@@ -34,8 +34,9 @@ const (
 	DefaultTagPrefix = "t:"
 )
 
-// ErrNotCitus means the database has no citus extension.
-var ErrNotCitus = errors.New("not a citus coordinator")
+// ErrNotCitus means the database has no citus extension: it is not a Citus
+// coordinator.
+var ErrNotCitus = errors.New("no citus extension in this database: give the DSN of a Citus coordinator")
 
 // Distribution says which tables to distribute.
 type Distribution struct {

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
+	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/isolation/citus"
+)
+
+func TestCitusBadInput(t *testing.T) {
+	t.Setenv(envCitusDSN, "")
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"citus"}, "missing subcommand"},
+		{[]string{"citus", "rebalance"}, `unknown subcommand "rebalance"`},
+		{[]string{"citus", "plan"}, "--dsn (or $NOISYSIM_CITUS_DSN) is required"},
+		{[]string{"citus", "isolate", "--dsn", "postgres://x/y"}, "--tenant is required"},
+		{[]string{"citus", "plan", "--dsn", "postgres://x/y", "--tenant", "1"}, "--tenant is for isolate"},
+		{[]string{"citus", "plan", "--dsn", "postgres://x/y", "--mode", "fast"}, `--mode "fast"`},
+		{[]string{"citus", "plan", "--dsn", "postgres://x/y", "--skew", "0.9"}, "--skew must be > 1"},
+		{[]string{"citus", "plan", "--dsn", "postgres://x/y", "--for", "0s"}, "must be positive"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if got := realMain(tc.args, &out, &errOut); got != exitUsage {
+				t.Errorf("exit %d, want 2; stderr:\n%s", got, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.msg) {
+				t.Errorf("stderr lacks %q:\n%s", tc.msg, errOut.String())
+			}
+		})
+	}
+}
+
+// TestCitusNotACoordinator: a plain PostgreSQL is bad input (exit 2, one
+// line saying what to give).
+func TestCitusNotACoordinator(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	var out, errOut bytes.Buffer
+	got := realMain([]string{"citus", "plan", "--dsn", c.Nodes()[0].DSN(), "--for", "100ms"}, &out, &errOut)
+	if got != exitUsage || !strings.Contains(errOut.String(), "no citus extension") {
+		t.Fatalf("exit %d, want 2 with 'no citus extension'; stderr:\n%s", got, errOut.String())
+	}
+	if n := strings.Count(strings.TrimSpace(errOut.String()), "\n"); n != 0 {
+		t.Errorf("stderr has %d lines, want 1:\n%s", n+1, errOut.String())
+	}
+}
+
+// TestCitusPlanAndIsolate plans on an idle cluster (nothing to do), then
+// isolates tenant 1 onto a dedicated worker, then isolates again (nothing
+// more to do).
+func TestCitusPlanAndIsolate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := local.Start(ctx, backend.Spec{Topology: local.TopologyCitus, Nodes: 2})
+	if errors.Is(err, local.ErrCitusNotInstalled) {
+		t.Skip("skipping: Citus is not installed for the local PostgreSQL")
+	}
+	if errors.Is(err, backend.ErrNotInstalled) {
+		t.Skip("skipping: PostgreSQL server binaries not found")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	coord, _ := backend.First(c, backend.RoleCoordinator)
+	conn, err := pgx.Connect(ctx, coord.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: map[int]int64{1: 3000, 2: 100, 3: 100}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: []string{"tenants", "orders"}, ShardCount: 8}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envCitusDSN, coord.DSN())
+	run := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if got := realMain(append([]string{"citus"}, args...), &out, &errOut); got != exitOK {
+			t.Fatalf("citus %v: exit %d; stderr:\n%s\nstdout:\n%s", args, got, errOut.String(), out.String())
+		}
+		return out.String()
+	}
+	out := run("plan", "--for", "300ms")
+	if !strings.Contains(out, "worker skew") || strings.Contains(out, "step 1") {
+		t.Errorf("idle plan: want figures and no step:\n%s", out)
+	}
+	out = run("isolate", "--tenant", "1", "--dedicate")
+	if !strings.Contains(out, "isolated true") || !strings.Contains(out, "dedicate worker") {
+		t.Errorf("isolate: want an isolated tenant on a dedicated worker:\n%s", out)
+	}
+	out = run("isolate", "--tenant", "1", "--dedicate")
+	if !strings.Contains(out, "(0 step(s) run)") {
+		t.Errorf("second isolate did something:\n%s", out)
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&n); err != nil || n != 3200 {
+		t.Errorf("orders = %d (%v), want 3200", n, err)
+	}
+}
