@@ -144,6 +144,17 @@ func TestRunTenantPromotion(t *testing.T) {
 			Name   string `json:"name"`
 			Passed bool   `json:"passed"`
 		} `json:"assertions"`
+		Configurations []struct {
+			Name  string `json:"name"`
+			Stats struct {
+				Issued       int64   `json:"issued"`
+				AchievedRate float64 `json:"achieved_rate_per_s"`
+			} `json:"stats"`
+			TopDBTime []struct {
+				Tenant string  `json:"tenant"`
+				Share  float64 `json:"share"`
+			} `json:"top_db_time"`
+		} `json:"configurations"`
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
@@ -155,6 +166,11 @@ func TestRunTenantPromotion(t *testing.T) {
 	for _, want := range []string{"zero_loss", "write_pause", "skew_reduced", "source_empty", "other_tenants_untouched", "tenant_moved"} {
 		if pass, ok := names[want]; !ok || !pass {
 			t.Errorf("assertion %s: present %v, passed %v", want, ok, pass)
+		}
+	}
+	for _, c := range rep.Configurations {
+		if c.Stats.Issued == 0 || c.Stats.AchievedRate == 0 || len(c.TopDBTime) == 0 || c.TopDBTime[0].Share == 0 {
+			t.Errorf("window %s: stats %+v, top DB time %+v; want issued ops, a rate and DB-time shares", c.Name, c.Stats, c.TopDBTime)
 		}
 	}
 	if !rep.Passed || !strings.Contains(strings.Join(rep.Notes, "\n"), "MB/s") {

@@ -124,26 +124,14 @@ func (r *runner) quiet(before, after *metrics.Recorder, snap directory.Snapshot)
 func ms(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1000 }
 
 // report turns the outcome into a report with assertions.
-func (r *runner) report(before, after *metrics.Recorder, triggered bool) *reports.Report {
+func (r *runner) report(before, after *measured, triggered bool) *reports.Report {
 	o := &r.out
 	rep := &reports.Report{
 		Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, ScheduleHash: r.hash,
 		Backend:  fmt.Sprintf("local shards (%d nodes)", len(r.nodes)),
 		Dominant: r.tenant,
 	}
-	for _, w := range []struct {
-		name string
-		rec  *metrics.Recorder
-	}{{WindowBefore, before}, {WindowAfter, after}} {
-		cfg := reports.Configuration{Name: w.name, Expect: reports.ExpectPass, Passed: true}
-		for _, s := range w.rec.Summary() {
-			cfg.Tenants = append(cfg.Tenants, reports.TenantRow{
-				Tenant: strconv.Itoa(s.Tenant), Class: s.Class, Count: s.Count, Errors: s.Errors, ErrorsByClass: s.ErrorsByClass,
-				Dropped: s.Dropped, Incomplete: s.Incomplete, P50: ms(s.P50), P99: ms(s.P99), Max: ms(s.Max), ServiceP99: ms(s.ServiceP99),
-			})
-		}
-		rep.Configurations = append(rep.Configurations, cfg)
-	}
+	rep.Configurations = append(rep.Configurations, r.configuration(WindowBefore, before), r.configuration(WindowAfter, after))
 	add := func(name string, observed, limit float64, unit, op, detail string, pass bool) {
 		rep.Assertions = append(rep.Assertions, reports.Assertion{Name: name, Configuration: WindowAfter, Tenant: r.tenant,
 			Observed: observed, Limit: limit, Unit: unit, Op: op, Detail: detail, Passed: pass})
@@ -183,9 +171,15 @@ func (r *runner) report(before, after *metrics.Recorder, triggered bool) *report
 	add(AssertQuietP99, ms(o.QuietAfter.P99), limit, "ms", "<=",
 		fmt.Sprintf("quiet tenants of %s after the move (before: %.1f ms; %d/%d samples)", o.Source, ms(o.QuietBefore.P99), o.QuietAfter.Count, o.QuietBefore.Count),
 		o.QuietAfter.Count > 0 && ms(o.QuietAfter.P99) <= limit)
+	// A configuration passed when the assertions made against it did.
 	rep.Passed = true
 	for _, a := range rep.Assertions {
 		rep.Passed = rep.Passed && a.Passed
+		for i := range rep.Configurations {
+			if rep.Configurations[i].Name == a.Configuration && !a.Passed {
+				rep.Configurations[i].Passed = false
+			}
+		}
 	}
 	rep.Notes = append(r.notes, r.figureNotes()...)
 	return rep

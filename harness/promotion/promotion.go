@@ -425,8 +425,19 @@ func (r *runner) exec(ctx context.Context, op workload.Op) error {
 	return err
 }
 
-// runWindow runs schedule s and returns its recorder.
-func (r *runner) runWindow(ctx context.Context, name string, s workload.Schedule) (*metrics.Recorder, error) {
+// measured is one window's run: its recorder, the generator's counters,
+// the schedule it ran, the ledger's usage at its start and end, and how
+// long it took.
+type measured struct {
+	rec            *metrics.Recorder
+	stats          workload.RunStats
+	sched          workload.Schedule
+	usage0, usage1 []pools.Usage
+	seconds        float64
+}
+
+// runWindow runs schedule s and returns what it measured.
+func (r *runner) runWindow(ctx context.Context, name string, s workload.Schedule) (*measured, error) {
 	rec, err := metrics.New(metrics.Config{Warmup: r.sc.Phases.Warmup.Duration(), Classify: func(err error) string { return string(pools.Classify(err)) }})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRun, err)
@@ -434,14 +445,18 @@ func (r *runner) runWindow(ctx context.Context, name string, s workload.Schedule
 	if r.opts.Phase != nil {
 		r.opts.Phase(name, s.Duration)
 	}
-	_, err = workload.RunOpenLoop(ctx, s, r.exec, rec, workload.OpenLoopConfig{Drain: max(r.sc.Phases.Drain.Duration(), time.Millisecond), Logger: r.log})
+	m := &measured{rec: rec, sched: s, usage0: r.stack.Ledger().Usage()}
+	t0 := time.Now()
+	m.stats, err = workload.RunOpenLoop(ctx, s, r.exec, rec, workload.OpenLoopConfig{Drain: max(r.sc.Phases.Drain.Duration(), time.Millisecond), Logger: r.log})
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s window: %w", ErrRun, name, err)
 	}
-	return rec, nil
+	m.seconds = time.Since(t0).Seconds()
+	m.usage1 = r.stack.Ledger().Usage()
+	return m, nil
 }
 
 // sampler counts active t:* backends per node every SampleEvery, by

@@ -120,7 +120,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		case <-bg.Done():
 		}
 	})
-	recBefore, err := r.runWindow(ctx, WindowBefore, before)
+	mBefore, err := r.runWindow(ctx, WindowBefore, before)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	r.window.Store(WindowAfter)
 	dbAfterStart := r.dbTime()
 	snapAfter := r.router.Snapshot()
-	recAfter, err := r.runWindow(ctx, WindowAfter, after)
+	mAfter, err := r.runWindow(ctx, WindowAfter, after)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +175,8 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	if err := r.check(ctx, w, othersBefore); err != nil {
 		return nil, err
 	}
-	r.quiet(recBefore, recAfter, snapBefore)
-	return r.report(recBefore, recAfter, triggered), nil
+	r.quiet(mBefore.rec, mAfter.rec, snapBefore)
+	return r.report(mBefore, mAfter, triggered), nil
 }
 
 func (r *runner) graceOrNone() time.Duration {
