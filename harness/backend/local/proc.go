@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // DefaultServerUser is the system user PostgreSQL runs as when noisysim runs
@@ -61,11 +62,22 @@ func (u osUser) chown(path string) error {
 	return nil
 }
 
+// cancelWaitDelay bounds how long a cancelled command's output is waited
+// for once its process group has been killed.
+const cancelWaitDelay = 5 * time.Second
+
 // command prepares cmd to run as u in its own process group (so that a
 // Ctrl-C at the terminal does not reach it before noisysim can stop it),
 // with a minimal environment (no PG* variable of the caller leaks in) and
-// dir as working directory. It returns cmd.
+// dir as working directory. For a cmd made by exec.CommandContext,
+// cancelling the context kills the whole process group, not only cmd:
+// pg_basebackup -X stream and initdb fork children that would otherwise
+// survive and hold cmd's output pipe open forever. It returns cmd.
 func (u osUser) command(cmd *exec.Cmd, dir string) *exec.Cmd {
+	if cmd.Cancel != nil {
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = cancelWaitDelay
+	}
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", "LANG=C"}
 	if tz, ok := os.LookupEnv("TZ"); ok {
