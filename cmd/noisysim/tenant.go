@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/noisysim/noisysim/isolation/directory"
 )
@@ -26,7 +29,9 @@ nodes keep their place (changing the ring would re-place tenants without
 their data).
 
 flags:
-  --tenant ID          tenant to move (the text form of its tenant column)
+  --tenant ID          tenant to move: the text form of a value of its tenant
+                       column ("42" for a bigint column); anything else is
+                       bad input and writes nothing
   --to NODE            destination node name
   --node NAME=DSN      a data node (repeat); the source and NODE are needed
   --catalog DSN        control node holding the catalog (default: first --node)
@@ -101,6 +106,13 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 	if _, ok := nodes.dsn[*to]; !ok {
 		return usagef("tenant move: --to %q is not one of the --node names (%s)", *to, nodes)
 	}
+	tableList := strings.Split(*tables, ",")
+	// The tenant id is checked against the target's tables before anything
+	// is written: a value its tenant column cannot hold would leave the
+	// tenant stuck in the catalog.
+	if err := checkTenant(ctx, nodes.dsn[*to], tableList, *column, *tenant); err != nil {
+		return err
+	}
 	if *catalogDSN == "" {
 		*catalogDSN = nodes.dsn[nodes.names[0]]
 	}
@@ -130,9 +142,12 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 		g = -1
 	}
 	fig, err := directory.Move(ctx, directory.MoveConfig{
-		Catalog: cat, Nodes: nodes.dsn, Tables: strings.Split(*tables, ","), TenantColumn: *column,
+		Catalog: cat, Nodes: nodes.dsn, Tables: tableList, TenantColumn: *column,
 		BatchRows: *batch, MaxPause: *maxPause, Grace: g, Logger: a.log,
 	}, *tenant, *to)
+	if errors.Is(err, directory.ErrInvalidTenant) {
+		return usagef("tenant move: --tenant %q: %v", *tenant, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -157,6 +172,24 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "  valid   %s: %d rows, checksum %s\n", t.Table, t.TargetRows, t.TargetSum)
 	}
 	fmt.Fprintf(a.stdout, "  delete  %d rows at %s\n", fig.DeletedRows, fig.Source)
+	return nil
+}
+
+// checkTenant connects to the node at dsn and checks that tenant is a value
+// of the tenant column of every table (directory.CheckTenant).
+func checkTenant(ctx context.Context, dsn string, tables []string, column, tenant string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("tenant move: connect to the --to node: %w", err)
+	}
+	defer conn.Close(context.Background())
+	err = directory.CheckTenant(ctx, conn, tables, column, tenant)
+	if errors.Is(err, directory.ErrInvalidTenant) {
+		return usagef("tenant move: --tenant %q: %v", tenant, err)
+	}
+	if err != nil {
+		return fmt.Errorf("tenant move: %w", err)
+	}
 	return nil
 }
 

@@ -177,3 +177,94 @@ func TestRunTenantPromotion(t *testing.T) {
 		t.Errorf("report passed %v, notes %q: want a pass with the move's figures", rep.Passed, rep.Notes)
 	}
 }
+
+// twoNodes starts two primaries with the data set, tenants 1 (5000
+// orders) and 2 (10 orders) on the first; the second starts empty.
+func twoNodes(t *testing.T) []backend.Node {
+	t.Helper()
+	c := localtest.Start(t, backend.Spec{Topology: backend.TopologyPrimaries, Nodes: 2})
+	nodes := c.Nodes()
+	ctx := t.Context()
+	for i, n := range nodes {
+		conn, err := pgx.Connect(ctx, n.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dataset.Load(ctx, conn, dataset.Spec{Orders: map[int]int64{1: 5000, 2: 10}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			if _, err := conn.Exec(ctx, "TRUNCATE orders, tenants"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		conn.Close(ctx)
+	}
+	return nodes
+}
+
+// catalogState is what the catalog on node holds: its version, entries and
+// moves ("none" when it does not exist).
+func catalogState(t *testing.T, node backend.Node) string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), node.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var s string
+	err = conn.QueryRow(t.Context(), `SELECT CASE WHEN to_regclass('noisysim_directory.meta') IS NULL THEN 'none' END`).Scan(&s)
+	if err == nil && s == "none" {
+		return s
+	}
+	if err := conn.QueryRow(t.Context(), `SELECT (SELECT version FROM noisysim_directory.meta) || ' tenants ' ||
+		(SELECT coalesce(string_agg(tenant_id || ':' || node || ':' || state, ','), '') FROM noisysim_directory.tenants) || ' moves ' ||
+		(SELECT coalesce(string_agg(tenant_id || ':' || step, ','), '') FROM noisysim_directory.moves)`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestTenantMoveInvalidTenant: a tenant id the tenant column cannot hold
+// is bad input (exit 2, naming --tenant) and writes nothing to the
+// catalog, whether --install would create it or it exists.
+func TestTenantMoveInvalidTenant(t *testing.T) {
+	nodes := twoNodes(t)
+	move := func(install bool, tenant string) []string {
+		args := []string{"tenant", "move", "--tenant", tenant, "--to", nodes[1].Name, "--grace", "0s",
+			"--node", nodes[0].Name + "=" + nodes[0].DSN(), "--node", nodes[1].Name + "=" + nodes[1].DSN()}
+		if install {
+			args = append(args, "--install")
+		}
+		return args
+	}
+	bad := []string{"abc", "1.5", "99999999999999999999", " "}
+	for _, tenant := range bad {
+		var out, errOut bytes.Buffer
+		if got := realMain(move(true, tenant), &out, &errOut); got != exitUsage || !strings.Contains(errOut.String(), "--tenant") {
+			t.Errorf("--install --tenant %q: exit %d, stderr %q; want 2 naming --tenant", tenant, got, errOut.String())
+		}
+		if s := catalogState(t, nodes[0]); s != "none" {
+			t.Errorf("--install --tenant %q created the catalog: %s", tenant, s)
+		}
+	}
+	// An installed catalog: move tenant 2 there and back is not needed,
+	// installing is enough.
+	var out, errOut bytes.Buffer
+	if got := realMain(move(true, "2"), &out, &errOut); got != exitOK {
+		t.Fatalf("move tenant 2: exit %d; stderr:\n%s", got, errOut.String())
+	}
+	before := catalogState(t, nodes[0])
+	for _, tenant := range bad {
+		for _, install := range []bool{false, true} {
+			out.Reset()
+			errOut.Reset()
+			if got := realMain(move(install, tenant), &out, &errOut); got != exitUsage || !strings.Contains(errOut.String(), "--tenant") {
+				t.Errorf("--tenant %q (install %v): exit %d, stderr %q; want 2 naming --tenant", tenant, install, got, errOut.String())
+			}
+			if s := catalogState(t, nodes[0]); s != before {
+				t.Errorf("--tenant %q (install %v) changed the catalog: %s, was %s", tenant, install, s, before)
+			}
+		}
+	}
+}

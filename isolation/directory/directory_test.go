@@ -513,3 +513,46 @@ func TestStaleWriteAfterDeleteRefused(t *testing.T) {
 		t.Errorf("tenant %s's write at %s: %v", other, source, err)
 	}
 }
+
+// TestMoveInvalidTenant: a tenant id the tenant column cannot hold is
+// refused before anything is written: no catalog entry stuck in moving, no
+// move record, no capture at the source.
+func TestMoveInvalidTenant(t *testing.T) {
+	s := startShards(t, 2, 3, 10)
+	ctx := t.Context()
+	before, err := s.cat.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ tenant, canonical string }{{"abc", ""}, {"1.5", ""}, {"", ""},
+		{"99999999999999999999", ""}, {" 2", "2"}, {"002", "2"}} {
+		_, err := directory.Move(ctx, s.moveConfig(), tc.tenant, s.names[1])
+		var te *directory.TenantError
+		if !errors.Is(err, directory.ErrInvalidTenant) || !errors.As(err, &te) || te.Canonical != tc.canonical || te.Column != "tenant_id" {
+			t.Errorf("move of tenant %q: %v, want a *TenantError (canonical %q)", tc.tenant, err, tc.canonical)
+		}
+	}
+	after, err := s.cat.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version || len(after.Entries) != 0 {
+		t.Errorf("catalog changed: version %d → %d, entries %v", before.Version, after.Version, after.Entries)
+	}
+	if moves, err := s.cat.Moves(ctx); err != nil || len(moves) != 0 {
+		t.Errorf("moves recorded: %v (%v)", moves, err)
+	}
+	for _, node := range s.names {
+		var n int
+		err := s.pools[node].QueryRow(ctx, "SELECT count(*) FROM noisysim_directory.capture").Scan(&n)
+		if err == nil && n > 0 {
+			t.Errorf("%s captures %d tenants", node, n)
+		}
+	}
+	if err := directory.CheckTenant(ctx, s.conn(t, s.names[0]), tables, "tenant_id", "2"); err != nil {
+		t.Errorf("CheckTenant(2): %v", err)
+	}
+	if err := directory.CheckTenant(ctx, s.conn(t, s.names[0]), tables, "nope", "2"); !errors.Is(err, directory.ErrInvalidConfig) {
+		t.Errorf("CheckTenant of a missing column: %v, want ErrInvalidConfig", err)
+	}
+}

@@ -36,6 +36,10 @@
 // complete copy and running Move again finishes it. Writes at a fenced node
 // fail (IsFenced): retry them through a refreshed Router.
 //
+// A tenant id is the text form of a value of the tenant column ("42" for a
+// bigint): Move checks it with CheckTenant before it writes anything, so a
+// mistyped id fails with a *TenantError and leaves no trace in the catalog.
+//
 // TRUNCATE and writes that change a row's tenant are not captured. A
 // write at a fenced node that matches no row (an UPDATE or DELETE after the
 // delete at the source) fires no row trigger: it is refused only when its

@@ -26,7 +26,44 @@ var (
 	// ErrInvalidConfig is returned (wrapped) for a configuration that cannot
 	// work.
 	ErrInvalidConfig = errors.New("invalid configuration")
+	// ErrInvalidTenant is returned for a tenant id that is not the text
+	// form of a value of the tenant column; see *TenantError.
+	ErrInvalidTenant = errors.New("invalid tenant id")
 )
+
+// TenantError says why a tenant id cannot name a tenant of a table. It
+// unwraps to ErrInvalidTenant and the database's error, if any.
+type TenantError struct {
+	Tenant string
+	// Table and Column name the tenant column, Type its type.
+	Table, Column, Type string
+	// Canonical is the column's text form of Tenant when it has one that
+	// differs (" 7" or "007" for a bigint is "7").
+	Canonical string
+	// Err is the database's error converting Tenant, or nil.
+	Err error
+}
+
+func (e *TenantError) Error() string {
+	s := fmt.Sprintf("tenant id %q is not a value of %s.%s (%s)", e.Tenant, e.Table, e.Column, e.Type)
+	switch {
+	case e.Err != nil:
+		s += ": " + e.Err.Error()
+	case e.Canonical != "":
+		s += fmt.Sprintf(": its text form is %q", e.Canonical)
+	case e.Tenant == "":
+		s += ": empty"
+	}
+	return s
+}
+
+// Unwrap returns ErrInvalidTenant and the database's error.
+func (e *TenantError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidTenant}
+	}
+	return []error{ErrInvalidTenant, e.Err}
+}
 
 // FencedSQLState is the SQLSTATE the capture trigger raises for a write
 // to a fenced tenant ("tenant moved"). IsFenced recognises it.

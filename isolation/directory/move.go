@@ -181,10 +181,15 @@ type mover struct {
 // (the node the tenant never left) it is cancelled (see
 // Figures.CancelledTarget).
 //
+// tenant must be the text form of a value of the tenant column (see
+// CheckTenant); anything else is refused before the catalog or a node is
+// written.
+//
 // Errors: ErrMoveInProgress when another mover holds the tenant (or an
 // interrupted move past its switch went to another target),
-// ErrUnknownNode, ErrInvalidConfig, *ValidationError, ErrPauseExceeded,
-// and database errors, wrapped in a *StepError naming the step.
+// ErrUnknownNode, ErrInvalidConfig, *TenantError (ErrInvalidTenant),
+// *ValidationError, ErrPauseExceeded, and database errors, wrapped in a
+// *StepError naming the step.
 func Move(ctx context.Context, cfg MoveConfig, tenant, target string) (*Figures, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
@@ -222,6 +227,25 @@ func Move(ctx context.Context, cfg MoveConfig, tenant, target string) (*Figures,
 	if err != nil {
 		return nil, fmt.Errorf("move tenant %s: %w", tenant, err)
 	}
+	// A tenant id the tenant column cannot hold must leave no trace: it is
+	// checked before anything is written (only a cancel, which clears an
+	// interrupted move, skips it).
+	checkTenant := func(nodes ...string) error {
+		for _, n := range nodes {
+			if _, ok := cfg.Nodes[n]; !ok {
+				continue
+			}
+			c, err := m.conn(ctx, n)
+			if err != nil {
+				return fmt.Errorf("move tenant %s: %w", tenant, err)
+			}
+			if err := CheckTenant(ctx, c, cfg.Tables, cfg.TenantColumn, tenant); err != nil {
+				return fmt.Errorf("move tenant %s: %w", tenant, err)
+			}
+			return nil
+		}
+		return nil
+	}
 	from := StepPrepare
 	switched := slices.Index(Steps, rec.Step) >= slices.Index(Steps, StepSwitch)
 	switch {
@@ -246,15 +270,24 @@ func Move(ctx context.Context, cfg MoveConfig, tenant, target string) (*Figures,
 		// Before the switch the source is still the tenant's home: start
 		// over towards the new target (e.g. the old one died).
 		m.source = rec.Source
+		if err := checkTenant(m.source, target); err != nil {
+			return nil, err
+		}
 		m.fig = &Figures{ResumedAfter: rec.Step}
 		m.log.Info("retargeting interrupted move", "tenant", tenant, "source", m.source, "old_target", rec.Target, "target", target)
 	case has && rec.Step != StepDone:
 		m.source = rec.Source
+		if err := checkTenant(m.source, target); err != nil {
+			return nil, err
+		}
 		from = Steps[slices.Index(Steps, rec.Step)+1]
 		m.fig = &Figures{ResumedAfter: rec.Step}
 		m.log.Info("resuming move", "tenant", tenant, "source", m.source, "target", target, "after", rec.Step)
 	default:
 		m.source = snap.Resolve(tenant)
+		if err := checkTenant(m.source, target); err != nil {
+			return nil, err
+		}
 		m.fig = &Figures{}
 		if m.source == target {
 			m.fig = &Figures{Tenant: tenant, Source: target, Target: target, AlreadyThere: true}
@@ -1067,6 +1100,46 @@ func TableSum(ctx context.Context, conn *pgx.Conn, table, tenantColumn, tenant s
 		return 0, "", fmt.Errorf("checksum %s: %w", table, err)
 	}
 	return rows, sum, nil
+}
+
+// CheckTenant reports whether tenant is the text form of a value of
+// column in every one of tables on conn, as the catalog and Move need it:
+// a value the column's type accepts and prints back unchanged (for a
+// bigint column "7", never "abc", "1.5", " 7" or "007"). It reads and
+// writes nothing else. Errors: a *TenantError (ErrInvalidTenant) for a
+// tenant id the column cannot hold, ErrInvalidConfig (wrapped) for a table
+// without the column, and database errors.
+func CheckTenant(ctx context.Context, conn *pgx.Conn, tables []string, column, tenant string) error {
+	for _, name := range tables {
+		var typ string
+		err := conn.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute
+			WHERE attrelid = $1::regclass AND attname = $2 AND attnum > 0 AND NOT attisdropped`, name, column).Scan(&typ)
+		if isNoRows(err) {
+			return fmt.Errorf("check tenant: table %s has no column %s: %w", name, column, ErrInvalidConfig)
+		}
+		if err != nil {
+			return fmt.Errorf("check tenant: table %s: %w", name, err)
+		}
+		te := &TenantError{Tenant: tenant, Table: name, Column: column, Type: typ}
+		if tenant == "" {
+			return te
+		}
+		var back string
+		err = conn.QueryRow(ctx, fmt.Sprintf("SELECT $1::text::%s::text", typ), tenant).Scan(&back)
+		var pg *pgconn.PgError
+		if errors.As(err, &pg) && strings.HasPrefix(pg.Code, "22") { // data exception
+			te.Err = err
+			return te
+		}
+		if err != nil {
+			return fmt.Errorf("check tenant: table %s: %w", name, err)
+		}
+		if back != tenant {
+			te.Canonical = back
+			return te
+		}
+	}
+	return nil
 }
 
 func (m *mover) deleteSource(ctx context.Context) error {
