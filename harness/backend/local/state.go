@@ -81,12 +81,15 @@ func readState(dir string) (clusterState, error) {
 }
 
 // isPostmasterOf reports whether pid is a live postgres process serving
-// dataDir (guarding against a recycled pid).
+// dataDir (guarding against a recycled pid): started with -D dataDir, or a
+// postgres process working in dataDir (a server restarted by hand with
+// another spelling of the path).
 func isPostmasterOf(pid int, dataDir string) bool {
 	if pid <= 0 {
 		return false
 	}
-	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	proc := "/proc/" + strconv.Itoa(pid)
+	cmdline, err := os.ReadFile(proc + "/cmdline")
 	if err != nil {
 		return false
 	}
@@ -96,7 +99,57 @@ func isPostmasterOf(pid int, dataDir string) bool {
 			return true
 		}
 	}
-	return false
+	comm, _ := os.ReadFile(proc + "/comm")
+	cwd, err := os.Readlink(proc + "/cwd")
+	return err == nil && strings.TrimSpace(string(comm)) == "postgres" && sameDir(cwd, dataDir)
+}
+
+func sameDir(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	return err1 == nil && err2 == nil && ra == rb
+}
+
+// postmastersOf returns the live postmasters serving dataDir: the one
+// recorded at start and the one its postmaster.pid names (a node restarted
+// by hand, e.g. by pg_ctl restart, has a new pid).
+func postmastersOf(recorded int, dataDir string) []int {
+	var out []int
+	if isPostmasterOf(recorded, dataDir) {
+		out = append(out, recorded)
+	}
+	if data, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid")); err == nil {
+		first, _, _ := strings.Cut(string(data), "\n")
+		if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil && pid != recorded && isPostmasterOf(pid, dataDir) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// serversUnder returns the live postgres processes working in a directory
+// under dir (every server process works in its data directory).
+func serversUnder(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, _ := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd")
+		if err == nil && strings.HasPrefix(cwd, dir+"/") && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // alive reports whether pid exists and is not a zombie.
@@ -120,6 +173,9 @@ func alive(pid int) bool {
 // `-m immediate`, then SIGKILL, for each node; then it removes dir. It returns
 // an error wrapping ErrNotKept when dir holds no kept cluster.
 func (b *Backend) StopKept(ctx context.Context, dir string) error {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	st, err := readState(dir)
 	if err != nil {
 		return fmt.Errorf("stop kept cluster %s: %w (%w)", dir, ErrNotKept, err)
@@ -135,30 +191,50 @@ func (b *Backend) StopKept(ctx context.Context, dir string) error {
 	// Replicas first, as Close does.
 	for i := len(st.Nodes) - 1; i >= 0; i-- {
 		n := st.Nodes[i]
-		if !isPostmasterOf(n.PID, n.DataDir) {
+		pids := postmastersOf(n.PID, n.DataDir)
+		if len(pids) == 0 {
 			continue
+		}
+		running := func() bool {
+			for _, p := range pids {
+				if isPostmasterOf(p, n.DataDir) {
+					return true
+				}
+			}
+			return false
 		}
 		for _, mode := range []string{"fast", "immediate"} {
 			cmd := u.command(exec.CommandContext(ctx, filepath.Join(st.BinDir, "pg_ctl"), "stop", "-D", n.DataDir, "-m", mode, "-w", "-t", "10"), dir)
 			out, err := cmd.CombinedOutput()
-			if err == nil || !isPostmasterOf(n.PID, n.DataDir) {
+			if err == nil || !running() {
 				break
 			}
 			b.log.Debug("pg_ctl stop failed", "node", n.Name, "mode", mode, "output", strings.TrimSpace(string(out)))
 		}
-		if isPostmasterOf(n.PID, n.DataDir) {
-			killTree(n.PID)
+		for _, p := range pids {
+			if isPostmasterOf(p, n.DataDir) {
+				killTree(p)
+			}
 		}
 		deadline := time.Now().Add(10 * time.Second)
-		for alive(n.PID) && isPostmasterOf(n.PID, n.DataDir) && time.Now().Before(deadline) {
+		for running() && time.Now().Before(deadline) {
 			time.Sleep(pollInterval)
 		}
-		if isPostmasterOf(n.PID, n.DataDir) {
-			errs = append(errs, fmt.Errorf("stop node %s: pid %d still runs", n.Name, n.PID))
+		if running() {
+			errs = append(errs, fmt.Errorf("stop node %s: pids %v still run", n.Name, pids))
 		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
+	}
+	// Never remove the files under a server still running (one started by
+	// hand, or a state file that no longer tells the truth).
+	deadline := time.Now().Add(5 * time.Second)
+	for len(serversUnder(dir)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(pollInterval)
+	}
+	if live := serversUnder(dir); len(live) > 0 {
+		return fmt.Errorf("stop kept cluster %s: postgres processes %v still run in it; not removed", dir, live)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove cluster dir: %w", err)
