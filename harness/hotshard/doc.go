@@ -1,0 +1,35 @@
+// Package hotshard runs the hot-shard experiment on a Citus cluster: a
+// tenant with most of the traffic makes its hash shard, and that shard's
+// worker, hot; noisysim detects it, runs the policy ladder of package
+// isolation/citus and measures what that does for everyone else.
+//
+// Run loads the data set (tenant 1 holds HotShare of the rows), distributes
+// it (create_distributed_table on tenant_id, co-located), then drives
+// open-loop queries tagged application_name t:<tenant>, each a pg_sleep of
+// QueryTime on the tenant's shard, through four windows:
+//
+//   - solo: the quiet tenants alone; their p99 is the baseline;
+//   - before: tenant 1 joins with HotShare of the queries; per-worker load
+//     is sampled every DetectEvery and the first alert (skew or share) is
+//     timed from tenant 1's start;
+//   - ladder (with Apply): citus.Ladder.Run while a writer inserts tenant
+//     1 rows at WriterRate and records each acknowledged one;
+//   - after: per-worker load, skew over the workers that still take shards,
+//     the hot worker's share and the quiet tenants' p99.
+//
+// Assertions: detection within DetectWithin; tenant 1 isolated and alone on
+// a dedicated worker; load skew over the other workers <= the skew
+// threshold; quiet p99 after <= P99Factor × solo p99 + P99Slack; every
+// acknowledged write present exactly once; write pause <= MaxPause.
+//
+//	res, err := hotshard.Run(ctx, cluster, hotshard.Config{Apply: true})
+//	if err != nil {
+//		return err
+//	}
+//	for _, a := range res.Assertions {
+//		fmt.Println(a.Name, a.OK, a.Detail)
+//	}
+//
+// On one machine every worker shares the same CPUs, so the quiet p99 shows
+// queueing, not CPU isolation.
+package hotshard

@@ -1,0 +1,656 @@
+package hotshard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/isolation/citus"
+)
+
+// Defaults of Config fields left zero.
+const (
+	DefaultTenants      = 20
+	DefaultHotShare     = 0.6
+	DefaultRows         = 20000
+	DefaultRate         = 200.0 // queries/s
+	DefaultQueryTime    = 10 * time.Millisecond
+	DefaultSolo         = 3 * time.Second
+	DefaultBefore       = 5 * time.Second
+	DefaultAfter        = 5 * time.Second
+	DefaultDetectEvery  = 500 * time.Millisecond
+	DefaultDetectWithin = 3 * time.Second
+	DefaultWriterRate   = 100.0 // writes/s
+	DefaultMaxPause     = time.Second
+	DefaultP99Factor    = 1.5
+	DefaultP99Slack     = 5 * time.Millisecond
+	DefaultMaxInFlight  = 64
+	// DefaultWarmup is run before the solo window and discarded.
+	DefaultWarmup = time.Second
+)
+
+// Assertion names.
+const (
+	AssertDetected   = "detected_in_window"
+	AssertAlone      = "hot_shard_alone"
+	AssertOtherSkew  = "other_workers_skew"
+	AssertQuietP99   = "quiet_p99_after"
+	AssertZeroLoss   = "zero_loss"
+	AssertWritePause = "write_pause"
+)
+
+// Config is one hot-shard run. Zero fields take the Default constants.
+type Config struct {
+	// Tenants is the tenant count (ids 1..Tenants); tenant 1 is hot.
+	Tenants int
+	// HotShare is tenant 1's share of queries and rows, in (0, 1); the
+	// rest is spread evenly.
+	HotShare float64
+	// Rows is the orders row count.
+	Rows int64
+	// ShardCount is the shard count (0: citus.DefaultShardCount).
+	ShardCount int
+	// Rate is the open-loop query rate, queries/s; QueryTime each query's
+	// cost on its worker (pg_sleep), so load is Rate × QueryTime backends.
+	Rate      float64
+	QueryTime time.Duration
+	// Solo is the quiet tenants' window alone (their baseline p99);
+	// Before the window with the hot tenant before the ladder, After the
+	// window after it.
+	Solo, Before, After time.Duration
+	// DetectEvery is the detection sampling window; DetectWithin the
+	// bound on time from the hot tenant's start to the first alert.
+	DetectEvery, DetectWithin time.Duration
+	// Thresholds of detection and of the ladder.
+	Thresholds citus.Thresholds
+	// Mode is the shard transfer mode ("" means citus.DefaultTransferMode).
+	Mode citus.TransferMode
+	// Apply runs the ladder; false stops after detection and the plan.
+	Apply bool
+	// WriterRate is the hot tenant's checked inserts per second;
+	// MaxPause bounds the longest gap between acknowledgements.
+	WriterRate float64
+	MaxPause   time.Duration
+	// P99Factor and P99Slack: quiet tenants' p99 after the ladder must be
+	// <= P99Factor × their solo p99 + P99Slack.
+	P99Factor float64
+	P99Slack  time.Duration
+	// Seed seeds tenant choice.
+	Seed uint64
+	// Log gets progress; nil is silent.
+	Log *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	d := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	f := func(v *float64, def float64) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	if c.Tenants <= 1 {
+		c.Tenants = DefaultTenants
+	}
+	if c.HotShare <= 0 || c.HotShare >= 1 {
+		c.HotShare = DefaultHotShare
+	}
+	if c.Rows <= 0 {
+		c.Rows = DefaultRows
+	}
+	f(&c.Rate, DefaultRate)
+	f(&c.WriterRate, DefaultWriterRate)
+	f(&c.P99Factor, DefaultP99Factor)
+	d(&c.QueryTime, DefaultQueryTime)
+	d(&c.Solo, DefaultSolo)
+	d(&c.Before, DefaultBefore)
+	d(&c.After, DefaultAfter)
+	d(&c.DetectEvery, DefaultDetectEvery)
+	d(&c.DetectWithin, DefaultDetectWithin)
+	d(&c.MaxPause, DefaultMaxPause)
+	d(&c.P99Slack, DefaultP99Slack)
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Window is what one measured window saw.
+type Window struct {
+	// Workers is mean active backends per worker name.
+	Workers map[string]float64
+	// SharedSkew is max / median over workers that take shards.
+	SharedSkew float64
+	// HotWorkerShare is the share of worker load on the hot tenant's
+	// worker, 0..1.
+	HotWorkerShare float64
+	// QuietP99 is the quiet tenants' p99 latency from intended start.
+	QuietP99 time.Duration
+	// Queries and Dropped count the window's queries and arrivals dropped
+	// because MaxInFlight queries were running.
+	Queries, Dropped int64
+}
+
+// Writes is the hot tenant's checked writer's outcome.
+type Writes struct {
+	Acked, Lost, Duplicated int
+	// MaxPause is the longest gap between two acknowledgements, ending
+	// PauseEnd after the writer started.
+	MaxPause, PauseEnd time.Duration
+	// Errors counts failed writes by SQLSTATE (or "other").
+	Errors map[string]int
+}
+
+// Assertion is one checked outcome.
+type Assertion struct {
+	Name   string
+	OK     bool
+	Detail string
+}
+
+// Result is a run's outcome.
+type Result struct {
+	// Detected is the time from the hot tenant's start to the first alert
+	// (0 and DetectedOK false when none fired).
+	Detected   time.Duration
+	DetectedOK bool
+	Alerts     []citus.Alert
+	// Plan is the ladder decided from the before window.
+	Plan                citus.Plan
+	Solo, Before, After Window
+	Steps               []citus.Record
+	Advice              []citus.Step
+	LadderTook          time.Duration
+	Writes              Writes
+	Assertions          []Assertion
+}
+
+// Failed returns the assertions that failed.
+func (r Result) Failed() []Assertion {
+	var out []Assertion
+	for _, a := range r.Assertions {
+		if !a.OK {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Run loads the data set into the Citus cluster c (coordinator and
+// workers), distributes it, and runs the windows: quiet tenants alone
+// (solo), then with the hot tenant (detection, before), then — with Apply —
+// the ladder under a checked writer, then after. It returns an error for a
+// run that could not be carried out; failed assertions are in the Result.
+func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
+	cfg = cfg.withDefaults()
+	var res Result
+	coord, ok := backend.First(c, backend.RoleCoordinator)
+	if !ok {
+		return res, fmt.Errorf("run hot shard: no coordinator: %w", backend.ErrBadInput)
+	}
+	conn, err := pgx.Connect(ctx, coord.DSN())
+	if err != nil {
+		return res, fmt.Errorf("connect to coordinator: %w", err)
+	}
+	defer conn.Close(context.Background())
+
+	shares := []float64{cfg.HotShare}
+	for range cfg.Tenants - 1 {
+		shares = append(shares, (1-cfg.HotShare)/float64(cfg.Tenants-1))
+	}
+	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: dataset.Counts(shares, cfg.Rows), Days: 30, Customers: 50}, time.Unix(1.7e9, 0)); err != nil {
+		return res, fmt.Errorf("load data set: %w", err)
+	}
+	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: []string{"tenants", "orders"}, ShardCount: cfg.ShardCount}); err != nil {
+		return res, err
+	}
+	layout, err := citus.Inspect(ctx, conn, "orders")
+	if err != nil {
+		return res, err
+	}
+	workers := map[string]citus.DB{}
+	for _, n := range c.Nodes() {
+		if n.Role != backend.RoleWorker {
+			continue
+		}
+		p, err := pgxpool.New(ctx, n.DSN())
+		if err != nil {
+			return res, fmt.Errorf("connect to worker %s: %w", n.Name, err)
+		}
+		defer p.Close()
+		workers[n.Host+":"+strconv.Itoa(n.Port)] = p
+	}
+	sampling := citus.Sampling{Coordinator: conn, Workers: workers, Interval: 20 * time.Millisecond}
+
+	d, err := newDriver(ctx, coord, cfg)
+	if err != nil {
+		return res, err
+	}
+	defer d.close()
+
+	// Warm-up (connections open, caches warm; discarded), then solo: the
+	// quiet tenants only.
+	d.setHot(false)
+	if _, err := d.runFor(ctx, DefaultWarmup); err != nil {
+		return res, err
+	}
+	d.window()
+	cfg.Log.Info("solo window", "duration", cfg.Solo)
+	if _, err := d.runFor(ctx, cfg.Solo); err != nil {
+		return res, err
+	}
+	res.Solo = d.window()
+
+	// The hot tenant starts; detect.
+	d.setHot(true)
+	t0 := time.Now()
+	bg, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Go(func() { d.runFor(bg, cfg.Before+cfg.After+24*time.Hour) })
+	defer wg.Wait()
+	defer stop()
+	var beforeLoad citus.Load
+	for time.Since(t0) < cfg.Before {
+		load, err := citus.Sample(ctx, sampling, cfg.DetectEvery)
+		if err != nil {
+			return res, err
+		}
+		state, err := layout.State(ctx, conn, load)
+		if err != nil {
+			return res, err
+		}
+		plan := citus.Decide(state, cfg.Thresholds)
+		if !res.DetectedOK && len(plan.Alerts) > 0 {
+			res.Detected, res.DetectedOK, res.Alerts = time.Since(t0), true, plan.Alerts
+			cfg.Log.Info("hot shard detected", "after", res.Detected, "alerts", len(plan.Alerts))
+		}
+		beforeLoad = merge(beforeLoad, load)
+	}
+	hotShard, err := layout.TenantShard(ctx, conn, "1")
+	if err != nil {
+		return res, err
+	}
+	res.Before = d.window()
+	fill(&res.Before, beforeLoad, layout, layout.Placements[hotShard])
+	state, err := layout.State(ctx, conn, beforeLoad)
+	if err != nil {
+		return res, err
+	}
+	res.Plan = citus.Decide(state, cfg.Thresholds)
+	res.Assertions = append(res.Assertions, Assertion{Name: AssertDetected, OK: res.DetectedOK && res.Detected <= cfg.DetectWithin+cfg.DetectEvery,
+		Detail: fmt.Sprintf("first alert %.2f s after the hot tenant started (bound %.1f s, sampled every %.1f s)", res.Detected.Seconds(), cfg.DetectWithin.Seconds(), cfg.DetectEvery.Seconds())})
+	if !cfg.Apply {
+		return res, nil
+	}
+
+	// The ladder under a checked writer.
+	w, err := startWriter(ctx, coord.DSN(), cfg.WriterRate)
+	if err != nil {
+		return res, err
+	}
+	ladder := citus.Ladder{DB: conn, Table: "orders", Mode: cfg.Mode, Thresholds: cfg.Thresholds, Log: cfg.Log}
+	lt := time.Now()
+	res.Steps, res.Advice, err = ladder.Run(ctx, beforeLoad, "", 0)
+	res.LadderTook = time.Since(lt)
+	res.Writes = w.stop()
+	if err != nil {
+		return res, err
+	}
+	after, err := citus.Inspect(ctx, conn, "orders")
+	if err != nil {
+		return res, err
+	}
+	hotShard, err = after.TenantShard(ctx, conn, "1")
+	if err != nil {
+		return res, err
+	}
+	home := after.Placements[hotShard]
+	d.window()
+	afterLoad, err := citus.Sample(ctx, sampling, cfg.After)
+	if err != nil {
+		return res, err
+	}
+	res.After = d.window()
+	fill(&res.After, afterLoad, after, home)
+	if err := w.check(ctx, conn, &res.Writes); err != nil {
+		return res, err
+	}
+
+	var sharing []int64
+	for id, wk := range after.Placements {
+		if wk == home && id != hotShard {
+			sharing = append(sharing, id)
+		}
+	}
+	dedicated := false
+	for _, wk := range after.Workers {
+		if wk.Name == home {
+			dedicated = !wk.ShouldHaveShards
+		}
+	}
+	res.Assertions = append(res.Assertions,
+		Assertion{Name: AssertAlone, OK: after.Single[hotShard] && len(sharing) == 0 && dedicated,
+			Detail: fmt.Sprintf("tenant 1 on shard %d (isolated %v) on %s (dedicated %v, %d other shards there)", hotShard, after.Single[hotShard], home, dedicated, len(sharing))},
+		Assertion{Name: AssertOtherSkew, OK: res.After.SharedSkew <= skewBound(cfg.Thresholds),
+			Detail: fmt.Sprintf("load skew over the other workers %.2fx (bound %.2fx), before %.2fx over all", res.After.SharedSkew, skewBound(cfg.Thresholds), res.Before.SharedSkew)},
+		Assertion{Name: AssertQuietP99, OK: res.After.QuietP99 <= time.Duration(cfg.P99Factor*float64(res.Solo.QuietP99))+cfg.P99Slack,
+			Detail: fmt.Sprintf("quiet p99 after %.1f ms, before %.1f ms, solo %.1f ms (bound %.1f × solo + %.0f ms)", ms(res.After.QuietP99), ms(res.Before.QuietP99), ms(res.Solo.QuietP99), cfg.P99Factor, ms(cfg.P99Slack))},
+		Assertion{Name: AssertZeroLoss, OK: res.Writes.Lost == 0 && res.Writes.Duplicated == 0 && res.Writes.Acked > 0,
+			Detail: fmt.Sprintf("%d acknowledged writes: %d lost, %d duplicated", res.Writes.Acked, res.Writes.Lost, res.Writes.Duplicated)},
+		Assertion{Name: AssertWritePause, OK: res.Writes.MaxPause <= cfg.MaxPause,
+			Detail: fmt.Sprintf("longest gap between acknowledgements %.0f ms, ending %.1f s into the ladder (bound %.0f ms)", ms(res.Writes.MaxPause), res.Writes.PauseEnd.Seconds(), ms(cfg.MaxPause))},
+	)
+	return res, nil
+}
+
+func skewBound(th citus.Thresholds) float64 {
+	if th.Skew > 0 {
+		return th.Skew
+	}
+	return citus.DefaultSkew
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// merge averages two loads weighted by their sample counts.
+func merge(a, b citus.Load) citus.Load {
+	if a.Samples == 0 {
+		return b
+	}
+	n := float64(a.Samples + b.Samples)
+	out := citus.Load{Samples: a.Samples + b.Samples, Duration: a.Duration + b.Duration, Workers: map[string]float64{}, Tenants: map[string]float64{}}
+	for _, m := range []struct {
+		in  citus.Load
+		dst map[string]float64
+		get func(citus.Load) map[string]float64
+	}{
+		{a, out.Workers, func(l citus.Load) map[string]float64 { return l.Workers }},
+		{b, out.Workers, func(l citus.Load) map[string]float64 { return l.Workers }},
+		{a, out.Tenants, func(l citus.Load) map[string]float64 { return l.Tenants }},
+		{b, out.Tenants, func(l citus.Load) map[string]float64 { return l.Tenants }},
+	} {
+		for k, v := range m.get(m.in) {
+			m.dst[k] += v * float64(m.in.Samples) / n
+		}
+	}
+	return out
+}
+
+// fill sets a window's worker figures from load.
+func fill(w *Window, load citus.Load, l citus.Layout, hot string) {
+	w.Workers = load.Workers
+	var shared []float64
+	var total float64
+	for _, wk := range l.Workers {
+		total += load.Workers[wk.Name]
+		if wk.ShouldHaveShards {
+			shared = append(shared, load.Workers[wk.Name])
+		}
+	}
+	w.SharedSkew = citus.Skew(shared)
+	if total > 0 {
+		w.HotWorkerShare = load.Workers[hot] / total
+	}
+}
+
+// driver sends open-loop queries: arrivals every 1/Rate s from its start,
+// the tenant drawn by share (the hot tenant only while hot is set), each
+// query pg_sleep(QueryTime) on the tenant's shard, latency from the
+// intended start.
+type driver struct {
+	cfg  Config
+	pool *pgxpool.Pool
+	rng  *rand.Rand
+	hot  atomic.Bool
+
+	mu      sync.Mutex
+	quiet   []time.Duration
+	queries int64
+	dropped int64
+	errs    int64
+}
+
+func newDriver(ctx context.Context, coord backend.Node, cfg Config) (*driver, error) {
+	d := &driver{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7))}
+	pc, err := pgxpool.ParseConfig(coord.DSN())
+	if err != nil {
+		return nil, fmt.Errorf("configure pool: %w", err)
+	}
+	pc.MaxConns = DefaultMaxInFlight / 2
+	if d.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+		return nil, fmt.Errorf("open pool: %w", err)
+	}
+	// Open every pooled connection and its Citus connections to every
+	// worker (a multi-shard count), so that no window pays for them.
+	conns := make([]*pgxpool.Conn, 0, pc.MaxConns)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range pc.MaxConns {
+		c, err := d.pool.Acquire(ctx)
+		if err != nil {
+			d.close()
+			return nil, fmt.Errorf("open pool: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	var g sync.WaitGroup
+	errs := make([]error, len(conns))
+	for i, c := range conns {
+		g.Go(func() { _, errs[i] = c.Exec(ctx, "SELECT count(*) FROM orders") })
+	}
+	g.Wait()
+	if err := errors.Join(errs...); err != nil {
+		d.close()
+		return nil, fmt.Errorf("warm pool: %w", err)
+	}
+	return d, nil
+}
+
+func (d *driver) close() { d.pool.Close() }
+
+// query runs one query of tenant on a pooled connection tagged
+// application_name t:<tenant> for its duration (set before the query, as
+// the isolation stack tags on borrow).
+func (d *driver) query(ctx context.Context, tenant int) error {
+	c, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	if _, err := c.Exec(ctx, "SELECT set_config('application_name', $1, false)", citus.DefaultTagPrefix+strconv.Itoa(tenant)); err != nil {
+		return err
+	}
+	_, err = c.Exec(ctx, "SELECT pg_sleep($3) FROM orders WHERE tenant_id = $1 AND id = $2", tenant, 1, d.cfg.QueryTime.Seconds())
+	return err
+}
+
+func (d *driver) setHot(on bool) { d.hot.Store(on) }
+
+// window returns the figures since the last call and starts a new window.
+func (d *driver) window() Window {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := Window{Queries: d.queries, Dropped: d.dropped}
+	if len(d.quiet) > 0 {
+		s := slices.Clone(d.quiet)
+		slices.Sort(s)
+		w.QuietP99 = s[min(len(s)-1, int(float64(len(s))*0.99))]
+	}
+	d.quiet, d.queries, d.dropped = nil, 0, 0
+	return w
+}
+
+func (d *driver) pick() int {
+	if d.hot.Load() && d.rng.Float64() < d.cfg.HotShare {
+		return 1
+	}
+	return 2 + d.rng.IntN(d.cfg.Tenants-1)
+}
+
+// runFor sends arrivals for dur or until ctx ends; it returns when every
+// query it sent has finished.
+func (d *driver) runFor(ctx context.Context, dur time.Duration) (int64, error) {
+	start := time.Now()
+	gap := time.Duration(float64(time.Second) / d.cfg.Rate)
+	sem := make(chan struct{}, DefaultMaxInFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var n int64
+	for i := int64(0); ; i++ {
+		intended := start.Add(time.Duration(i) * gap)
+		if intended.Sub(start) >= dur {
+			return n, nil
+		}
+		if wait := time.Until(intended); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return n, nil
+			case <-time.After(wait):
+			}
+		}
+		tenant := d.pick()
+		select {
+		case sem <- struct{}{}:
+		default:
+			d.mu.Lock()
+			d.dropped++
+			d.mu.Unlock()
+			continue
+		}
+		n++
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := d.query(ctx, tenant)
+			lat := time.Since(intended)
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			d.queries++
+			if err != nil {
+				if ctx.Err() == nil {
+					d.errs++
+				}
+				return
+			}
+			if tenant != 1 {
+				d.quiet = append(d.quiet, lat)
+			}
+		})
+	}
+}
+
+// writer inserts tenant 1 rows (ids from 2e9 up) at a fixed rate and keeps
+// the acknowledged ids.
+type writer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	acked  []int64
+	out    Writes
+}
+
+func startWriter(ctx context.Context, dsn string, rate float64) (*writer, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("connect writer: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &writer{cancel: cancel, done: make(chan struct{}), out: Writes{Errors: map[string]int{}}}
+	go func() {
+		defer close(w.done)
+		defer func() { conn.Close(context.Background()) }()
+		gap := time.Duration(float64(time.Second) / rate)
+		start := time.Now()
+		last := start
+		for i := int64(0); ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(start.Add(time.Duration(i) * gap))):
+			}
+			id := int64(2e9) + i
+			_, err := conn.Exec(ctx, `INSERT INTO orders (tenant_id, id, created_at, amount, status, customer, note)
+				VALUES (1, $1, now(), 1, 'paid', 'writer', 'checked')`, id)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				w.out.Errors[sqlState(err)]++
+				if conn.IsClosed() {
+					c, cerr := pgx.Connect(ctx, dsn)
+					if cerr != nil {
+						continue
+					}
+					conn = c
+				}
+				continue
+			}
+			now := time.Now()
+			if gap := now.Sub(last); gap > w.out.MaxPause {
+				w.out.MaxPause, w.out.PauseEnd = gap, now.Sub(start)
+			}
+			last = now
+			w.acked = append(w.acked, id)
+		}
+	}()
+	return w, nil
+}
+
+func sqlState(err error) string {
+	var pe interface{ SQLState() string }
+	if errors.As(err, &pe) {
+		return pe.SQLState()
+	}
+	return "other"
+}
+
+func (w *writer) stop() Writes {
+	w.cancel()
+	<-w.done
+	w.out.Acked = len(w.acked)
+	return w.out
+}
+
+// check counts acknowledged rows missing or present more than once.
+func (w *writer) check(ctx context.Context, conn *pgx.Conn, out *Writes) error {
+	rows, err := conn.Query(ctx, `SELECT count(o.id) FROM unnest($1::bigint[]) a(id)
+		LEFT JOIN orders o ON o.tenant_id = 1 AND o.id = a.id GROUP BY a.id`, w.acked)
+	if err != nil {
+		return fmt.Errorf("check writes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			return fmt.Errorf("check writes: %w", err)
+		}
+		switch {
+		case n == 0:
+			out.Lost++
+		case n > 1:
+			out.Duplicated++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("check writes: %w", err)
+	}
+	return nil
+}
