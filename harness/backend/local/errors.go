@@ -79,6 +79,21 @@ func (e *PortInUseError) Error() string {
 // Unwrap returns ErrPortInUse and backend.ErrBadInput.
 func (e *PortInUseError) Unwrap() []error { return []error{ErrPortInUse, backend.ErrBadInput} }
 
+// BaseDirError reports a base directory (WithBaseDir) that clusters cannot
+// be created in: missing, not a directory, or not reachable by the server
+// user. It unwraps to backend.ErrBadInput.
+type BaseDirError struct {
+	Dir    string
+	Reason string
+}
+
+func (e *BaseDirError) Error() string {
+	return fmt.Sprintf("base dir %s: %s", e.Dir, e.Reason)
+}
+
+// Unwrap returns backend.ErrBadInput.
+func (e *BaseDirError) Unwrap() error { return backend.ErrBadInput }
+
 // SettingError reports a server setting that cannot be applied. It unwraps to
 // ErrBadSetting and backend.ErrBadInput.
 type SettingError struct {

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
@@ -108,6 +109,14 @@ func New(opts ...Option) *Backend {
 	if b.cacheDir == "" {
 		b.cacheDir = defaultCacheDir()
 	}
+	// Servers and initdb run in other working directories: every path
+	// handed to them must be absolute.
+	if abs, err := filepath.Abs(b.baseDir); err == nil {
+		b.baseDir = abs
+	}
+	if abs, err := filepath.Abs(b.cacheDir); err == nil {
+		b.cacheDir = abs
+	}
 	if b.stopTimeout <= 0 {
 		b.stopTimeout = DefaultStopTimeout
 	}
@@ -159,7 +168,7 @@ func (b *Backend) Binaries(ctx context.Context) (Binaries, error) {
 // DefaultCitusWorkers; see citusSettings for what every node gets).
 //
 // Errors: *backend.TopologyError or *SettingError (backend.ErrBadInput) for a
-// bad spec; *BinariesNotFoundError or *ServerUserError
+// bad spec; *BaseDirError (backend.ErrBadInput) for an unusable base dir; *BinariesNotFoundError or *ServerUserError
 // (backend.ErrNotInstalled) for a machine that lacks PostgreSQL or its user;
 // *CitusNotInstalledError (backend.ErrNotInstalled) for TopologyCitus
 // without the citus extension; *PortInUseError for an explicit port that is taken; *NodeStartError when a
@@ -198,6 +207,9 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 	me, err := user.Current()
 	if err != nil {
 		return nil, fmt.Errorf("look up current user: %w", err)
+	}
+	if err := checkBaseDir(b.baseDir, u); err != nil {
+		return nil, err
 	}
 
 	c := &Cluster{
@@ -364,4 +376,49 @@ func (b *Backend) KillAll() error {
 		errs = append(errs, c.Kill())
 	}
 	return errors.Join(errs...)
+}
+
+// checkBaseDir returns a *BaseDirError unless dir is a directory the current
+// user can create entries in and u can reach (search every directory from /
+// down to dir: the servers run as u, with no supplementary groups).
+func checkBaseDir(dir string, u osUser) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &BaseDirError{Dir: dir, Reason: "does not exist"}
+	case err != nil:
+		return &BaseDirError{Dir: dir, Reason: err.Error()}
+	case !st.IsDir():
+		return &BaseDirError{Dir: dir, Reason: "not a directory"}
+	}
+	if err := syscall.Access(dir, 0o3); err != nil { // W_OK|X_OK for the caller
+		return &BaseDirError{Dir: dir, Reason: "not writable: " + err.Error()}
+	}
+	if !u.switchTo {
+		return nil
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return &BaseDirError{Dir: dir, Reason: err.Error()}
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil
+		}
+		var bit os.FileMode = 0o001
+		switch {
+		case int(sys.Uid) == u.uid:
+			bit = 0o100
+		case int(sys.Gid) == u.gid:
+			bit = 0o010
+		}
+		if st.Mode().Perm()&bit == 0 {
+			return &BaseDirError{Dir: dir, Reason: fmt.Sprintf("the server user %s cannot enter %s (mode %v, owner uid %d); choose a dir it can reach or make %s searchable (chmod o+x)",
+				u.name, d, st.Mode().Perm(), sys.Uid, d)}
+		}
+		if d == "/" || d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
