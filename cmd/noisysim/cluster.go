@@ -63,7 +63,7 @@ func (s settingsFlag) Set(v string) error {
 func clusterUp(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("cluster up", flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
-	topology := fs.String("topology", "single", "cluster shape: single or replica")
+	topology := fs.String("topology", "single", "cluster shape: single, replica or primaries")
 	nodes := fs.Int("nodes", 0, "node count for topology primaries (N independent primaries)")
 	keep := fs.Bool("keep", false, "leave the cluster running and exit; stop it with 'noisysim cluster down'")
 	showPassword := fs.Bool("show-password", false, "print DSNs with the password instead of xxxxx")
@@ -84,6 +84,9 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	if *port < 0 || *port > 65535 {
 		return usagef("cluster up: --port %d out of range", *port)
 	}
+	if *nodes != 0 && backend.Topology(*topology) != backend.TopologyPrimaries {
+		return usagef("cluster up: --nodes applies only to --topology %s, not %q", backend.TopologyPrimaries, *topology)
+	}
 	spec := backend.Spec{Topology: backend.Topology(*topology), Nodes: *nodes}
 	if len(settings) > 0 {
 		spec.Settings = settings
@@ -101,6 +104,9 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	// a cluster that is still starting.
 	td := a.teardown.add(b.CloseAll, b.KillAll)
 	c, err := b.StartCluster(ctx, spec)
+	if bde := (*local.BaseDirError)(nil); errors.As(err, &bde) {
+		return fmt.Errorf("cluster up: --base-dir: %w", err)
+	}
 	if err != nil {
 		return fmt.Errorf("start cluster: %w", err)
 	}

@@ -477,6 +477,8 @@ func TestClusterUpBadInput(t *testing.T) {
 		{"bindir env without postgres", []string{local.EnvBinDir + "=" + emptyBin}, nil, "server package"},
 		{"occupied port", nil, []string{"--port", busy}, "already in use"},
 		{"setting PostgreSQL rejects", nil, []string{"--setting", "shared_buffers=lots"}, "shared_buffers"},
+		{"base dir missing", nil, []string{"--base-dir", filepath.Join(emptyBin, "missing")}, "--base-dir"},
+		{"nodes without topology primaries", nil, []string{"--nodes", "3"}, "--nodes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
