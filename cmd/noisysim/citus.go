@@ -23,6 +23,7 @@ const envCitusDSN = "NOISYSIM_CITUS_DSN"
 
 const citusUsage = `usage: noisysim citus plan    [--dsn DSN] [--for D] [--apply] [flags]
        noisysim citus isolate --tenant ID [--dedicate] [--dsn DSN] [flags]
+       noisysim citus hot-shard [--apply] [flags]   (see noisysim citus hot-shard -h)
 
 plan samples the cluster's load for --for (pg_stat_activity on every worker
 and tenant-tagged backends, application_name t:<tenant>, on the
@@ -55,6 +56,9 @@ coordinator, 1 any other error.
 `
 
 func runCitus(ctx context.Context, a *app, args []string) error {
+	if len(args) > 0 && args[0] == "hot-shard" {
+		return citusHotShard(ctx, a, args[1:])
+	}
 	if len(args) == 0 || (args[0] != "plan" && args[0] != "isolate") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprint(a.stdout, citusUsage)
@@ -62,9 +66,9 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		}
 		fmt.Fprint(a.stderr, citusUsage)
 		if len(args) == 0 {
-			return usagef("citus: missing subcommand (plan or isolate)")
+			return usagef("citus: missing subcommand (plan, isolate or hot-shard)")
 		}
-		return usagef("citus: unknown subcommand %q (want plan or isolate)", args[0])
+		return usagef("citus: unknown subcommand %q (want plan, isolate or hot-shard)", args[0])
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("citus "+sub, flag.ContinueOnError)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +112,40 @@ func TestCitusPlanAndIsolate(t *testing.T) {
 	var n int64
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&n); err != nil || n != 3200 {
 		t.Errorf("orders = %d (%v), want 3200", n, err)
+	}
+}
+
+func TestCitusHotShardBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"citus", "hot-shard", "--workers", "1"}, "--workers 1"},
+		{[]string{"citus", "hot-shard", "--hot-share", "1"}, "--hot-share 1"},
+		{[]string{"citus", "hot-shard", "--mode", "auto"}, `--mode "auto"`},
+		{[]string{"citus", "hot-shard", "--before", "0s"}, "must be positive"},
+		{[]string{"citus", "hot-shard", "extra"}, `unexpected argument "extra"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if got := realMain(tc.args, &out, &errOut); got != exitUsage {
+				t.Errorf("exit %d, want 2; stderr:\n%s", got, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.msg) {
+				t.Errorf("stderr lacks %q:\n%s", tc.msg, errOut.String())
+			}
+		})
+	}
+}
+
+// TestCitusNotInstalledExit2: a missing citus extension is exit 2 with one
+// line saying how to provide it.
+func TestCitusNotInstalledExit2(t *testing.T) {
+	err := fmt.Errorf("start citus cluster: %w", &local.CitusNotInstalledError{Major: 15, Missing: []string{"/usr/lib/postgresql/15/lib/citus.so"}})
+	if got := exitCode(err); got != exitUsage {
+		t.Errorf("exit %d, want 2", got)
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "install the citus extension") {
+		t.Errorf("message is not one line saying how to provide Citus: %q", msg)
 	}
 }

@@ -51,7 +51,7 @@ type command struct {
 // commands is the one place subcommands are registered. To add one, write
 // its run function in its own file and add a line here.
 var commands = []command{
-	{"citus", "hot-shard plan and policy ladder on a Citus cluster (citus plan | citus isolate --tenant X)", runCitus},
+	{"citus", "hot shard on Citus: plan [--apply], isolate --tenant X, hot-shard (local experiment)", runCitus},
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
 	{"tenant", "move a tenant between directory shards (tenant move --tenant X --to NODE)", runTenant},

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/hotshard"
+	"github.com/noisysim/noisysim/isolation/citus"
+)
+
+const hotShardUsage = `usage: noisysim citus hot-shard [--apply] [flags]
+
+Starts a throwaway local Citus cluster (coordinator + --workers workers; the
+citus extension must be installed for the local PostgreSQL), loads the data
+set with tenant 1 holding --hot-share of rows and queries, distributes it
+(--shards shards), and runs: the quiet tenants alone (solo p99), tenant 1
+joining (detection timed from its start), with --apply the policy ladder
+under a checked writer for tenant 1, and the after window. Prints per-worker
+load, skew, the hot worker's share, quiet p99, the steps and the assertions.
+
+flags:
+  --apply            run the ladder (default: detect and plan only)
+  --workers N        worker count (default 4)
+  --shards N         shard count (default 32)
+  --tenants N        tenant count (default 100)
+  --hot-share F      tenant 1's share (default 0.6)
+  --rate R           queries/s, open loop (default 200)
+  --query-time D     each query's cost on its worker (default 20ms)
+  --solo D, --before D, --after D   window lengths (default 3s, 5s, 5s)
+  --detect-within D  detection bound (default 3s)
+  --max-pause D      write pause bound (default 1s)
+  --mode MODE        shard transfer mode: force_logical (default) or block_writes
+  --seed N           seed of tenant choice (default 1)
+
+exit codes: 0 all assertions held, 99 an assertion failed, 2 bad input or
+Citus not installed, 1 any other error.
+`
+
+func citusHotShard(ctx context.Context, a *app, args []string) error {
+	fs := flag.NewFlagSet("citus hot-shard", flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	fs.Usage = func() { fmt.Fprint(a.stderr, hotShardUsage) }
+	cfg := hotshard.Config{Log: a.log}
+	apply := fs.Bool("apply", false, "")
+	workers := fs.Int("workers", local.DefaultCitusWorkers, "")
+	fs.IntVar(&cfg.ShardCount, "shards", citus.DefaultShardCount, "")
+	fs.IntVar(&cfg.Tenants, "tenants", 100, "")
+	fs.Float64Var(&cfg.HotShare, "hot-share", hotshard.DefaultHotShare, "")
+	fs.Float64Var(&cfg.Rate, "rate", hotshard.DefaultRate, "")
+	fs.DurationVar(&cfg.QueryTime, "query-time", 20*time.Millisecond, "")
+	fs.DurationVar(&cfg.Solo, "solo", hotshard.DefaultSolo, "")
+	fs.DurationVar(&cfg.Before, "before", hotshard.DefaultBefore, "")
+	fs.DurationVar(&cfg.After, "after", hotshard.DefaultAfter, "")
+	fs.DurationVar(&cfg.DetectWithin, "detect-within", hotshard.DefaultDetectWithin, "")
+	fs.DurationVar(&cfg.MaxPause, "max-pause", hotshard.DefaultMaxPause, "")
+	mode := fs.String("mode", string(citus.DefaultTransferMode), "")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "")
+	if err := fs.Parse(args); err != nil {
+		return usageOrHelp(err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("citus hot-shard: unexpected argument %q", fs.Arg(0))
+	case *workers < 2 || *workers > 64:
+		return usagef("citus hot-shard: --workers %d: want 2..64", *workers)
+	case cfg.Tenants < 2 || cfg.ShardCount < 1:
+		return usagef("citus hot-shard: --tenants must be >= 2 and --shards >= 1")
+	case cfg.HotShare <= 0 || cfg.HotShare >= 1:
+		return usagef("citus hot-shard: --hot-share %v: want (0, 1)", cfg.HotShare)
+	case cfg.Rate <= 0 || cfg.QueryTime <= 0 || cfg.Solo <= 0 || cfg.Before <= 0 || cfg.After <= 0:
+		return usagef("citus hot-shard: rates and durations must be positive")
+	case !citus.TransferMode(*mode).Valid():
+		return usagef("citus hot-shard: --mode %q: want force_logical or block_writes", *mode)
+	}
+	cfg.Apply, cfg.Mode = *apply, citus.TransferMode(*mode)
+
+	b := local.New(local.WithLogger(a.log))
+	td := a.teardown.add(b.CloseAll, b.KillAll)
+	c, err := b.StartCluster(ctx, backend.Spec{Topology: local.TopologyCitus, Nodes: *workers})
+	if err != nil {
+		return fmt.Errorf("start citus cluster: %w", err)
+	}
+	st := c.Stat()
+	fmt.Fprintf(a.stdout, "citus cluster up: coordinator + %d workers in %.1f s\n", *workers, st.Ready.Seconds())
+	res, err := hotshard.Run(ctx, c, cfg)
+	printHotShard(a.stdout, res)
+	if cerr := a.teardown.finish(td); cerr != nil && err == nil {
+		err = fmt.Errorf("stop cluster: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	if f := res.Failed(); len(f) > 0 {
+		return fmt.Errorf("citus hot-shard: %d assertion(s) failed: %w", len(f), errAssertionFailed)
+	}
+	return nil
+}
+
+func printHotShard(w io.Writer, res hotshard.Result) {
+	if res.DetectedOK {
+		fmt.Fprintf(w, "detected %.2f s after tenant 1 started:\n", res.Detected.Seconds())
+		for _, al := range res.Alerts {
+			fmt.Fprintf(w, "  alert %s\n", al)
+		}
+	} else {
+		fmt.Fprintf(w, "no alert fired\n")
+	}
+	for _, win := range []struct {
+		name string
+		w    hotshard.Window
+	}{{"solo", res.Solo}, {"before", res.Before}, {"after", res.After}} {
+		if win.w.Queries == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%-6s quiet p99 %6.1f ms  %5d queries %d dropped", win.name, ms(win.w.QuietP99), win.w.Queries, win.w.Dropped)
+		if win.w.Workers != nil {
+			fmt.Fprintf(w, "  hot worker share %4.1f%%  skew (shared workers) %s", win.w.HotWorkerShare*100, fmtSkew(win.w.SharedSkew))
+		}
+		fmt.Fprintln(w)
+	}
+	for i, s := range res.Plan.Steps {
+		fmt.Fprintf(w, "plan %d: %s\n", i+1, s)
+	}
+	printRecords(w, res.Steps)
+	for _, s := range res.Advice {
+		fmt.Fprintf(w, "advice: %s\n", s)
+	}
+	if len(res.Steps) > 0 {
+		fmt.Fprintf(w, "ladder: %d steps in %.1f s; writer %d acknowledged, %d lost, %d duplicated, longest pause %.0f ms, errors %v\n",
+			len(res.Steps), res.LadderTook.Seconds(), res.Writes.Acked, res.Writes.Lost, res.Writes.Duplicated, ms(res.Writes.MaxPause), res.Writes.Errors)
+	}
+	for _, as := range res.Assertions {
+		mark := "ok  "
+		if !as.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "%s %-20s %s\n", mark, as.Name, as.Detail)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
