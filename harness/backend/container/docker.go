@@ -13,6 +13,9 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 )
 
+// dialTimeout bounds finding and pinging the Docker daemon.
+const dialTimeout = 10 * time.Second
+
 // dial connects to the Docker daemon testcontainers finds (DOCKER_HOST,
 // the Docker context, the default socket) and pings it. A DOCKER_HOST that
 // does not answer is no daemon: testcontainers would fall back to the
@@ -27,14 +30,19 @@ func dial(ctx context.Context) (*testcontainers.DockerClient, error) {
 		}
 		return &DockerError{Err: err}
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	if host := os.Getenv("DOCKER_HOST"); host != "" {
 		if err := pingEnv(pctx); err != nil {
 			return nil, noDaemon(fmt.Errorf("DOCKER_HOST=%s: %w", host, err))
 		}
 	}
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
+	// testcontainers finds the host once per process and keeps what it
+	// found, a failure too: a search ended by ctx's cancellation would fail
+	// every later call. So it gets a context ctx does not cancel.
+	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), dialTimeout)
+	defer tcancel()
+	cli, err := testcontainers.NewDockerClientWithOpts(tctx)
 	if err != nil {
 		return nil, noDaemon(err)
 	}
