@@ -41,8 +41,12 @@ flags:
   --batch-rows N       rows per copy batch (default 1000)
   --max-pause D        bound of the write pause (default 1s)
   --grace D            wait between the switch and the delete at the source (default 5s)
+  --overwrite-target   delete rows of the tenant the target already holds; without
+                       it a move towards a node holding rows of the tenant that no
+                       earlier attempt of the move copied there is refused (exit 2)
 
-exit codes: 0 moved (or already there), 2 bad input, 1 any other error.
+exit codes: 0 moved (or already there), 2 bad input (an invalid --tenant, a
+target holding rows of the tenant), 1 any other error.
 `
 
 // nodeFlags collects repeated --node NAME=DSN flags.
@@ -88,6 +92,7 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 	batch := fs.Int("batch-rows", directory.DefaultBatchRows, "")
 	maxPause := fs.Duration("max-pause", directory.DefaultMaxPause, "")
 	grace := fs.Duration("grace", directory.DefaultGrace, "")
+	overwrite := fs.Bool("overwrite-target", false, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageOrHelp(err)
 	}
@@ -143,12 +148,15 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 	}
 	fig, err := directory.Move(ctx, directory.MoveConfig{
 		Catalog: cat, Nodes: nodes.dsn, Tables: tableList, TenantColumn: *column,
-		BatchRows: *batch, MaxPause: *maxPause, Grace: g, Logger: a.log,
+		BatchRows: *batch, MaxPause: *maxPause, Grace: g, Overwrite: *overwrite, Logger: a.log,
 	}, *tenant, *to)
-	if errors.Is(err, directory.ErrInvalidTenant) {
+	var occupied *directory.TargetNotEmptyError
+	switch {
+	case errors.Is(err, directory.ErrInvalidTenant):
 		return usagef("tenant move: --tenant %q: %v", *tenant, err)
-	}
-	if err != nil {
+	case errors.As(err, &occupied):
+		return usagef("tenant move: --to %s: %v (nothing was written; --overwrite-target deletes them)", *to, occupied)
+	case err != nil:
 		return err
 	}
 	if fig.CancelledTarget != "" {

@@ -268,3 +268,48 @@ func TestTenantMoveInvalidTenant(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantMoveOccupiedTarget: a target that already holds rows of the
+// tenant is refused (exit 2, naming --overwrite-target) and keeps them;
+// --overwrite-target replaces them with the source's.
+func TestTenantMoveOccupiedTarget(t *testing.T) {
+	nodes := twoNodes(t)
+	ctx := t.Context()
+	dst, err := pgx.Connect(ctx, nodes[1].DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close(context.Background())
+	if _, err := dst.Exec(ctx, `INSERT INTO orders (tenant_id, id, created_at, amount, status, customer, note)
+		VALUES (2, 1, now(), 1, 'paid', 'hand', 'restored by hand'), (2, 999999, now(), 1, 'paid', 'hand', 'only here')`); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"tenant", "move", "--install", "--tenant", "2", "--to", nodes[1].Name, "--grace", "0s",
+		"--node", nodes[0].Name + "=" + nodes[0].DSN(), "--node", nodes[1].Name + "=" + nodes[1].DSN()}
+	var out, errOut bytes.Buffer
+	if got := realMain(args, &out, &errOut); got != exitUsage || !strings.Contains(errOut.String(), "--overwrite-target") ||
+		!strings.Contains(errOut.String(), "2 rows of tenant 2") {
+		t.Fatalf("move to a target holding 2 rows of the tenant: exit %d, stderr %q; want 2 naming the rows and --overwrite-target", got, errOut.String())
+	}
+	count := func() (n int, note string) {
+		t.Helper()
+		if err := dst.QueryRow(ctx, "SELECT count(*), coalesce(max(note) FILTER (WHERE id = 999999), '') FROM orders WHERE tenant_id = 2").Scan(&n, &note); err != nil {
+			t.Fatal(err)
+		}
+		return n, note
+	}
+	if n, note := count(); n != 2 || note != "only here" {
+		t.Errorf("the refused move left %d rows (%q), want the 2 it found", n, note)
+	}
+	if s := catalogState(t, nodes[0]); strings.Contains(s, "2:") {
+		t.Errorf("the refused move wrote tenant 2 to the catalog: %s", s)
+	}
+	out.Reset()
+	errOut.Reset()
+	if got := realMain(append(args, "--overwrite-target"), &out, &errOut); got != exitOK {
+		t.Fatalf("--overwrite-target: exit %d; stderr:\n%s", got, errOut.String())
+	}
+	if n, note := count(); n != 10 || note != "" {
+		t.Errorf("after --overwrite-target the target holds %d rows of tenant 2 (stray %q), want the source's 10", n, note)
+	}
+}

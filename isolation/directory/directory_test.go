@@ -556,3 +556,62 @@ func TestMoveInvalidTenant(t *testing.T) {
 		t.Errorf("CheckTenant of a missing column: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestMoveRefusesOccupiedTarget: a fresh move towards a node that already
+// holds rows of the tenant (not copied there by an earlier attempt) is
+// refused before anything is written, and those rows stay; with Overwrite
+// the move replaces them with the source's.
+func TestMoveRefusesOccupiedTarget(t *testing.T) {
+	s := startShards(t, 3, 6, 200)
+	ctx := t.Context()
+	tenant := "2"
+	source, _, _, err := s.cat.Lookup(ctx, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := s.names[2]
+	want := s.sums(t, source, tenant)
+	if _, err := s.pools[target].Exec(ctx, `INSERT INTO items (tenant_id, id, val) VALUES (2, 1, 'restored by hand'), (2, 900, 'only here')`); err != nil {
+		t.Fatal(err)
+	}
+	stray := s.sums(t, target, tenant)
+	before, err := s.cat.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = directory.Move(ctx, s.moveConfig(), tenant, target)
+	var te *directory.TargetNotEmptyError
+	if !errors.Is(err, directory.ErrTargetNotEmpty) || !errors.As(err, &te) || te.Rows["items"] != 2 || te.Target != target {
+		t.Fatalf("move to a target holding 2 rows of the tenant: %v, want a *TargetNotEmptyError counting them", err)
+	}
+	if got := s.sums(t, target, tenant); fmt.Sprint(got) != fmt.Sprint(stray) {
+		t.Errorf("the refused move changed the target's rows: %v, were %v", got, stray)
+	}
+	after, err := s.cat.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Version != before.Version || len(after.Entries) != 0 {
+		t.Errorf("the refused move changed the catalog: version %d → %d, entries %v", before.Version, after.Version, after.Entries)
+	}
+	if moves, err := s.cat.Moves(ctx); err != nil || len(moves) != 0 {
+		t.Errorf("the refused move is recorded: %v (%v)", moves, err)
+	}
+	cfg := s.moveConfig()
+	cfg.Overwrite = true
+	if _, err := directory.Move(ctx, cfg, tenant, target); err != nil {
+		t.Fatalf("move with Overwrite: %v", err)
+	}
+	if got := s.sums(t, target, tenant); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("target holds %v after the overwriting move, want the source's %v", got, want)
+	}
+	// Back to the source: the delete emptied it, and the finished move's
+	// rows are not a copy any more.
+	if _, err := directory.Move(ctx, s.moveConfig(), tenant, source); err != nil {
+		t.Fatalf("move back to %s: %v", source, err)
+	}
+	var marks int
+	if err := s.pools[target].QueryRow(ctx, "SELECT count(*) FROM noisysim_directory.copies").Scan(&marks); err != nil || marks != 0 {
+		t.Errorf("%d copies still marked at %s after the move finished (%v)", marks, target, err)
+	}
+}

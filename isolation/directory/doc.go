@@ -39,6 +39,10 @@
 // A tenant id is the text form of a value of the tenant column ("42" for a
 // bigint): Move checks it with CheckTenant before it writes anything, so a
 // mistyped id fails with a *TenantError and leaves no trace in the catalog.
+// A fresh move never deletes rows of the tenant that its target already
+// holds and no earlier attempt of the move copied there: it fails with a
+// *TargetNotEmptyError, before writing anything, unless
+// MoveConfig.Overwrite is set.
 //
 // TRUNCATE and writes that change a row's tenant are not captured. A
 // write at a fenced node that matches no row (an UPDATE or DELETE after the

@@ -3,6 +3,9 @@ package directory
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 )
 
 // Errors callers branch on; test with errors.Is.
@@ -26,6 +29,10 @@ var (
 	// ErrInvalidConfig is returned (wrapped) for a configuration that cannot
 	// work.
 	ErrInvalidConfig = errors.New("invalid configuration")
+	// ErrTargetNotEmpty is returned when a move's target already holds rows
+	// of the tenant that no earlier attempt of the move copied there; see
+	// *TargetNotEmptyError.
+	ErrTargetNotEmpty = errors.New("target already holds rows of the tenant")
 	// ErrInvalidTenant is returned for a tenant id that is not the text
 	// form of a value of the tenant column; see *TenantError.
 	ErrInvalidTenant = errors.New("invalid tenant id")
@@ -107,3 +114,27 @@ func (e *StepError) Error() string {
 
 // Unwrap returns the cause.
 func (e *StepError) Unwrap() error { return e.Err }
+
+// TargetNotEmptyError is a move refused because its target already holds
+// rows of the tenant that no earlier attempt of the move copied there (a
+// fresh move would delete them). It unwraps to ErrTargetNotEmpty.
+type TargetNotEmptyError struct {
+	Tenant, Target string
+	// Rows counts the tenant's rows at the target by table; tables without
+	// any are left out.
+	Rows map[string]int64
+}
+
+func (e *TargetNotEmptyError) Error() string {
+	var parts []string
+	var n int64
+	for _, t := range slices.Sorted(maps.Keys(e.Rows)) {
+		parts = append(parts, fmt.Sprintf("%s %d", t, e.Rows[t]))
+		n += e.Rows[t]
+	}
+	return fmt.Sprintf("target %s already holds %d rows of tenant %s (%s) that no earlier attempt of this move copied there: refusing to delete them",
+		e.Target, n, e.Tenant, strings.Join(parts, ", "))
+}
+
+// Unwrap returns ErrTargetNotEmpty.
+func (e *TargetNotEmptyError) Unwrap() error { return ErrTargetNotEmpty }

@@ -30,8 +30,11 @@ const (
 	// waits for every transaction older than that to end, so no write can
 	// escape both the copy and the capture.
 	StepCapture Step = "capture"
-	// StepCopy empties the target of the tenant (leftovers of an earlier
-	// attempt) and copies every table in key-ordered batches.
+	// StepCopy marks the target's rows of the tenant as a copy, empties the
+	// target of the tenant (leftovers of an earlier attempt) and copies
+	// every table in key-ordered batches. A fresh move refuses, before
+	// prepare, a target holding rows of the tenant that no earlier attempt
+	// copied there (ErrTargetNotEmpty) unless MoveConfig.Overwrite is set.
 	StepCopy Step = "copy"
 	// StepCatchUp applies the captured writes at the target, in rounds,
 	// until a round finds fewer than MoveConfig.Backlog.
@@ -106,6 +109,11 @@ type MoveConfig struct {
 	// move's own process. Routers elsewhere see the switch at their next
 	// poll; their writes at the fenced source fail meanwhile (IsFenced).
 	Gates []Gate
+	// Overwrite lets a fresh move delete rows of the tenant that the target
+	// already holds and no earlier attempt of the move copied there (left
+	// by hand, or by a restore). Without it such a move fails with
+	// *TargetNotEmptyError before it writes anything.
+	Overwrite bool
 	// Logger receives an info record per step; nil is silent.
 	Logger *slog.Logger
 	// BeforeStep, when set, is called before each step runs; an error
@@ -188,6 +196,7 @@ type mover struct {
 // Errors: ErrMoveInProgress when another mover holds the tenant (or an
 // interrupted move past its switch went to another target),
 // ErrUnknownNode, ErrInvalidConfig, *TenantError (ErrInvalidTenant),
+// *TargetNotEmptyError (ErrTargetNotEmpty),
 // *ValidationError, ErrPauseExceeded, and database errors, wrapped in a
 // *StepError naming the step.
 func Move(ctx context.Context, cfg MoveConfig, tenant, target string) (*Figures, error) {
@@ -304,6 +313,11 @@ func Move(ctx context.Context, cfg MoveConfig, tenant, target string) (*Figures,
 		}
 	}
 
+	if from == StepPrepare {
+		if err := m.checkTarget(ctx); err != nil {
+			return nil, fmt.Errorf("move tenant %s: %w", tenant, err)
+		}
+	}
 	for _, step := range Steps[slices.Index(Steps, from):] {
 		if cfg.BeforeStep != nil {
 			if err := cfg.BeforeStep(step); err != nil {
@@ -488,6 +502,16 @@ func (m *mover) run(ctx context.Context, step Step) error {
 	case StepDelete:
 		if err := m.deleteSource(ctx); err != nil {
 			return err
+		}
+	case StepDone:
+		// The tenant lives at the target now: its rows there are no
+		// longer a copy a later move may delete.
+		dst, err := m.conn(ctx, m.target)
+		if err != nil {
+			return err
+		}
+		if _, err := dst.Exec(ctx, "DELETE FROM noisysim_directory.copies WHERE tenant_id = $1", m.tenant); err != nil {
+			return fmt.Errorf("unmark the copy at the target: %w", err)
 		}
 	}
 	return m.record(ctx, step)
@@ -703,6 +727,15 @@ func (m *mover) copy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Marked before its first row: rows of the tenant at the target are
+	// this move's from here on.
+	if _, err := dst.Exec(ctx, copiesDDL); err != nil {
+		return fmt.Errorf("mark the copy at the target: %w", err)
+	}
+	if _, err := dst.Exec(ctx, `INSERT INTO noisysim_directory.copies (tenant_id, source) VALUES ($1, $2)
+		ON CONFLICT (tenant_id) DO UPDATE SET source = EXCLUDED.source, started_at = now()`, m.tenant, m.source); err != nil {
+		return fmt.Errorf("mark the copy at the target: %w", err)
+	}
 	if _, err := m.deleteTenant(ctx, dst); err != nil {
 		return fmt.Errorf("empty the target: %w", err)
 	}
@@ -752,6 +785,56 @@ func (m *mover) copy(ctx context.Context) error {
 	if m.fig.CopySeconds > 0 {
 		m.fig.MBPerSecond = float64(m.fig.CopiedBytes) / (1 << 20) / m.fig.CopySeconds
 		m.fig.RowsPerSecond = float64(m.fig.CopiedRows) / m.fig.CopySeconds
+	}
+	return nil
+}
+
+// copiesDDL creates the copies table of nodeDDL on a node installed
+// before it existed.
+const copiesDDL = `CREATE TABLE IF NOT EXISTS noisysim_directory.copies (
+	tenant_id  text PRIMARY KEY,
+	source     text NOT NULL,
+	started_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// checkTarget refuses a target that holds rows of the tenant unless an
+// earlier attempt marked them as its copy or Overwrite is set. It writes
+// nothing.
+func (m *mover) checkTarget(ctx context.Context) error {
+	if m.cfg.Overwrite {
+		return nil
+	}
+	if err := m.describeTables(ctx, true); err != nil {
+		return err
+	}
+	dst, err := m.conn(ctx, m.target)
+	if err != nil {
+		return err
+	}
+	var marked bool
+	if err := dst.QueryRow(ctx, "SELECT to_regclass('noisysim_directory.copies') IS NOT NULL").Scan(&marked); err != nil {
+		return fmt.Errorf("check the target: %w", err)
+	}
+	if marked {
+		if err := dst.QueryRow(ctx, "SELECT EXISTS (SELECT FROM noisysim_directory.copies WHERE tenant_id = $1)", m.tenant).Scan(&marked); err != nil {
+			return fmt.Errorf("check the target: %w", err)
+		}
+	}
+	if marked {
+		return nil
+	}
+	rows := map[string]int64{}
+	for _, t := range m.tables {
+		var n int64
+		if err := dst.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s t WHERE %s", t.ident, t.tenantCond("t.", 1)), m.tenant).Scan(&n); err != nil {
+			return fmt.Errorf("check the target: count %s: %w", t.name, err)
+		}
+		if n > 0 {
+			rows[t.name] = n
+		}
+	}
+	if len(rows) > 0 {
+		return &TargetNotEmptyError{Tenant: m.tenant, Target: m.target, Rows: rows}
 	}
 	return nil
 }

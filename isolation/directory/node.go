@@ -15,8 +15,11 @@ import (
 // while the move runs (fenced = false), and tenants moved away (fenced =
 // true, kept as a tombstone so that a stale writer's write fails). changes
 // holds the keys written for captured tenants until the mover applies them
-// at the target. The trigger function runs as its owner (SECURITY DEFINER,
-// fixed search_path), so least-privilege application roles need no access
+// at the target. copies lists the tenants whose rows on this node are a
+// move's copy (from before the copy writes its first row until the move is
+// done): a later attempt may delete them; a fresh move never deletes rows
+// of a tenant not listed there unless told to (MoveConfig.Overwrite). The
+// trigger function runs as its owner (SECURITY DEFINER, fixed search_path), so least-privilege application roles need no access
 // to the schema. The trigger takes a FOR SHARE lock on the tenant's
 // capture row, so fencing it waits for every write transaction in flight
 // and no write can commit after the fence. A statement trigger refuses
@@ -37,6 +40,11 @@ CREATE TABLE IF NOT EXISTS noisysim_directory.changes (
 	key       jsonb NOT NULL
 );
 CREATE INDEX IF NOT EXISTS changes_tenant ON noisysim_directory.changes (tenant_id, seq);
+CREATE TABLE IF NOT EXISTS noisysim_directory.copies (
+	tenant_id  text PRIMARY KEY,
+	source     text NOT NULL,
+	started_at timestamptz NOT NULL DEFAULT now()
+);
 CREATE OR REPLACE FUNCTION noisysim_directory.capture_trigger() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
