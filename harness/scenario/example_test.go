@@ -74,5 +74,5 @@ func ExampleScenario_Validate() {
 	// Output:
 	// name: must be letters, digits, '.', '_' or '-', starting with a letter or digit; got "built in Go"
 	// backend.kind: required: backend kind local, external or docker
-	// backend.topology: required: topology single, replica or shards
+	// backend.topology: required: topology single, replica, shards or citus
 }

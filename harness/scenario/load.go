@@ -551,6 +551,7 @@ func (s *Scenario) applyDefaults() {
 	}
 	fill(reflect.ValueOf(s).Elem(), reflect.ValueOf(def), "", has)
 	s.applyPromotionDefaults()
+	s.applyHotShardDefaults()
 
 	for i := range s.Classes {
 		c := &s.Classes[i]

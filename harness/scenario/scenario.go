@@ -81,6 +81,9 @@ type Scenario struct {
 	// topology shards (see Promotion); absent, it is the noisy-neighbour
 	// scenario.
 	Promotion Promotion `yaml:"promotion"`
+	// HotShard, when present, makes this a hot-shard scenario on topology
+	// citus (see HotShard).
+	HotShard HotShard `yaml:"hot_shard"`
 	// Faults are node faults injected during each configuration's run
 	// phase; backend kind docker only. Empty means none.
 	Faults []Fault `yaml:"faults"`
@@ -136,6 +139,9 @@ type Backend struct {
 	// Shards is the node count of topology shards (kind local), 2..16.
 	// Default 4.
 	Shards int `yaml:"shards"`
+	// Workers is the worker count of topology citus (kind local), 2..64.
+	// Default 4.
+	Workers int `yaml:"workers"`
 }
 
 // Spec returns the backend.Spec for a local backend: the topology and the
@@ -143,6 +149,9 @@ type Backend struct {
 func (b Backend) Spec() backend.Spec {
 	if b.Topology == TopologyShards {
 		return backend.Spec{Topology: backend.TopologyPrimaries, Nodes: b.Shards, Settings: b.Settings}
+	}
+	if b.Topology == TopologyCitus {
+		return backend.Spec{Topology: TopologyCitus, Nodes: b.Workers, Settings: b.Settings}
 	}
 	return backend.Spec{Topology: b.Topology, Settings: b.Settings}
 }

@@ -228,7 +228,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown-query.yaml", 3, 25, "classes[0].query", `unknown query "scan"; want lookup, page, report, export or sleep`},
 		{"unknown-mode.yaml", 6, 5, "configurations[0].mode", `unknown mode "sharded"; want shared or isolated`},
 		{"unknown-backend.yaml", 3, 3, "backend.kind", `unknown backend kind "kubernetes"; want local, external or docker`},
-		{"unknown-topology.yaml", 3, 3, "backend.topology", `unknown topology "triple"; want single, replica or shards`},
+		{"unknown-topology.yaml", 3, 3, "backend.topology", `unknown topology "triple"; want single, replica, shards or citus`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.file+"/"+tc.field, func(t *testing.T) {

@@ -177,6 +177,7 @@ func (s *Scenario) problems() []Problem {
 	c.configurations(s.Configurations)
 	c.assertions(&s.Assertions)
 	c.promotion(s)
+	c.hotShard(s)
 	c.faults(s)
 	return sortProblems(c.ps)
 }
@@ -185,7 +186,7 @@ var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z
 
 func (c *checker) backend(b *Backend) {
 	kindOK := oneOf(c, "backend.kind", "backend kind", b.Kind, BackendLocal, BackendExternal, BackendDocker)
-	topoOK := oneOf(c, "backend.topology", "topology", b.Topology, backend.TopologySingle, backend.TopologyReplica, TopologyShards)
+	topoOK := oneOf(c, "backend.topology", "topology", b.Topology, backend.TopologySingle, backend.TopologyReplica, TopologyShards, TopologyCitus)
 	if b.Topology == TopologyShards && b.Kind != BackendLocal {
 		c.add("backend.topology", "shards needs kind local")
 	}

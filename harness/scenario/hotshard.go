@@ -1,0 +1,182 @@
+package scenario
+
+import (
+	"time"
+
+	"github.com/noisysim/noisysim/harness/backend"
+)
+
+// TopologyCitus is a Citus coordinator and Backend.Workers workers (kind
+// local: the citus extension must be installed for the local PostgreSQL).
+// It needs a hot_shard section.
+const TopologyCitus backend.Topology = "citus"
+
+// Hot-shard defaults, applied to keys a hot_shard section leaves out.
+const (
+	DefaultWorkers                     = 4
+	DefaultHotShardShards              = 32
+	DefaultHotShardRate                = 200.0
+	DefaultHotShardQueryTime  Duration = Duration(20 * time.Millisecond)
+	DefaultHotShardSolo       Duration = Duration(3 * time.Second)
+	DefaultHotShardBefore     Duration = Duration(5 * time.Second)
+	DefaultHotShardAfter      Duration = Duration(5 * time.Second)
+	DefaultHotShardDetect     Duration = Duration(500 * time.Millisecond)
+	DefaultHotShardWithin     Duration = Duration(3 * time.Second)
+	DefaultHotShardSkew                = 1.5
+	DefaultHotShardIsolate             = 0.05
+	DefaultHotShardDedicate            = 0.20
+	DefaultHotShardCluster             = 0.50
+	DefaultHotShardMode                = "force_logical"
+	DefaultHotShardWriterRate          = 100.0
+	DefaultHotShardMaxPause   Duration = Duration(time.Second)
+	DefaultHotShardP99Factor           = 1.5
+	DefaultHotShardP99Slack   Duration = Duration(5 * time.Millisecond)
+)
+
+// HotShard is a hot-shard scenario on topology citus: tenant 1 (with
+// tenants.dominant_share of rows and queries) makes its hash shard and
+// worker hot; detection is timed from its start; with Apply (or `noisysim
+// run --apply`) the policy ladder isolates it, dedicates its worker and
+// moves the other shards off it while a writer checks that no acknowledged
+// write is lost; quiet tenants are measured alone, before and after. Its
+// queries are its own (a pg_sleep of QueryTime on the tenant's shard):
+// classes, phases and configurations are not used.
+type HotShard struct {
+	// Shards is the shard count of the distributed tables. Default 32.
+	Shards int `yaml:"shards"`
+	// Rate is the open-loop query rate, queries/s. Default 200.
+	Rate float64 `yaml:"rate"`
+	// QueryTime is each query's cost on its worker. Default 20ms.
+	QueryTime Duration `yaml:"query_time"`
+	// Solo, Before and After are the measured windows: quiet tenants
+	// alone, with tenant 1 before the ladder, after it. Defaults 3s, 5s,
+	// 5s.
+	Solo   Duration `yaml:"solo"`
+	Before Duration `yaml:"before"`
+	After  Duration `yaml:"after"`
+	// DetectEvery is the detection sampling window; DetectWithin the bound
+	// on time from tenant 1's start to the first alert (asserted).
+	// Defaults 500ms and 3s.
+	DetectEvery  Duration `yaml:"detect_every"`
+	DetectWithin Duration `yaml:"detect_within"`
+	// Skew is the skew alert threshold (max / median) and the bound on
+	// skew over the other workers after the ladder. Default 1.5.
+	Skew float64 `yaml:"skew"`
+	// Isolate, Dedicate and Cluster are the ladder's tenant shares, in
+	// (0, 1): own shard, own worker, own cluster (recommended only).
+	// Defaults 0.05, 0.20, 0.50.
+	Isolate  float64 `yaml:"isolate"`
+	Dedicate float64 `yaml:"dedicate"`
+	Cluster  float64 `yaml:"cluster"`
+	// Mode is the shard transfer mode: force_logical (default) or
+	// block_writes.
+	Mode string `yaml:"mode"`
+	// Apply runs the ladder; false plans only (`noisysim run --apply`
+	// overrides it).
+	Apply bool `yaml:"apply"`
+	// WriterRate is tenant 1's checked inserts per second during the
+	// ladder. Default 100.
+	WriterRate float64 `yaml:"writer_rate"`
+	// MaxPause bounds the longest gap between acknowledged writes.
+	// Default 1s.
+	MaxPause Duration `yaml:"max_pause"`
+	// P99Factor and P99Slack: quiet p99 after <= factor × solo p99 +
+	// slack. Defaults 1.5 and 5ms.
+	P99Factor float64  `yaml:"p99_factor"`
+	P99Slack  Duration `yaml:"p99_slack"`
+}
+
+// HotSharding reports whether s has a hot_shard section.
+func (s *Scenario) HotSharding() bool { return s.ix.has("hot_shard") }
+
+// applyHotShardDefaults fills a present hot_shard section, and the worker
+// count of topology citus.
+func (s *Scenario) applyHotShardDefaults() {
+	if s.Backend.Topology == TopologyCitus && !s.ix.has("backend.workers") {
+		s.Backend.Workers = DefaultWorkers
+	}
+	if !s.ix.has("hot_shard") {
+		return
+	}
+	h := &s.HotShard
+	set := func(key string, apply func()) {
+		if !s.ix.has("hot_shard." + key) {
+			apply()
+		}
+	}
+	set("shards", func() { h.Shards = DefaultHotShardShards })
+	set("rate", func() { h.Rate = DefaultHotShardRate })
+	set("query_time", func() { h.QueryTime = DefaultHotShardQueryTime })
+	set("solo", func() { h.Solo = DefaultHotShardSolo })
+	set("before", func() { h.Before = DefaultHotShardBefore })
+	set("after", func() { h.After = DefaultHotShardAfter })
+	set("detect_every", func() { h.DetectEvery = DefaultHotShardDetect })
+	set("detect_within", func() { h.DetectWithin = DefaultHotShardWithin })
+	set("skew", func() { h.Skew = DefaultHotShardSkew })
+	set("isolate", func() { h.Isolate = DefaultHotShardIsolate })
+	set("dedicate", func() { h.Dedicate = DefaultHotShardDedicate })
+	set("cluster", func() { h.Cluster = DefaultHotShardCluster })
+	set("mode", func() { h.Mode = DefaultHotShardMode })
+	set("writer_rate", func() { h.WriterRate = DefaultHotShardWriterRate })
+	set("max_pause", func() { h.MaxPause = DefaultHotShardMaxPause })
+	set("p99_factor", func() { h.P99Factor = DefaultHotShardP99Factor })
+	set("p99_slack", func() { h.P99Slack = DefaultHotShardP99Slack })
+}
+
+// hotShard checks the hot_shard section and its link to topology citus.
+func (c *checker) hotShard(s *Scenario) {
+	citus := s.Backend.Topology == TopologyCitus
+	if citus && s.Backend.Kind != BackendLocal {
+		c.add("backend.topology", "citus needs kind local")
+	}
+	if citus && (s.Backend.Workers < 2 || s.Backend.Workers > 64) {
+		c.add("backend.workers", "must be in 2..64, got %d", s.Backend.Workers)
+	}
+	if !citus && s.Backend.Workers != 0 {
+		c.add("backend.workers", "only for topology citus")
+	}
+	if !s.HotSharding() {
+		if citus {
+			c.add("backend.topology", "citus needs a hot_shard section")
+		}
+		return
+	}
+	if !citus {
+		c.add("hot_shard", "needs backend.topology citus")
+	}
+	if s.Promoting() {
+		c.add("hot_shard", "a scenario has a promotion or a hot_shard section, not both")
+	}
+	h := &s.HotShard
+	c.atLeast("hot_shard.shards", h.Shards, 1)
+	if !(h.Rate > 0 && h.Rate <= 10000) {
+		c.add("hot_shard.rate", "must be in (0, 10000] queries/s, got %s", fmtFloat(h.Rate))
+	}
+	for f, d := range map[string]Duration{"query_time": h.QueryTime, "solo": h.Solo, "before": h.Before, "after": h.After,
+		"detect_every": h.DetectEvery, "detect_within": h.DetectWithin, "max_pause": h.MaxPause} {
+		c.positive("hot_shard."+f, d)
+	}
+	c.nonNegative("hot_shard.p99_slack", h.P99Slack)
+	if h.DetectEvery > h.Before && h.Before > 0 {
+		c.add("hot_shard.detect_every", "must be <= hot_shard.before (%s)", h.Before)
+	}
+	if h.Skew <= 1 {
+		c.add("hot_shard.skew", "must be > 1, got %s", fmtFloat(h.Skew))
+	}
+	for f, v := range map[string]float64{"isolate": h.Isolate, "dedicate": h.Dedicate, "cluster": h.Cluster} {
+		if !(v > 0 && v < 1) {
+			c.add("hot_shard."+f, "must be a share in (0, 1), got %s", fmtFloat(v))
+		}
+	}
+	if h.Isolate > h.Dedicate || h.Dedicate > h.Cluster {
+		c.add("hot_shard.dedicate", "the ladder needs isolate <= dedicate <= cluster, got %s, %s, %s",
+			fmtFloat(h.Isolate), fmtFloat(h.Dedicate), fmtFloat(h.Cluster))
+	}
+	oneOf(c, "hot_shard.mode", "shard transfer mode", h.Mode, "force_logical", "block_writes")
+	if !(h.WriterRate > 0 && h.WriterRate <= 5000) {
+		c.add("hot_shard.writer_rate", "must be in (0, 5000] writes/s, got %s", fmtFloat(h.WriterRate))
+	}
+	if h.P99Factor <= 0 {
+		c.add("hot_shard.p99_factor", "must be > 0, got %s", fmtFloat(h.P99Factor))
+	}
+}
