@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -311,5 +312,30 @@ func TestTenantMoveOccupiedTarget(t *testing.T) {
 	}
 	if n, note := count(); n != 10 || note != "" {
 		t.Errorf("after --overwrite-target the target holds %d rows of tenant 2 (stray %q), want the source's 10", n, note)
+	}
+}
+
+// TestTenantReadme: the README's tenant promotion section runs the shipped
+// scenario and names only flags tenant move has.
+func TestTenantReadme(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(raw), "\n## Tenant promotion")
+	if !ok {
+		t.Fatal("README.md has no tenant promotion section")
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	if !strings.Contains(sec, "noisysim run scenarios/tenant-promotion.yaml") || !strings.Contains(sec, "noisysim tenant move") {
+		t.Errorf("the section shows neither the scenario run nor tenant move:\n%s", sec)
+	}
+	if _, err := os.Stat("../../scenarios/tenant-promotion.yaml"); err != nil {
+		t.Error(err)
+	}
+	for _, f := range regexp.MustCompile(`--[a-z][a-z-]+`).FindAllString(sec, -1) {
+		if !strings.Contains(tenantUsage, "  "+f+" ") && f != "--help" {
+			t.Errorf("README names %s, which tenant move does not have", f)
+		}
 	}
 }
