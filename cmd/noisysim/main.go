@@ -85,6 +85,8 @@ var exitCodes = []struct {
 	{scenario.ErrInvalid, exitUsage},
 	{directory.ErrInvalidConfig, exitUsage},
 	{directory.ErrUnknownNode, exitUsage},
+	{directory.ErrInvalidTenant, exitUsage},
+	{directory.ErrTargetNotEmpty, exitUsage},
 	{citus.ErrNotCitus, exitUsage},
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/isolation/directory"
 )
 
 func TestExitCode(t *testing.T) {
@@ -28,6 +29,8 @@ func TestExitCode(t *testing.T) {
 		{"setting", &local.SettingError{Name: "x"}, 2},
 		{"no server user", &local.ServerUserError{User: "postgres"}, 2},
 		{"node start", &local.NodeStartError{Node: "primary", Err: errors.New("crashed")}, 1},
+		{"invalid tenant", fmt.Errorf("move: %w", &directory.TenantError{Tenant: "abc"}), 2},
+		{"target not empty", fmt.Errorf("move: %w", &directory.TargetNotEmptyError{Tenant: "1"}), 2},
 		{"assertion", fmt.Errorf("run: %w", errAssertionFailed), 99},
 		{"assertion beats bad input", errors.Join(errAssertionFailed, backend.ErrBadInput), 99},
 	}
