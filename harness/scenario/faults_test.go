@@ -52,6 +52,19 @@ func TestFaultsInvalid(t *testing.T) {
 			`9:56 faults[1].configurations[0]: unknown configuration "b"`,
 			`10:49 faults[2].for: at + for (12s) must be <= phases.warmup + phases.run (11s)`,
 		}},
+		{"overlap on one node", strings.Replace(faultHead, "[{name: a, mode: shared}]", "[{name: a, mode: shared}, {name: b, mode: isolated}]", 1) +
+			"backend: {kind: docker, topology: replica}\nfaults:\n" +
+			"  - {node: primary, action: stop, at: 1s, for: 1s}\n" +
+			"  - {node: replica1, action: pause, at: 1500ms, for: 1s}\n" +
+			"  - {node: primary, action: pause, at: 1500ms, for: 1s, configurations: [a]}\n" +
+			"  - {node: primary, action: disconnect, at: 2s, for: 1s}\n" +
+			"  - {node: primary, action: stop, at: 2500ms, for: 1s, configurations: [b]}\n" +
+			"  - {node: primary, action: stop, at: 2500ms, for: 1s, configurations: [a]}\n", []string{
+			`10:36 faults[2].at: overlaps faults[0] (stop primary from 1s to 2s) in configuration a: faults on one node must not overlap`,
+			`11:41 faults[3].at: overlaps faults[2] (pause primary from 1.5s to 2.5s) in configuration a`,
+			`12:35 faults[4].at: overlaps faults[3] (disconnect primary from 2s to 3s) in configuration b`,
+			`13:35 faults[5].at: overlaps faults[3] (disconnect primary from 2s to 3s) in configuration a`,
+		}},
 		{"images", faultHead + "backend: {kind: local, image: pg, images: {primary: pg}}\n", []string{
 			`6:24 backend.image: only for kind docker`,
 			`6:35 backend.images: only for kind docker`,

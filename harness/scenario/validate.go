@@ -683,5 +683,45 @@ func (c *checker) faults(s *Scenario) {
 				c.add(fmt.Sprintf("%s.configurations[%d]", p, j), "unknown configuration %q", name)
 			}
 		}
+		c.faultOverlap(s, i)
 	}
+}
+
+// faultOverlap reports fault i when its window [at, at+for) meets the
+// window of an earlier fault on the same node in a configuration both
+// apply to: a node cannot be stopped, paused or disconnected twice at once,
+// and the run would fail when the second one starts. Only the first such
+// fault is named.
+func (c *checker) faultOverlap(s *Scenario, i int) {
+	f := s.Faults[i]
+	if f.Node == "" || f.For <= 0 || f.At < 0 {
+		return
+	}
+	for j, g := range s.Faults[:i] {
+		if g.Node != f.Node || g.For <= 0 || g.At < 0 {
+			continue
+		}
+		if f.At >= g.At+g.For || g.At >= f.At+f.For {
+			continue
+		}
+		name, ok := sharedConfiguration(s, f, g)
+		if !ok {
+			continue
+		}
+		c.add(fmt.Sprintf("faults[%d].at", i), "overlaps faults[%d] (%s %s from %s to %s) in configuration %s: "+
+			"faults on one node must not overlap; move one, shorten it or give them distinct configurations",
+			j, g.Action, g.Node, g.At, g.At+g.For, name)
+		return
+	}
+}
+
+// sharedConfiguration returns the first configuration of s that both f and
+// g apply to.
+func sharedConfiguration(s *Scenario, f, g Fault) (string, bool) {
+	for _, cf := range s.Configurations {
+		if f.Applies(cf.Name) && g.Applies(cf.Name) {
+			return cf.Name, true
+		}
+	}
+	return "", false
 }
