@@ -11,6 +11,9 @@
 #
 # Usage: .ci/pg-image.sh [TAG]   (default: noisysim-local/postgres:15-bookworm)
 # Env:   NOISYSIM_PG_IMAGE_REBUILD=1 rebuilds even when the tag exists.
+# Exit:  0 built or present; 2 with one line on stderr when the machine lacks a
+#        prerequisite (docker, a daemon, a Debian apt source, debootstrap that
+#        installs and runs); 1 on any other failure.
 set -euo pipefail
 
 TAG="${1:-noisysim-local/postgres:15-bookworm}"
@@ -49,12 +52,6 @@ mirror() {
 MIRROR="$(mirror | head -n1)" || true
 [ -n "$MIRROR" ] || { log "no apt source for Debian $SUITE found in /etc/apt"; exit 2; }
 
-if ! command -v debootstrap >/dev/null; then
-	log "installing debootstrap"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null ||
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
-fi
-
 WORK="$(mktemp -d /var/tmp/noisysim-pg-image.XXXXXX)"
 cleanup() {
 	# Nothing may stay mounted inside the root before it is removed.
@@ -64,9 +61,35 @@ cleanup() {
 trap cleanup EXIT
 ROOT="$WORK/root"
 
+# fail prints one line, naming the last error line of log $1 (copied to
+# $TMPDIR, default /var/tmp, for reading), and exits 2: the machine lacks what
+# the build needs.
+fail() {
+	local log="$1" what="$2" last="" kept
+	kept="${TMPDIR:-/var/tmp}/noisysim-pg-image.${1##*/}"
+	if [ -s "$log" ] && cat "$log" >"$kept"; then
+		last="$(awk 'NF { l = $0 } /^E:/ { e = $0 } END { print (e != "" ? e : l) }' "$log")"
+		log "$what${last:+: $last} (log: $kept)"
+	else
+		log "$what"
+	fi
+	exit 2
+}
+
+# debootstrap comes from Debian's package; an install that fails, or that
+# succeeds without putting debootstrap on PATH, stops the build here.
+if ! command -v debootstrap >/dev/null; then
+	log "installing debootstrap"
+	{ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; }; } \
+		>"$WORK/apt-debootstrap.log" 2>&1 || true
+	command -v debootstrap >/dev/null ||
+		fail "$WORK/apt-debootstrap.log" "debootstrap is not installed and apt-get could not install it; install debootstrap and run again"
+fi
+
 log "debootstrap $SUITE (minbase) into $ROOT"
 debootstrap --variant=minbase "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 ||
-	{ tail -n 30 "$WORK/debootstrap.log" >&2; exit 1; }
+	fail "$WORK/debootstrap.log" "debootstrap $SUITE from $MIRROR failed"
 
 # Never start a service inside the build root, and let the package create no
 # cluster of its own: the entry point runs initdb on first start.
