@@ -123,6 +123,9 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	if sc.Promoting() {
 		return runPromotion(ctx, r)
 	}
+	if sc.HotSharding() {
+		return runHotShard(ctx, r)
+	}
 	return r.run(ctx)
 }
 

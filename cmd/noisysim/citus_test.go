@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +149,31 @@ func TestCitusNotInstalledExit2(t *testing.T) {
 	}
 	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "install the citus extension") {
 		t.Errorf("message is not one line saying how to provide Citus: %q", msg)
+	}
+}
+
+// TestRunHotShardWithoutCitus: the shipped hot-shard scenario on a
+// PostgreSQL without Citus exits 2 with one line saying how to provide it.
+func TestRunHotShardWithoutCitus(t *testing.T) {
+	bin, err := local.FindBinaries(context.Background(), "")
+	if err != nil {
+		t.Skip("skipping: PostgreSQL server binaries not found")
+	}
+	// The same binaries, seen from a directory with no Citus beside it.
+	dir := filepath.Join(t.TempDir(), "bin")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"postgres", "initdb", "pg_ctl", "pg_basebackup"} {
+		if err := os.Symlink(bin.Path(p), filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(local.EnvBinDir, dir)
+	var out, errOut bytes.Buffer
+	got := realMain([]string{"run", "--no-progress", "../../scenarios/hot-shard.yaml", "--apply"}, &out, &errOut)
+	msg := strings.TrimSpace(errOut.String())
+	if got != exitUsage || !strings.Contains(msg, "Citus is not installed") || strings.Contains(msg, "\n") {
+		t.Fatalf("exit %d, want 2 with one line saying Citus is not installed; stderr:\n%s", got, msg)
 	}
 }

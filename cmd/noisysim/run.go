@@ -43,6 +43,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
 	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
 	image := fs.String("image", "", "container image of every node (backend docker)")
+	apply := fs.Bool("apply", false, "hot_shard scenarios: run the policy ladder (sets hot_shard.apply)")
 	file, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -57,6 +58,12 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	}
 	if err := overrideBackend(sc, *kind, *image); err != nil {
 		return err
+	}
+	if *apply {
+		if !sc.HotSharding() {
+			return usagef("run: --apply is for scenarios with a hot_shard section; %s has none", file)
+		}
+		sc.HotShard.Apply = true
 	}
 	if sc.Backend.Kind == scenario.BackendDocker {
 		if err := needDocker(ctx, "run"); err != nil {

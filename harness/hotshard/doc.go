@@ -14,7 +14,8 @@
 //     timed from tenant 1's start;
 //   - ladder (with Apply): citus.Ladder.Run while a writer inserts tenant
 //     1 rows at WriterRate and records each acknowledged one;
-//   - after: per-worker load, skew over the workers that still take shards,
+//   - after (once citus_cleanup_orphaned_resources has dropped the moved
+//     shards' old copies, and a discarded second): per-worker load, skew over the workers that still take shards,
 //     the hot worker's share and the quiet tenants' p99.
 //
 // Assertions: detection within DetectWithin; tenant 1 isolated and alone on

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -157,11 +158,14 @@ type Writes struct {
 	Errors map[string]int
 }
 
-// Assertion is one checked outcome.
+// Assertion is one checked outcome: Observed Op Limit, in Unit ("s",
+// "ms", "x" for a skew, "" for counts).
 type Assertion struct {
-	Name   string
-	OK     bool
-	Detail string
+	Name            string
+	OK              bool
+	Observed, Limit float64
+	Unit, Op        string
+	Detail          string
 }
 
 // Result is a run's outcome.
@@ -295,6 +299,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	res.Plan = citus.Decide(state, cfg.Thresholds)
 	res.Assertions = append(res.Assertions, Assertion{Name: AssertDetected, OK: res.DetectedOK && res.Detected <= cfg.DetectWithin+cfg.DetectEvery,
+		Observed: res.Detected.Seconds(), Limit: (cfg.DetectWithin + cfg.DetectEvery).Seconds(), Unit: "s", Op: "<=",
 		Detail: fmt.Sprintf("first alert %.2f s after the hot tenant started (bound %.1f s, sampled every %.1f s)", res.Detected.Seconds(), cfg.DetectWithin.Seconds(), cfg.DetectEvery.Seconds())})
 	if !cfg.Apply {
 		return res, nil
@@ -322,6 +327,15 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 		return res, err
 	}
 	home := after.Placements[hotShard]
+	// Steady state: the moved shards' old copies dropped now rather than
+	// by the background cleaner during the after window, then a discarded
+	// warm-up.
+	if _, err := conn.Exec(ctx, "CALL citus_cleanup_orphaned_resources()"); err != nil {
+		return res, fmt.Errorf("clean up after the ladder: %w", err)
+	}
+	if err := sleep(ctx, DefaultWarmup); err != nil {
+		return res, err
+	}
 	d.window()
 	afterLoad, err := citus.Sample(ctx, sampling, cfg.After)
 	if err != nil {
@@ -347,17 +361,33 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	res.Assertions = append(res.Assertions,
 		Assertion{Name: AssertAlone, OK: after.Single[hotShard] && len(sharing) == 0 && dedicated,
+			Observed: float64(len(sharing)), Op: "==",
 			Detail: fmt.Sprintf("tenant 1 on shard %d (isolated %v) on %s (dedicated %v, %d other shards there)", hotShard, after.Single[hotShard], home, dedicated, len(sharing))},
 		Assertion{Name: AssertOtherSkew, OK: res.After.SharedSkew <= skewBound(cfg.Thresholds),
+			Observed: finite(res.After.SharedSkew), Limit: skewBound(cfg.Thresholds), Unit: "x", Op: "<=",
 			Detail: fmt.Sprintf("load skew over the other workers %.2fx (bound %.2fx), before %.2fx over all", res.After.SharedSkew, skewBound(cfg.Thresholds), res.Before.SharedSkew)},
 		Assertion{Name: AssertQuietP99, OK: res.After.QuietP99 <= time.Duration(cfg.P99Factor*float64(res.Solo.QuietP99))+cfg.P99Slack,
+			Observed: ms(res.After.QuietP99), Limit: ms(time.Duration(cfg.P99Factor*float64(res.Solo.QuietP99)) + cfg.P99Slack), Unit: "ms", Op: "<=",
 			Detail: fmt.Sprintf("quiet p99 after %.1f ms, before %.1f ms, solo %.1f ms (bound %.1f × solo + %.0f ms)", ms(res.After.QuietP99), ms(res.Before.QuietP99), ms(res.Solo.QuietP99), cfg.P99Factor, ms(cfg.P99Slack))},
 		Assertion{Name: AssertZeroLoss, OK: res.Writes.Lost == 0 && res.Writes.Duplicated == 0 && res.Writes.Acked > 0,
+			Observed: float64(res.Writes.Lost + res.Writes.Duplicated), Op: "==",
 			Detail: fmt.Sprintf("%d acknowledged writes: %d lost, %d duplicated", res.Writes.Acked, res.Writes.Lost, res.Writes.Duplicated)},
 		Assertion{Name: AssertWritePause, OK: res.Writes.MaxPause <= cfg.MaxPause,
+			Observed: ms(res.Writes.MaxPause), Limit: ms(cfg.MaxPause), Unit: "ms", Op: "<=",
 			Detail: fmt.Sprintf("longest gap between acknowledgements %.0f ms, ending %.1f s into the ladder (bound %.0f ms)", ms(res.Writes.MaxPause), res.Writes.PauseEnd.Seconds(), ms(cfg.MaxPause))},
 	)
 	return res, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func skewBound(th citus.Thresholds) float64 {
@@ -368,6 +398,15 @@ func skewBound(th citus.Thresholds) float64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// finite maps +Inf (a skew over idle workers) to the largest float64, so
+// that reports stay valid JSON.
+func finite(v float64) float64 {
+	if math.IsInf(v, 1) {
+		return math.MaxFloat64
+	}
+	return v
+}
 
 // merge averages two loads weighted by their sample counts.
 func merge(a, b citus.Load) citus.Load {

@@ -19,9 +19,9 @@
 // Thresholds.Isolate (5%) gets its own shard (isolate_tenant_to_new_shard,
 // CASCADE to co-located tables); above Thresholds.Dedicate (20%) the worker
 // holding that shard is dedicated to it (shouldhaveshards = false) and
-// every other shard moves off it (citus_move_shard_placement) to the shared
-// worker with the fewest shards — the hot tenant's rows stay where they
-// are; above Thresholds.Cluster (50%) a cluster of its own is recommended,
+// every other shard moves off it (citus_move_shard_placement), the most
+// loaded first, to the shared worker whose shards carry the least measured
+// load — the hot tenant's rows stay where they are; above Thresholds.Cluster (50%) a cluster of its own is recommended,
 // never applied. A step already done is not planned again.
 //
 // # Apply

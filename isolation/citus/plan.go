@@ -198,9 +198,10 @@ type Plan struct {
 // th.Isolate, from the largest share down, an isolate step unless its shard
 // is already its own; above th.Dedicate, a worker of its own — the worker
 // that holds its shard now (its rows stay put) — marked to take no new
-// shards, and every other shard moved off it to the shared worker with the
-// fewest shards (then the lowest load); above th.Cluster, a recommendation. A step already done is
-// not listed, so deciding again after applying is idempotent. Decide is
+// shards, and every other shard moved off it, the most loaded first, to
+// the shared worker whose shards carry the least measured load
+// (State.ShardLoad; then the fewest shards, the lowest worker load); above
+// th.Cluster, a recommendation. A step already done is not listed, so deciding again after applying is idempotent. Decide is
 // pure and deterministic.
 func Decide(s State, th Thresholds) Plan {
 	th = th.withDefaults()
@@ -308,28 +309,60 @@ func dedicate(t Tenant, s State, th Thresholds, shared map[string]bool, count ma
 			Reason: fmt.Sprintf("share %.1f%% > %.1f%%", t.Share*100, th.Dedicate*100)})
 		delete(shared, home)
 	}
+	// Shards to move off home, the most loaded first, each to the shared
+	// worker whose shards carry the least measured load so far (then the
+	// fewest shards, the lowest worker load, the first name): the other
+	// workers end up balanced by load, not only by count.
+	var moving []int64
+	projected := map[string]float64{}
 	for _, id := range sortedKeys(s.Placements) {
-		if s.Placements[id] != home || id == t.ShardID {
+		w := s.Placements[id]
+		if w != home {
+			projected[w] += s.ShardLoad[id]
 			continue
 		}
-		// After an isolation the tenant's range shard is new, and its
-		// neighbours (the split remainders) are still on home: they
-		// move too, as every other shard does.
-		to := leastLoaded(shared, count, load)
+		if id != t.ShardID {
+			// After an isolation the tenant's range shard is new, and
+			// its neighbours (the split remainders) are still on home:
+			// they move too, as every other shard does.
+			moving = append(moving, id)
+		}
+	}
+	slices.SortStableFunc(moving, func(a, b int64) int { return cmp.Compare(s.ShardLoad[b], s.ShardLoad[a]) })
+	for _, id := range moving {
+		to := leastLoaded(shared, projected, count, load)
 		steps = append(steps, Step{Action: ActionMove, Tenant: t.ID, Share: t.Share, ShardID: id, From: home, To: to,
 			Reason: fmt.Sprintf("keep worker %s for tenant %s alone", home, t.ID)})
 		count[home]--
 		count[to]++
+		projected[to] += s.ShardLoad[id]
 	}
 	return steps
 }
 
-// leastLoaded returns the shared worker with the fewest shards, then the
-// lowest load, then the first by name.
-func leastLoaded(shared map[string]bool, count map[string]int, load map[string]float64) string {
+// leastLoaded returns the shared worker with the least projected shard
+// load, then the fewest shards, then the lowest measured load, then the
+// first by name.
+func leastLoaded(shared map[string]bool, projected map[string]float64, count map[string]int, load map[string]float64) string {
 	best := ""
 	for _, w := range slices.Sorted(maps.Keys(shared)) {
-		if best == "" || count[w] < count[best] || (count[w] == count[best] && load[w] < load[best]) {
+		if best == "" {
+			best = w
+			continue
+		}
+		if c := cmp.Compare(projected[w], projected[best]); c != 0 {
+			if c < 0 {
+				best = w
+			}
+			continue
+		}
+		if count[w] != count[best] {
+			if count[w] < count[best] {
+				best = w
+			}
+			continue
+		}
+		if load[w] < load[best] {
 			best = w
 		}
 	}

@@ -44,7 +44,7 @@ type CitusNotInstalledError struct {
 
 func (e *CitusNotInstalledError) Error() string {
 	return fmt.Sprintf("Citus is not installed for PostgreSQL %d (missing %s): install the citus extension "+
-		"for this server, or use --backend docker, or give an existing Citus cluster by DSN",
+		"for this server, or point `noisysim citus plan --dsn` at an existing Citus coordinator",
 		e.Major, strings.Join(e.Missing, ", "))
 }
 

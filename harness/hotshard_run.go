@@ -1,0 +1,92 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/hotshard"
+	"github.com/noisysim/noisysim/isolation/citus"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// hotShardConfiguration names the one configuration of a hot-shard report.
+const hotShardConfiguration = "hot-shard"
+
+// runHotShard hands a scenario with a hot_shard section to package
+// hotshard and turns its result into a report: one configuration, the
+// assertions, and the figures as notes.
+func runHotShard(ctx context.Context, r *runner) (*reports.Report, error) {
+	sc, h := r.sc, r.sc.HotShard
+	cfg := hotshard.Config{
+		Tenants: sc.Tenants.Count, HotShare: sc.Tenants.DominantShare, Rows: int64(sc.Data.Orders), ShardCount: h.Shards,
+		Rate: h.Rate, QueryTime: h.QueryTime.Duration(),
+		Solo: h.Solo.Duration(), Before: h.Before.Duration(), After: h.After.Duration(),
+		DetectEvery: h.DetectEvery.Duration(), DetectWithin: h.DetectWithin.Duration(),
+		Thresholds: citus.Thresholds{Skew: h.Skew, Isolate: h.Isolate, Dedicate: h.Dedicate, Cluster: h.Cluster},
+		Mode:       citus.TransferMode(h.Mode), Apply: h.Apply,
+		WriterRate: h.WriterRate, MaxPause: h.MaxPause.Duration(),
+		P99Factor: h.P99Factor, P99Slack: h.P99Slack.Duration(),
+		Seed: uint64(sc.Seed), Log: r.log,
+	}
+	r.setPhase("hot-shard", hotShardConfiguration, cfg.Solo+cfg.Before+cfg.After)
+	res, err := hotshard.Run(ctx, r.cluster, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: hot shard: %w", ErrRun, err)
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", cfg))
+	rep := &reports.Report{
+		Scenario: sc.Name, Seed: sc.Seed, ScheduleHash: hex.EncodeToString(sum[:])[:16],
+		StartedAt: r.started, Duration: time.Since(r.started).Seconds(),
+		Backend:  fmt.Sprintf("local citus (coordinator + %d workers, %d shards)", sc.Backend.Workers, h.Shards),
+		Dominant: "1",
+	}
+	note := func(format string, args ...any) { rep.Notes = append(rep.Notes, fmt.Sprintf(format, args...)) }
+	if res.DetectedOK {
+		note("detected %.2f s after tenant 1 started", res.Detected.Seconds())
+	}
+	for _, a := range res.Alerts {
+		note("alert %s", a)
+	}
+	for _, w := range []struct {
+		name string
+		w    hotshard.Window
+	}{{"solo", res.Solo}, {"before", res.Before}, {"after", res.After}} {
+		if w.w.Queries == 0 {
+			continue
+		}
+		n := fmt.Sprintf("%s: quiet p99 %.1f ms over %d queries (%d dropped)", w.name, float64(w.w.QuietP99)/1e6, w.w.Queries, w.w.Dropped)
+		if w.w.Workers != nil {
+			n += fmt.Sprintf(", hot worker share %.1f%%, skew over shared workers %.2fx", w.w.HotWorkerShare*100, w.w.SharedSkew)
+		}
+		note("%s", n)
+	}
+	if !h.Apply {
+		for i, s := range res.Plan.Steps {
+			note("plan %d: %s", i+1, s)
+		}
+		note("plan only: run with --apply (or hot_shard.apply: true) to act")
+	}
+	for _, rec := range res.Steps {
+		note("step %s: %.2f s, shards per worker after %v", rec.Step, rec.Took.Seconds(), rec.After.Shards)
+	}
+	for _, s := range res.Advice {
+		note("advice: %s", s)
+	}
+	if len(res.Steps) > 0 {
+		note("ladder %d steps in %.1f s; writer %d acknowledged, %d lost, %d duplicated, longest pause %.0f ms, errors %v",
+			len(res.Steps), res.LadderTook.Seconds(), res.Writes.Acked, res.Writes.Lost, res.Writes.Duplicated,
+			float64(res.Writes.MaxPause)/1e6, res.Writes.Errors)
+	}
+	passed := len(res.Failed()) == 0
+	for _, a := range res.Assertions {
+		rep.Assertions = append(rep.Assertions, reports.Assertion{Name: a.Name, Configuration: hotShardConfiguration,
+			Observed: a.Observed, Limit: a.Limit, Unit: a.Unit, Op: a.Op, Passed: a.OK, Detail: a.Detail})
+	}
+	rep.Configurations = []reports.Configuration{{Name: hotShardConfiguration, Passed: passed,
+		Duration: (cfg.Before + cfg.After).Seconds()}}
+	rep.Passed = passed
+	return rep, nil
+}
