@@ -8,16 +8,22 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/hotshard"
+	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/reports"
 )
 
-// hotShardConfiguration names the one configuration of a hot-shard report.
-const hotShardConfiguration = "hot-shard"
+// The configurations of a hot-shard report, and the class of its queries.
+const (
+	hotShardBefore = "before"
+	hotShardAfter  = "after"
+	hotShardClass  = "sleep"
+)
+
 
 // runHotShard hands a scenario with a hot_shard section to package
-// hotshard and turns its result into a report: one configuration, the
-// assertions, and the figures as notes.
+// hotshard and turns its result into a report: configurations before and
+// after the ladder, the assertions, and the figures as notes.
 func runHotShard(ctx context.Context, r *runner) (*reports.Report, error) {
 	sc, h := r.sc, r.sc.HotShard
 	cfg := hotshard.Config{
@@ -31,15 +37,21 @@ func runHotShard(ctx context.Context, r *runner) (*reports.Report, error) {
 		P99Factor: h.P99Factor, P99Slack: h.P99Slack.Duration(),
 		Seed: uint64(sc.Seed), Log: r.log,
 	}
-	r.setPhase("hot-shard", hotShardConfiguration, cfg.Solo+cfg.Before+cfg.After)
+	r.setPhase("hot-shard", hotShardBefore, cfg.Solo+cfg.Before+cfg.After)
 	res, err := hotshard.Run(ctx, r.cluster, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: hot shard: %w", ErrRun, err)
 	}
+	return hotShardReport(r.sc, cfg, res, r.started), nil
+}
+
+// hotShardReport turns a hot-shard result into a report.
+func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Result, started time.Time) *reports.Report {
+	h := sc.HotShard
 	sum := sha256.Sum256(fmt.Appendf(nil, "%+v", cfg))
 	rep := &reports.Report{
 		Scenario: sc.Name, Seed: sc.Seed, ScheduleHash: hex.EncodeToString(sum[:])[:16],
-		StartedAt: r.started, Duration: time.Since(r.started).Seconds(),
+		StartedAt: started, Duration: time.Since(started).Seconds(),
 		Backend:  fmt.Sprintf("local citus (coordinator + %d workers, %d shards)", sc.Backend.Workers, h.Shards),
 		Dominant: "1",
 	}
@@ -80,13 +92,42 @@ func runHotShard(ctx context.Context, r *runner) (*reports.Report, error) {
 			len(res.Steps), res.LadderTook.Seconds(), res.Writes.Acked, res.Writes.Lost, res.Writes.Duplicated,
 			float64(res.Writes.MaxPause)/1e6, res.Writes.Errors)
 	}
-	passed := len(res.Failed()) == 0
-	for _, a := range res.Assertions {
-		rep.Assertions = append(rep.Assertions, reports.Assertion{Name: a.Name, Configuration: hotShardConfiguration,
-			Observed: a.Observed, Limit: a.Limit, Unit: a.Unit, Op: a.Op, Passed: a.OK, Detail: a.Detail})
+	// Two configurations: "before" (tenant 1 hot, before the ladder) and
+	// "after"; each shows the quiet tenants against their solo baseline.
+	// Detection is judged on before, the ladder's outcomes on after.
+	row := func(w hotshard.Window) []reports.TenantRow {
+		if w.QuietCount == 0 {
+			return nil
+		}
+		return []reports.TenantRow{{Tenant: reports.QuietAll, Class: hotShardClass, Count: w.QuietCount, Dropped: w.Dropped,
+			P50: ms(w.QuietP50), P99: ms(w.QuietP99), Max: ms(w.QuietMax)}}
 	}
-	rep.Configurations = []reports.Configuration{{Name: hotShardConfiguration, Passed: passed,
-		Duration: (cfg.Before + cfg.After).Seconds()}}
+	conf := func(name string, w hotshard.Window, d time.Duration) reports.Configuration {
+		return reports.Configuration{Name: name, Passed: true, Duration: d.Seconds(), QuietAll: row(w), SoloQuietAll: row(res.Solo),
+			Stats: reports.RunStats{Issued: w.Queries, Completed: w.Queries, Dropped: w.Dropped, TargetRate: cfg.Rate,
+				AchievedRate: float64(w.Queries) / d.Seconds()}}
+	}
+	rep.Configurations = []reports.Configuration{conf(hotShardBefore, res.Before, cfg.Before)}
+	if h.Apply {
+		rep.Configurations = append(rep.Configurations, conf(hotShardAfter, res.After, cfg.After))
+	}
+	passed := true
+	for _, a := range res.Assertions {
+		c := hotShardAfter
+		if a.Name == hotshard.AssertDetected {
+			c = hotShardBefore
+		}
+		rep.Assertions = append(rep.Assertions, reports.Assertion{Name: a.Name, Configuration: c,
+			Observed: a.Observed, Limit: a.Limit, Unit: a.Unit, Op: a.Op, Passed: a.OK, Detail: a.Detail})
+		if !a.OK {
+			passed = false
+			for i := range rep.Configurations {
+				if rep.Configurations[i].Name == c {
+					rep.Configurations[i].Passed = false
+				}
+			}
+		}
+	}
 	rep.Passed = passed
-	return rep, nil
+	return rep
 }

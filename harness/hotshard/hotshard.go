@@ -141,8 +141,10 @@ type Window struct {
 	// HotWorkerShare is the share of worker load on the hot tenant's
 	// worker, 0..1.
 	HotWorkerShare float64
-	// QuietP99 is the quiet tenants' p99 latency from intended start.
-	QuietP99 time.Duration
+	// QuietP50, QuietP99 and QuietMax are the quiet tenants' latencies
+	// from intended start, over QuietCount queries.
+	QuietP50, QuietP99, QuietMax time.Duration
+	QuietCount                   int64
 	// Queries and Dropped count the window's queries and arrivals dropped
 	// because MaxInFlight queries were running.
 	Queries, Dropped int64
@@ -533,7 +535,8 @@ func (d *driver) window() Window {
 	if len(d.quiet) > 0 {
 		s := slices.Clone(d.quiet)
 		slices.Sort(s)
-		w.QuietP99 = s[min(len(s)-1, int(float64(len(s))*0.99))]
+		at := func(q float64) time.Duration { return s[min(len(s)-1, int(float64(len(s))*q))] }
+		w.QuietP50, w.QuietP99, w.QuietMax, w.QuietCount = at(0.5), at(0.99), s[len(s)-1], int64(len(s))
 	}
 	d.quiet, d.queries, d.dropped = nil, 0, 0
 	return w

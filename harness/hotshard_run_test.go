@@ -1,0 +1,46 @@
+package harness
+
+import (
+	"testing"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/hotshard"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/citus"
+)
+
+// TestHotShardReport: a hot-shard result becomes a valid report with the
+// detection on "before", the ladder's outcomes on "after", and the verdict
+// following the assertions.
+func TestHotShardReport(t *testing.T) {
+	sc, err := scenario.Load("../scenarios/hot-shard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.HotShard.Apply = true
+	w := hotshard.Window{Queries: 1000, QuietCount: 400, QuietP50: 21 * time.Millisecond, QuietP99: 25 * time.Millisecond,
+		QuietMax: 40 * time.Millisecond, Workers: map[string]float64{"w1": 2, "w2": 0.5}, SharedSkew: 1.1, HotWorkerShare: 0.6}
+	res := hotshard.Result{Detected: 500 * time.Millisecond, DetectedOK: true, Solo: w, Before: w, After: w,
+		Alerts: []citus.Alert{{Kind: "worker-skew", Subject: "w1", Value: 4, Threshold: 1.5}},
+		Assertions: []hotshard.Assertion{
+			{Name: hotshard.AssertDetected, OK: true, Observed: 0.5, Limit: 3.5, Unit: "s", Op: "<="},
+			{Name: hotshard.AssertZeroLoss, OK: false, Observed: 1, Op: "=="},
+		}}
+	rep := hotShardReport(sc, hotshard.Config{Rate: 200, Before: 5 * time.Second, After: 5 * time.Second}, res, time.Unix(1.7e9, 0))
+	if err := rep.Validate(); err != nil {
+		t.Fatalf("invalid report: %v", err)
+	}
+	if rep.Passed || len(rep.Configurations) != 2 || !rep.Configurations[0].Passed || rep.Configurations[1].Passed {
+		t.Fatalf("verdicts: report %v, configurations %+v", rep.Passed, rep.Configurations)
+	}
+	if rep.Assertions[0].Configuration != "before" || rep.Assertions[1].Configuration != "after" {
+		t.Errorf("assertions on %s and %s, want before and after", rep.Assertions[0].Configuration, rep.Assertions[1].Configuration)
+	}
+	if q := rep.Configurations[1].QuietAll; len(q) != 1 || q[0].P99 != 25 || q[0].Count != 400 {
+		t.Errorf("after quiet row = %+v", q)
+	}
+	res.Assertions[1].OK = true
+	if rep := hotShardReport(sc, hotshard.Config{Rate: 200, Before: time.Second, After: time.Second}, res, time.Now()); !rep.Passed {
+		t.Errorf("all assertions passed but the report did not")
+	}
+}
