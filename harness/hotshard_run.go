@@ -20,7 +20,6 @@ const (
 	hotShardClass  = "sleep"
 )
 
-
 // runHotShard hands a scenario with a hot_shard section to package
 // hotshard and turns its result into a report: configurations before and
 // after the ladder, the assertions, and the figures as notes.
