@@ -74,8 +74,12 @@ func dockerClusterUp(ctx context.Context, a *app, spec backend.Spec, image strin
 		c.Close() // releases the client only: the cluster was started WithKeep
 		a.teardown.forget(td)
 		fmt.Fprintf(a.stdout, "The cluster keeps running.\n  stop: noisysim cluster down --backend docker --run %s\n", c.RunID())
+		// The password is in every container's environment: anyone who may
+		// use this Docker daemon can read it.
+		fmt.Fprintf(a.stdout, "  password: in each container's environment (POSTGRES_PASSWORD), visible to anyone who can use this Docker daemon:\n"+
+			"    docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' %s | grep POSTGRES_PASSWORD\n", c.ContainerName(c.Nodes()[0].Name))
 		if !showPassword {
-			fmt.Fprintf(a.stdout, "  (the password is not kept anywhere: use --show-password with --keep to see it)\n")
+			fmt.Fprintf(a.stdout, "  (or start it with --show-password to print the DSNs with it)\n")
 		}
 		return nil
 	}

@@ -99,6 +99,14 @@ func (c *Cluster) RunID() string { return c.runID }
 // Network returns the name of the cluster's Docker network.
 func (c *Cluster) Network() string { return c.network }
 
+// ContainerName returns the name of node's container:
+// noisysim-<run id>-<node>. Its environment holds the cluster's password
+// (POSTGRES_PASSWORD), readable with docker inspect by whoever may use the
+// daemon.
+func (c *Cluster) ContainerName(node string) string { return containerName(c.runID, node) }
+
+func containerName(runID, node string) string { return "noisysim-" + runID + "-" + node }
+
 // Ready returns how long StartCluster took, from its call until every node
 // answered (the "time to ready").
 func (c *Cluster) Ready() time.Duration { return c.ready }
@@ -338,7 +346,7 @@ func (c *Cluster) run(ctx context.Context, p nodePlan, image string, port int) (
 	pgPortSpec := network.MustParsePort(strconv.Itoa(pgPort) + "/tcp")
 	req := testcontainers.ContainerRequest{
 		Image:          image,
-		Name:           "noisysim-" + c.runID + "-" + p.name,
+		Name:           containerName(c.runID, p.name),
 		Labels:         c.labels(p.name),
 		ExposedPorts:   []string{pgPortSpec.String()},
 		Networks:       []string{c.network},
