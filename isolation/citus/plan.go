@@ -200,7 +200,7 @@ type Plan struct {
 // that holds its shard now (its rows stay put) — marked to take no new
 // shards, and every other shard moved off it, the most loaded first, to
 // the shared worker whose shards carry the least measured load
-// (State.ShardLoad; then the fewest shards, the lowest worker load); above
+// (State.ShardLoad; shards without a measured load by shard count); above
 // th.Cluster, a recommendation. A step already done is not listed, so deciding again after applying is idempotent. Decide is
 // pure and deterministic.
 func Decide(s State, th Thresholds) Plan {
@@ -310,9 +310,9 @@ func dedicate(t Tenant, s State, th Thresholds, shared map[string]bool, count ma
 		delete(shared, home)
 	}
 	// Shards to move off home, the most loaded first, each to the shared
-	// worker whose shards carry the least measured load so far (then the
-	// fewest shards, the lowest worker load, the first name): the other
-	// workers end up balanced by load, not only by count.
+	// worker whose shards carry the least measured load so far (see
+	// leastLoaded): the other workers end up balanced by load, not only
+	// by count.
 	var moving []int64
 	projected := map[string]float64{}
 	for _, id := range sortedKeys(s.Placements) {
@@ -330,7 +330,7 @@ func dedicate(t Tenant, s State, th Thresholds, shared map[string]bool, count ma
 	}
 	slices.SortStableFunc(moving, func(a, b int64) int { return cmp.Compare(s.ShardLoad[b], s.ShardLoad[a]) })
 	for _, id := range moving {
-		to := leastLoaded(shared, projected, count, load)
+		to := leastLoaded(shared, s.ShardLoad[id] > 0, projected, count, load)
 		steps = append(steps, Step{Action: ActionMove, Tenant: t.ID, Share: t.Share, ShardID: id, From: home, To: to,
 			Reason: fmt.Sprintf("keep worker %s for tenant %s alone", home, t.ID)})
 		count[home]--
@@ -340,29 +340,28 @@ func dedicate(t Tenant, s State, th Thresholds, shared map[string]bool, count ma
 	return steps
 }
 
-// leastLoaded returns the shared worker with the least projected shard
-// load, then the fewest shards, then the lowest measured load, then the
-// first by name.
-func leastLoaded(shared map[string]bool, projected map[string]float64, count map[string]int, load map[string]float64) string {
+// leastLoaded returns the shared worker to move a shard to: for a shard
+// with measured load, the worker with the least projected shard load, then
+// the fewest shards; for a shard without, the fewest shards first (zero
+// loads would otherwise all land on one worker); then the lowest measured
+// worker load, then the first by name.
+func leastLoaded(shared map[string]bool, byLoad bool, projected map[string]float64, count map[string]int, load map[string]float64) string {
+	better := func(w, best string) bool {
+		keys := []int{cmp.Compare(projected[w], projected[best]), cmp.Compare(count[w], count[best])}
+		if !byLoad {
+			keys[0], keys[1] = keys[1], keys[0]
+		}
+		keys = append(keys, cmp.Compare(load[w], load[best]))
+		for _, k := range keys {
+			if k != 0 {
+				return k < 0
+			}
+		}
+		return false
+	}
 	best := ""
 	for _, w := range slices.Sorted(maps.Keys(shared)) {
-		if best == "" {
-			best = w
-			continue
-		}
-		if c := cmp.Compare(projected[w], projected[best]); c != 0 {
-			if c < 0 {
-				best = w
-			}
-			continue
-		}
-		if count[w] != count[best] {
-			if count[w] < count[best] {
-				best = w
-			}
-			continue
-		}
-		if load[w] < load[best] {
+		if best == "" || better(w, best) {
 			best = w
 		}
 	}

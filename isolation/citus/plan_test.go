@@ -122,6 +122,16 @@ func TestDecide(t *testing.T) {
 			steps:  "dedicate w1; move 2 w1>w3; move 5 w1>w2",
 		},
 		{
+			name: "shards without measured load spread by count, not onto the least loaded worker",
+			state: State{Table: "orders",
+				Workers:    []Worker{{Name: "w1", ShouldHaveShards: true, Load: 5}, {Name: "w2", ShouldHaveShards: true, Load: 1}, {Name: "w3", ShouldHaveShards: true, Load: 1}},
+				Placements: map[int64]string{1: "w1", 2: "w1", 5: "w1", 6: "w1", 7: "w1", 3: "w2", 4: "w3"},
+				ShardLoad:  map[int64]float64{1: 0.6, 3: 0.2},
+				Tenants:    []Tenant{{ID: "1", Share: 0.6, ShardID: 1, Isolated: true}}},
+			alerts: []string{"worker-skew:w1", "tenant-share:1"},
+			steps:  "dedicate w1; move 2 w1>w3; move 5 w1>w2; move 6 w1>w3; move 7 w1>w2; recommend 1",
+		},
+		{
 			name:   "custom thresholds",
 			state:  with(fourWorkers(1.2, 1, 1, 1), Tenant{ID: "7", Share: 0.08, ShardID: 3}),
 			th:     Thresholds{Skew: 1.1, Isolate: 0.1},
