@@ -22,11 +22,14 @@ func runCluster(ctx context.Context, a *app, args []string) error {
 	usage := func(w io.Writer) {
 		fmt.Fprintf(w, `Usage:
   noisysim cluster up [--backend local|docker] [--topology single|replica|primaries|citus] [--keep] [--show-password] [--setting k=v ...]
-  noisysim cluster down [--dir DIR] | --backend docker [--run ID]
+  noisysim cluster down [--dir DIR] | --backend docker [--run ID | --all]
 
 up starts a throwaway PostgreSQL cluster, prints its nodes and DSNs and waits
 for Ctrl-C, then stops it and removes its files. With --keep it returns and
-leaves the cluster running; 'cluster down' stops it.
+leaves the cluster running; 'cluster down' stops it. With --backend docker,
+'cluster down' removes the clusters started with --keep, --run ID one run,
+--all every noisysim cluster on the daemon (also those other processes are
+running); an unknown --run, or no kept cluster, exits 2.
 `)
 	}
 	if len(args) == 0 {
@@ -166,7 +169,8 @@ func clusterDown(ctx context.Context, a *app, args []string) error {
 	dir := fs.String("dir", "", "directory of the kept cluster (default: the only one in --base-dir)")
 	baseDir := fs.String("base-dir", "", "where to look for kept clusters (default: the temp dir)")
 	kind := backendFlag(fs, "local", "where the kept cluster runs: local or docker")
-	run := fs.String("run", "", "backend docker: the run id to remove (default: every noisysim container and network)")
+	run := fs.String("run", "", "backend docker: the run id to remove (default: the clusters started with --keep)")
+	all := fs.Bool("all", false, "backend docker: remove every noisysim cluster on the daemon, also those other processes are running")
 	if err := fs.Parse(args); err != nil {
 		return usageOrHelp(err)
 	}
@@ -175,8 +179,11 @@ func clusterDown(ctx context.Context, a *app, args []string) error {
 	}
 	switch *kind {
 	case "local":
+		if *run != "" || *all {
+			return usagef("cluster down: --run and --all need --backend docker")
+		}
 	case "docker":
-		return dockerClusterDown(ctx, a, *run)
+		return dockerClusterDown(ctx, a, *run, *all)
 	default:
 		return usagef("cluster down: --backend %q: want local or docker", *kind)
 	}

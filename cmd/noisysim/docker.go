@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/noisysim/noisysim/harness/backend"
@@ -48,7 +49,11 @@ func dockerClusterUp(ctx context.Context, a *app, spec backend.Spec, image strin
 	if err := needDocker(ctx, "cluster up"); err != nil {
 		return err
 	}
-	b := container.New(container.WithLogger(a.log), container.WithKeep(keep), container.WithImages(image))
+	opts := []container.Option{container.WithLogger(a.log), container.WithKeep(keep), container.WithImages(image)}
+	if k, v, ok := strings.Cut(os.Getenv(envTestLabel), "="); ok {
+		opts = append(opts, container.WithLabel(k, v))
+	}
+	b := container.New(opts...)
 	// Registered before Start so that a panic or a second signal also
 	// removes a cluster that is still starting.
 	td := a.teardown.add(b.CloseAll, b.CloseAll)
@@ -93,19 +98,46 @@ func dockerClusterUp(ctx context.Context, a *app, spec backend.Spec, image strin
 	return nil
 }
 
-// dockerClusterDown is `cluster down --backend docker [--run ID]`.
-func dockerClusterDown(ctx context.Context, a *app, run string) error {
+// dockerClusterDown is `cluster down --backend docker [--run ID | --all]`:
+// with --run that run (nothing found exits 2), with --all every noisysim
+// cluster on the daemon, else the clusters started with --keep (none found
+// exits 2, as with the local backend).
+func dockerClusterDown(ctx context.Context, a *app, run string, all bool) error {
+	if all && run != "" {
+		return usagef("cluster down: --all and --run exclude each other")
+	}
 	if err := needDocker(ctx, "cluster down"); err != nil {
 		return err
 	}
-	if err := container.Remove(ctx, run); err != nil {
-		return fmt.Errorf("cluster down: %w", err)
-	}
-	what := "every noisysim container and network"
 	if run != "" {
-		what = "run " + run
+		if err := container.Remove(ctx, run); err != nil {
+			return fmt.Errorf("cluster down: %w", err)
+		}
+		fmt.Fprintf(a.stdout, "run %s removed\n", run)
+		return nil
 	}
-	fmt.Fprintf(a.stdout, "%s removed\n", what)
+	var labels []string
+	if l := os.Getenv(envTestLabel); l != "" {
+		labels = append(labels, l)
+	}
+	remove, what := container.RemoveKept, "kept (--keep) "
+	if all {
+		remove, what = container.RemoveAll, ""
+	}
+	runs, err := remove(ctx, labels...)
+	for _, r := range runs {
+		fmt.Fprintf(a.stdout, "run %s removed\n", r)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("cluster down: %w", err)
+	case len(runs) == 0 && !all:
+		return fmt.Errorf("cluster down: no kept (--keep) noisysim cluster found; --run ID removes one run, --all every noisysim cluster: %w", container.ErrNoCluster)
+	case len(runs) == 0:
+		fmt.Fprintf(a.stdout, "no noisysim cluster found\n")
+	default:
+		fmt.Fprintf(a.stdout, "%d %snoisysim cluster(s) removed\n", len(runs), what)
+	}
 	return nil
 }
 
@@ -113,3 +145,9 @@ func dockerClusterDown(ctx context.Context, a *app, run string) error {
 func backendFlag(fs *flag.FlagSet, def, usage string) *string {
 	return fs.String("backend", def, usage)
 }
+
+// envTestLabel, when "key=value", is added to every container cluster up
+// --backend docker starts, and cluster down --backend docker only sees
+// clusters carrying it: a hook for tests that share a daemon with other
+// processes.
+const envTestLabel = "NOISYSIM_TEST_LABEL"

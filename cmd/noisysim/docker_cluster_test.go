@@ -6,10 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/container"
 )
 
@@ -80,5 +82,74 @@ func TestDockerKeepPasswordWhere(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^POSTGRES_PASSWORD=\S+$`).Match(env) {
 		t.Errorf("the printed command does not show the password:\n%s", env)
+	}
+}
+
+// TestDockerClusterDownKeptOnly: `cluster down --backend docker` removes the
+// clusters started with --keep and leaves one another process is running;
+// --run with an unknown id says nothing was found and exits 2; --all removes
+// every cluster. The test's clusters carry a label of their own
+// (envTestLabel) and cluster down only sees those, so that other processes'
+// clusters on the same daemon are safe from the test.
+func TestDockerClusterDownKeptOnly(t *testing.T) {
+	image := needDockerImage(t)
+	sel := "org.noisysim.test=cli-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Setenv(envTestLabel, sel)
+	key, value, _ := strings.Cut(sel, "=")
+	ctx := t.Context()
+
+	_, kept := keptUp(t, image)
+	b := container.New(container.WithImages(image), container.WithLabel(key, value))
+	running, err := b.StartCluster(ctx, backend.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Close()
+	present := func(run string) bool {
+		t.Helper()
+		cs, ns, err := container.Leftovers(ctx, container.LabelRun+"="+run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(cs)+len(ns) > 0
+	}
+	down := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := realMain(append([]string{"cluster", "down", "--backend", "docker"}, args...), &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+
+	code, out, errOut := down()
+	if code != exitOK || !strings.Contains(out, kept) {
+		t.Errorf("cluster down: exit %d, want 0 naming run %s\n%s%s", code, kept, out, errOut)
+	}
+	if present(kept) {
+		t.Errorf("cluster down left the kept cluster %s", kept)
+	}
+	if !present(running.RunID()) {
+		t.Fatalf("cluster down removed cluster %s that was started without --keep and is still running", running.RunID())
+	}
+
+	code, _, errOut = down()
+	if code != exitUsage || !strings.Contains(errOut, "no kept") {
+		t.Errorf("cluster down with no kept cluster: exit %d, want 2 saying no kept cluster was found\n%s", code, errOut)
+	}
+	code, _, errOut = down("--run", "0123456789ab")
+	if code != exitUsage || !strings.Contains(errOut, "nothing found") {
+		t.Errorf("cluster down --run unknown: exit %d, want 2 saying nothing was found\n%s", code, errOut)
+	}
+	code, _, errOut = down("--all", "--run", running.RunID())
+	if code != exitUsage || !strings.Contains(errOut, "--all") {
+		t.Errorf("cluster down --all --run: exit %d, want 2 (usage)\n%s", code, errOut)
+	}
+	if !present(running.RunID()) {
+		t.Fatalf("a refused cluster down removed cluster %s", running.RunID())
+	}
+	code, out, errOut = down("--all")
+	if code != exitOK || !strings.Contains(out, running.RunID()) {
+		t.Errorf("cluster down --all: exit %d, want 0 naming run %s\n%s%s", code, running.RunID(), out, errOut)
+	}
+	if present(running.RunID()) {
+		t.Errorf("cluster down --all left cluster %s", running.RunID())
 	}
 }

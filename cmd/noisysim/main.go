@@ -33,6 +33,7 @@ import (
 	"syscall"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/citus"
@@ -82,6 +83,7 @@ var exitCodes = []struct {
 	{backend.ErrBadInput, exitUsage},
 	{backend.ErrNotInstalled, exitUsage},
 	{local.ErrNotKept, exitUsage},
+	{container.ErrNoCluster, exitUsage},
 	{scenario.ErrInvalid, exitUsage},
 	{directory.ErrInvalidConfig, exitUsage},
 	{directory.ErrUnknownNode, exitUsage},

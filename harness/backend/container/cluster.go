@@ -153,7 +153,7 @@ func (c *Cluster) remove() error {
 	c.creating.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := removeRun(ctx, c.cli, c.runID); err != nil {
+	if _, err := removeRun(ctx, c.cli, c.runID); err != nil {
 		return fmt.Errorf("remove cluster %s: %w", c.runID, err)
 	}
 	return nil
@@ -176,6 +176,9 @@ func (c *Cluster) labels(node string) map[string]string {
 		l = map[string]string{}
 	}
 	l[LabelManaged], l[LabelRun] = "true", c.runID
+	if c.keep {
+		l[LabelKept] = "true"
+	}
 	if node != "" {
 		l[LabelNode] = node
 	}

@@ -61,6 +61,9 @@ const (
 	LabelRun = "org.noisysim.run"
 	// LabelNode holds the node name (containers only).
 	LabelNode = "org.noisysim.node"
+	// LabelKept is "true" on the clusters of a Backend made WithKeep
+	// (`noisysim cluster up --keep`): RemoveKept removes those only.
+	LabelKept = "org.noisysim.kept"
 )
 
 const (
@@ -134,7 +137,8 @@ func WithLabel(key, value string) Option {
 func WithStartTimeout(d time.Duration) Option { return func(b *Backend) { b.startLimit = d } }
 
 // WithKeep makes Close leave the containers and the network running (for
-// `noisysim cluster up --keep`); Remove deletes them later.
+// `noisysim cluster up --keep`) and labels them LabelKept; RemoveKept or
+// Remove deletes them later.
 func WithKeep(keep bool) Option { return func(b *Backend) { b.keep = keep } }
 
 var setupOnce sync.Once

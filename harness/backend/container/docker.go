@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,23 +151,87 @@ func leftovers(ctx context.Context, cli *testcontainers.DockerClient, runID stri
 }
 
 // Remove force-removes the containers (with their anonymous volumes) and
-// then the networks labelled LabelManaged of run runID; "" removes those of
-// every run (`noisysim cluster down --backend docker`). Errors:
-// *DockerError when no daemon answers; otherwise the joined removal errors.
+// then the networks of run runID (`noisysim cluster down --backend docker
+// --run ID`), kept or not. Errors: *DockerError when no daemon answers;
+// *NotFoundError (ErrNoCluster, backend.ErrBadInput) when nothing of
+// noisysim's carries run id runID, or runID is ""; otherwise the joined
+// removal errors.
 func Remove(ctx context.Context, runID string) error {
+	if runID == "" {
+		return &NotFoundError{}
+	}
 	cli, err := dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	return removeRun(ctx, cli, runID)
+	n, err := removeRun(ctx, cli, runID)
+	if err == nil && n == 0 {
+		return &NotFoundError{Run: runID}
+	}
+	return err
 }
 
-func removeRun(ctx context.Context, cli *testcontainers.DockerClient, runID string) error {
+// RemoveKept removes every cluster started WithKeep (its containers and
+// network carry LabelKept), of any run, and returns their run ids, sorted;
+// none is no error. Clusters started without it belong to the process
+// running them and are left alone. Each extra "key=value" in labels narrows
+// the clusters removed to those carrying that label too (see WithLabel).
+// Errors: *DockerError when no daemon answers; otherwise the joined removal
+// errors.
+func RemoveKept(ctx context.Context, labels ...string) ([]string, error) {
+	return removeRuns(ctx, append([]string{LabelKept + "=true"}, labels...))
+}
+
+// RemoveAll removes every noisysim cluster on the daemon, kept or not,
+// including those other processes are still running (`noisysim cluster down
+// --backend docker --all`), and returns their run ids, sorted. labels
+// narrow it as in RemoveKept. Errors: as RemoveKept's.
+func RemoveAll(ctx context.Context, labels ...string) ([]string, error) {
+	return removeRuns(ctx, labels)
+}
+
+// removeRuns removes every run whose containers or network carry all of
+// labels (and LabelManaged).
+func removeRuns(ctx context.Context, labels []string) ([]string, error) {
+	cli, err := dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	runs := map[string]bool{}
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: labelFilter("", labels...)})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	for _, c := range cs.Items {
+		runs[c.Labels[LabelRun]] = true
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilter("", labels...)})
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	for _, n := range ns.Items {
+		runs[n.Labels[LabelRun]] = true
+	}
+	delete(runs, "") // not ours to name: LabelManaged without a run id
+	ids := slices.Sorted(maps.Keys(runs))
+	var errs []error
+	for _, id := range ids {
+		if _, err := removeRun(ctx, cli, id); err != nil {
+			errs = append(errs, fmt.Errorf("remove run %s: %w", id, err))
+		}
+	}
+	return ids, errors.Join(errs...)
+}
+
+// removeRun removes the containers, then the networks, of run runID and
+// returns how many of them there were.
+func removeRun(ctx context.Context, cli *testcontainers.DockerClient, runID string) (int, error) {
 	var errs []error
 	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: labelFilter(runID)})
 	if err != nil {
-		return fmt.Errorf("list containers: %w", err)
+		return 0, fmt.Errorf("list containers: %w", err)
 	}
 	for _, c := range cs.Items {
 		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
@@ -174,14 +240,14 @@ func removeRun(ctx context.Context, cli *testcontainers.DockerClient, runID stri
 	}
 	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilter(runID)})
 	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("list networks: %w", err))...)
+		return len(cs.Items), errors.Join(append(errs, fmt.Errorf("list networks: %w", err))...)
 	}
 	for _, n := range ns.Items {
 		if _, err := cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 		}
 	}
-	return errors.Join(errs...)
+	return len(cs.Items) + len(ns.Items), errors.Join(errs...)
 }
 
 // freePort returns a TCP port free on 127.0.0.1 right now.

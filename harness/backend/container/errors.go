@@ -18,6 +18,9 @@ var (
 	ErrNodeStart = errors.New("node did not start")
 	// ErrUnknownNode means a fault names a node the cluster does not have.
 	ErrUnknownNode = errors.New("unknown node")
+	// ErrNoCluster means no container or network of noisysim's carries the
+	// run id asked for.
+	ErrNoCluster = errors.New("no such cluster")
 )
 
 // DockerError reports that no Docker daemon could be reached. It unwraps to
@@ -64,3 +67,18 @@ func (e *NodeStartError) Error() string {
 
 // Unwrap returns ErrNodeStart and the cause.
 func (e *NodeStartError) Unwrap() []error { return []error{ErrNodeStart, e.Err} }
+
+// NotFoundError reports a run id that nothing of noisysim's on the daemon
+// carries (Run "" when none was given). It unwraps to ErrNoCluster and
+// backend.ErrBadInput.
+type NotFoundError struct{ Run string }
+
+func (e *NotFoundError) Error() string {
+	if e.Run == "" {
+		return "no run id given: nothing found to remove"
+	}
+	return fmt.Sprintf("run %s: nothing found: no noisysim container or network carries %s=%s", e.Run, LabelRun, e.Run)
+}
+
+// Unwrap returns ErrNoCluster and backend.ErrBadInput.
+func (e *NotFoundError) Unwrap() []error { return []error{ErrNoCluster, backend.ErrBadInput} }
