@@ -6,10 +6,21 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Fault is one node fault injected during a configuration's noisy phase and
-// what it did: the error burst per tenant and the time to recover.
+// what it did: the errors, stalled operations and worst latency per tenant,
+// and the time to recover.
+//
+// The fault window runs from the injection (At) to the restore (Restored).
+// An operation is stalled when it was in flight or issued during the window
+// and finished (succeeded or failed) after the restore with a latency
+// longer than the whole window: the symptom of a pause, where nothing fails
+// and requests hang. Recovery is the first operation issued after the
+// restore that succeeds with a latency within 2x its class's median latency
+// before the fault (any success when the class finished no operation before
+// it); TimeToRecover runs from the restore to that operation's end.
 type Fault struct {
 	// Node and Action say what was done: e.g. "replica1", "stop".
 	Node   string `json:"node"`
@@ -18,40 +29,62 @@ type Fault struct {
 	// restored (its restore returned), in seconds from the phase start.
 	At       float64 `json:"at_s"`
 	Restored float64 `json:"restored_s"`
-	// Recovered reports whether, after the restore, an operation of a class
-	// that failed during the fault succeeded before the phase ended (or no
-	// operation failed at all).
+	// Recovered reports whether an operation recovered (see Fault) before
+	// the phase ended and the fault was injected and restored without
+	// error.
 	Recovered bool `json:"recovered"`
-	// TimeToRecover is the time from the restore to the end of that first
-	// success, in ms; 0 when nothing failed.
+	// TimeToRecover is the time from the restore to the end of the
+	// recovering operation, in ms; 0 when not Recovered.
 	TimeToRecover float64 `json:"time_to_recover_ms"`
 	// Errors is the number of operations that failed from the injection
-	// until recovery (or the phase end), over all tenants.
+	// until recovery (or the phase end), over all tenants. Limiter
+	// rejections are not counted.
 	Errors int64 `json:"errors"`
-	// Tenants is the error burst per tenant, tenants with errors only, most
-	// errors first.
+	// Stalled is the number of stalled operations (see Fault), over all
+	// tenants. A stalled operation that failed is also among Errors when it
+	// ended before recovery.
+	Stalled int64 `json:"stalled"`
+	// WorstLatency is the longest latency of an operation in flight or
+	// issued during the fault window, in ms; 0 when there was none.
+	WorstLatency float64 `json:"worst_latency_ms"`
+	// Tenants are the tenants with errors or stalled operations, by tenant
+	// id.
 	Tenants []FaultTenant `json:"tenants,omitempty"`
 	// Error is why the fault could not be injected or restored, if so.
 	Error string `json:"error,omitempty"`
 }
 
-// FaultTenant is one tenant's errors during a fault's burst.
+// FaultTenant is what one fault did to one tenant.
 type FaultTenant struct {
 	Tenant string `json:"tenant"`
-	Errors int64  `json:"errors"`
+	// Errors and Stalled count the tenant's operations as Fault's do.
+	Errors  int64 `json:"errors"`
+	Stalled int64 `json:"stalled"`
+	// WorstLatency is the longest latency of the tenant's operations in
+	// flight or issued during the fault window, in ms.
+	WorstLatency float64 `json:"worst_latency_ms"`
 	// ByClass splits Errors by workload class.
 	ByClass map[string]int64 `json:"by_class,omitempty"`
 }
+
+// faultLegend defines the fault figures for text and Markdown.
+const faultLegend = "stalled: operations in flight or issued during the fault that finished after the restore, " +
+	"slower than the fault window (injection to restore); recovered: from the restore to the end of the first " +
+	"operation issued after it that succeeded within 2x its class's median latency before the fault"
 
 // faultTenantsShown bounds the tenants listed per fault in text and
 // Markdown; report.json has them all.
 const faultTenantsShown = 10
 
-// sortedFaultTenants returns ts by errors (most first), then tenant.
+// sortedFaultTenants returns ts by errors, then stalled operations (most
+// first), then tenant.
 func sortedFaultTenants(ts []FaultTenant) []FaultTenant {
 	out := slices.Clone(ts)
 	slices.SortFunc(out, func(a, b FaultTenant) int {
 		if c := cmp.Compare(b.Errors, a.Errors); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Stalled, a.Stalled); c != 0 {
 			return c
 		}
 		return natural(a.Tenant, b.Tenant)
@@ -61,8 +94,8 @@ func sortedFaultTenants(ts []FaultTenant) []FaultTenant {
 
 // faultSummary is one line saying what a fault did.
 func faultSummary(f Fault) string {
-	s := fmt.Sprintf("%s %s at %s, restored at %s: %d errors over %d tenants", f.Action, f.Node,
-		fmtSeconds(f.At), fmtSeconds(f.Restored), f.Errors, len(f.Tenants))
+	s := fmt.Sprintf("%s %s at %s, restored at %s: %d errors, %d stalled over %d tenants, worst latency %s ms", f.Action, f.Node,
+		fmtSeconds(f.At), fmtSeconds(f.Restored), f.Errors, f.Stalled, len(f.Tenants), fmtMS(f.WorstLatency))
 	switch {
 	case f.Error != "":
 		s += "; fault failed: " + f.Error
@@ -86,15 +119,17 @@ func (t *textWriter) faults(c Configuration) {
 			continue
 		}
 		tw := t.table()
-		row(tw, "    tenant", "errors", "by class")
+		row(tw, "    tenant", "errors", "stalled", "worst ms", "errors by class")
 		for _, ft := range ts[:min(len(ts), faultTenantsShown)] {
-			row(tw, "    "+t.label(ft.Tenant), strconv.FormatInt(ft.Errors, 10), fmtCounts(ft.ByClass))
+			row(tw, "    "+t.label(ft.Tenant), strconv.FormatInt(ft.Errors, 10), strconv.FormatInt(ft.Stalled, 10),
+				fmtMS(ft.WorstLatency), classCounts(ft.ByClass))
 		}
 		tw.Flush()
 		if more := len(ts) - faultTenantsShown; more > 0 {
-			t.p("    %d more tenants with errors in report.json\n", more)
+			t.p("    %d more tenants with errors or stalls in report.json\n", more)
 		}
 	}
+	t.p("  %s\n", faultLegend)
 }
 
 func mdFaults(w *bufio.Writer, c Configuration) {
@@ -102,7 +137,7 @@ func mdFaults(w *bufio.Writer, c Configuration) {
 		return
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("\n### Faults\n\n| Node | Action | At | Restored | Errors | Tenants with errors | Time to recover ms |\n|---|---|--:|--:|--:|--:|--:|\n")
+	p("\n### Faults\n\n| Node | Action | At | Restored | Errors | Stalled | Worst latency ms | Tenants hit | Time to recover ms |\n|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, f := range c.Faults {
 		ttr := fmtMS(f.TimeToRecover)
 		switch {
@@ -111,20 +146,29 @@ func mdFaults(w *bufio.Writer, c Configuration) {
 		case !f.Recovered:
 			ttr = "not recovered"
 		}
-		p("| %s | %s | %s | %s | %d | %d | %s |\n", md(f.Node), md(f.Action), fmtSeconds(f.At), fmtSeconds(f.Restored),
-			f.Errors, len(f.Tenants), ttr)
+		p("| %s | %s | %s | %s | %d | %d | %s | %d | %s |\n", md(f.Node), md(f.Action), fmtSeconds(f.At), fmtSeconds(f.Restored),
+			f.Errors, f.Stalled, fmtMS(f.WorstLatency), len(f.Tenants), ttr)
 	}
+	p("\n%s.\n", strings.ToUpper(faultLegend[:1])+faultLegend[1:])
 	for _, f := range c.Faults {
 		ts := sortedFaultTenants(f.Tenants)
 		if len(ts) == 0 {
 			continue
 		}
-		p("\nError burst of %s %s:\n\n| Tenant | Errors | By class |\n|---|--:|---|\n", md(f.Action), md(f.Node))
+		p("\nTenants hit by %s %s at %s:\n\n| Tenant | Errors | Stalled | Worst latency ms | Errors by class |\n|---|--:|--:|--:|---|\n", md(f.Action), md(f.Node), fmtSeconds(f.At))
 		for _, ft := range ts[:min(len(ts), faultTenantsShown)] {
-			p("| %s | %d | %s |\n", md(ft.Tenant), ft.Errors, md(fmtCounts(ft.ByClass)))
+			p("| %s | %d | %d | %s | %s |\n", md(ft.Tenant), ft.Errors, ft.Stalled, fmtMS(ft.WorstLatency), md(classCounts(ft.ByClass)))
 		}
 		if more := len(ts) - faultTenantsShown; more > 0 {
-			p("\n%d more tenants with errors in report.json.\n", more)
+			p("\n%d more tenants with errors or stalls in report.json.\n", more)
 		}
 	}
+}
+
+// classCounts is fmtCounts, or "-" when there are none.
+func classCounts(m map[string]int64) string {
+	if s := fmtCounts(m); s != "" {
+		return s
+	}
+	return "-"
 }
