@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -160,61 +161,101 @@ func (fr *faultRun) finish() []reports.Fault {
 	return out
 }
 
-// burst measures one fault over the phase's ops. The classes that failed
-// between injection and restore are the fault's; recovery is the end of
-// the first op of one of them that started after the restore and
-// succeeded. The burst is every failed op that ended from the injection
-// until recovery (or the phase end).
+// recoverFactor bounds the latency of the op that marks a fault's recovery:
+// within recoverFactor × its class's median latency before the fault.
+const recoverFactor = 2
+
+// burst measures one fault over the phase's ops (see reports.Fault for the
+// definitions). The window is [injected, restored]. An op is hit when it
+// was in flight or issued during the window; it is stalled when it also
+// ended after the restore with a latency longer than the window. Recovery
+// is the end of the first op issued after the restore that succeeded within
+// recoverFactor × its class's median latency before the injection (any
+// success when the class finished no op before it). Errors are the failed
+// ops that ended from the injection until recovery (or the phase end).
 func burst(f scenario.Fault, ft faultTimes, events []opEvent) reports.Fault {
 	rf := reports.Fault{Node: f.Node, Action: string(f.Action), At: ft.injected.Seconds(), Restored: ft.restored.Seconds()}
 	if ft.err != nil {
 		rf.Error = ft.err.Error()
 	}
-	hit := map[string]bool{}
-	for _, e := range events {
-		if e.failed && e.end >= ft.injected && e.end <= ft.restored {
-			hit[e.class] = true
-		}
-	}
+	window := ft.restored - ft.injected
+	bound := recoveryBounds(events, ft.injected)
 	end := time.Duration(1<<63 - 1)
-	if len(hit) == 0 {
-		rf.Recovered = rf.Error == ""
-		end = ft.restored
-	} else {
-		for _, e := range events {
-			if !e.failed && hit[e.class] && e.start >= ft.restored && e.end < end {
-				end = e.end
-				rf.Recovered = rf.Error == ""
-			}
-		}
-		if rf.Recovered {
-			rf.TimeToRecover = float64(end-ft.restored) / float64(time.Millisecond)
-		}
-	}
-	byTenant := map[int]*reports.FaultTenant{}
 	for _, e := range events {
-		if !e.failed || e.end < ft.injected || e.end > end {
+		if e.failed || e.start < ft.restored || e.end >= end {
 			continue
 		}
-		t := byTenant[e.tenant]
-		if t == nil {
-			t = &reports.FaultTenant{Tenant: strconv.Itoa(e.tenant), ByClass: map[string]int64{}}
-			byTenant[e.tenant] = t
+		if b, ok := bound[e.class]; ok && e.end-e.start > b {
+			continue
 		}
-		t.Errors++
-		t.ByClass[e.class]++
-		rf.Errors++
+		end = e.end
+		rf.Recovered = rf.Error == ""
 	}
-	ids := make([]int, 0, len(byTenant))
-	for id := range byTenant {
-		ids = append(ids, id)
+	if rf.Recovered {
+		rf.TimeToRecover = msOf(end - ft.restored)
 	}
-	slices.Sort(ids)
+	byTenant := map[int]*reports.FaultTenant{}
+	tenant := func(id int) *reports.FaultTenant {
+		t := byTenant[id]
+		if t == nil {
+			t = &reports.FaultTenant{Tenant: strconv.Itoa(id)}
+			byTenant[id] = t
+		}
+		return t
+	}
+	for _, e := range events {
+		lat := e.end - e.start
+		if e.start < ft.restored && e.end > ft.injected {
+			// Hit: in flight or issued during the window.
+			rf.WorstLatency = max(rf.WorstLatency, msOf(lat))
+			if e.end > ft.restored && lat > window {
+				t := tenant(e.tenant)
+				t.Stalled++
+				rf.Stalled++
+			}
+		}
+		if e.failed && e.end >= ft.injected && e.end <= end {
+			t := tenant(e.tenant)
+			if t.ByClass == nil {
+				t.ByClass = map[string]int64{}
+			}
+			t.Errors++
+			t.ByClass[e.class]++
+			rf.Errors++
+		}
+	}
+	for _, e := range events {
+		if t := byTenant[e.tenant]; t != nil && e.start < ft.restored && e.end > ft.injected {
+			t.WorstLatency = max(t.WorstLatency, msOf(e.end-e.start))
+		}
+	}
+	ids := slices.Sorted(maps.Keys(byTenant))
 	for _, id := range ids {
 		rf.Tenants = append(rf.Tenants, *byTenant[id])
 	}
 	return rf
 }
+
+// recoveryBounds returns, per class, recoverFactor × the median latency
+// of the class's successful ops that ended before before (the lower middle
+// one for an even count). Classes without such an op have no bound.
+func recoveryBounds(events []opEvent, before time.Duration) map[string]time.Duration {
+	lats := map[string][]time.Duration{}
+	for _, e := range events {
+		if !e.failed && e.end < before {
+			lats[e.class] = append(lats[e.class], e.end-e.start)
+		}
+	}
+	bound := make(map[string]time.Duration, len(lats))
+	for class, ls := range lats {
+		slices.Sort(ls)
+		bound[class] = recoverFactor * ls[(len(ls)-1)/2]
+	}
+	return bound
+}
+
+// msOf is d in milliseconds.
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // dockerBackend is the container backend with sc's images.
 func dockerBackend(sc *scenario.Scenario, log *slog.Logger) *container.Backend {

@@ -3,6 +3,7 @@ package harness_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -95,5 +96,83 @@ func TestFaultStopInReport(t *testing.T) {
 	cs, ns, err := container.Leftovers(context.Background(), container.LabelRun+"="+run)
 	if err != nil || len(cs)+len(ns) > 0 || run == "" {
 		t.Errorf("run %q left in Docker: containers %v, networks %v (%v)", run, cs, ns, err)
+	}
+}
+
+const paused = `
+name: paused
+seed: 5
+backend: {kind: docker, image: IMAGE}
+tenants: {count: 5}
+data: {orders: 2000}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 100}
+  - {name: nap, isolation_class: interactive, query: sleep, sleep: 100ms, rate: 50}
+phases: {warmup: 200ms, solo: 500ms, run: 6s, drain: 3s}
+configurations:
+  - {name: isolated, mode: isolated}
+assertions: {quiet_p99: {min_samples: 1000000}, allowed_errors: [connection_lost, other]}
+faults:
+  - {node: primary, action: pause, at: 1500ms, for: 1500ms}
+`
+
+// TestFaultPauseInReport pauses the primary for 1.5 s while 100 ms sleeps
+// run (about 5 in flight at any time): nothing need fail, but the ops in
+// flight at the pause hang through it, so the report shows stalled ops, a
+// worst latency of about the pause, and a recovery after the unpause.
+func TestFaultPauseInReport(t *testing.T) {
+	image := container.LocalTestImage
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	skip := t.Skipf
+	if os.Getenv("NOISYSIM_REQUIRE_DOCKER") == "1" {
+		skip = t.Fatalf
+	}
+	if err := container.Available(ctx); err != nil {
+		skip("skipping: no Docker daemon reachable")
+	}
+	if ok, err := container.ImagePresent(ctx, image); err != nil || !ok {
+		skip("skipping: image %s is absent (build it with .ci/pg-image.sh)", image)
+	}
+	sc, err := scenario.Parse([]byte(strings.Replace(paused, "IMAGE", image, 1)), "paused.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.Run(ctx, sc, harness.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := rep.Configurations[0].Faults
+	if len(fs) != 1 {
+		t.Fatalf("%d faults in the report, want 1", len(fs))
+	}
+	f := fs[0]
+	t.Logf("fault: %+v", f)
+	window := (f.Restored - f.At) * 1000
+	if f.Action != "pause" || f.Error != "" || window < 1400 {
+		t.Fatalf("fault = %+v, want a pause of >= 1.4 s", f)
+	}
+	if f.Stalled == 0 || len(f.Tenants) == 0 {
+		t.Errorf("no stalled ops reported for a pause with ~5 ops in flight: %+v", f)
+	}
+	if f.WorstLatency <= window {
+		t.Errorf("worst latency %.1f ms, want > the pause window %.1f ms (ops in flight at the pause)", f.WorstLatency, window)
+	}
+	var sum int64
+	for _, ft := range f.Tenants {
+		sum += ft.Stalled
+	}
+	if sum != f.Stalled {
+		t.Errorf("tenant stalls sum to %d, fault has %d", sum, f.Stalled)
+	}
+	if !f.Recovered || f.TimeToRecover <= 0 {
+		t.Errorf("not recovered after the unpause: %+v", f)
+	}
+	var text bytes.Buffer
+	if err := reports.WriteText(&text, rep, reports.TextOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), fmt.Sprintf("%d stalled", f.Stalled)) {
+		t.Errorf("text report lacks the stalls:\n%s", text.String())
 	}
 }
