@@ -41,9 +41,11 @@
 // # Cleanup
 //
 // Every container and network carries LabelManaged, LabelRun (the run id)
-// and, for containers, LabelNode. Close, a failed Start and
-// Backend.CloseAll force-remove by those labels; Remove does the same for a
-// run id or for every run. testcontainers' reaper container is not used
+// and, for containers, LabelNode; a cluster started WithKeep also carries
+// LabelKept. Close, a failed Start and Backend.CloseAll force-remove by
+// those labels; Remove does the same for one run id, RemoveKept for every
+// kept cluster and RemoveAll for every run on the daemon, including those
+// other processes are still running. testcontainers' reaper container is not used
 // (its image may not be pullable): the package sets
 // TESTCONTAINERS_RYUK_DISABLED=true unless the environment says otherwise.
 //

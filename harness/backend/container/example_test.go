@@ -29,3 +29,14 @@ func ExampleNodeNames() {
 	fmt.Println(names)
 	// Output: [coordinator worker1 worker2]
 }
+
+// Remove the clusters left running by `noisysim cluster up --backend docker
+// --keep`; clusters other processes started without WithKeep are left alone.
+func ExampleRemoveKept() {
+	runs, err := container.RemoveKept(context.Background())
+	if err != nil {
+		fmt.Println(err) // e.g. a *container.DockerError: no Docker daemon
+		return
+	}
+	fmt.Println("removed runs:", runs)
+}
