@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/hotshard"
@@ -61,6 +64,10 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 	for _, a := range res.Alerts {
 		note("alert %s", a)
 	}
+	if res.StatTenantsOK {
+		note("tenant 1: %.1f%% of sampled cluster load; citus_stat_tenants cross-check: %.1f%% of the queries it counted",
+			res.SampledShare*100, res.StatTenantsShare*100)
+	}
 	for _, w := range []struct {
 		name string
 		w    hotshard.Window
@@ -81,7 +88,8 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 		note("plan only: run with --apply (or hot_shard.apply: true) to act")
 	}
 	for _, rec := range res.Steps {
-		note("step %s: %.2f s, shards per worker after %v", rec.Step, rec.Took.Seconds(), rec.After.Shards)
+		note("step %s: %.2f s, shards per worker after %v, worker load (active backends) before %s after %s",
+			rec.Step, rec.Took.Seconds(), rec.After.Shards, fmtLoad(rec.Before.Load), fmtLoad(rec.After.Load))
 	}
 	for _, s := range res.Advice {
 		note("advice: %s", s)
@@ -129,4 +137,19 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 	}
 	rep.Passed = passed
 	return rep
+}
+
+// fmtLoad formats a per-worker load map in worker order.
+func fmtLoad(m map[string]float64) string {
+	if m == nil {
+		return "-"
+	}
+	var b strings.Builder
+	for i, w := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s=%.2f", w, m[w])
+	}
+	return b.String()
 }

@@ -21,6 +21,10 @@ import (
 // given (a DSN with a password on the command line shows in ps).
 const envCitusDSN = "NOISYSIM_CITUS_DSN"
 
+// stepSample is how long plan --apply samples worker load before and after
+// each ladder step.
+const stepSample = 500 * time.Millisecond
+
 const citusUsage = `usage: noisysim citus plan    [--dsn DSN] [--for D] [--apply] [flags]
        noisysim citus isolate --tenant ID [--dedicate] [--dsn DSN] [flags]
        noisysim citus hot-shard [--apply] [flags]   (see noisysim citus hot-shard -h)
@@ -151,6 +155,10 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 	}
 	defer closeWorkers()
 	sampling := citus.Sampling{Coordinator: conn, Workers: workers, Interval: *interval}
+	ladder.Measure = func(ctx context.Context) (map[string]float64, error) {
+		l, err := citus.Sample(ctx, citus.Sampling{Workers: workers, Interval: *interval}, stepSample)
+		return l.Workers, err
+	}
 	load, err := citus.Sample(ctx, sampling, *dur)
 	if err != nil {
 		return err
@@ -286,5 +294,8 @@ func printRecords(w io.Writer, records []citus.Record) {
 			state = "already done"
 		}
 		fmt.Fprintf(w, "%s in %.2f s (%s); shards per worker before %v, after %v\n", r.Step, r.Took.Seconds(), state, r.Before.Shards, r.After.Shards)
+		if r.Before.Load != nil {
+			fmt.Fprintf(w, "  worker load (active backends) before %v, after %v\n", r.Before.Load, r.After.Load)
+		}
 	}
 }

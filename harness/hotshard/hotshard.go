@@ -39,6 +39,9 @@ const (
 	DefaultP99Factor    = 1.5
 	DefaultP99Slack     = 5 * time.Millisecond
 	DefaultMaxInFlight  = 64
+	// DefaultStepSample is how long worker load is sampled before and
+	// after each ladder step.
+	DefaultStepSample = 300 * time.Millisecond
 	// DefaultWarmup is run before the solo window and discarded.
 	DefaultWarmup = time.Second
 )
@@ -177,6 +180,12 @@ type Result struct {
 	Detected   time.Duration
 	DetectedOK bool
 	Alerts     []citus.Alert
+	// SampledShare is tenant 1's share of cluster load in the before
+	// window (sampled tagged backends); StatTenantsShare its share of the
+	// queries citus_stat_tenants counted, a cross-check (StatTenantsOK
+	// false when Citus counted nothing or could not be read).
+	SampledShare, StatTenantsShare float64
+	StatTenantsOK                  bool
 	// Plan is the ladder decided from the before window.
 	Plan                citus.Plan
 	Solo, Before, After Window
@@ -295,6 +304,12 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	res.Before = d.window()
 	fill(&res.Before, beforeLoad, layout, layout.Placements[hotShard])
+	res.SampledShare = beforeLoad.Tenants["1"]
+	if st, err := citus.StatTenants(ctx, conn); err != nil {
+		cfg.Log.Warn("citus_stat_tenants cross-check failed", "err", err)
+	} else {
+		res.StatTenantsShare, res.StatTenantsOK = st["1"], len(st) > 0
+	}
 	state, err := layout.State(ctx, conn, beforeLoad)
 	if err != nil {
 		return res, err
@@ -312,7 +327,11 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	ladder := citus.Ladder{DB: conn, Table: "orders", Mode: cfg.Mode, Thresholds: cfg.Thresholds, Log: cfg.Log}
+	ladder := citus.Ladder{DB: conn, Table: "orders", Mode: cfg.Mode, Thresholds: cfg.Thresholds, Log: cfg.Log,
+		Measure: func(ctx context.Context) (map[string]float64, error) {
+			l, err := citus.Sample(ctx, citus.Sampling{Workers: workers, Interval: sampling.Interval}, DefaultStepSample)
+			return l.Workers, err
+		}}
 	lt := time.Now()
 	res.Steps, res.Advice, err = ladder.Run(ctx, beforeLoad, "", 0)
 	res.LadderTook = time.Since(lt)

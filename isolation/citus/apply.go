@@ -52,6 +52,8 @@ type Snapshot struct {
 	Shards map[string]int
 	// Dedicated lists workers that take no new shards.
 	Dedicated []string
+	// Load is each worker's load from Ladder.Measure, nil without it.
+	Load map[string]float64
 }
 
 func snapshot(l Layout) Snapshot {
@@ -80,6 +82,10 @@ type Ladder struct {
 	Thresholds Thresholds
 	// Log receives one line per step with its figures; nil is silent.
 	Log *slog.Logger
+	// Measure, when not nil, measures per-worker load (e.g. a short
+	// Sample) just before and after each step, for Record.Before.Load and
+	// After.Load. A measuring error fails the step.
+	Measure func(ctx context.Context) (map[string]float64, error)
 }
 
 // Run decides with the tenant shares of load (measured once: the shares do
@@ -130,7 +136,8 @@ func (l Ladder) Run(ctx context.Context, load Load, tenant string, maxSteps int)
 		}
 		log.Info("citus step", "action", rec.Step.Action, "tenant", rec.Step.Tenant, "shard", rec.Step.ShardID,
 			"from", rec.Step.From, "to", rec.Step.To, "skipped", rec.Skipped, "took_ms", rec.Took.Milliseconds(),
-			"shards_before", rec.Before.Shards, "shards_after", rec.After.Shards)
+			"shards_before", rec.Before.Shards, "shards_after", rec.After.Shards,
+			"load_before", rec.Before.Load, "load_after", rec.After.Load)
 		records = append(records, rec)
 	}
 	return records, advice, fmt.Errorf("run ladder: still steps left after %d", maxSteps)
@@ -152,6 +159,13 @@ func (l Ladder) Execute(ctx context.Context, before Layout, s Step) (Record, err
 		return Record{}, fmt.Errorf("execute step: unknown transfer mode %q", mode)
 	}
 	rec := Record{Step: s, Before: snapshot(before)}
+	if l.Measure != nil {
+		load, err := l.Measure(ctx)
+		if err != nil {
+			return rec, fmt.Errorf("measure before %s: %w", s.Action, err)
+		}
+		rec.Before.Load = load
+	}
 	t0 := time.Now()
 	switch s.Action {
 	case ActionIsolate:
@@ -208,6 +222,13 @@ func (l Ladder) Execute(ctx context.Context, before Layout, s Step) (Record, err
 		return rec, err
 	}
 	rec.After = snapshot(after)
+	if l.Measure != nil {
+		load, err := l.Measure(ctx)
+		if err != nil {
+			return rec, fmt.Errorf("measure after %s: %w", s.Action, err)
+		}
+		rec.After.Load = load
+	}
 	return rec, nil
 }
 

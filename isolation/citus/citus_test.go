@@ -124,6 +124,14 @@ func TestHotShardLadder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st, err := citus.StatTenants(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("citus_stat_tenants shares: %v", st)
+	if st["1"] < 0.4 {
+		t.Errorf("citus_stat_tenants share of tenant 1 = %.2f, want > 0.4 (6 of 10 sessions)", st["1"])
+	}
 	state, err := layout.State(ctx, conn, load)
 	if err != nil {
 		t.Fatal(err)

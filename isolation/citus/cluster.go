@@ -370,3 +370,38 @@ func sortIDs(ids []string) {
 		}
 	}
 }
+
+// StatTenants returns each tenant's share (0..1) of the queries Citus
+// counted in citus_stat_tenants over its current and last period
+// (citus.stat_tenants_period), summed over nodes. It is a cross-check of
+// Sample's shares only: Citus tracks the top citus.stat_tenants_limit
+// tenants and does not count every kind of query, and it needs
+// citus.stat_tenants_track = 'all'. An empty map means nothing was counted.
+func StatTenants(ctx context.Context, db DB) (map[string]float64, error) {
+	rows, err := db.Query(ctx, `SELECT tenant_attribute, sum(query_count_in_this_period + query_count_in_last_period)::float8
+		FROM citus_stat_tenants(true) GROUP BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("read citus_stat_tenants: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]float64{}
+	var total float64
+	for rows.Next() {
+		var tenant string
+		var n float64
+		if err := rows.Scan(&tenant, &n); err != nil {
+			return nil, fmt.Errorf("read citus_stat_tenants: %w", err)
+		}
+		out[tenant] += n
+		total += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read citus_stat_tenants: %w", err)
+	}
+	if total > 0 {
+		for t := range out {
+			out[t] /= total
+		}
+	}
+	return out, nil
+}
