@@ -99,6 +99,11 @@ func TestCitusPlanAndIsolate(t *testing.T) {
 		}
 		return out.String()
 	}
+	var stdout, stderr bytes.Buffer
+	if got := realMain([]string{"citus", "plan", "--table", "nosuch", "--for", "100ms"}, &stdout, &stderr); got != exitUsage ||
+		!strings.Contains(stderr.String(), "not a distributed table") {
+		t.Errorf("plan --table nosuch: exit %d, want 2 saying it is not a distributed table; stderr:\n%s", got, stderr.String())
+	}
 	out := run("plan", "--for", "300ms")
 	if !strings.Contains(out, "worker skew") || strings.Contains(out, "step 1") {
 		t.Errorf("idle plan: want figures and no step:\n%s", out)

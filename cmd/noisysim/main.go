@@ -90,6 +90,7 @@ var exitCodes = []struct {
 	{directory.ErrInvalidTenant, exitUsage},
 	{directory.ErrTargetNotEmpty, exitUsage},
 	{citus.ErrNotCitus, exitUsage},
+	{citus.ErrNotDistributed, exitUsage},
 }
 
 // exitCode returns the exit code for the error a command returned.

@@ -34,6 +34,9 @@ const (
 	DefaultTagPrefix = "t:"
 )
 
+// ErrNotDistributed means a table is missing or not distributed by Citus.
+var ErrNotDistributed = errors.New("not a distributed table")
+
 // ErrNotCitus means the database has no citus extension: it is not a Citus
 // coordinator.
 var ErrNotCitus = errors.New("no citus extension in this database: give the DSN of a Citus coordinator")
@@ -143,10 +146,20 @@ type Layout struct {
 }
 
 // Inspect reads table's shard placements from the coordinator's metadata
-// (pg_dist_node, pg_dist_shard, citus_shards).
+// (pg_dist_node, pg_dist_shard, citus_shards). Errors: ErrNotCitus or
+// ErrNotDistributed (wrapped) for a database or table Citus does not
+// manage, the database error otherwise.
 func Inspect(ctx context.Context, db DB, table string) (Layout, error) {
 	if err := checkCitus(ctx, db); err != nil {
 		return Layout{}, err
+	}
+	var dist bool
+	err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid::text = $1 OR logicalrelid = to_regclass($1))", table).Scan(&dist)
+	if err != nil {
+		return Layout{}, fmt.Errorf("look up table %s: %w", table, err)
+	}
+	if !dist {
+		return Layout{}, fmt.Errorf("inspect table %s: %w", table, ErrNotDistributed)
 	}
 	l := Layout{Table: table, Placements: map[int64]string{}, Single: map[int64]bool{}, Bytes: map[int64]int64{}}
 	rows, err := db.Query(ctx, `SELECT nodename, nodeport, shouldhaveshards FROM pg_dist_node
