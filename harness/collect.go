@@ -61,44 +61,10 @@ func taggedSessions(ctx context.Context, node backend.Node) (int64, error) {
 	return n, nil
 }
 
-// dbTimeShares returns each tenant × isolation class's DB time over the run
-// (after minus before) and the tenant's share of all DB time.
-type dbShare struct {
-	byClass map[pools.Class]time.Duration
-	total   time.Duration
-	share   float64
-}
-
-func dbTimeShares(before, after []pools.Usage) map[string]*dbShare {
-	prev := map[string]time.Duration{}
-	for _, u := range before {
-		prev[u.Tenant+"\x00"+string(u.Class)] = u.DBTime
-	}
-	out := map[string]*dbShare{}
-	var all time.Duration
-	for _, u := range after {
-		d := u.DBTime - prev[u.Tenant+"\x00"+string(u.Class)]
-		s := out[u.Tenant]
-		if s == nil {
-			s = &dbShare{byClass: map[pools.Class]time.Duration{}}
-			out[u.Tenant] = s
-		}
-		s.byClass[u.Class] += d
-		s.total += d
-		all += d
-	}
-	if all > 0 {
-		for _, s := range out {
-			s.share = float64(s.total) / float64(all)
-		}
-	}
-	return out
-}
-
-func topShares(shares map[string]*dbShare, n int) []reports.Share {
+func topShares(shares map[string]*pools.Window, n int) []reports.Share {
 	var out []reports.Share
 	for t, s := range shares {
-		out = append(out, reports.Share{Tenant: t, DBTime: ms(s.total), Share: s.share})
+		out = append(out, reports.Share{Tenant: t, DBTime: ms(s.Total), Share: s.Share})
 	}
 	slices.SortFunc(out, func(a, b reports.Share) int {
 		if a.DBTime != b.DBTime {
@@ -118,7 +84,7 @@ func topShares(shares map[string]*dbShare, n int) []reports.Share {
 // rows turns metrics summaries into report rows. The DB-time share of a row
 // is the tenant's share of all DB time (over all its classes), as the
 // ledger ranks tenants; DBTime is the row's isolation class's DB time.
-func (r *runner) rows(sums []metrics.Summary, shares map[string]*dbShare) []reports.TenantRow {
+func (r *runner) rows(sums []metrics.Summary, shares map[string]*pools.Window) []reports.TenantRow {
 	out := make([]reports.TenantRow, 0, len(sums))
 	for _, s := range sums {
 		tenant := strconv.Itoa(s.Tenant)
@@ -131,11 +97,11 @@ func (r *runner) rows(sums []metrics.Summary, shares map[string]*dbShare) []repo
 			P50: ms(s.P50), P99: ms(s.P99), Max: ms(s.Max), ServiceP99: ms(s.ServiceP99),
 		}
 		if sh, ok := shares[tenant]; ok {
-			row.DBTimeShare = sh.share
+			row.DBTimeShare = sh.Share
 			if c, ok := r.classes[s.Class]; ok {
 				// Several workload classes may share an isolation class; the
 				// ledger knows the isolation class only.
-				row.DBTime = ms(sh.byClass[pools.Class(c.IsolationClass)])
+				row.DBTime = ms(sh.ByClass[pools.Class(c.IsolationClass)])
 			}
 		}
 		out = append(out, row)
@@ -145,11 +111,11 @@ func (r *runner) rows(sums []metrics.Summary, shares map[string]*dbShare) []repo
 
 // quietAllRows merges every quiet tenant's histograms, one row per class.
 // DB-time share is the quiet tenants' combined share, each counted once.
-func (r *runner) quietAllRows(rec *metrics.Recorder, shares map[string]*dbShare) []reports.TenantRow {
+func (r *runner) quietAllRows(rec *metrics.Recorder, shares map[string]*pools.Window) []reports.TenantRow {
 	var quietShare float64
 	for t, s := range shares {
 		if t != strconv.Itoa(scenario.DominantTenant) {
-			quietShare += s.share
+			quietShare += s.Share
 		}
 	}
 	var out []reports.TenantRow

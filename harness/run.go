@@ -518,7 +518,10 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 	switch dataset.Kind(c.Query) {
 	case dataset.KindExport:
 		_, err = e.stack.Tx(ctx, class, tenant, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-			func(ctx context.Context, tx pgx.Tx) error { return export(ctx, tx, op.Tenant, c.Batch) })
+			func(ctx context.Context, tx pgx.Tx) error {
+				_, err := dataset.Export(ctx, tx, op.Tenant, c.Batch)
+				return err
+			})
 	default:
 		p := e.r.params
 		p.Sleep = c.Sleep.Duration()
@@ -538,36 +541,6 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 		}
 	}
 	return err
-}
-
-// export reads all of tenant's orders in key-ordered batches.
-func export(ctx context.Context, tx pgx.Tx, tenant, batch int) error {
-	if batch <= 0 {
-		batch = dataset.DefaultBatch
-	}
-	for after := int64(0); ; {
-		q := dataset.ExportBatch(tenant, after, batch)
-		rows, err := tx.Query(ctx, q.SQL, q.Args...)
-		if err != nil {
-			return err
-		}
-		n := 0
-		for rows.Next() {
-			vals, err := rows.Values()
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			after = vals[0].(int64)
-			n++
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		if n < batch {
-			return nil
-		}
-	}
 }
 
 func (e *executor) seenBy(tenant string) (queueFull, waitExceeded int64) {
@@ -694,7 +667,7 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	if err != nil {
 		return configResult{}, err
 	}
-	shares := dbTimeShares(usageBefore, st.Ledger().Usage())
+	shares := pools.UsageWindow(usageBefore, st.Ledger().Usage())
 
 	res := configResult{report: reports.Configuration{
 		Name: c.Name, Expect: string(c.Expect), Duration: time.Since(t0).Seconds(),

@@ -244,3 +244,40 @@ func mix(z uint64) uint64 {
 	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
 	return z ^ (z >> 31)
 }
+
+// Querier runs a query: pgx.Tx, *pgx.Conn and *pgxpool.Pool satisfy it.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Export reads all of tenant's orders in key-ordered batches of batch rows
+// (0 means DefaultBatch) through q, never in one giant query, and returns
+// the number of rows read. Run it in a REPEATABLE READ transaction for one
+// consistent snapshot.
+func Export(ctx context.Context, q Querier, tenant, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = DefaultBatch
+	}
+	var total int64
+	for after := int64(0); ; {
+		s := ExportBatch(tenant, after, batch)
+		rows, err := q.Query(ctx, s.SQL, s.Args...)
+		if err != nil {
+			return total, err
+		}
+		n := 0
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				rows.Close()
+				return total, err
+			}
+			after = vals[0].(int64)
+			n++
+		}
+		total += int64(n)
+		if err := rows.Err(); err != nil || n < batch {
+			return total, err
+		}
+	}
+}

@@ -392,26 +392,8 @@ func (r *runner) exec(ctx context.Context, op workload.Op) error {
 	if dataset.Kind(c.Query) == dataset.KindExport {
 		_, err := r.stack.Tx(ctx, class, tenant, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 			func(ctx context.Context, tx pgx.Tx) error {
-				for after := int64(0); ; {
-					q := dataset.ExportBatch(op.Tenant, after, c.Batch)
-					rows, err := tx.Query(ctx, q.SQL, q.Args...)
-					if err != nil {
-						return err
-					}
-					n := 0
-					for rows.Next() {
-						v, err := rows.Values()
-						if err != nil {
-							rows.Close()
-							return err
-						}
-						after = v[0].(int64)
-						n++
-					}
-					if err := rows.Err(); err != nil || n < max(c.Batch, 1) {
-						return err
-					}
-				}
+				_, err := dataset.Export(ctx, tx, op.Tenant, c.Batch)
+				return err
 			})
 		return err
 	}

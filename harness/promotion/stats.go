@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/scenario"
@@ -17,7 +16,7 @@ import (
 // generator's counters and rates, and the DB-time ranking.
 func (r *runner) configuration(name string, m *measured) reports.Configuration {
 	cfg := reports.Configuration{Name: name, Expect: reports.ExpectPass, Passed: true, Duration: m.seconds}
-	shares := dbShares(m.usage0, m.usage1)
+	shares := pools.UsageWindow(m.usage0, m.usage1)
 	sums := m.rec.Summary()
 	row := func(s metrics.Summary, tenant string) reports.TenantRow {
 		return reports.TenantRow{
@@ -32,11 +31,11 @@ func (r *runner) configuration(name string, m *measured) reports.Configuration {
 		tenant := strconv.Itoa(s.Tenant)
 		row := row(s, tenant)
 		if sh, ok := shares[tenant]; ok {
-			row.DBTimeShare = sh.share
+			row.DBTimeShare = sh.Share
 			// The ledger knows the isolation class only; several
 			// workload classes may share one.
 			if c, ok := r.classes[s.Class]; ok {
-				row.DBTime = ms(sh.byClass[pools.Class(c.IsolationClass)])
+				row.DBTime = ms(sh.ByClass[pools.Class(c.IsolationClass)])
 			}
 		}
 		cfg.Tenants = append(cfg.Tenants, row)
@@ -46,7 +45,7 @@ func (r *runner) configuration(name string, m *measured) reports.Configuration {
 	var quietShare float64
 	for t, sh := range shares {
 		if t != r.tenant {
-			quietShare += sh.share
+			quietShare += sh.Share
 		}
 	}
 	for _, c := range r.sc.Classes {
@@ -85,7 +84,7 @@ func (r *runner) configuration(name string, m *measured) reports.Configuration {
 	}
 	cfg.Stats = st
 	for t, sh := range shares {
-		cfg.TopDBTime = append(cfg.TopDBTime, reports.Share{Tenant: t, DBTime: ms(sh.total), Share: sh.share})
+		cfg.TopDBTime = append(cfg.TopDBTime, reports.Share{Tenant: t, DBTime: ms(sh.Total), Share: sh.Share})
 	}
 	slices.SortFunc(cfg.TopDBTime, func(a, b reports.Share) int {
 		if c := cmp.Compare(b.DBTime, a.DBTime); c != 0 {
@@ -95,42 +94,4 @@ func (r *runner) configuration(name string, m *measured) reports.Configuration {
 	})
 	cfg.TopDBTime = cfg.TopDBTime[:min(len(cfg.TopDBTime), 10)]
 	return cfg
-}
-
-// dbShare is one tenant's DB time over a window, per isolation class and
-// in all, and its share of all tenants' DB time.
-type dbShare struct {
-	byClass map[pools.Class]time.Duration
-	total   time.Duration
-	share   float64
-}
-
-// dbShares returns each tenant's DB time between two ledger readings
-// (after minus before) and its share of all of it. Tenants without DB
-// time in the window are left out.
-func dbShares(before, after []pools.Usage) map[string]*dbShare {
-	prev := map[string]time.Duration{}
-	for _, u := range before {
-		prev[u.Tenant+"\x00"+string(u.Class)] = u.DBTime
-	}
-	out := map[string]*dbShare{}
-	var all time.Duration
-	for _, u := range after {
-		d := u.DBTime - prev[u.Tenant+"\x00"+string(u.Class)]
-		if d <= 0 {
-			continue
-		}
-		s := out[u.Tenant]
-		if s == nil {
-			s = &dbShare{byClass: map[pools.Class]time.Duration{}}
-			out[u.Tenant] = s
-		}
-		s.byClass[u.Class] += d
-		s.total += d
-		all += d
-	}
-	for _, s := range out {
-		s.share = float64(s.total) / float64(all)
-	}
-	return out
 }

@@ -535,7 +535,7 @@ func (s *Scenario) applyDefaults() {
 		Backend: Backend{Kind: DefaultBackendKind, Topology: DefaultTopology},
 		Tenants: Tenants{Count: DefaultTenantCount, DominantShare: DefaultDominantShare,
 			Distribution: DefaultDistribution, Exponent: DefaultExponent},
-		Data:   Data{Orders: DefaultOrders, Days: DefaultDays, Customers: DefaultCustomers},
+		Data: Data{Orders: DefaultOrders, Days: DefaultDays, Customers: DefaultCustomers},
 		Load: LoadSpec{Model: DefaultLoadModel, Users: DefaultUsers, ThinkTime: DefaultThinkTime,
 			RetryQueries: DefaultRetryQueries, MaxRetries: DefaultMaxRetries},
 		Phases: Phases{Warmup: DefaultWarmup, Solo: DefaultSolo, Run: DefaultRun, Drain: DefaultDrain},

@@ -443,3 +443,50 @@ func (l *Ledger) Ranking(topN int) []Rank {
 	}
 	return ranks
 }
+
+// Window is one tenant's DB time between two Usage readings.
+type Window struct {
+	// ByClass is the tenant's DB time per class in the window.
+	ByClass map[Class]time.Duration
+	// Total is the tenant's DB time over all classes in the window.
+	Total time.Duration
+	// Share is Total divided by all tenants' DB time in the window, in
+	// [0, 1].
+	Share float64
+}
+
+// UsageWindow returns each tenant's DB time between two readings of Usage
+// (after minus before, by tenant and class) and its share of all tenants'
+// DB time in that window. Tenants without DB time in the window are left
+// out. Use it to rank tenants over a phase of a run rather than since the
+// ledger started.
+func UsageWindow(before, after []Usage) map[string]*Window {
+	type key struct {
+		tenant string
+		class  Class
+	}
+	prev := make(map[key]time.Duration, len(before))
+	for _, u := range before {
+		prev[key{u.Tenant, u.Class}] = u.DBTime
+	}
+	out := map[string]*Window{}
+	var all time.Duration
+	for _, u := range after {
+		d := u.DBTime - prev[key{u.Tenant, u.Class}]
+		if d <= 0 {
+			continue
+		}
+		w := out[u.Tenant]
+		if w == nil {
+			w = &Window{ByClass: map[Class]time.Duration{}}
+			out[u.Tenant] = w
+		}
+		w.ByClass[u.Class] += d
+		w.Total += d
+		all += d
+	}
+	for _, w := range out {
+		w.Share = float64(w.Total) / float64(all)
+	}
+	return out
+}

@@ -223,3 +223,27 @@ func BenchmarkLedgerRecord(b *testing.B) {
 		}
 	})
 }
+
+func TestUsageWindow(t *testing.T) {
+	ms := time.Millisecond
+	before := []Usage{{Tenant: "1", Class: Interactive, DBTime: 100 * ms}, {Tenant: "2", Class: Heavy, DBTime: 50 * ms}}
+	after := []Usage{
+		{Tenant: "1", Class: Interactive, DBTime: 400 * ms}, // +300
+		{Tenant: "1", Class: Heavy, DBTime: 300 * ms},       // +300, new
+		{Tenant: "2", Class: Heavy, DBTime: 50 * ms},        // idle in the window
+		{Tenant: "3", Class: Interactive, DBTime: 400 * ms}, // +400, new
+	}
+	w := UsageWindow(before, after)
+	if _, ok := w["2"]; ok {
+		t.Errorf("tenant 2 spent nothing in the window but is listed: %+v", w["2"])
+	}
+	if got := w["1"]; got == nil || got.Total != 600*ms || got.ByClass[Heavy] != 300*ms || got.Share != 0.6 {
+		t.Errorf("tenant 1: %+v, want 600 ms in all, 300 ms heavy, share 0.6", got)
+	}
+	if got := w["3"]; got == nil || got.Share != 0.4 {
+		t.Errorf("tenant 3: %+v, want share 0.4", got)
+	}
+	if len(UsageWindow(after, after)) != 0 {
+		t.Error("an empty window lists tenants")
+	}
+}
