@@ -3,15 +3,22 @@
 // worker, hot; noisysim detects it, runs the policy ladder of package
 // isolation/citus and measures what that does for everyone else.
 //
-// Run loads the data set (tenant 1 holds HotShare of the rows), distributes
-// it (create_distributed_table on tenant_id, co-located), then drives
-// open-loop queries tagged application_name t:<tenant>, each a pg_sleep of
-// QueryTime on the tenant's shard, through four windows:
+// Run loads the data set of package harness/dataset (tenant 1 holds
+// HotShare of the rows), distributes it (create_distributed_table on
+// tenant_id, tenants and orders co-located), then drives open-loop queries
+// through the isolation stack (pools.Stack against the coordinator: each
+// call tagged application_name t:<tenant>, its DB time in the stack's
+// ledger). Each query is Kind on the tenant's own orders: a data-set
+// lookup, page or report, or a pg_sleep of QueryTime on the tenant's shard
+// (a query of exact cost). Four windows:
 //
 //   - solo: the quiet tenants alone; their p99 is the baseline;
-//   - before: tenant 1 joins with HotShare of the queries; per-worker load
-//     is sampled every DetectEvery and the first alert (skew or share) is
-//     timed from tenant 1's start;
+//   - before: tenant 1 joins with HotShare of the queries; every
+//     DetectEvery, per-worker load is sampled (active backends in
+//     pg_stat_activity on every worker) and each tenant's share of cluster
+//     DB time is read from the ledger, and the first alert (skew or share)
+//     is timed from tenant 1's start; citus_stat_tenants and the tagged
+//     backends sampled on the coordinator are cross-checks only;
 //   - ladder (with Apply): citus.Ladder.Run while a writer inserts tenant
 //     1 rows at WriterRate and records each acknowledged one;
 //   - after (once citus_cleanup_orphaned_resources has dropped the moved
@@ -31,6 +38,11 @@
 //		fmt.Println(a.Name, a.OK, a.Detail)
 //	}
 //
+// Tenant 1's shard (citus_shards: id, worker, bytes) is kept before and
+// after the ladder.
+//
 // On one machine every worker shares the same CPUs, so the quiet p99 shows
-// queueing, not CPU isolation.
+// queueing, not CPU isolation; and a data-set report, whose cost grows with
+// the tenant's rows, makes tenant 1's queries CPU-bound, so that on a small
+// machine everyone queues behind them whichever worker they run on.
 package hotshard

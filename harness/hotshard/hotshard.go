@@ -20,6 +20,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/isolation/citus"
+	"github.com/noisysim/noisysim/isolation/pools"
 )
 
 // Defaults of Config fields left zero.
@@ -46,6 +47,13 @@ const (
 	DefaultWarmup = time.Second
 )
 
+// DefaultKind is a pg_sleep on the tenant's shard: on a small machine it
+// loads a worker without taking its CPU, so per-worker load is measurable
+// and the workers do not queue on each other's CPU. The data set's queries
+// (lookup, page) are too short to be seen by sampling there, and a report,
+// whose cost grows with the tenant's rows, saturates the CPUs.
+const DefaultKind = dataset.KindSleep
+
 // Assertion names.
 const (
 	AssertDetected   = "detected_in_window"
@@ -67,9 +75,13 @@ type Config struct {
 	Rows int64
 	// ShardCount is the shard count (0: citus.DefaultShardCount).
 	ShardCount int
-	// Rate is the open-loop query rate, queries/s; QueryTime each query's
-	// cost on its worker (pg_sleep), so load is Rate × QueryTime backends.
-	Rate      float64
+	// Rate is the open-loop query rate, queries/s.
+	Rate float64
+	// Kind is each query: a data-set query of the tenant's own orders
+	// (dataset.KindLookup, KindPage or KindReport, whose cost grows with
+	// the tenant's rows), or dataset.KindSleep: a pg_sleep of QueryTime
+	// on the tenant's shard, a query of exact cost. "" means DefaultKind.
+	Kind      dataset.Kind
 	QueryTime time.Duration
 	// Solo is the quiet tenants' window alone (their baseline p99);
 	// Before the window with the hot tenant before the ladder, After the
@@ -118,6 +130,9 @@ func (c Config) withDefaults() Config {
 	if c.Rows <= 0 {
 		c.Rows = DefaultRows
 	}
+	if c.Kind == "" {
+		c.Kind = DefaultKind
+	}
 	f(&c.Rate, DefaultRate)
 	f(&c.WriterRate, DefaultWriterRate)
 	f(&c.P99Factor, DefaultP99Factor)
@@ -149,8 +164,22 @@ type Window struct {
 	QuietP50, QuietP99, QuietMax time.Duration
 	QuietCount                   int64
 	// Queries and Dropped count the window's queries and arrivals dropped
-	// because MaxInFlight queries were running.
-	Queries, Dropped int64
+	// because DefaultMaxInFlight queries were running; Errors the queries
+	// that failed.
+	Queries, Dropped, Errors int64
+	// Shares is each tenant's share (0..1) of the DB time the isolation
+	// stack's ledger recorded in the window: its share of cluster DB time.
+	Shares map[string]float64
+}
+
+// Shard is tenant 1's shard of orders as citus_shards shows it.
+type Shard struct {
+	ID     int64
+	Worker string
+	// Bytes is the shard's size, bytes.
+	Bytes int64
+	// Isolated is true when the shard holds tenant 1 alone.
+	Isolated bool
 }
 
 // Writes is the hot tenant's checked writer's outcome.
@@ -180,12 +209,18 @@ type Result struct {
 	Detected   time.Duration
 	DetectedOK bool
 	Alerts     []citus.Alert
-	// SampledShare is tenant 1's share of cluster load in the before
-	// window (sampled tagged backends); StatTenantsShare its share of the
-	// queries citus_stat_tenants counted, a cross-check (StatTenantsOK
-	// false when Citus counted nothing or could not be read).
-	SampledShare, StatTenantsShare float64
-	StatTenantsOK                  bool
+	// LedgerShare is tenant 1's share of cluster DB time in the before
+	// window, from the isolation stack's ledger: what detection and the
+	// ladder decide on. SampledShare is its share of the active tagged
+	// backends sampled on the coordinator, and StatTenantsShare its share
+	// of the queries citus_stat_tenants counted: cross-checks
+	// (StatTenantsOK false when Citus counted nothing or could not be
+	// read).
+	LedgerShare, SampledShare, StatTenantsShare float64
+	StatTenantsOK                               bool
+	// ShardBefore is tenant 1's shard once distributed, ShardAfter once
+	// the ladder is done (with Apply).
+	ShardBefore, ShardAfter Shard
 	// Plan is the ladder decided from the before window.
 	Plan                citus.Plan
 	Solo, Before, After Window
@@ -211,10 +246,17 @@ func (r Result) Failed() []Assertion {
 // workers), distributes it, and runs the windows: quiet tenants alone
 // (solo), then with the hot tenant (detection, before), then — with Apply —
 // the ladder under a checked writer, then after. It returns an error for a
-// run that could not be carried out; failed assertions are in the Result.
+// run that could not be carried out (wrapping backend.ErrBadInput for a
+// cluster without a coordinator or a Kind other than sleep, lookup, page or
+// report); failed assertions are in the Result.
 func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	cfg = cfg.withDefaults()
 	var res Result
+	switch cfg.Kind {
+	case dataset.KindSleep, dataset.KindLookup, dataset.KindPage, dataset.KindReport:
+	default:
+		return res, fmt.Errorf("run hot shard: query kind %q (want sleep, lookup, page or report): %w", cfg.Kind, backend.ErrBadInput)
+	}
 	coord, ok := backend.First(c, backend.RoleCoordinator)
 	if !ok {
 		return res, fmt.Errorf("run hot shard: no coordinator: %w", backend.ErrBadInput)
@@ -225,11 +267,12 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	defer conn.Close(context.Background())
 
-	shares := []float64{cfg.HotShare}
+	rowShares := []float64{cfg.HotShare}
 	for range cfg.Tenants - 1 {
-		shares = append(shares, (1-cfg.HotShare)/float64(cfg.Tenants-1))
+		rowShares = append(rowShares, (1-cfg.HotShare)/float64(cfg.Tenants-1))
 	}
-	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: dataset.Counts(shares, cfg.Rows), Days: 30, Customers: 50}, time.Unix(1.7e9, 0)); err != nil {
+	spec := dataset.Spec{Orders: dataset.Counts(rowShares, cfg.Rows), Days: 30, Customers: 50}
+	if err := dataset.Load(ctx, conn, spec, time.Now()); err != nil {
 		return res, fmt.Errorf("load data set: %w", err)
 	}
 	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: []string{"tenants", "orders"}, ShardCount: cfg.ShardCount}); err != nil {
@@ -253,7 +296,13 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	sampling := citus.Sampling{Coordinator: conn, Workers: workers, Interval: 20 * time.Millisecond}
 
-	d, err := newDriver(ctx, coord, cfg)
+	hotShard, err := layout.TenantShard(ctx, conn, "1")
+	if err != nil {
+		return res, err
+	}
+	res.ShardBefore = shardOf(layout, hotShard)
+
+	d, err := newDriver(ctx, coord, cfg, dataset.Params{Orders: spec.Orders, Customers: spec.Customers})
 	if err != nil {
 		return res, err
 	}
@@ -281,12 +330,19 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	wg.Go(func() { d.runFor(bg, cfg.Before+cfg.After+24*time.Hour) })
 	defer wg.Wait()
 	defer stop()
-	var beforeLoad citus.Load
+	// Per-worker load is sampled (pg_stat_activity on every worker); the
+	// tenants' shares of cluster DB time come from the stack's ledger over
+	// the same interval.
+	var beforeLoad, sampled citus.Load
+	mark := d.dbTime()
 	for time.Since(t0) < cfg.Before {
 		load, err := citus.Sample(ctx, sampling, cfg.DetectEvery)
 		if err != nil {
 			return res, err
 		}
+		now := d.dbTime()
+		sampled = merge(sampled, citus.Load{Samples: load.Samples, Tenants: load.Tenants})
+		load.Tenants, mark = shares(mark, now), now
 		state, err := layout.State(ctx, conn, load)
 		if err != nil {
 			return res, err
@@ -298,13 +354,10 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 		}
 		beforeLoad = merge(beforeLoad, load)
 	}
-	hotShard, err := layout.TenantShard(ctx, conn, "1")
-	if err != nil {
-		return res, err
-	}
 	res.Before = d.window()
+	beforeLoad.Tenants = res.Before.Shares
 	fill(&res.Before, beforeLoad, layout, layout.Placements[hotShard])
-	res.SampledShare = beforeLoad.Tenants["1"]
+	res.LedgerShare, res.SampledShare = res.Before.Shares["1"], sampled.Tenants["1"]
 	if st, err := citus.StatTenants(ctx, conn); err != nil {
 		cfg.Log.Warn("citus_stat_tenants cross-check failed", "err", err)
 	} else {
@@ -348,6 +401,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 		return res, err
 	}
 	home := after.Placements[hotShard]
+	res.ShardAfter = shardOf(after, hotShard)
 	// Steady state: the moved shards' old copies dropped now rather than
 	// by the background cleaner during the after window, then a discarded
 	// warm-up.
@@ -398,6 +452,10 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 			Detail: fmt.Sprintf("longest gap between acknowledgements %.0f ms, ending %.1f s into the ladder (bound %.0f ms)", ms(res.Writes.MaxPause), res.Writes.PauseEnd.Seconds(), ms(cfg.MaxPause))},
 	)
 	return res, nil
+}
+
+func shardOf(l citus.Layout, id int64) Shard {
+	return Shard{ID: id, Worker: l.Placements[id], Bytes: l.Bytes[id], Isolated: l.Single[id]}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -470,94 +528,141 @@ func fill(w *Window, load citus.Load, l citus.Layout, hot string) {
 	}
 }
 
-// driver sends open-loop queries: arrivals every 1/Rate s from its start,
-// the tenant drawn by share (the hot tenant only while hot is set), each
-// query pg_sleep(QueryTime) on the tenant's shard, latency from the
-// intended start.
+// driver sends open-loop queries through the isolation stack
+// (pools.Stack: tagged application_name t:<tenant> on borrow, DB time in
+// its ledger): arrivals every 1/Rate s from its start, the tenant drawn by
+// share (the hot tenant only while hot is set), each query of Kind on the
+// tenant's own rows, latency from the intended start.
 type driver struct {
-	cfg  Config
-	pool *pgxpool.Pool
-	rng  *rand.Rand
-	hot  atomic.Bool
+	cfg    Config
+	stack  *pools.Stack
+	params dataset.Params
+	rng    *rand.Rand
+	hot    atomic.Bool
+	seq    atomic.Int64
 
 	mu      sync.Mutex
 	quiet   []time.Duration
 	queries int64
 	dropped int64
 	errs    int64
+	// usage is the ledger's DB time per tenant at the window's start.
+	usage map[string]time.Duration
 }
 
-func newDriver(ctx context.Context, coord backend.Node, cfg Config) (*driver, error) {
-	d := &driver{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 7))}
-	pc, err := pgxpool.ParseConfig(coord.DSN())
+// warmTenant tags the warm-up calls; it is no tenant of the data set.
+const warmTenant = "warmup"
+
+func newDriver(ctx context.Context, coord backend.Node, cfg Config, params dataset.Params) (*driver, error) {
+	d := &driver{cfg: cfg, params: params, rng: rand.New(rand.NewPCG(cfg.Seed, 7))}
+	size := int32(DefaultMaxInFlight / 2)
+	// No limiter: a per-tenant cap would throttle the hot tenant at the
+	// coordinator, a remedy other than the ladder's.
+	stack, err := pools.New(ctx, pools.Config{
+		Pools:   []pools.PoolConfig{{Name: string(pools.Interactive), DSN: coord.DSN(), Size: size}},
+		Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: string(pools.Interactive)}},
+		Logger:  cfg.Log,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("configure pool: %w", err)
+		return nil, fmt.Errorf("open isolation stack: %w", err)
 	}
-	pc.MaxConns = DefaultMaxInFlight / 2
-	if d.pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
-		return nil, fmt.Errorf("open pool: %w", err)
-	}
+	d.stack = stack
 	// Open every pooled connection and its Citus connections to every
-	// worker (a multi-shard count), so that no window pays for them.
-	conns := make([]*pgxpool.Conn, 0, pc.MaxConns)
-	defer func() {
-		for _, c := range conns {
-			c.Release()
-		}
-	}()
-	for range pc.MaxConns {
-		c, err := d.pool.Acquire(ctx)
-		if err != nil {
-			d.close()
-			return nil, fmt.Errorf("open pool: %w", err)
-		}
-		conns = append(conns, c)
-	}
+	// worker (a multi-shard count), so that no window pays for them: each
+	// call holds its connection until all have one (or 5 s passed).
+	var arrived sync.WaitGroup
+	arrived.Add(int(size))
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
 	var g sync.WaitGroup
-	errs := make([]error, len(conns))
-	for i, c := range conns {
-		g.Go(func() { _, errs[i] = c.Exec(ctx, "SELECT count(*) FROM orders") })
+	errs := make([]error, size)
+	for i := range size {
+		g.Go(func() {
+			_, errs[i] = d.stack.WithConn(ctx, pools.Interactive, warmTenant, func(ctx context.Context, c *pgx.Conn) error {
+				_, err := c.Exec(ctx, "SELECT count(*) FROM orders")
+				arrived.Done()
+				select {
+				case <-all:
+				case <-time.After(5 * time.Second):
+				}
+				return err
+			})
+		})
 	}
 	g.Wait()
 	if err := errors.Join(errs...); err != nil {
 		d.close()
 		return nil, fmt.Errorf("warm pool: %w", err)
 	}
+	d.usage = d.dbTime()
 	return d, nil
 }
 
-func (d *driver) close() { d.pool.Close() }
+func (d *driver) close() { d.stack.Close() }
 
-// query runs one query of tenant on a pooled connection tagged
-// application_name t:<tenant> for its duration (set before the query, as
-// the isolation stack tags on borrow).
-func (d *driver) query(ctx context.Context, tenant int) error {
-	c, err := d.pool.Acquire(ctx)
-	if err != nil {
-		return err
+// shardSleep is KindSleep on Citus: a pg_sleep on the shard of tenant
+// (the row id 1 every tenant has), not on the coordinator.
+const shardSleep = "SELECT pg_sleep($3) FROM orders WHERE tenant_id = $1 AND id = $2"
+
+// query runs one query of tenant through the stack.
+func (d *driver) query(ctx context.Context, tenant int, seq int64) error {
+	st := dataset.Statement{SQL: shardSleep, Args: []any{int64(tenant), int64(1), d.cfg.QueryTime.Seconds()}}
+	if d.cfg.Kind != dataset.KindSleep {
+		var err error
+		if st, err = dataset.Query(d.cfg.Kind, tenant, seq, d.params); err != nil {
+			return err
+		}
 	}
-	defer c.Release()
-	if _, err := c.Exec(ctx, "SELECT set_config('application_name', $1, false)", citus.DefaultTagPrefix+strconv.Itoa(tenant)); err != nil {
-		return err
-	}
-	_, err = c.Exec(ctx, "SELECT pg_sleep($3) FROM orders WHERE tenant_id = $1 AND id = $2", tenant, 1, d.cfg.QueryTime.Seconds())
+	_, err := d.stack.Query(ctx, pools.Interactive, strconv.Itoa(tenant), st.SQL, st.Args...)
 	return err
+}
+
+// dbTime is the ledger's DB time per tenant so far.
+func (d *driver) dbTime() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, u := range d.stack.Ledger().Usage() {
+		out[u.Tenant] += u.DBTime
+	}
+	return out
+}
+
+// Shares returns each tenant's share (0..1) of the DB time the ledger
+// recorded between from and to, warm-up calls left out.
+func shares(from, to map[string]time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	var total time.Duration
+	for t, v := range to {
+		if t == warmTenant {
+			continue
+		}
+		total += v - from[t]
+	}
+	if total <= 0 {
+		return out
+	}
+	for t, v := range to {
+		if t != warmTenant && v > from[t] {
+			out[t] = float64(v-from[t]) / float64(total)
+		}
+	}
+	return out
 }
 
 func (d *driver) setHot(on bool) { d.hot.Store(on) }
 
 // window returns the figures since the last call and starts a new window.
 func (d *driver) window() Window {
+	now := d.dbTime()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w := Window{Queries: d.queries, Dropped: d.dropped}
+	w := Window{Queries: d.queries, Dropped: d.dropped, Errors: d.errs, Shares: shares(d.usage, now)}
 	if len(d.quiet) > 0 {
 		s := slices.Clone(d.quiet)
 		slices.Sort(s)
 		at := func(q float64) time.Duration { return s[min(len(s)-1, int(float64(len(s))*q))] }
 		w.QuietP50, w.QuietP99, w.QuietMax, w.QuietCount = at(0.5), at(0.99), s[len(s)-1], int64(len(s))
 	}
-	d.quiet, d.queries, d.dropped = nil, 0, 0
+	d.quiet, d.queries, d.dropped, d.errs, d.usage = nil, 0, 0, 0, now
 	return w
 }
 
@@ -599,9 +704,10 @@ func (d *driver) runFor(ctx context.Context, dur time.Duration) (int64, error) {
 			continue
 		}
 		n++
+		seq := d.seq.Add(1)
 		wg.Go(func() {
 			defer func() { <-sem }()
-			err := d.query(ctx, tenant)
+			err := d.query(ctx, tenant, seq)
 			lat := time.Since(intended)
 			d.mu.Lock()
 			defer d.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/isolation/citus"
 )
 
@@ -70,18 +71,28 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("detected after %.2f s: %v", res.Detected.Seconds(), res.Alerts)
+	t.Logf("tenant 1: %.1f%% of cluster DB time (ledger), %.1f%% sampled, %.1f%% citus_stat_tenants (%v); shard before %+v, after %+v",
+		res.LedgerShare*100, res.SampledShare*100, res.StatTenantsShare*100, res.StatTenantsOK, res.ShardBefore, res.ShardAfter)
 	for _, w := range []struct {
 		name string
 		w    Window
 	}{{"solo", res.Solo}, {"before", res.Before}, {"after", res.After}} {
-		t.Logf("%-6s workers %v, shared skew %.2f, hot worker share %.2f, quiet p99 %.1f ms, %d queries, %d dropped",
-			w.name, w.w.Workers, w.w.SharedSkew, w.w.HotWorkerShare, ms(w.w.QuietP99), w.w.Queries, w.w.Dropped)
+		t.Logf("%-6s workers %v, shared skew %.2f, hot worker share %.2f, quiet p50 %.1f ms p99 %.1f ms, %d queries, %d dropped, %d errors, tenant 1 DB time %.1f%%",
+			w.name, w.w.Workers, w.w.SharedSkew, w.w.HotWorkerShare, ms(w.w.QuietP50), ms(w.w.QuietP99), w.w.Queries, w.w.Dropped, w.w.Errors, w.w.Shares["1"]*100)
 	}
 	t.Logf("ladder: %d steps in %.1f s, advice %v; writes %+v", len(res.Steps), res.LadderTook.Seconds(), res.Advice, res.Writes)
 	var at time.Duration
 	for _, s := range res.Steps {
 		t.Logf("  %6.1f s  %v (%.2f s)", at.Seconds(), s.Step, s.Took.Seconds())
 		at += s.Took
+	}
+	// The queries went through the isolation stack: its ledger saw tenant 1
+	// with about its share of the (equal-cost) queries.
+	if math.Abs(res.LedgerShare-DefaultHotShare) > 0.15 {
+		t.Errorf("tenant 1 holds %.1f%% of the ledger's DB time, want about %.0f%%", res.LedgerShare*100, DefaultHotShare*100)
+	}
+	if !res.ShardAfter.Isolated || res.ShardBefore.Bytes <= 0 || res.ShardAfter.Bytes <= 0 {
+		t.Errorf("tenant 1's shard before %+v, after %+v: want sizes and an isolated shard after", res.ShardBefore, res.ShardAfter)
 	}
 	// Placement and data outcomes must hold; timing outcomes (write pause,
 	// skew, p99) on a shared 2-core machine are figures, logged.
@@ -91,5 +102,41 @@ func TestRun(t *testing.T) {
 		if strict[a.Name] && !a.OK {
 			t.Errorf("%s failed: %s", a.Name, a.Detail)
 		}
+	}
+}
+
+func TestShares(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		from, to map[string]time.Duration
+		want     map[string]float64
+	}{
+		{"delta over the window", map[string]time.Duration{"1": 100 * ms, "2": 50 * ms},
+			map[string]time.Duration{"1": 400 * ms, "2": 150 * ms}, map[string]float64{"1": 0.75, "2": 0.25}},
+		{"a tenant new in the window", map[string]time.Duration{"1": 100 * ms},
+			map[string]time.Duration{"1": 100 * ms, "3": 20 * ms}, map[string]float64{"3": 1}},
+		{"warm-up calls left out", map[string]time.Duration{},
+			map[string]time.Duration{warmTenant: 900 * ms, "1": 30 * ms, "2": 10 * ms}, map[string]float64{"1": 0.75, "2": 0.25}},
+		{"nothing recorded", map[string]time.Duration{"1": 5 * ms}, map[string]time.Duration{"1": 5 * ms}, map[string]float64{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := shares(tc.from, tc.to)
+			if len(got) != len(tc.want) {
+				t.Fatalf("shares = %v, want %v", got, tc.want)
+			}
+			for k, v := range tc.want {
+				if math.Abs(got[k]-v) > 1e-9 {
+					t.Errorf("share of %s = %v, want %v", k, got[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestRunBadKind(t *testing.T) {
+	_, err := Run(context.Background(), nil, Config{Kind: dataset.KindExport})
+	if !errors.Is(err, backend.ErrBadInput) {
+		t.Fatalf("Run with kind export: err = %v, want ErrBadInput", err)
 	}
 }
