@@ -10,17 +10,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/hotshard"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/reports"
 )
 
-// The configurations of a hot-shard report, and the class of its queries.
+// The configurations of a hot-shard report.
 const (
 	hotShardBefore = "before"
 	hotShardAfter  = "after"
-	hotShardClass  = "sleep"
 )
 
 // runHotShard hands a scenario with a hot_shard section to package
@@ -30,7 +30,7 @@ func runHotShard(ctx context.Context, r *runner) (*reports.Report, error) {
 	sc, h := r.sc, r.sc.HotShard
 	cfg := hotshard.Config{
 		Tenants: sc.Tenants.Count, HotShare: sc.Tenants.DominantShare, Rows: int64(sc.Data.Orders), ShardCount: h.Shards,
-		Rate: h.Rate, QueryTime: h.QueryTime.Duration(),
+		Rate: h.Rate, Kind: dataset.Kind(h.Query), QueryTime: h.QueryTime.Duration(),
 		Solo: h.Solo.Duration(), Before: h.Before.Duration(), After: h.After.Duration(),
 		DetectEvery: h.DetectEvery.Duration(), DetectWithin: h.DetectWithin.Duration(),
 		Thresholds: citus.Thresholds{Skew: h.Skew, Isolate: h.Isolate, Dedicate: h.Dedicate, Cluster: h.Cluster},
@@ -64,9 +64,20 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 	for _, a := range res.Alerts {
 		note("alert %s", a)
 	}
+	n := fmt.Sprintf("tenant 1: %.1f%% of cluster DB time (isolation stack ledger); cross-checks: %.1f%% of the tagged backends sampled on the coordinator",
+		res.LedgerShare*100, res.SampledShare*100)
 	if res.StatTenantsOK {
-		note("tenant 1: %.1f%% of sampled cluster load; citus_stat_tenants cross-check: %.1f%% of the queries it counted",
-			res.SampledShare*100, res.StatTenantsShare*100)
+		n += fmt.Sprintf(", %.1f%% of the queries citus_stat_tenants counted", res.StatTenantsShare*100)
+	}
+	note("%s", n)
+	if s := res.ShardBefore; s.ID != 0 {
+		note("tenant 1's orders shard before: %d on %s, %s (citus_shards)", s.ID, s.Worker, fmtBytes(s.Bytes))
+	}
+	if s := res.ShardAfter; s.ID != 0 {
+		note("tenant 1's orders shard after: %d on %s, %s, isolated %v (citus_shards)", s.ID, s.Worker, fmtBytes(s.Bytes), s.Isolated)
+	}
+	if h.Apply && res.Before.Workers != nil && res.After.Workers != nil {
+		note("hot worker's share of worker load: %.1f%% before, %.1f%% after", res.Before.HotWorkerShare*100, res.After.HotWorkerShare*100)
 	}
 	for _, w := range []struct {
 		name string
@@ -106,7 +117,7 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 		if w.QuietCount == 0 {
 			return nil
 		}
-		return []reports.TenantRow{{Tenant: reports.QuietAll, Class: hotShardClass, Count: w.QuietCount, Dropped: w.Dropped,
+		return []reports.TenantRow{{Tenant: reports.QuietAll, Class: string(h.Query), Count: w.QuietCount, Dropped: w.Dropped,
 			P50: ms(w.QuietP50), P99: ms(w.QuietP99), Max: ms(w.QuietMax)}}
 	}
 	conf := func(name string, w hotshard.Window, d time.Duration) reports.Configuration {
@@ -152,4 +163,15 @@ func fmtLoad(m map[string]float64) string {
 		fmt.Fprintf(&b, "%s=%.2f", w, m[w])
 	}
 	return b.String()
+}
+
+// fmtBytes formats a size in bytes as kB or MB (1024-based).
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f kB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -20,8 +21,12 @@ func TestHotShardReport(t *testing.T) {
 	sc.HotShard.Apply = true
 	w := hotshard.Window{Queries: 1000, QuietCount: 400, QuietP50: 21 * time.Millisecond, QuietP99: 25 * time.Millisecond,
 		QuietMax: 40 * time.Millisecond, Workers: map[string]float64{"w1": 2, "w2": 0.5}, SharedSkew: 1.1, HotWorkerShare: 0.6}
-	res := hotshard.Result{Detected: 500 * time.Millisecond, DetectedOK: true, Solo: w, Before: w, After: w,
-		Alerts: []citus.Alert{{Kind: "worker-skew", Subject: "w1", Value: 4, Threshold: 1.5}},
+	after := w
+	after.HotWorkerShare = 0.35
+	res := hotshard.Result{Detected: 500 * time.Millisecond, DetectedOK: true, Solo: w, Before: w, After: after, LedgerShare: 0.6,
+		ShardBefore: hotshard.Shard{ID: 102041, Worker: "w1", Bytes: 3 << 20},
+		ShardAfter:  hotshard.Shard{ID: 102076, Worker: "w1", Bytes: 2560 << 10, Isolated: true},
+		Alerts:      []citus.Alert{{Kind: "worker-skew", Subject: "w1", Value: 4, Threshold: 1.5}},
 		Assertions: []hotshard.Assertion{
 			{Name: hotshard.AssertDetected, OK: true, Observed: 0.5, Limit: 3.5, Unit: "s", Op: "<="},
 			{Name: hotshard.AssertZeroLoss, OK: false, Observed: 1, Op: "=="},
@@ -38,6 +43,16 @@ func TestHotShardReport(t *testing.T) {
 	}
 	if q := rep.Configurations[1].QuietAll; len(q) != 1 || q[0].P99 != 25 || q[0].Count != 400 {
 		t.Errorf("after quiet row = %+v", q)
+	}
+	for _, want := range []string{
+		"tenant 1: 60.0% of cluster DB time (isolation stack ledger); cross-checks: 0.0% of the tagged backends sampled on the coordinator",
+		"tenant 1's orders shard before: 102041 on w1, 3.0 MB (citus_shards)",
+		"tenant 1's orders shard after: 102076 on w1, 2.5 MB, isolated true (citus_shards)",
+		"hot worker's share of worker load: 60.0% before, 35.0% after",
+	} {
+		if !slices.Contains(rep.Notes, want) {
+			t.Errorf("no note %q in %q", want, rep.Notes)
+		}
 	}
 	res.Assertions[1].OK = true
 	if rep := hotShardReport(sc, hotshard.Config{Rate: 200, Before: time.Second, After: time.Second}, res, time.Now()); !rep.Passed {

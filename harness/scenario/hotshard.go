@@ -16,6 +16,7 @@ const (
 	DefaultWorkers                     = 4
 	DefaultHotShardShards              = 32
 	DefaultHotShardRate                = 200.0
+	DefaultHotShardQuery               = QuerySleep
 	DefaultHotShardQueryTime  Duration = Duration(20 * time.Millisecond)
 	DefaultHotShardSolo       Duration = Duration(3 * time.Second)
 	DefaultHotShardBefore     Duration = Duration(5 * time.Second)
@@ -39,14 +40,18 @@ const (
 // run --apply`) the policy ladder isolates it, dedicates its worker and
 // moves the other shards off it while a writer checks that no acknowledged
 // write is lost; quiet tenants are measured alone, before and after. Its
-// queries are its own (a pg_sleep of QueryTime on the tenant's shard):
-// classes, phases and configurations are not used.
+// queries are its own (Query on the tenant's rows, through the isolation
+// stack): classes, phases and configurations are not used.
 type HotShard struct {
 	// Shards is the shard count of the distributed tables. Default 32.
 	Shards int `yaml:"shards"`
 	// Rate is the open-loop query rate, queries/s. Default 200.
 	Rate float64 `yaml:"rate"`
-	// QueryTime is each query's cost on its worker. Default 20ms.
+	// Query is each query: sleep (a pg_sleep of QueryTime on the tenant's
+	// shard, a query of exact cost), lookup, page or report (the data
+	// set's query on the tenant's orders). Default sleep.
+	Query Query `yaml:"query"`
+	// QueryTime is a sleep query's cost on its worker. Default 20ms.
 	QueryTime Duration `yaml:"query_time"`
 	// Solo, Before and After are the measured windows: quiet tenants
 	// alone, with tenant 1 before the ladder, after it. Defaults 3s, 5s,
@@ -106,6 +111,7 @@ func (s *Scenario) applyHotShardDefaults() {
 	}
 	set("shards", func() { h.Shards = DefaultHotShardShards })
 	set("rate", func() { h.Rate = DefaultHotShardRate })
+	set("query", func() { h.Query = DefaultHotShardQuery })
 	set("query_time", func() { h.QueryTime = DefaultHotShardQueryTime })
 	set("solo", func() { h.Solo = DefaultHotShardSolo })
 	set("before", func() { h.Before = DefaultHotShardBefore })
@@ -173,6 +179,7 @@ func (c *checker) hotShard(s *Scenario) {
 			fmtFloat(h.Isolate), fmtFloat(h.Dedicate), fmtFloat(h.Cluster))
 	}
 	oneOf(c, "hot_shard.mode", "shard transfer mode", h.Mode, "force_logical", "block_writes")
+	oneOf(c, "hot_shard.query", "hot-shard query", h.Query, QuerySleep, QueryLookup, QueryPage, QueryReport)
 	if !(h.WriterRate > 0 && h.WriterRate <= 5000) {
 		c.add("hot_shard.writer_rate", "must be in (0, 5000] writes/s, got %s", fmtFloat(h.WriterRate))
 	}

@@ -26,7 +26,7 @@ func TestHotShardDefaults(t *testing.T) {
 	h := s.HotShard
 	if h.Shards != DefaultHotShardShards || h.Skew != DefaultHotShardSkew || h.Isolate != DefaultHotShardIsolate ||
 		h.Dedicate != DefaultHotShardDedicate || h.Cluster != DefaultHotShardCluster || h.MaxPause != DefaultHotShardMaxPause ||
-		h.Apply || s.Backend.Workers != DefaultWorkers {
+		h.Query != DefaultHotShardQuery || h.Apply || s.Backend.Workers != DefaultWorkers {
 		t.Errorf("defaults not applied: %+v, workers %d", h, s.Backend.Workers)
 	}
 }
@@ -49,6 +49,7 @@ func TestHotShardInvalid(t *testing.T) {
 		{"shares out of order", "hot_shard: {isolate: 0.3, dedicate: 0.2}", "hot_shard.dedicate", "isolate <= dedicate <= cluster"},
 		{"share out of range", "hot_shard: {cluster: 1.5}", "hot_shard.cluster", "(0, 1)"},
 		{"unknown mode", "hot_shard: {mode: auto}", "hot_shard.mode", `"auto"`},
+		{"export query", "hot_shard: {query: export}", "hot_shard.query", `"export"`},
 		{"skew", "hot_shard: {skew: 1}", "hot_shard.skew", "must be > 1"},
 		{"detect longer than before", "hot_shard: {detect_every: 6s, before: 5s}", "hot_shard.detect_every", "<= hot_shard.before"},
 		{"zero duration", "hot_shard: {after: 0s}", "hot_shard.after", "> 0"},
