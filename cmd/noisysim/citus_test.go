@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,32 @@ func TestRunHotShardWithoutCitus(t *testing.T) {
 	msg := strings.TrimSpace(errOut.String())
 	if got != exitUsage || !strings.Contains(msg, "Citus is not installed") || strings.Contains(msg, "\n") {
 		t.Fatalf("exit %d, want 2 with one line saying Citus is not installed; stderr:\n%s", got, msg)
+	}
+}
+
+// TestCitusReadme: the README's hot-shard section runs the shipped
+// scenario and the citus commands, and names only flags they have.
+func TestCitusReadme(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(raw), "\n## Hot shard on Citus")
+	if !ok {
+		t.Fatal("README.md has no hot-shard section")
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	for _, want := range []string{"noisysim run scenarios/hot-shard.yaml --apply", "noisysim citus plan", "noisysim citus isolate"} {
+		if !strings.Contains(sec, want) {
+			t.Errorf("the section does not show %q", want)
+		}
+	}
+	if _, err := os.Stat("../../scenarios/hot-shard.yaml"); err != nil {
+		t.Error(err)
+	}
+	for _, f := range regexp.MustCompile(`--[a-z][a-z-]+`).FindAllString(sec, -1) {
+		if !strings.Contains(citusUsage, f) && f != "--help" && f != "--apply" {
+			t.Errorf("README names %s, which noisysim citus does not have", f)
+		}
 	}
 }
