@@ -131,6 +131,7 @@ func TestCitusHotShardBadInput(t *testing.T) {
 		{[]string{"citus", "hot-shard", "--workers", "1"}, "--workers 1"},
 		{[]string{"citus", "hot-shard", "--hot-share", "1"}, "--hot-share 1"},
 		{[]string{"citus", "hot-shard", "--mode", "auto"}, `--mode "auto"`},
+		{[]string{"citus", "hot-shard", "--query", "export"}, `--query "export"`},
 		{[]string{"citus", "hot-shard", "--before", "0s"}, "must be positive"},
 		{[]string{"citus", "hot-shard", "extra"}, `unexpected argument "extra"`},
 	} {

@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/hotshard"
 	"github.com/noisysim/noisysim/isolation/citus"
 )
@@ -21,7 +23,9 @@ set with tenant 1 holding --hot-share of rows and queries, distributes it
 (--shards shards), and runs: the quiet tenants alone (solo p99), tenant 1
 joining (detection timed from its start), with --apply the policy ladder
 under a checked writer for tenant 1, and the after window. Prints per-worker
-load, skew, the hot worker's share, quiet p99, the steps and the assertions.
+load, skew, the hot worker's share, tenant 1's share of cluster DB time (the
+isolation stack's ledger) and its shard's size, quiet p99, the steps and the
+assertions.
 
 flags:
   --apply            run the ladder (default: detect and plan only)
@@ -30,7 +34,10 @@ flags:
   --tenants N        tenant count (default 100)
   --hot-share F      tenant 1's share (default 0.6)
   --rate R           queries/s, open loop (default 200)
-  --query-time D     each query's cost on its worker (default 20ms)
+  --query KIND       each query, through the isolation stack: sleep (default,
+                     a pg_sleep of --query-time on the tenant's shard), or the
+                     data set's lookup, page or report on the tenant's orders
+  --query-time D     a sleep query's cost on its worker (default 20ms)
   --solo D, --before D, --after D   window lengths (default 3s, 5s, 5s)
   --detect-within D  detection bound (default 3s)
   --max-pause D      write pause bound (default 1s)
@@ -52,6 +59,7 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&cfg.Tenants, "tenants", 100, "")
 	fs.Float64Var(&cfg.HotShare, "hot-share", hotshard.DefaultHotShare, "")
 	fs.Float64Var(&cfg.Rate, "rate", hotshard.DefaultRate, "")
+	query := fs.String("query", string(hotshard.DefaultKind), "")
 	fs.DurationVar(&cfg.QueryTime, "query-time", 20*time.Millisecond, "")
 	fs.DurationVar(&cfg.Solo, "solo", hotshard.DefaultSolo, "")
 	fs.DurationVar(&cfg.Before, "before", hotshard.DefaultBefore, "")
@@ -74,10 +82,12 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 		return usagef("citus hot-shard: --hot-share %v: want (0, 1)", cfg.HotShare)
 	case cfg.Rate <= 0 || cfg.QueryTime <= 0 || cfg.Solo <= 0 || cfg.Before <= 0 || cfg.After <= 0:
 		return usagef("citus hot-shard: rates and durations must be positive")
+	case !slices.Contains([]dataset.Kind{dataset.KindSleep, dataset.KindLookup, dataset.KindPage, dataset.KindReport}, dataset.Kind(*query)):
+		return usagef("citus hot-shard: --query %q: want sleep, lookup, page or report", *query)
 	case !citus.TransferMode(*mode).Valid():
 		return usagef("citus hot-shard: --mode %q: want force_logical or block_writes", *mode)
 	}
-	cfg.Apply, cfg.Mode = *apply, citus.TransferMode(*mode)
+	cfg.Apply, cfg.Mode, cfg.Kind = *apply, citus.TransferMode(*mode), dataset.Kind(*query)
 
 	b := local.New(local.WithLogger(a.log))
 	td := a.teardown.add(b.CloseAll, b.KillAll)
@@ -109,6 +119,19 @@ func printHotShard(w io.Writer, res hotshard.Result) {
 		}
 	} else {
 		fmt.Fprintf(w, "no alert fired\n")
+	}
+	fmt.Fprintf(w, "tenant 1: %.1f%% of cluster DB time (ledger); cross-checks %.1f%% sampled on the coordinator", res.LedgerShare*100, res.SampledShare*100)
+	if res.StatTenantsOK {
+		fmt.Fprintf(w, ", %.1f%% in citus_stat_tenants", res.StatTenantsShare*100)
+	}
+	fmt.Fprintln(w)
+	for _, s := range []struct {
+		when  string
+		shard hotshard.Shard
+	}{{"before", res.ShardBefore}, {"after", res.ShardAfter}} {
+		if s.shard.ID != 0 {
+			fmt.Fprintf(w, "tenant 1's shard %-6s %d on %s, %d bytes, isolated %v\n", s.when, s.shard.ID, s.shard.Worker, s.shard.Bytes, s.shard.Isolated)
+		}
 	}
 	for _, win := range []struct {
 		name string
