@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,6 +22,8 @@ import (
 const (
 	hotShardBefore = "before"
 	hotShardAfter  = "after"
+	// hotShardTop is how many tenants a configuration ranks by DB time.
+	hotShardTop = 5
 )
 
 // runHotShard hands a scenario with a hot_shard section to package
@@ -117,11 +120,32 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 		if w.QuietCount == 0 {
 			return nil
 		}
+		var quiet time.Duration
+		for t, d := range w.DBTime {
+			if t != "1" {
+				quiet += d
+			}
+		}
+		share := 0.0
+		if len(w.Shares) > 0 {
+			share = 1 - w.Shares["1"]
+		}
 		return []reports.TenantRow{{Tenant: reports.QuietAll, Class: string(h.Query), Count: w.QuietCount, Dropped: w.Dropped,
-			P50: ms(w.QuietP50), P99: ms(w.QuietP99), Max: ms(w.QuietMax)}}
+			P50: ms(w.QuietP50), P99: ms(w.QuietP99), Max: ms(w.QuietMax), DBTime: ms(quiet), DBTimeShare: share}}
+	}
+	// top ranks the window's tenants by DB time in the ledger.
+	top := func(w hotshard.Window) []reports.Share {
+		var out []reports.Share
+		for t, d := range w.DBTime {
+			out = append(out, reports.Share{Tenant: t, DBTime: ms(d), Share: w.Shares[t]})
+		}
+		slices.SortFunc(out, func(a, b reports.Share) int {
+			return cmp.Or(cmp.Compare(b.DBTime, a.DBTime), strings.Compare(a.Tenant, b.Tenant))
+		})
+		return out[:min(len(out), hotShardTop)]
 	}
 	conf := func(name string, w hotshard.Window, d time.Duration) reports.Configuration {
-		return reports.Configuration{Name: name, Passed: true, Duration: d.Seconds(), QuietAll: row(w), SoloQuietAll: row(res.Solo),
+		return reports.Configuration{Name: name, Passed: true, Duration: d.Seconds(), QuietAll: row(w), SoloQuietAll: row(res.Solo), TopDBTime: top(w),
 			Stats: reports.RunStats{Issued: w.Queries, Completed: w.Queries, Dropped: w.Dropped, TargetRate: cfg.Rate,
 				AchievedRate: float64(w.Queries) / d.Seconds()}}
 	}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -20,7 +21,9 @@ func TestHotShardReport(t *testing.T) {
 	}
 	sc.HotShard.Apply = true
 	w := hotshard.Window{Queries: 1000, QuietCount: 400, QuietP50: 21 * time.Millisecond, QuietP99: 25 * time.Millisecond,
-		QuietMax: 40 * time.Millisecond, Workers: map[string]float64{"w1": 2, "w2": 0.5}, SharedSkew: 1.1, HotWorkerShare: 0.6}
+		QuietMax: 40 * time.Millisecond, Workers: map[string]float64{"w1": 2, "w2": 0.5}, SharedSkew: 1.1, HotWorkerShare: 0.6,
+		DBTime: map[string]time.Duration{"1": 3 * time.Second, "2": time.Second, "3": time.Second},
+		Shares: map[string]float64{"1": 0.6, "2": 0.2, "3": 0.2}}
 	after := w
 	after.HotWorkerShare = 0.35
 	res := hotshard.Result{Detected: 500 * time.Millisecond, DetectedOK: true, Solo: w, Before: w, After: after, LedgerShare: 0.6,
@@ -41,8 +44,11 @@ func TestHotShardReport(t *testing.T) {
 	if rep.Assertions[0].Configuration != "before" || rep.Assertions[1].Configuration != "after" {
 		t.Errorf("assertions on %s and %s, want before and after", rep.Assertions[0].Configuration, rep.Assertions[1].Configuration)
 	}
-	if q := rep.Configurations[1].QuietAll; len(q) != 1 || q[0].P99 != 25 || q[0].Count != 400 {
+	if q := rep.Configurations[1].QuietAll; len(q) != 1 || q[0].P99 != 25 || q[0].Count != 400 || q[0].DBTime != 2000 || math.Abs(q[0].DBTimeShare-0.4) > 1e-9 {
 		t.Errorf("after quiet row = %+v", q)
+	}
+	if top := rep.Configurations[0].TopDBTime; len(top) != 3 || top[0].Tenant != "1" || top[0].DBTime != 3000 || top[0].Share != 0.6 || top[1].Tenant != "2" {
+		t.Errorf("before top DB time = %+v, want tenant 1 (3000 ms, 0.6) then 2 and 3", top)
 	}
 	for _, want := range []string{
 		"tenant 1: 60.0% of cluster DB time (isolation stack ledger); cross-checks: 0.0% of the tagged backends sampled on the coordinator",

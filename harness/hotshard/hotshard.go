@@ -167,8 +167,10 @@ type Window struct {
 	// because DefaultMaxInFlight queries were running; Errors the queries
 	// that failed.
 	Queries, Dropped, Errors int64
-	// Shares is each tenant's share (0..1) of the DB time the isolation
-	// stack's ledger recorded in the window: its share of cluster DB time.
+	// DBTime is each tenant's DB time the isolation stack's ledger
+	// recorded in the window, and Shares its share (0..1) of the total:
+	// the tenant's share of cluster DB time.
+	DBTime map[string]time.Duration
 	Shares map[string]float64
 }
 
@@ -655,7 +657,12 @@ func (d *driver) window() Window {
 	now := d.dbTime()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w := Window{Queries: d.queries, Dropped: d.dropped, Errors: d.errs, Shares: shares(d.usage, now)}
+	w := Window{Queries: d.queries, Dropped: d.dropped, Errors: d.errs, Shares: shares(d.usage, now), DBTime: map[string]time.Duration{}}
+	for t, v := range now {
+		if t != warmTenant && v > d.usage[t] {
+			w.DBTime[t] = v - d.usage[t]
+		}
+	}
 	if len(d.quiet) > 0 {
 		s := slices.Clone(d.quiet)
 		slices.Sort(s)
