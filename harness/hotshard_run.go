@@ -101,6 +101,11 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 		}
 		note("plan only: run with --apply (or hot_shard.apply: true) to act")
 	}
+	for _, phase := range []string{hotshard.PhaseBefore, hotshard.PhaseAfter} {
+		if n := timeline(res.Timeline, phase); n != "" {
+			note("%s", n)
+		}
+	}
 	for _, rec := range res.Steps {
 		note("step %s: %.2f s, shards per worker after %v, worker load (active backends) before %s after %s",
 			rec.Step, rec.Took.Seconds(), rec.After.Shards, fmtLoad(rec.Before.Load), fmtLoad(rec.After.Load))
@@ -198,4 +203,25 @@ func fmtBytes(n int64) string {
 		return fmt.Sprintf("%.0f kB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// timeline formats one phase's points of tl as one line: the skews and
+// tenant 1's share of DB time per interval.
+func timeline(tl []hotshard.Point, phase string) string {
+	var worker, shard, share []string
+	var at []string
+	for _, p := range tl {
+		if p.Phase != phase {
+			continue
+		}
+		at = append(at, fmt.Sprintf("%.1f", p.At.Seconds()))
+		worker = append(worker, fmt.Sprintf("%.1fx", p.WorkerSkew))
+		shard = append(shard, fmt.Sprintf("%.1fx", p.ShardSkew))
+		share = append(share, fmt.Sprintf("%.0f%%", p.HotShare*100))
+	}
+	if len(at) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s, at %s s: worker skew %s; shard skew %s; tenant 1's share of DB time %s",
+		phase, strings.Join(at, " "), strings.Join(worker, " "), strings.Join(shard, " "), strings.Join(share, " "))
 }

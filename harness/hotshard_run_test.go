@@ -29,7 +29,12 @@ func TestHotShardReport(t *testing.T) {
 	res := hotshard.Result{Detected: 500 * time.Millisecond, DetectedOK: true, Solo: w, Before: w, After: after, LedgerShare: 0.6,
 		ShardBefore: hotshard.Shard{ID: 102041, Worker: "w1", Bytes: 3 << 20},
 		ShardAfter:  hotshard.Shard{ID: 102076, Worker: "w1", Bytes: 2560 << 10, Isolated: true},
-		Alerts:      []citus.Alert{{Kind: "worker-skew", Subject: "w1", Value: 4, Threshold: 1.5}},
+		Timeline: []hotshard.Point{
+			{Phase: hotshard.PhaseBefore, At: 500 * time.Millisecond, WorkerSkew: 5, ShardSkew: 30, HotShare: 0.61},
+			{Phase: hotshard.PhaseBefore, At: time.Second, WorkerSkew: 4.2, ShardSkew: 28.5, HotShare: 0.59},
+			{Phase: hotshard.PhaseAfter, At: 500 * time.Millisecond, WorkerSkew: 1.1, ShardSkew: 2, HotShare: 0.58},
+		},
+		Alerts: []citus.Alert{{Kind: "worker-skew", Subject: "w1", Value: 4, Threshold: 1.5}},
 		Assertions: []hotshard.Assertion{
 			{Name: hotshard.AssertDetected, OK: true, Observed: 0.5, Limit: 3.5, Unit: "s", Op: "<="},
 			{Name: hotshard.AssertZeroLoss, OK: false, Observed: 1, Op: "=="},
@@ -55,6 +60,8 @@ func TestHotShardReport(t *testing.T) {
 		"tenant 1's orders shard before: 102041 on w1, 3.0 MB (citus_shards)",
 		"tenant 1's orders shard after: 102076 on w1, 2.5 MB, isolated true (citus_shards)",
 		"hot worker's share of worker load: 60.0% before, 35.0% after",
+		"before, at 0.5 1.0 s: worker skew 5.0x 4.2x; shard skew 30.0x 28.5x; tenant 1's share of DB time 61% 59%",
+		"after, at 0.5 s: worker skew 1.1x; shard skew 2.0x; tenant 1's share of DB time 58%",
 	} {
 		if !slices.Contains(rep.Notes, want) {
 			t.Errorf("no note %q in %q", want, rep.Notes)

@@ -174,6 +174,33 @@ type Window struct {
 	Shares map[string]float64
 }
 
+// Phases of a Point.
+const (
+	PhaseBefore = "before"
+	PhaseAfter  = "after"
+)
+
+// Point is the load over one detection interval.
+type Point struct {
+	// Phase is PhaseBefore or PhaseAfter; At is the interval's end from
+	// the phase's start.
+	Phase string
+	At    time.Duration
+	// Workers is each worker's mean active backends over the interval.
+	Workers map[string]float64
+	// WorkerSkew is max / median of the load of the workers that take
+	// shards, ShardSkew the same over the shards with a measured load (a
+	// shard's load is the sum of its tenants' shares of DB time).
+	WorkerSkew, ShardSkew float64
+	// HotShare is tenant 1's share of cluster DB time in the interval,
+	// from the ledger.
+	HotShare float64
+}
+
+func point(phase string, at time.Duration, load citus.Load, plan citus.Plan) Point {
+	return Point{Phase: phase, At: at, Workers: load.Workers, WorkerSkew: finite(plan.WorkerSkew), ShardSkew: finite(plan.ShardSkew), HotShare: load.Tenants["1"]}
+}
+
 // Shard is tenant 1's shard of orders as citus_shards shows it.
 type Shard struct {
 	ID     int64
@@ -223,6 +250,9 @@ type Result struct {
 	// ShardBefore is tenant 1's shard once distributed, ShardAfter once
 	// the ladder is done (with Apply).
 	ShardBefore, ShardAfter Shard
+	// Timeline is the load over time: one Point per DetectEvery of the
+	// before window and (with Apply) of the after window.
+	Timeline []Point
 	// Plan is the ladder decided from the before window.
 	Plan                citus.Plan
 	Solo, Before, After Window
@@ -354,6 +384,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 			res.Detected, res.DetectedOK, res.Alerts = time.Since(t0), true, plan.Alerts
 			cfg.Log.Info("hot shard detected", "after", res.Detected, "alerts", len(plan.Alerts))
 		}
+		res.Timeline = append(res.Timeline, point(PhaseBefore, time.Since(t0), load, plan))
 		beforeLoad = merge(beforeLoad, load)
 	}
 	res.Before = d.window()
@@ -414,9 +445,22 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 		return res, err
 	}
 	d.window()
-	afterLoad, err := citus.Sample(ctx, sampling, cfg.After)
-	if err != nil {
-		return res, err
+	// The after window, sampled in DetectEvery steps for the timeline.
+	var afterLoad citus.Load
+	mark = d.dbTime()
+	for t1 := time.Now(); time.Since(t1) < cfg.After; {
+		load, err := citus.Sample(ctx, sampling, min(cfg.DetectEvery, cfg.After-time.Since(t1)))
+		if err != nil {
+			return res, err
+		}
+		now := d.dbTime()
+		load.Tenants, mark = shares(mark, now), now
+		state, err := after.State(ctx, conn, load)
+		if err != nil {
+			return res, err
+		}
+		res.Timeline = append(res.Timeline, point(PhaseAfter, time.Since(t1), load, citus.Decide(state, cfg.Thresholds)))
+		afterLoad = merge(afterLoad, load)
 	}
 	res.After = d.window()
 	fill(&res.After, afterLoad, after, home)

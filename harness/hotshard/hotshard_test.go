@@ -94,6 +94,14 @@ func TestRun(t *testing.T) {
 	if !res.ShardAfter.Isolated || res.ShardBefore.Bytes <= 0 || res.ShardAfter.Bytes <= 0 {
 		t.Errorf("tenant 1's shard before %+v, after %+v: want sizes and an isolated shard after", res.ShardBefore, res.ShardAfter)
 	}
+	phases := map[string]int{}
+	for _, p := range res.Timeline {
+		phases[p.Phase]++
+		t.Logf("%-6s %4.1f s  worker skew %5.2fx  shard skew %6.2fx  tenant 1 %4.1f%%", p.Phase, p.At.Seconds(), p.WorkerSkew, p.ShardSkew, p.HotShare*100)
+	}
+	if phases[PhaseBefore] < 2 || phases[PhaseAfter] < 2 {
+		t.Errorf("timeline has %v points per phase, want several in before and after", phases)
+	}
 	// Placement and data outcomes must hold; timing outcomes (write pause,
 	// skew, p99) on a shared 2-core machine are figures, logged.
 	strict := map[string]bool{AssertDetected: true, AssertAlone: true, AssertZeroLoss: true}
