@@ -366,15 +366,16 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	// tenants' shares of cluster DB time come from the stack's ledger over
 	// the same interval.
 	var beforeLoad, sampled citus.Load
-	mark := d.dbTime()
+	mark := d.usage()
 	for time.Since(t0) < cfg.Before {
 		load, err := citus.Sample(ctx, sampling, cfg.DetectEvery)
 		if err != nil {
 			return res, err
 		}
-		now := d.dbTime()
+		now := d.usage()
 		sampled = merge(sampled, citus.Load{Samples: load.Samples, Tenants: load.Tenants})
-		load.Tenants, mark = shares(mark, now), now
+		_, load.Tenants = dbTime(mark, now)
+		mark = now
 		state, err := layout.State(ctx, conn, load)
 		if err != nil {
 			return res, err
@@ -447,14 +448,15 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	d.window()
 	// The after window, sampled in DetectEvery steps for the timeline.
 	var afterLoad citus.Load
-	mark = d.dbTime()
+	mark = d.usage()
 	for t1 := time.Now(); time.Since(t1) < cfg.After; {
 		load, err := citus.Sample(ctx, sampling, min(cfg.DetectEvery, cfg.After-time.Since(t1)))
 		if err != nil {
 			return res, err
 		}
-		now := d.dbTime()
-		load.Tenants, mark = shares(mark, now), now
+		now := d.usage()
+		_, load.Tenants = dbTime(mark, now)
+		mark = now
 		state, err := after.State(ctx, conn, load)
 		if err != nil {
 			return res, err
@@ -592,8 +594,8 @@ type driver struct {
 	queries int64
 	dropped int64
 	errs    int64
-	// usage is the ledger's DB time per tenant at the window's start.
-	usage map[string]time.Duration
+	// mark is the ledger's reading at the window's start.
+	mark []pools.Usage
 }
 
 // warmTenant tags the warm-up calls; it is no tenant of the data set.
@@ -640,7 +642,7 @@ func newDriver(ctx context.Context, coord backend.Node, cfg Config, params datas
 		d.close()
 		return nil, fmt.Errorf("warm pool: %w", err)
 	}
-	d.usage = d.dbTime()
+	d.mark = d.usage()
 	return d, nil
 }
 
@@ -663,57 +665,36 @@ func (d *driver) query(ctx context.Context, tenant int, seq int64) error {
 	return err
 }
 
-// dbTime is the ledger's DB time per tenant so far.
-func (d *driver) dbTime() map[string]time.Duration {
-	out := map[string]time.Duration{}
-	for _, u := range d.stack.Ledger().Usage() {
-		out[u.Tenant] += u.DBTime
-	}
-	return out
-}
+// usage reads the ledger: DB time per tenant and class so far.
+func (d *driver) usage() []pools.Usage { return d.stack.Ledger().Usage() }
 
-// Shares returns each tenant's share (0..1) of the DB time the ledger
-// recorded between from and to, warm-up calls left out.
-func shares(from, to map[string]time.Duration) map[string]float64 {
-	out := map[string]float64{}
-	var total time.Duration
-	for t, v := range to {
-		if t == warmTenant {
-			continue
-		}
-		total += v - from[t]
+// dbTime returns each tenant's DB time between two ledger readings and
+// its share (0..1) of all tenants' DB time then (pools.UsageWindow).
+// Warm-up calls end before the first reading and never count.
+func dbTime(from, to []pools.Usage) (map[string]time.Duration, map[string]float64) {
+	total, share := map[string]time.Duration{}, map[string]float64{}
+	for t, w := range pools.UsageWindow(from, to) {
+		total[t], share[t] = w.Total, w.Share
 	}
-	if total <= 0 {
-		return out
-	}
-	for t, v := range to {
-		if t != warmTenant && v > from[t] {
-			out[t] = float64(v-from[t]) / float64(total)
-		}
-	}
-	return out
+	return total, share
 }
 
 func (d *driver) setHot(on bool) { d.hot.Store(on) }
 
 // window returns the figures since the last call and starts a new window.
 func (d *driver) window() Window {
-	now := d.dbTime()
+	now := d.usage()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w := Window{Queries: d.queries, Dropped: d.dropped, Errors: d.errs, Shares: shares(d.usage, now), DBTime: map[string]time.Duration{}}
-	for t, v := range now {
-		if t != warmTenant && v > d.usage[t] {
-			w.DBTime[t] = v - d.usage[t]
-		}
-	}
+	w := Window{Queries: d.queries, Dropped: d.dropped, Errors: d.errs}
+	w.DBTime, w.Shares = dbTime(d.mark, now)
 	if len(d.quiet) > 0 {
 		s := slices.Clone(d.quiet)
 		slices.Sort(s)
 		at := func(q float64) time.Duration { return s[min(len(s)-1, int(float64(len(s))*q))] }
 		w.QuietP50, w.QuietP99, w.QuietMax, w.QuietCount = at(0.5), at(0.99), s[len(s)-1], int64(len(s))
 	}
-	d.quiet, d.queries, d.dropped, d.errs, d.usage = nil, 0, 0, 0, now
+	d.quiet, d.queries, d.dropped, d.errs, d.mark = nil, 0, 0, 0, now
 	return w
 }
 

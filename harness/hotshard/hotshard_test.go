@@ -11,6 +11,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/isolation/citus"
+	"github.com/noisysim/noisysim/isolation/pools"
 )
 
 func TestMerge(t *testing.T) {
@@ -113,32 +114,20 @@ func TestRun(t *testing.T) {
 	}
 }
 
-func TestShares(t *testing.T) {
+// TestDBTime: a window's DB time and shares are the ledger's deltas; a
+// tenant idle in the window is left out.
+func TestDBTime(t *testing.T) {
 	ms := time.Millisecond
-	for _, tc := range []struct {
-		name     string
-		from, to map[string]time.Duration
-		want     map[string]float64
-	}{
-		{"delta over the window", map[string]time.Duration{"1": 100 * ms, "2": 50 * ms},
-			map[string]time.Duration{"1": 400 * ms, "2": 150 * ms}, map[string]float64{"1": 0.75, "2": 0.25}},
-		{"a tenant new in the window", map[string]time.Duration{"1": 100 * ms},
-			map[string]time.Duration{"1": 100 * ms, "3": 20 * ms}, map[string]float64{"3": 1}},
-		{"warm-up calls left out", map[string]time.Duration{},
-			map[string]time.Duration{warmTenant: 900 * ms, "1": 30 * ms, "2": 10 * ms}, map[string]float64{"1": 0.75, "2": 0.25}},
-		{"nothing recorded", map[string]time.Duration{"1": 5 * ms}, map[string]time.Duration{"1": 5 * ms}, map[string]float64{}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := shares(tc.from, tc.to)
-			if len(got) != len(tc.want) {
-				t.Fatalf("shares = %v, want %v", got, tc.want)
-			}
-			for k, v := range tc.want {
-				if math.Abs(got[k]-v) > 1e-9 {
-					t.Errorf("share of %s = %v, want %v", k, got[k], v)
-				}
-			}
-		})
+	from := []pools.Usage{{Tenant: warmTenant, Class: pools.Interactive, DBTime: 900 * ms}, {Tenant: "1", Class: pools.Interactive, DBTime: 100 * ms},
+		{Tenant: "2", Class: pools.Interactive, DBTime: 50 * ms}}
+	to := []pools.Usage{{Tenant: warmTenant, Class: pools.Interactive, DBTime: 900 * ms}, {Tenant: "1", Class: pools.Interactive, DBTime: 400 * ms},
+		{Tenant: "2", Class: pools.Interactive, DBTime: 150 * ms}, {Tenant: "3", Class: pools.Interactive, DBTime: 0}}
+	total, share := dbTime(from, to)
+	if len(total) != 2 || total["1"] != 300*ms || total["2"] != 100*ms {
+		t.Errorf("DB time = %v, want 1: 300ms, 2: 100ms", total)
+	}
+	if len(share) != 2 || math.Abs(share["1"]-0.75) > 1e-9 || math.Abs(share["2"]-0.25) > 1e-9 {
+		t.Errorf("shares = %v, want 1: 0.75, 2: 0.25", share)
 	}
 }
 
