@@ -37,7 +37,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// noisysimBinary builds cmd/noisysim once per test run and returns its path.
+// noisysimBinary builds cmd/noisysim once per test run, without -race (its
+// overhead would be measured as latency), and returns its path.
 func noisysimBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {

@@ -85,14 +85,9 @@ func TestRunCIGate(t *testing.T) {
 	if _, err := local.FindBinaries(context.Background(), ""); errors.Is(err, backend.ErrNotInstalled) {
 		t.Skipf("skipping: PostgreSQL server binaries not found: %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "noisysim")
 	// The binary is built without -race: the race detector's overhead would
 	// be measured as the database's latency.
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build noisysim: %v\n%s", err, out)
-	}
+	bin := noisysimBinary(t)
 	run := func(t *testing.T, args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.Command(bin, append([]string{"run", "--no-progress", "../../scenarios/ci-gate.yaml"}, args...)...)

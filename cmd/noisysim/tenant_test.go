@@ -118,13 +118,9 @@ func TestRunTenantPromotion(t *testing.T) {
 	if _, err := local.FindBinaries(context.Background(), ""); errors.Is(err, backend.ErrNotInstalled) {
 		t.Skipf("skipping: PostgreSQL server binaries not found: %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "noisysim")
-	// Built without -race: its overhead would be measured as latency.
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build noisysim: %v\n%s", err, out)
-	}
+	// The binary is built without -race: the race detector's overhead would
+	// be measured as the database's latency.
+	bin := noisysimBinary(t)
 	dir := filepath.Join(t.TempDir(), "report")
 	cmd := exec.Command(bin, "run", "--no-progress", "../../scenarios/tenant-promotion.yaml", "--out", dir)
 	var out, errOut bytes.Buffer
