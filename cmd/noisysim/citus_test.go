@@ -188,15 +188,7 @@ func TestRunHotShardWithoutCitus(t *testing.T) {
 // TestCitusReadme: the README's hot-shard section runs the shipped
 // scenario and the citus commands, and names only flags they have.
 func TestCitusReadme(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(raw), "\n## Hot shard on Citus")
-	if !ok {
-		t.Fatal("README.md has no hot-shard section")
-	}
-	sec, _, _ = strings.Cut(sec, "\n## ")
+	sec := readmeSection(t, "Hot shard on Citus")
 	for _, want := range []string{"noisysim run scenarios/hot-shard.yaml --apply", "noisysim citus plan", "noisysim citus isolate"} {
 		if !strings.Contains(sec, want) {
 			t.Errorf("the section does not show %q", want)
@@ -205,9 +197,30 @@ func TestCitusReadme(t *testing.T) {
 	if _, err := os.Stat("../../scenarios/hot-shard.yaml"); err != nil {
 		t.Error(err)
 	}
-	for _, f := range regexp.MustCompile(`--[a-z][a-z-]+`).FindAllString(sec, -1) {
+	for _, f := range flagsIn(sec) {
 		if !strings.Contains(citusUsage, f) && f != "--help" && f != "--apply" {
 			t.Errorf("README names %s, which noisysim citus does not have", f)
 		}
 	}
+}
+
+// readmeSection returns the README's section under "## heading", up to the
+// next "## ", failing t when there is none.
+func readmeSection(t *testing.T, heading string) string {
+	t.Helper()
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(raw), "\n## "+heading)
+	if !ok {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	return sec
+}
+
+// flagsIn returns the --flags a text names.
+func flagsIn(text string) []string {
+	return regexp.MustCompile(`--[a-z][a-z-]+`).FindAllString(text, -1)
 }

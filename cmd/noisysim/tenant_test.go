@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -314,22 +313,14 @@ func TestTenantMoveOccupiedTarget(t *testing.T) {
 // TestTenantReadme: the README's tenant promotion section runs the shipped
 // scenario and names only flags tenant move has.
 func TestTenantReadme(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, ok := strings.Cut(string(raw), "\n## Tenant promotion")
-	if !ok {
-		t.Fatal("README.md has no tenant promotion section")
-	}
-	sec, _, _ = strings.Cut(sec, "\n## ")
+	sec := readmeSection(t, "Tenant promotion")
 	if !strings.Contains(sec, "noisysim run scenarios/tenant-promotion.yaml") || !strings.Contains(sec, "noisysim tenant move") {
 		t.Errorf("the section shows neither the scenario run nor tenant move:\n%s", sec)
 	}
 	if _, err := os.Stat("../../scenarios/tenant-promotion.yaml"); err != nil {
 		t.Error(err)
 	}
-	for _, f := range regexp.MustCompile(`--[a-z][a-z-]+`).FindAllString(sec, -1) {
+	for _, f := range flagsIn(sec) {
 		if !strings.Contains(tenantUsage, "  "+f+" ") && f != "--help" {
 			t.Errorf("README names %s, which tenant move does not have", f)
 		}
