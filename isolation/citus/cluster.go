@@ -254,7 +254,9 @@ type Load struct {
 	// Duration is the time sampled.
 	Duration time.Duration
 	// Workers is each worker's mean number of active client backends
-	// (pg_stat_activity on the worker), by worker name.
+	// (pg_stat_activity on the worker, the sampling query's own backend
+	// left out), by worker name: Sampling.Workers' keys, or with
+	// Sampling.WorkersVia the "nodename:nodeport" of pg_dist_node.
 	Workers map[string]float64
 	// Tenants is each tenant's share (0..1) of the active tagged backends
 	// on the coordinator: its share of cluster DB time, sampled.
@@ -262,11 +264,29 @@ type Load struct {
 }
 
 // Sampling says where and how often Sample looks.
+//
+// Worker load is read one of two ways. With Workers (the faster path, for a
+// caller that can reach every worker itself), each sample is one
+// pg_stat_activity query per worker on connections the caller holds open.
+// Without Workers, WorkersVia samples every worker through the coordinator
+// (WorkerActivity: run_command_on_workers), for a caller that only reaches
+// the coordinator — containers whose workers are known to Citus by network
+// alias, or an existing cluster given by the coordinator's DSN. With
+// neither, Load.Workers stays empty.
 type Sampling struct {
-	// Coordinator is where tenant-tagged connections run.
+	// Coordinator is where tenant-tagged connections run; nil means no
+	// tenant shares are sampled.
 	Coordinator DB
-	// Workers are connections to each worker by worker name ("host:port").
+	// Workers are connections to each worker by worker name. Name them as
+	// pg_dist_node does ("nodename:nodeport", see Inspect) for Layout.State
+	// to find their load. When not empty, WorkersVia is not used.
 	Workers map[string]DB
+	// WorkersVia, when Workers is empty, is a connection to the coordinator
+	// through which every active primary worker is sampled (see
+	// WorkerActivity for its cost), keyed "nodename:nodeport" as in
+	// pg_dist_node. It may be Coordinator itself: Sample uses its
+	// connections one query at a time.
+	WorkersVia DB
 	// Interval is the time between samples; 0 means DefaultSampleInterval.
 	Interval time.Duration
 	// TagPrefix is the application_name prefix of tenant connections; ""
@@ -274,10 +294,109 @@ type Sampling struct {
 	TagPrefix string
 }
 
+// WorkerNames returns the "nodename:nodeport" of every active primary
+// worker in the coordinator's pg_dist_node, in name order: the workers
+// WorkerActivity samples and Inspect lists, and the names Sample's load
+// must be keyed by. Errors: ErrNotCitus (wrapped) when db has no citus
+// extension, the database error otherwise.
+func WorkerNames(ctx context.Context, db DB) ([]string, error) {
+	if err := checkCitus(ctx, db); err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, `SELECT nodename || ':' || nodeport FROM pg_dist_node
+		WHERE isactive AND noderole = 'primary' AND groupid > 0 ORDER BY nodename, nodeport`)
+	if err != nil {
+		return nil, fmt.Errorf("read nodes: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read nodes: %w", err)
+	}
+	return names, nil
+}
+
+// workerActivityQuery counts a worker's active client backends but the
+// one running it. Through run_command_on_workers that one is the
+// coordinator's new connection for this command (Citus 13
+// operations/citus_tools.c: FORCE_NEW_CONNECTION, application_name
+// "citus_run_command gpid=…"), so both paths count the same backends.
+const workerActivityQuery = `SELECT count(*) FROM pg_stat_activity
+	WHERE state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`
+
+// WorkerActivity returns the number of active client backends on every
+// active primary worker, keyed "nodename:nodeport" as pg_dist_node has it,
+// read through coordinator with one call of Citus's
+// run_command_on_workers: the coordinator opens a new connection to each
+// worker (in parallel) for the call, runs the pg_stat_activity count there
+// and closes it, so one call costs a connection set-up (a backend start) on
+// every worker plus the query — more than a query on a connection already
+// open, which is why Sampling.Workers is the faster path. That connection
+// is not counted. Errors: ErrNotCitus (wrapped) when coordinator has no
+// citus extension; a *WorkerError when the command failed on a worker (its
+// text is Citus's, e.g. "failed to connect to …"); the database error
+// otherwise.
+func WorkerActivity(ctx context.Context, coordinator DB) (map[string]int, error) {
+	out, err := workerActivity(ctx, coordinator)
+	if err != nil && isUndefinedFunction(err) {
+		if cerr := checkCitus(ctx, coordinator); cerr != nil {
+			return nil, cerr
+		}
+	}
+	return out, err
+}
+
+func workerActivity(ctx context.Context, coordinator DB) (map[string]int, error) {
+	rows, err := coordinator.Query(ctx, "SELECT nodename, nodeport, success, result FROM run_command_on_workers($1)", workerActivityQuery)
+	if err != nil {
+		return nil, fmt.Errorf("sample workers through the coordinator: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var host, result string
+		var port int
+		var ok bool
+		if err := rows.Scan(&host, &port, &ok, &result); err != nil {
+			return nil, fmt.Errorf("sample workers through the coordinator: %w", err)
+		}
+		name := host + ":" + strconv.Itoa(port)
+		n, perr := strconv.Atoi(result)
+		if !ok || perr != nil {
+			return nil, &WorkerError{Worker: name, Result: result}
+		}
+		out[name] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sample workers through the coordinator: %w", err)
+	}
+	return out, nil
+}
+
+// isUndefinedFunction reports SQLSTATE 42883: run_command_on_workers does
+// not exist (no citus extension).
+func isUndefinedFunction(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42883"
+}
+
+// WorkerError reports a worker on which run_command_on_workers failed.
+type WorkerError struct {
+	// Worker is the worker's "nodename:nodeport".
+	Worker string
+	// Result is what Citus returned for it: its error text.
+	Result string
+}
+
+func (e *WorkerError) Error() string {
+	return fmt.Sprintf("sample worker %s through the coordinator: %s", e.Worker, e.Result)
+}
+
 // Sample samples pg_stat_activity every s.Interval for d: active client
-// backends on every worker, and active backends tagged TagPrefix+tenant
-// on the coordinator. It returns what it measured when ctx ends early, with
-// ctx.Err() only if no sample was taken.
+// backends on every worker (on s.Workers, else through s.WorkersVia), and
+// active backends tagged TagPrefix+tenant on the coordinator. It returns
+// what it measured when ctx ends early, with ctx.Err() only if no sample
+// was taken; other errors (wrapped, e.g. a *WorkerError) end sampling and
+// are returned with what was measured before.
 func Sample(ctx context.Context, s Sampling, d time.Duration) (Load, error) {
 	interval := s.Interval
 	if interval <= 0 {
@@ -296,12 +415,19 @@ func Sample(ctx context.Context, s Sampling, d time.Duration) (Load, error) {
 	for time.Since(start) < d {
 		for name, db := range s.Workers {
 			var n int
-			err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&n)
-			if err != nil {
+			if err := db.QueryRow(ctx, workerActivityQuery).Scan(&n); err != nil {
 				return finish(load, tenantHits, tagged, start, err)
 			}
 			load.Workers[name] += float64(n)
+		}
+		if len(s.Workers) == 0 && s.WorkersVia != nil {
+			counts, err := WorkerActivity(ctx, s.WorkersVia)
+			if err != nil {
+				return finish(load, tenantHits, tagged, start, err)
+			}
+			for name, n := range counts {
+				load.Workers[name] += float64(n)
+			}
 		}
 		if s.Coordinator != nil {
 			rows, err := s.Coordinator.Query(ctx, `SELECT substr(application_name, length($1) + 1), count(*) FROM pg_stat_activity
