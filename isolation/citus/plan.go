@@ -113,6 +113,13 @@ type State struct {
 	Placements map[int64]string
 	// ShardLoad is the measured load per shard of Table (optional).
 	ShardLoad map[int64]float64
+	// ShardBytes is the size in bytes of each shard of Table
+	// (citus_shards.shard_size; co-located shards, which move with it,
+	// are not counted). Decide compares the bytes each candidate worker
+	// would move to dedicate a worker to a tenant; nil, or missing a shard
+	// of Placements, means sizes unknown: the tenant's shard stays on its
+	// worker.
+	ShardBytes map[int64]int64
 	// Tenants are the tenants with a measured share, any order.
 	Tenants []Tenant
 }
@@ -196,13 +203,35 @@ type Plan struct {
 
 // Decide applies the policy ladder to s: for each tenant above
 // th.Isolate, from the largest share down, an isolate step unless its shard
-// is already its own; above th.Dedicate, a worker of its own — the worker
-// that holds its shard now (its rows stay put) — marked to take no new
-// shards, and every other shard moved off it, the most loaded first, to
-// the shared worker whose shards carry the least measured load
-// (State.ShardLoad; shards without a measured load by shard count); above
-// th.Cluster, a recommendation. A step already done is not listed, so deciding again after applying is idempotent. Decide is
-// pure and deterministic.
+// is already its own; above th.Dedicate, a worker of its own, marked to
+// take no new shards (shouldhaveshards = false), every other shard moved off
+// it, the most loaded first, to the shared worker whose shards carry the
+// least measured load (State.ShardLoad; shards without a measured load by
+// shard count), and the tenant's shard moved onto it if it is not there;
+// above th.Cluster, a recommendation. A step already done is not listed, so
+// deciding again after applying is idempotent. Decide is pure and
+// deterministic.
+//
+// The worker dedicated to a tenant is the cheapest to empty, in bytes moved
+// (State.ShardBytes): its shard's current worker (home) costs the other
+// shards on it; another shared worker W costs the shards on W plus the
+// tenant's shard. Another worker holding the shard of a tenant above
+// th.Dedicate is not a candidate, nor home when no other worker would be
+// left to take shards. A tie, or unknown sizes, keeps home (the hot
+// tenant's rows and writes stay put). For a tenant not yet isolated the
+// sizes are those of its current shard; Run re-plans after the isolation,
+// before any dedication.
+//
+// Once W is dedicated its choice must hold while it is emptied, whatever
+// the sizes then say; Decide knows it from s alone: a worker that takes no
+// shards and holds no shard of a tenant above th.Dedicate is a drain
+// target. Drain targets go, the fewest bytes (then shards, then name)
+// first, to the tenants above th.Dedicate whose shard is on a shared
+// worker, the largest share first; such a tenant is moved to its drain
+// target without comparing costs again. A worker marked by other means
+// (an operator, citus_drain_node) that holds no such shard is taken as a
+// drain target too: mark it back (shouldhaveshards = true) or remove it
+// before deciding.
 func Decide(s State, th Thresholds) Plan {
 	th = th.withDefaults()
 	var p Plan
@@ -254,6 +283,7 @@ func Decide(s State, th Thresholds) Plan {
 		}
 		return cmp.Compare(a.ID, b.ID)
 	})
+	pl := newPlanner(s, th, tenants, shared, count)
 	for _, t := range tenants {
 		if t.Share <= th.Isolate {
 			continue
@@ -264,7 +294,7 @@ func Decide(s State, th Thresholds) Plan {
 				Reason: fmt.Sprintf("share %.1f%% > %.1f%%", t.Share*100, th.Isolate*100)})
 		}
 		if t.Share > th.Dedicate {
-			p.Steps = append(p.Steps, dedicate(t, s, th, shared, count)...)
+			p.Steps = append(p.Steps, pl.dedicate(t)...)
 		}
 		if t.Share > th.Cluster {
 			p.Steps = append(p.Steps, Step{Action: ActionRecommend, Tenant: t.ID, Share: t.Share,
@@ -274,42 +304,131 @@ func Decide(s State, th Thresholds) Plan {
 	return p
 }
 
-// dedicate returns the steps that leave t's shard alone on its worker,
-// updating shared and count as if they had run.
-func dedicate(t Tenant, s State, th Thresholds, shared map[string]bool, count map[string]int) []Step {
+// planner is Decide's view of the workers while it plans the dedications,
+// updated as if the steps planned so far had run.
+type planner struct {
+	s  State
+	th Thresholds
+	// shared are the workers that take shards; count the shards per
+	// worker.
+	shared map[string]bool
+	count  map[string]int
+	// load is each worker's measured load.
+	load map[string]float64
+	// owner is the tenant each dedicated worker is for.
+	owner map[string]string
+	// target is the drain target (a dedicated worker its shard is not on
+	// yet) of a tenant.
+	target map[string]string
+	// heavyOn holds the workers with a shard of a tenant above
+	// th.Dedicate.
+	heavyOn map[string]bool
+	// bytesOn is the size of the shards on each worker; sized is false
+	// when a shard's size is unknown.
+	bytesOn map[string]int64
+	sized   bool
+}
+
+// newPlanner finds the dedicated workers' owners and the drain targets
+// (see Decide) from s; tenants are in Decide's order.
+func newPlanner(s State, th Thresholds, tenants []Tenant, shared map[string]bool, count map[string]int) *planner {
+	pl := &planner{s: s, th: th, shared: shared, count: count, load: map[string]float64{},
+		owner: map[string]string{}, target: map[string]string{}, heavyOn: map[string]bool{},
+		bytesOn: map[string]int64{}, sized: len(s.ShardBytes) > 0}
+	for _, w := range s.Workers {
+		pl.load[w.Name] = w.Load
+	}
+	for id, w := range s.Placements {
+		b, ok := s.ShardBytes[id]
+		pl.sized = pl.sized && ok
+		pl.bytesOn[w] += b
+	}
+	var heavy []Tenant
+	for _, t := range tenants {
+		if t.Share <= th.Dedicate {
+			continue
+		}
+		heavy = append(heavy, t)
+		w, ok := s.Placements[t.ShardID]
+		if !ok {
+			continue
+		}
+		pl.heavyOn[w] = true
+		if !shared[w] && pl.owner[w] == "" {
+			pl.owner[w] = t.ID
+		}
+	}
+	var free []string
+	for _, w := range sortedWorkers(s.Workers) {
+		if !w.ShouldHaveShards && !pl.heavyOn[w.Name] {
+			free = append(free, w.Name)
+		}
+	}
+	slices.SortStableFunc(free, func(a, b string) int {
+		if c := cmp.Compare(pl.bytesOn[a], pl.bytesOn[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(count[a], count[b])
+	})
+	for _, t := range heavy {
+		if len(free) == 0 {
+			break
+		}
+		if w, ok := s.Placements[t.ShardID]; ok && shared[w] {
+			pl.target[t.ID], pl.owner[free[0]] = free[0], t.ID
+			free = free[1:]
+		}
+	}
+	return pl
+}
+
+// dedicate returns the steps that leave t's shard alone on a worker of its
+// own, updating the planner as if they had run.
+func (pl *planner) dedicate(t Tenant) []Step {
+	s, th := pl.s, pl.th
 	home, ok := s.Placements[t.ShardID]
 	if !ok {
 		return []Step{{Action: ActionRecommend, Tenant: t.ID, Share: t.Share,
 			Reason: fmt.Sprintf("shard %d of tenant %s has no known placement; inspect the cluster again", t.ShardID, t.ID)}}
 	}
-	load := map[string]float64{}
-	for _, w := range s.Workers {
-		load[w.Name] = w.Load
-	}
-	for _, o := range s.Tenants {
-		if o.ID != t.ID && s.Placements[o.ShardID] == home && !shared[home] &&
-			(o.Share > t.Share || (o.Share == t.Share && o.ID < t.ID)) {
-			return []Step{{Action: ActionRecommend, Tenant: t.ID, Share: t.Share,
-				Reason: fmt.Sprintf("its shard %d is on worker %s, dedicated to tenant %s: move it to a shared worker first", t.ShardID, home, o.ID)}}
-		}
+	if o := pl.owner[home]; o != "" && o != t.ID {
+		return []Step{{Action: ActionRecommend, Tenant: t.ID, Share: t.Share,
+			Reason: fmt.Sprintf("its shard %d is on worker %s, dedicated to tenant %s: move it to a shared worker first", t.ShardID, home, o)}}
 	}
 	var steps []Step
-	if shared[home] {
-		others := 0
-		for w := range shared {
-			if w != home {
-				others++
-			}
-		}
-		if others == 0 {
+	dest, why := home, ""
+	switch {
+	case pl.owner[home] == t.ID:
+		// Already dedicated to t: empty it.
+	case pl.target[t.ID] != "":
+		dest = pl.target[t.ID]
+		why = fmt.Sprintf("worker %s is being emptied for it (it takes no shards and holds no shard of a tenant above %.1f%%); %s", dest, th.Dedicate*100,
+			pl.compare(dest, pl.cost(t, dest), home, pl.cost(t, home), "its current worker "))
+	default:
+		var ok bool
+		dest, why, ok = pl.choose(t, home)
+		if !ok {
 			return []Step{{Action: ActionRecommend, Tenant: t.ID, Share: t.Share,
 				Reason: fmt.Sprintf("share %.1f%% > %.1f%% but no other worker would be left to take shards: add a worker", t.Share*100, th.Dedicate*100)}}
 		}
-		steps = append(steps, Step{Action: ActionDedicate, Tenant: t.ID, Share: t.Share, To: home,
-			Reason: fmt.Sprintf("share %.1f%% > %.1f%%", t.Share*100, th.Dedicate*100)})
-		delete(shared, home)
+		steps = append(steps, Step{Action: ActionDedicate, Tenant: t.ID, Share: t.Share, To: dest,
+			Reason: fmt.Sprintf("share %.1f%% > %.1f%%; %s", t.Share*100, th.Dedicate*100, why)})
+		delete(pl.shared, dest)
+		pl.owner[dest] = t.ID
 	}
-	// Shards to move off home, the most loaded first, each to the shared
+	reason := func(r string) string {
+		if why == "" {
+			return r
+		}
+		return r + "; " + why
+	}
+	if dest != home {
+		// Counted on dest already, so the shards leaving dest balance
+		// the other workers as they will be.
+		pl.count[home]--
+		pl.count[dest]++
+	}
+	// Shards to move off dest, the most loaded first, each to the shared
 	// worker whose shards carry the least measured load so far (see
 	// leastLoaded): the other workers end up balanced by load, not only
 	// by count.
@@ -317,27 +436,102 @@ func dedicate(t Tenant, s State, th Thresholds, shared map[string]bool, count ma
 	projected := map[string]float64{}
 	for _, id := range sortedKeys(s.Placements) {
 		w := s.Placements[id]
-		if w != home {
+		switch {
+		case id == t.ShardID:
+		case w != dest:
 			projected[w] += s.ShardLoad[id]
-			continue
-		}
-		if id != t.ShardID {
-			// After an isolation the tenant's range shard is new, and
-			// its neighbours (the split remainders) are still on home:
-			// they move too, as every other shard does.
+		default:
+			// Every other shard on dest: after an isolation on home,
+			// the split remainders too.
 			moving = append(moving, id)
 		}
 	}
 	slices.SortStableFunc(moving, func(a, b int64) int { return cmp.Compare(s.ShardLoad[b], s.ShardLoad[a]) })
 	for _, id := range moving {
-		to := leastLoaded(shared, s.ShardLoad[id] > 0, projected, count, load)
-		steps = append(steps, Step{Action: ActionMove, Tenant: t.ID, Share: t.Share, ShardID: id, From: home, To: to,
-			Reason: fmt.Sprintf("keep worker %s for tenant %s alone", home, t.ID)})
-		count[home]--
-		count[to]++
+		to := leastLoaded(pl.shared, s.ShardLoad[id] > 0, projected, pl.count, pl.load)
+		steps = append(steps, Step{Action: ActionMove, Tenant: t.ID, Share: t.Share, ShardID: id, From: dest, To: to,
+			Reason: reason(fmt.Sprintf("keep worker %s for tenant %s alone", dest, t.ID))})
+		pl.count[dest]--
+		pl.count[to]++
 		projected[to] += s.ShardLoad[id]
 	}
+	if dest != home {
+		steps = append(steps, Step{Action: ActionMove, Tenant: t.ID, Share: t.Share, ShardID: t.ShardID, From: home, To: dest,
+			Reason: reason(fmt.Sprintf("give tenant %s its dedicated worker %s", t.ID, dest))})
+	}
 	return steps
+}
+
+// choose returns the shared worker to dedicate to t, whose shard is on the
+// shared worker home, and why; false when there is none.
+func (pl *planner) choose(t Tenant, home string) (string, string, bool) {
+	homeOK := false
+	for w := range pl.shared {
+		if w != home {
+			homeOK = true
+		}
+	}
+	best := ""
+	for _, w := range slices.Sorted(maps.Keys(pl.shared)) {
+		if w == home || pl.heavyOn[w] {
+			continue
+		}
+		if best == "" || pl.cost(t, w) < pl.cost(t, best) ||
+			(pl.cost(t, w) == pl.cost(t, best) && pl.count[w] < pl.count[best]) {
+			best = w
+		}
+	}
+	switch {
+	case best == "" && !homeOK:
+		return "", "", false
+	case best == "":
+		return home, "no other worker can be dedicated to it", true
+	case !pl.sized:
+		return home, "shard sizes unknown: its current worker is dedicated", true
+	case pl.cost(t, best) < pl.cost(t, home):
+		return best, pl.compare(best, pl.cost(t, best), home, pl.cost(t, home), "its current worker "), true
+	}
+	why := pl.compare(home, pl.cost(t, home), best, pl.cost(t, best), "worker ")
+	if pl.cost(t, home) == pl.cost(t, best) {
+		why += " (a tie keeps its current worker)"
+	}
+	return home, why, true
+}
+
+// cost is the bytes to move to dedicate worker w to t: the other shards on
+// w, and t's shard when it is not on w.
+func (pl *planner) cost(t Tenant, w string) int64 {
+	b := pl.s.ShardBytes[t.ShardID]
+	if pl.s.Placements[t.ShardID] == w {
+		return pl.bytesOn[w] - b
+	}
+	return pl.bytesOn[w] + b
+}
+
+// compare says that dedicating chosen moves cost bytes against altCost
+// to dedicate alt; what names alt ("worker " or "its current worker ").
+func (pl *planner) compare(chosen string, cost int64, alt string, altCost int64, what string) string {
+	if !pl.sized {
+		return "shard sizes unknown"
+	}
+	return fmt.Sprintf("dedicating %s moves %s vs %s to dedicate %s%s", chosen, formatBytes(cost), formatBytes(altCost), what, alt)
+}
+
+// formatBytes formats n bytes in units of 1024 as pg_size_pretty does (B,
+// kB, MB, GB, TB), with one decimal from 1 kB: 1536 is "1.5 kB".
+func formatBytes(n int64) string {
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v := float64(n)
+	units := []string{"kB", "MB", "GB", "TB"}
+	for i, u := range units {
+		v /= 1024
+		if v < 1023.95 || i == len(units)-1 {
+			return fmt.Sprintf("%.1f %s", v, u)
+		}
+	}
+	return ""
 }
 
 // leastLoaded returns the shared worker to move a shard to: for a shard
