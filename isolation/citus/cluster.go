@@ -228,9 +228,9 @@ func (l Layout) TenantShard(ctx context.Context, db DB, tenant string) (int64, e
 
 // State builds Decide's input from l and the measured load: tenants with
 // their shards, load per worker and per shard (a shard's load is the sum
-// of its tenants').
+// of its tenants'), and each shard's size in bytes (l.Bytes).
 func (l Layout) State(ctx context.Context, db DB, load Load) (State, error) {
-	s := State{Table: l.Table, Placements: l.Placements, ShardLoad: map[int64]float64{}}
+	s := State{Table: l.Table, Placements: l.Placements, ShardLoad: map[int64]float64{}, ShardBytes: l.Bytes}
 	for _, w := range l.Workers {
 		w.Load = load.Workers[w.Name]
 		s.Workers = append(s.Workers, w)
