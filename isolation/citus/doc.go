@@ -17,12 +17,21 @@
 // Decide is pure: Skew is max / median of per-worker (and per-shard) load
 // and alerts above Thresholds.Skew (default 1.5); a tenant above
 // Thresholds.Isolate (5%) gets its own shard (isolate_tenant_to_new_shard,
-// CASCADE to co-located tables); above Thresholds.Dedicate (20%) the worker
-// holding that shard is dedicated to it (shouldhaveshards = false) and
-// every other shard moves off it (citus_move_shard_placement), the most
-// loaded first, to the shared worker whose shards carry the least measured
-// load — the hot tenant's rows stay where they are; above Thresholds.Cluster (50%) a cluster of its own is recommended,
-// never applied. A step already done is not planned again.
+// CASCADE to co-located tables); above Thresholds.Dedicate (20%) a worker is
+// dedicated to it (shouldhaveshards = false), every other shard moves off
+// it (citus_move_shard_placement), the most loaded first, to the shared
+// worker whose shards carry the least measured load, and the tenant's shard
+// moves onto it if it is elsewhere. That worker is the cheapest in bytes
+// moved (citus_shards sizes): the shard's current worker costs its other
+// shards, another shared worker its own shards plus the tenant's; a tie or
+// unknown sizes keep the current worker, so the hot tenant's rows and
+// writes stay put.
+// Once chosen, a worker that takes no shards and holds no shard of a tenant
+// above Thresholds.Dedicate stays that tenant's target while it is emptied,
+// whatever the sizes say then, so re-deciding after each step never
+// dedicates a second worker. Above Thresholds.Cluster (50%) a cluster of
+// its own is recommended, never applied. A step already done is not
+// planned again.
 //
 // # Apply
 //
