@@ -57,8 +57,9 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 	rep := &reports.Report{
 		Scenario: sc.Name, Seed: sc.Seed, ScheduleHash: hex.EncodeToString(sum[:])[:16],
 		StartedAt: started, Duration: time.Since(started).Seconds(),
-		Backend:  fmt.Sprintf("local citus (coordinator + %d workers, %d shards)", sc.Backend.Workers, h.Shards),
+		Backend:  fmt.Sprintf("%s citus (coordinator + %d workers, %d shards)", sc.Backend.Kind, sc.Backend.Workers, h.Shards),
 		Dominant: "1",
+		HotShard: hotShardSection(cfg, res, h.Apply),
 	}
 	note := func(format string, args ...any) { rep.Notes = append(rep.Notes, fmt.Sprintf(format, args...)) }
 	if res.DetectedOK {
@@ -107,7 +108,7 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 		}
 	}
 	for _, rec := range res.Steps {
-		note("step %s: %.2f s, shards per worker after %v, worker load (active backends) before %s after %s",
+		note("step %s: %.2f s, shards per worker after %v, worker load (busy backends: ledger DB time through the placements) before %s after %s",
 			rec.Step, rec.Took.Seconds(), rec.After.Shards, fmtLoad(rec.Before.Load), fmtLoad(rec.After.Load))
 	}
 	for _, s := range res.Advice {
@@ -177,6 +178,69 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 	}
 	rep.Passed = passed
 	return rep
+}
+
+// hotShardSection is the structured hot-shard part of the report.
+func hotShardSection(cfg hotshard.Config, res hotshard.Result, applied bool) *reports.HotShard {
+	placement := func(s hotshard.Shard) reports.ShardPlacement {
+		return reports.ShardPlacement{ID: s.ID, Worker: s.Worker, Bytes: s.Bytes, Isolated: s.Isolated}
+	}
+	out := &reports.HotShard{HotTenant: "1", Query: string(cfg.Kind), LedgerShare: res.LedgerShare, SampledShare: res.SampledShare,
+		ShardBefore: placement(res.ShardBefore), Timeline: []reports.LoadPoint{}}
+	if res.DetectedOK {
+		s := res.Detected.Seconds()
+		out.DetectedAfter = &s
+	}
+	for _, a := range res.Alerts {
+		out.Alerts = append(out.Alerts, a.String())
+	}
+	if res.StatTenantsOK {
+		s := res.StatTenantsShare
+		out.StatTenantsShare = &s
+	}
+	window := func(name string, w hotshard.Window) reports.LoadWindow {
+		return reports.LoadWindow{Name: name, Length: w.Length.Seconds(), Workers: w.Workers, Sampled: w.Sampled, Samples: w.Samples,
+			Skew: w.SharedSkew, SampledSkew: w.SampledSkew, HotWorkerShare: w.HotWorkerShare, SampledHotWorkerShare: w.SampledHotWorkerShare,
+			HotShare: w.Shares["1"], QuietP50: ms(w.QuietP50), QuietP99: ms(w.QuietP99), QuietMax: ms(w.QuietMax),
+			QuietServiceP99: ms(w.QuietServiceP99), QuietCount: w.QuietCount, Queries: w.Queries, Dropped: w.Dropped, Errors: w.Errors}
+	}
+	out.Windows = []reports.LoadWindow{window("solo", res.Solo), window(hotShardBefore, res.Before)}
+	for _, p := range res.Timeline {
+		out.Timeline = append(out.Timeline, reports.LoadPoint{Phase: p.Phase, At: p.At.Seconds(), Workers: p.Workers, Sampled: p.Sampled,
+			WorkerSkew: p.WorkerSkew, ShardSkew: p.ShardSkew, HotShare: p.HotShare})
+	}
+	for _, s := range res.Plan.Steps {
+		out.Plan = append(out.Plan, s.String())
+	}
+	if !applied {
+		return out
+	}
+	after := placement(res.ShardAfter)
+	out.ShardAfter = &after
+	out.Windows = append(out.Windows, window(hotShardAfter, res.After))
+	counts := func(m map[string]int) map[string]int64 {
+		c := make(map[string]int64, len(m))
+		for k, v := range m {
+			c[k] = int64(v)
+		}
+		return c
+	}
+	for _, r := range res.Steps {
+		out.Steps = append(out.Steps, reports.LadderStep{Action: string(r.Step.Action), Step: r.Step.String(), Shard: r.Step.ShardID,
+			From: r.Step.From, To: r.Step.To, Skipped: r.Skipped, Took: r.Took.Seconds(),
+			ShardsBefore: counts(r.Before.Shards), ShardsAfter: counts(r.After.Shards), LoadBefore: r.Before.Load, LoadAfter: r.After.Load})
+	}
+	for _, a := range res.Advice {
+		out.Advice = append(out.Advice, a.String())
+	}
+	out.Ladder = res.LadderTook.Seconds()
+	errs := map[string]int64{}
+	for k, v := range res.Writes.Errors {
+		errs[k] = int64(v)
+	}
+	out.Writes = &reports.CheckedWrites{Acked: res.Writes.Acked, Lost: res.Writes.Lost, Duplicated: res.Writes.Duplicated,
+		MaxPause: ms(res.Writes.MaxPause), PauseEnd: res.Writes.PauseEnd.Seconds(), Errors: errs}
+	return out
 }
 
 // fmtLoad formats a per-worker load map in worker order.

@@ -67,6 +67,28 @@ func TestHotShardReport(t *testing.T) {
 			t.Errorf("no note %q in %q", want, rep.Notes)
 		}
 	}
+	// The structured section carries what the notes say, for report.json.
+	h := rep.HotShard
+	if h == nil || h.DetectedAfter == nil || *h.DetectedAfter != 0.5 || h.LedgerShare != 0.6 || h.ShardBefore.ID != 102041 ||
+		h.ShardAfter == nil || !h.ShardAfter.Isolated || h.ShardAfter.Bytes != 2560<<10 || h.StatTenantsShare != nil {
+		t.Fatalf("hot_shard section = %+v", h)
+	}
+	if len(h.Windows) != 3 || h.Windows[0].Name != "solo" || h.Windows[2].Name != "after" || h.Windows[2].HotWorkerShare != 0.35 ||
+		h.Windows[1].QuietP99 != 25 || h.Windows[1].Workers["w1"] != 2 {
+		t.Errorf("windows = %+v", h.Windows)
+	}
+	if len(h.Timeline) != 3 || h.Timeline[1].At != 1 || h.Timeline[1].WorkerSkew != 4.2 || h.Timeline[2].Phase != hotshard.PhaseAfter {
+		t.Errorf("timeline = %+v", h.Timeline)
+	}
+	if h.Writes == nil || len(h.Alerts) != 1 {
+		t.Errorf("writes %+v, alerts %v", h.Writes, h.Alerts)
+	}
+	// Plan only: no after window, shard after or writer in the section.
+	sc.HotShard.Apply = false
+	if h := hotShardReport(sc, hotshard.Config{Rate: 200}, res, time.Now()).HotShard; len(h.Windows) != 2 || h.ShardAfter != nil || h.Writes != nil {
+		t.Errorf("plan-only section = %+v", h)
+	}
+	sc.HotShard.Apply = true
 	res.Assertions[1].OK = true
 	if rep := hotShardReport(sc, hotshard.Config{Rate: 200, Before: time.Second, After: time.Second}, res, time.Now()); !rep.Passed {
 		t.Errorf("all assertions passed but the report did not")

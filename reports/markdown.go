@@ -85,6 +85,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 		}
 		mdFaults(w, c)
 	}
+	mdHotShard(w, r.HotShard)
 
 	p("\n## Assertions\n\n%s\n\n", assertionSummary(r))
 	if len(r.Assertions) == 0 {

@@ -54,6 +54,9 @@ type Report struct {
 	// Assertions are every assertion evaluated, per configuration, tenant
 	// and class.
 	Assertions []Assertion `json:"assertions"`
+	// HotShard is the hot-shard run's measurements, for a scenario with a
+	// hot_shard section; nil otherwise.
+	HotShard *HotShard `json:"hot_shard,omitempty"`
 }
 
 // Configuration is the result of one configuration (e.g. "naive",

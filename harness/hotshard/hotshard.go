@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,8 +18,10 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/workload"
 )
 
 // Defaults of Config fields left zero.
@@ -47,12 +48,14 @@ const (
 	DefaultWarmup = time.Second
 )
 
-// DefaultKind is a pg_sleep on the tenant's shard: on a small machine it
-// loads a worker without taking its CPU, so per-worker load is measurable
-// and the workers do not queue on each other's CPU. The data set's queries
-// (lookup, page) are too short to be seen by sampling there, and a report,
-// whose cost grows with the tenant's rows, saturates the CPUs.
-const DefaultKind = dataset.KindSleep
+// DefaultKind is the data set's page query (a customer's latest orders of
+// the tenant: an index scan whose cost does not grow with the tenant's
+// rows), so that the hot tenant is hot by its share of the queries, as in
+// the power law, and its shard's worker by the DB time it takes.
+// Per-worker load comes from the ledger (Attribute), not from sampling
+// alone: page queries are too short to be caught active often by
+// pg_stat_activity samples, which are kept beside it as a cross-check.
+const DefaultKind = dataset.KindPage
 
 // Assertion names.
 const (
@@ -152,17 +155,30 @@ func (c Config) withDefaults() Config {
 
 // Window is what one measured window saw.
 type Window struct {
-	// Workers is mean active backends per worker name.
+	// Length is the window's wall-clock length.
+	Length time.Duration
+	// Workers is each worker's load by worker name: the DB time of the
+	// tenants whose shard it holds, from the ledger, over the window's
+	// length (citus.Attribute), in mean busy backends.
 	Workers map[string]float64
-	// SharedSkew is max / median over workers that take shards.
-	SharedSkew float64
-	// HotWorkerShare is the share of worker load on the hot tenant's
-	// worker, 0..1.
-	HotWorkerShare float64
+	// Sampled is each worker's mean active client backends sampled in
+	// pg_stat_activity on the worker: a cross-check of Workers that also
+	// sees traffic outside the isolation stack.
+	Sampled map[string]float64
+	// Samples is the number of pg_stat_activity samples in Sampled.
+	Samples int
+	// SharedSkew is max / median of Workers over the workers that take
+	// shards; SampledSkew the same of Sampled.
+	SharedSkew, SampledSkew float64
+	// HotWorkerShare is the hot tenant's worker's share of all workers'
+	// load, 0..1, from Workers; SampledHotWorkerShare from Sampled.
+	HotWorkerShare, SampledHotWorkerShare float64
 	// QuietP50, QuietP99 and QuietMax are the quiet tenants' latencies
-	// from intended start, over QuietCount queries.
-	QuietP50, QuietP99, QuietMax time.Duration
-	QuietCount                   int64
+	// from intended start (HdrHistogram, harness/metrics), over QuietCount
+	// queries; QuietServiceP99 their service time's p99 (from the
+	// actual start).
+	QuietP50, QuietP99, QuietMax, QuietServiceP99 time.Duration
+	QuietCount                                    int64
 	// Queries and Dropped count the window's queries and arrivals dropped
 	// because DefaultMaxInFlight queries were running; Errors the queries
 	// that failed.
@@ -186,9 +202,11 @@ type Point struct {
 	// the phase's start.
 	Phase string
 	At    time.Duration
-	// Workers is each worker's mean active backends over the interval.
-	Workers map[string]float64
-	// WorkerSkew is max / median of the load of the workers that take
+	// Workers is each worker's load over the interval (DB time
+	// attributed through the placements, as Window.Workers); Sampled its
+	// mean active backends sampled in pg_stat_activity.
+	Workers, Sampled map[string]float64
+	// WorkerSkew is max / median of Workers over the workers that take
 	// shards, ShardSkew the same over the shards with a measured load (a
 	// shard's load is the sum of its tenants' shares of DB time).
 	WorkerSkew, ShardSkew float64
@@ -197,8 +215,9 @@ type Point struct {
 	HotShare float64
 }
 
-func point(phase string, at time.Duration, load citus.Load, plan citus.Plan) Point {
-	return Point{Phase: phase, At: at, Workers: load.Workers, WorkerSkew: finite(plan.WorkerSkew), ShardSkew: finite(plan.ShardSkew), HotShare: load.Tenants["1"]}
+func point(phase string, at time.Duration, t tick, plan citus.Plan) Point {
+	return Point{Phase: phase, At: at, Workers: t.load.Workers, Sampled: t.sampled.Workers,
+		WorkerSkew: finite(plan.WorkerSkew), ShardSkew: finite(plan.ShardSkew), HotShare: t.load.Tenants["1"]}
 }
 
 // Shard is tenant 1's shard of orders as citus_shards shows it.
@@ -339,6 +358,13 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 		return res, err
 	}
 	defer d.close()
+	m := &meter{d: d, db: conn, sampling: sampling}
+	for t := 1; t <= cfg.Tenants; t++ {
+		m.tenants = append(m.tenants, strconv.Itoa(t))
+	}
+	if err := m.setLayout(ctx, layout); err != nil {
+		return res, err
+	}
 
 	// Warm-up (connections open, caches warm; discarded), then solo: the
 	// quiet tenants only.
@@ -353,7 +379,12 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	res.Solo = d.window()
 
-	// The hot tenant starts; detect.
+	// The hot tenant starts; detect. citus_stat_tenants restarts its counts
+	// so that its cross-check covers this window alone.
+	statReset := citus.ResetStatTenants(ctx, conn)
+	if statReset != nil {
+		cfg.Log.Warn("citus_stat_tenants cross-check off", "err", statReset)
+	}
 	d.setHot(true)
 	t0 := time.Now()
 	bg, stop := context.WithCancel(ctx)
@@ -362,21 +393,19 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	wg.Go(func() { d.runFor(bg, cfg.Before+cfg.After+24*time.Hour) })
 	defer wg.Wait()
 	defer stop()
-	// Per-worker load is sampled (pg_stat_activity on every worker); the
-	// tenants' shares of cluster DB time come from the stack's ledger over
-	// the same interval.
-	var beforeLoad, sampled citus.Load
-	mark := d.usage()
+	// Every DetectEvery: each tenant's DB time from the stack's ledger,
+	// attributed to the worker holding its shard (per-worker load), its
+	// share of cluster DB time, and pg_stat_activity sampled on every
+	// worker as a cross-check.
+	var sampled citus.Load
+	m.start()
 	for time.Since(t0) < cfg.Before {
-		load, err := citus.Sample(ctx, sampling, cfg.DetectEvery)
+		t, err := m.measure(ctx, cfg.DetectEvery)
 		if err != nil {
 			return res, err
 		}
-		now := d.usage()
-		sampled = merge(sampled, citus.Load{Samples: load.Samples, Tenants: load.Tenants})
-		_, load.Tenants = dbTime(mark, now)
-		mark = now
-		state, err := layout.State(ctx, conn, load)
+		sampled = merge(sampled, t.sampled)
+		state, err := layout.State(ctx, conn, t.load)
 		if err != nil {
 			return res, err
 		}
@@ -385,16 +414,14 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 			res.Detected, res.DetectedOK, res.Alerts = time.Since(t0), true, plan.Alerts
 			cfg.Log.Info("hot shard detected", "after", res.Detected, "alerts", len(plan.Alerts))
 		}
-		res.Timeline = append(res.Timeline, point(PhaseBefore, time.Since(t0), load, plan))
-		beforeLoad = merge(beforeLoad, load)
+		res.Timeline = append(res.Timeline, point(PhaseBefore, time.Since(t0), t, plan))
 	}
 	res.Before = d.window()
-	beforeLoad.Tenants = res.Before.Shares
-	fill(&res.Before, beforeLoad, layout, layout.Placements[hotShard])
+	beforeLoad := m.fill(&res.Before, sampled, layout.Placements[hotShard])
 	res.LedgerShare, res.SampledShare = res.Before.Shares["1"], sampled.Tenants["1"]
 	if st, err := citus.StatTenants(ctx, conn); err != nil {
 		cfg.Log.Warn("citus_stat_tenants cross-check failed", "err", err)
-	} else {
+	} else if statReset == nil {
 		res.StatTenantsShare, res.StatTenantsOK = st["1"], len(st) > 0
 	}
 	state, err := layout.State(ctx, conn, beforeLoad)
@@ -414,10 +441,21 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	// Each step is logged with the per-worker load (DB time attributed
+	// through the placements of that moment) before and after it.
 	ladder := citus.Ladder{DB: conn, Table: "orders", Mode: cfg.Mode, Thresholds: cfg.Thresholds, Log: cfg.Log,
 		Measure: func(ctx context.Context) (map[string]float64, error) {
-			l, err := citus.Sample(ctx, citus.Sampling{Workers: workers, Interval: sampling.Interval}, DefaultStepSample)
-			return l.Workers, err
+			l, err := citus.Inspect(ctx, conn, "orders")
+			if err != nil {
+				return nil, err
+			}
+			sm := &meter{d: d, db: conn, sampling: citus.Sampling{Workers: workers, Interval: sampling.Interval}, tenants: m.tenants}
+			if err := sm.setLayout(ctx, l); err != nil {
+				return nil, err
+			}
+			sm.start()
+			t, err := sm.measure(ctx, DefaultStepSample)
+			return t.load.Workers, err
 		}}
 	lt := time.Now()
 	res.Steps, res.Advice, err = ladder.Run(ctx, beforeLoad, "", 0)
@@ -434,38 +472,42 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if err := m.setLayout(ctx, after); err != nil {
+		return res, err
+	}
 	home := after.Placements[hotShard]
 	res.ShardAfter = shardOf(after, hotShard)
 	// Steady state: the moved shards' old copies dropped now rather than
-	// by the background cleaner during the after window, then a discarded
-	// warm-up.
+	// by the background cleaner during the after window, the new shards'
+	// planner statistics taken now rather than by autovacuum during it (a
+	// shard move copies rows, not statistics), then a discarded warm-up.
 	if _, err := conn.Exec(ctx, "CALL citus_cleanup_orphaned_resources()"); err != nil {
 		return res, fmt.Errorf("clean up after the ladder: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE tenants, orders"); err != nil {
+		return res, fmt.Errorf("analyze after the ladder: %w", err)
 	}
 	if err := sleep(ctx, DefaultWarmup); err != nil {
 		return res, err
 	}
 	d.window()
-	// The after window, sampled in DetectEvery steps for the timeline.
-	var afterLoad citus.Load
-	mark = d.usage()
+	// The after window, measured in DetectEvery steps for the timeline.
+	sampled = citus.Load{}
+	m.start()
 	for t1 := time.Now(); time.Since(t1) < cfg.After; {
-		load, err := citus.Sample(ctx, sampling, min(cfg.DetectEvery, cfg.After-time.Since(t1)))
+		t, err := m.measure(ctx, min(cfg.DetectEvery, cfg.After-time.Since(t1)))
 		if err != nil {
 			return res, err
 		}
-		now := d.usage()
-		_, load.Tenants = dbTime(mark, now)
-		mark = now
-		state, err := after.State(ctx, conn, load)
+		sampled = merge(sampled, t.sampled)
+		state, err := after.State(ctx, conn, t.load)
 		if err != nil {
 			return res, err
 		}
-		res.Timeline = append(res.Timeline, point(PhaseAfter, time.Since(t1), load, citus.Decide(state, cfg.Thresholds)))
-		afterLoad = merge(afterLoad, load)
+		res.Timeline = append(res.Timeline, point(PhaseAfter, time.Since(t1), t, citus.Decide(state, cfg.Thresholds)))
 	}
 	res.After = d.window()
-	fill(&res.After, afterLoad, after, home)
+	m.fill(&res.After, sampled, home)
 	if err := w.check(ctx, conn, &res.Writes); err != nil {
 		return res, err
 	}
@@ -559,21 +601,86 @@ func merge(a, b citus.Load) citus.Load {
 	return out
 }
 
-// fill sets a window's worker figures from load.
-func fill(w *Window, load citus.Load, l citus.Layout, hot string) {
-	w.Workers = load.Workers
+// meter measures load over an interval: each tenant's DB time from the
+// driver's ledger, attributed to the worker and shard that hold it
+// (citus.Attribute, through layout), and per-worker active backends
+// sampled in pg_stat_activity (citus.Sample) as a cross-check.
+type meter struct {
+	d        *driver
+	db       citus.DB
+	sampling citus.Sampling
+	// tenants are the tenant ids whose shards are looked up.
+	tenants []string
+	layout  citus.Layout
+	shardOf map[string]int64
+	// mark and at are the ledger's reading and its time at the
+	// interval's start.
+	mark []pools.Usage
+	at   time.Time
+}
+
+// tick is one interval's measurement.
+type tick struct {
+	// load has the attributed per-worker load and the tenants' shares of
+	// DB time (ledger): what detection decides on.
+	load citus.Load
+	// sampled is what citus.Sample saw over the interval.
+	sampled citus.Load
+}
+
+// setLayout makes l the placements load is attributed through.
+func (m *meter) setLayout(ctx context.Context, l citus.Layout) error {
+	shardOf, err := l.TenantShards(ctx, m.db, m.tenants)
+	if err != nil {
+		return err
+	}
+	m.layout, m.shardOf = l, shardOf
+	return nil
+}
+
+// start starts an interval.
+func (m *meter) start() { m.mark, m.at = m.d.usage(), time.Now() }
+
+// measure samples for dur, then closes the interval and starts the next.
+func (m *meter) measure(ctx context.Context, dur time.Duration) (tick, error) {
+	sampled, err := citus.Sample(ctx, m.sampling, dur)
+	if err != nil {
+		return tick{}, err
+	}
+	now, at := m.d.usage(), time.Now()
+	dbT, shares := dbTime(m.mark, now)
+	over := at.Sub(m.at)
+	m.mark, m.at = now, at
+	workers, _, _ := citus.Attribute(m.layout.Workers, m.layout.Placements, m.shardOf, dbT, over)
+	return tick{load: citus.Load{Samples: sampled.Samples, Duration: over, Workers: workers, Tenants: shares}, sampled: sampled}, nil
+}
+
+// fill sets a window's worker figures: attributed from its DB time over
+// its length, and sampled; hot is the hot tenant's worker. It returns the
+// window's load as Decide takes it.
+func (m *meter) fill(w *Window, sampled citus.Load, hot string) citus.Load {
+	w.Workers, _, _ = citus.Attribute(m.layout.Workers, m.layout.Placements, m.shardOf, w.DBTime, w.Length)
+	w.Sampled, w.Samples = sampled.Workers, sampled.Samples
+	w.SharedSkew, w.HotWorkerShare = spread(w.Workers, m.layout, hot)
+	w.SampledSkew, w.SampledHotWorkerShare = spread(w.Sampled, m.layout, hot)
+	return citus.Load{Samples: sampled.Samples, Duration: w.Length, Workers: w.Workers, Tenants: w.Shares}
+}
+
+// spread returns the skew of load over the workers of l that take shards,
+// and hot's share of all workers' load.
+func spread(load map[string]float64, l citus.Layout, hot string) (skew, hotShare float64) {
 	var shared []float64
 	var total float64
 	for _, wk := range l.Workers {
-		total += load.Workers[wk.Name]
+		total += load[wk.Name]
 		if wk.ShouldHaveShards {
-			shared = append(shared, load.Workers[wk.Name])
+			shared = append(shared, load[wk.Name])
 		}
 	}
-	w.SharedSkew = citus.Skew(shared)
 	if total > 0 {
-		w.HotWorkerShare = load.Workers[hot] / total
+		hotShare = load[hot] / total
 	}
+	return citus.Skew(shared), hotShare
 }
 
 // driver sends open-loop queries through the isolation stack
@@ -589,20 +696,34 @@ type driver struct {
 	hot    atomic.Bool
 	seq    atomic.Int64
 
-	mu      sync.Mutex
-	quiet   []time.Duration
+	mu sync.Mutex
+	// rec holds the window's response and service times per tenant
+	// (HdrHistogram).
+	rec     *metrics.Recorder
 	queries int64
 	dropped int64
 	errs    int64
-	// mark is the ledger's reading at the window's start.
-	mark []pools.Usage
+	// mark and markAt are the ledger's reading and its time at the
+	// window's start.
+	mark   []pools.Usage
+	markAt time.Time
+}
+
+// newRecorder returns a window's recorder: no time series, no warm-up cut
+// (windows are cut by the driver).
+func newRecorder() *metrics.Recorder {
+	r, err := metrics.New(metrics.Config{Interval: -1})
+	if err != nil {
+		panic(err) // the configuration is constant and valid
+	}
+	return r
 }
 
 // warmTenant tags the warm-up calls; it is no tenant of the data set.
 const warmTenant = "warmup"
 
 func newDriver(ctx context.Context, coord backend.Node, cfg Config, params dataset.Params) (*driver, error) {
-	d := &driver{cfg: cfg, params: params, rng: rand.New(rand.NewPCG(cfg.Seed, 7))}
+	d := &driver{cfg: cfg, params: params, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), rec: newRecorder()}
 	size := int32(DefaultMaxInFlight / 2)
 	// No limiter: a per-tenant cap would throttle the hot tenant at the
 	// coordinator, a remedy other than the ladder's.
@@ -642,7 +763,7 @@ func newDriver(ctx context.Context, coord backend.Node, cfg Config, params datas
 		d.close()
 		return nil, fmt.Errorf("warm pool: %w", err)
 	}
-	d.mark = d.usage()
+	d.mark, d.markAt = d.usage(), time.Now()
 	return d, nil
 }
 
@@ -686,15 +807,11 @@ func (d *driver) window() Window {
 	now := d.usage()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	w := Window{Queries: d.queries, Dropped: d.dropped, Errors: d.errs}
+	w := Window{Queries: d.queries, Dropped: d.dropped, Errors: d.errs, Length: time.Since(d.markAt)}
 	w.DBTime, w.Shares = dbTime(d.mark, now)
-	if len(d.quiet) > 0 {
-		s := slices.Clone(d.quiet)
-		slices.Sort(s)
-		at := func(q float64) time.Duration { return s[min(len(s)-1, int(float64(len(s))*q))] }
-		w.QuietP50, w.QuietP99, w.QuietMax, w.QuietCount = at(0.5), at(0.99), s[len(s)-1], int64(len(s))
-	}
-	d.quiet, d.queries, d.dropped, d.errs, d.mark = nil, 0, 0, 0, now
+	q := d.rec.Merged(func(tenant int, _ string) bool { return tenant != 1 })
+	w.QuietP50, w.QuietP99, w.QuietMax, w.QuietServiceP99, w.QuietCount = q.P50, q.P99, q.Max, q.ServiceP99, q.Count
+	d.rec, d.queries, d.dropped, d.errs, d.mark, d.markAt = newRecorder(), 0, 0, 0, now, time.Now()
 	return w
 }
 
@@ -739,20 +856,20 @@ func (d *driver) runFor(ctx context.Context, dur time.Duration) (int64, error) {
 		seq := d.seq.Add(1)
 		wg.Go(func() {
 			defer func() { <-sem }()
+			began := time.Now()
 			err := d.query(ctx, tenant, seq)
-			lat := time.Since(intended)
+			ended := time.Now()
+			if err != nil && ctx.Err() != nil {
+				return // the run ended, not the query
+			}
 			d.mu.Lock()
 			defer d.mu.Unlock()
 			d.queries++
 			if err != nil {
-				if ctx.Err() == nil {
-					d.errs++
-				}
-				return
+				d.errs++
 			}
-			if tenant != 1 {
-				d.quiet = append(d.quiet, lat)
-			}
+			d.rec.Record(workload.Result{Op: workload.Op{Seq: seq, Tenant: tenant, Class: string(d.cfg.Kind), At: intended.Sub(start)},
+				Intended: intended, Start: began, End: ended, Err: err})
 		})
 	}
 }

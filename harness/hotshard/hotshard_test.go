@@ -36,15 +36,17 @@ func TestMerge(t *testing.T) {
 	}
 }
 
-func TestFill(t *testing.T) {
+func TestSpread(t *testing.T) {
 	l := citus.Layout{Workers: []citus.Worker{{Name: "w1"}, {Name: "w2", ShouldHaveShards: true}, {Name: "w3", ShouldHaveShards: true}}}
-	var w Window
-	fill(&w, citus.Load{Workers: map[string]float64{"w1": 6, "w2": 1, "w3": 3}}, l, "w1")
-	if w.HotWorkerShare != 0.6 {
-		t.Errorf("hot worker share = %v, want 0.6", w.HotWorkerShare)
+	skew, hot := spread(map[string]float64{"w1": 6, "w2": 1, "w3": 3}, l, "w1")
+	if hot != 0.6 {
+		t.Errorf("hot worker share = %v, want 0.6", hot)
 	}
-	if w.SharedSkew != 1.5 { // max 3 / median 2 of w2, w3: the dedicated w1 is out
-		t.Errorf("shared skew = %v, want 1.5", w.SharedSkew)
+	if skew != 1.5 { // max 3 / median 2 of w2, w3: the dedicated w1 is out
+		t.Errorf("shared skew = %v, want 1.5", skew)
+	}
+	if _, hot := spread(map[string]float64{}, l, "w1"); hot != 0 {
+		t.Errorf("hot worker share with no load = %v, want 0", hot)
 	}
 }
 
@@ -66,7 +68,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	res, err := Run(ctx, c, Config{Apply: true, Tenants: 100, QueryTime: 20 * time.Millisecond,
+	res, err := Run(ctx, c, Config{Apply: true, Tenants: 100,
 		Solo: 2 * time.Second, Before: 4 * time.Second, After: 4 * time.Second, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +80,8 @@ func TestRun(t *testing.T) {
 		name string
 		w    Window
 	}{{"solo", res.Solo}, {"before", res.Before}, {"after", res.After}} {
-		t.Logf("%-6s workers %v, shared skew %.2f, hot worker share %.2f, quiet p50 %.1f ms p99 %.1f ms, %d queries, %d dropped, %d errors, tenant 1 DB time %.1f%%",
-			w.name, w.w.Workers, w.w.SharedSkew, w.w.HotWorkerShare, ms(w.w.QuietP50), ms(w.w.QuietP99), w.w.Queries, w.w.Dropped, w.w.Errors, w.w.Shares["1"]*100)
+		t.Logf("%-6s workers %v (sampled %v over %d samples), shared skew %.2f (sampled %.2f), hot worker share %.2f (sampled %.2f), quiet p50 %.1f ms p99 %.1f ms, %d queries, %d dropped, %d errors, tenant 1 DB time %.1f%%",
+			w.name, w.w.Workers, w.w.Sampled, w.w.Samples, w.w.SharedSkew, w.w.SampledSkew, w.w.HotWorkerShare, w.w.SampledHotWorkerShare, ms(w.w.QuietP50), ms(w.w.QuietP99), w.w.Queries, w.w.Dropped, w.w.Errors, w.w.Shares["1"]*100)
 	}
 	t.Logf("ladder: %d steps in %.1f s, advice %v; writes %+v", len(res.Steps), res.LadderTook.Seconds(), res.Advice, res.Writes)
 	var at time.Duration
