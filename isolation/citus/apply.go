@@ -148,8 +148,12 @@ func (l Ladder) Run(ctx context.Context, load Load, tenant string, maxSteps int)
 // isolate_tenant_to_new_shard(Table, tenant, 'CASCADE', shard_transfer_mode
 // => Mode); dedicate: citus_set_node_property(host, port,
 // 'shouldhaveshards', false); move: citus_move_shard_placement(shard,
-// from, to, shard_transfer_mode => Mode). A recommendation returns an error
-// wrapping ErrAdvice.
+// from, to, shard_transfer_mode => Mode), from the worker holding the shard
+// now. Citus refuses to move a shard onto a worker with shouldhaveshards =
+// false, so a move onto a dedicated worker (its tenant's shard arriving)
+// sets it true for the move and false again after it, also when the move
+// fails; while the move runs, new shards may land there. A recommendation
+// returns an error wrapping ErrAdvice.
 func (l Ladder) Execute(ctx context.Context, before Layout, s Step) (Record, error) {
 	mode := l.Mode
 	if mode == "" {
@@ -208,10 +212,8 @@ func (l Ladder) Execute(ctx context.Context, before Layout, s Step) (Record, err
 		if !ok1 || !ok2 {
 			return rec, fmt.Errorf("move shard %d from %s to %s: not an active worker", s.ShardID, at, s.To)
 		}
-		_, err := l.DB.Exec(ctx, "SELECT citus_move_shard_placement($1, $2, $3, $4, $5, shard_transfer_mode => $6::citus.shard_transfer_mode)",
-			s.ShardID, from.Host, from.Port, to.Host, to.Port, string(mode))
-		if err != nil {
-			return rec, fmt.Errorf("move shard %d from %s to %s: %w", s.ShardID, at, s.To, err)
+		if err := moveShard(ctx, l.DB, s.ShardID, from, to, mode); err != nil {
+			return rec, err
 		}
 	default:
 		return rec, fmt.Errorf("execute %s: %w", s, ErrAdvice)
@@ -230,6 +232,31 @@ func (l Ladder) Execute(ctx context.Context, before Layout, s Step) (Record, err
 		rec.After.Load = load
 	}
 	return rec, nil
+}
+
+// moveShard moves shard id (and its co-located shards) from worker from
+// to worker to. When to takes no shards, the mark is lifted for the move
+// (Citus, shard_transfer.c ErrorIfTargetNodeIsNotSafeToMove: "Moving shards
+// to a node that shouldn't have a shard is not supported") and set back
+// after it, failed or not.
+func moveShard(ctx context.Context, db DB, id int64, from, to Worker, mode TransferMode) (err error) {
+	if !to.ShouldHaveShards {
+		if _, err := db.Exec(ctx, "SELECT citus_set_node_property($1, $2, 'shouldhaveshards', true)", to.Host, to.Port); err != nil {
+			return fmt.Errorf("move shard %d from %s to %s: let the dedicated worker take it: %w", id, from.Name, to.Name, err)
+		}
+		defer func() {
+			_, rerr := db.Exec(context.WithoutCancel(ctx), "SELECT citus_set_node_property($1, $2, 'shouldhaveshards', false)", to.Host, to.Port)
+			if rerr != nil {
+				err = errors.Join(err, fmt.Errorf("worker %s takes shards again, dedicate it again (citus_set_node_property shouldhaveshards false): %w", to.Name, rerr))
+			}
+		}()
+	}
+	_, err = db.Exec(ctx, "SELECT citus_move_shard_placement($1, $2, $3, $4, $5, shard_transfer_mode => $6::citus.shard_transfer_mode)",
+		id, from.Host, from.Port, to.Host, to.Port, string(mode))
+	if err != nil {
+		return fmt.Errorf("move shard %d from %s to %s: %w", id, from.Name, to.Name, err)
+	}
+	return nil
 }
 
 func worker(l Layout, name string) (Worker, bool) {

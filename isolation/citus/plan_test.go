@@ -1,12 +1,18 @@
 package citus
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestSkew(t *testing.T) {
@@ -548,4 +554,73 @@ func firstAction(p Plan) (Step, bool) {
 		}
 	}
 	return Step{}, false
+}
+
+// execDB records the statements Exec runs ("set <host> <shouldhaveshards>",
+// "move <shard> <from>><to>") and fails the one recorded as fail; it has no
+// rows to query.
+type execDB struct {
+	ran  []string
+	fail string
+}
+
+func (d *execDB) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	var rec string
+	switch {
+	case strings.Contains(sql, "citus_set_node_property"):
+		rec = fmt.Sprintf("set %v %v", args[0], strings.Contains(sql, "true"))
+	case strings.Contains(sql, "citus_move_shard_placement"):
+		rec = fmt.Sprintf("move %v %v>%v", args[0], args[1], args[3])
+	default:
+		rec = sql
+	}
+	d.ran = append(d.ran, rec)
+	if rec == d.fail {
+		return pgconn.CommandTag{}, errors.New("refused")
+	}
+	return pgconn.NewCommandTag("SELECT 1"), nil
+}
+
+func (d *execDB) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errors.New("no rows here")
+}
+
+func (d *execDB) QueryRow(context.Context, string, ...any) pgx.Row { return nil }
+
+// TestDecidedMoveOntoDedicatedWorker: a planned move onto a dedicated
+// worker (the tenant's shard arriving) lifts shouldhaveshards for the move,
+// which Citus refuses otherwise, and sets it back, also when the move
+// fails; other moves are the move alone.
+func TestDecidedMoveOntoDedicatedWorker(t *testing.T) {
+	from := Worker{Name: "a:5432", Host: "a", Port: 5432, ShouldHaveShards: true}
+	shared := Worker{Name: "b:5432", Host: "b", Port: 5432, ShouldHaveShards: true}
+	dedicated := Worker{Name: "c:5432", Host: "c", Port: 5432}
+	around := []string{"set c true", "move 7 a>c", "set c false"}
+	for _, tc := range []struct {
+		name    string
+		to      Worker
+		fail    string
+		ran     []string
+		wantErr string
+	}{
+		{name: "onto a shared worker", to: shared, ran: []string{"move 7 a>b"}},
+		{name: "onto a dedicated worker", to: dedicated, ran: around},
+		{name: "onto a dedicated worker, the move fails: marked again", to: dedicated, fail: "move 7 a>c", ran: around,
+			wantErr: "move shard 7 from a:5432 to c:5432: refused"},
+		{name: "onto a dedicated worker, the mark cannot be lifted: no move", to: dedicated, fail: "set c true", ran: around[:1],
+			wantErr: "let the dedicated worker take it: refused"},
+		{name: "onto a dedicated worker, the mark cannot be set back: said so", to: dedicated, fail: "set c false", ran: around,
+			wantErr: "worker c:5432 takes shards again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := &execDB{fail: tc.fail}
+			err := moveShard(context.Background(), db, 7, from, tc.to, TransferLogical)
+			if !slices.Equal(db.ran, tc.ran) {
+				t.Errorf("ran %v, want %v", db.ran, tc.ran)
+			}
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
 }
