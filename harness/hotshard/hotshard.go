@@ -329,6 +329,11 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: []string{"tenants", "orders"}, ShardCount: cfg.ShardCount}); err != nil {
 		return res, err
 	}
+	// Planner statistics of the shards now, not from autovacuum during
+	// the solo window.
+	if _, err := conn.Exec(ctx, "ANALYZE tenants, orders"); err != nil {
+		return res, fmt.Errorf("analyze the distributed tables: %w", err)
+	}
 	layout, err := citus.Inspect(ctx, conn, "orders")
 	if err != nil {
 		return res, err
