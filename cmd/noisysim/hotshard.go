@@ -23,9 +23,10 @@ set with tenant 1 holding --hot-share of rows and queries, distributes it
 (--shards shards), and runs: the quiet tenants alone (solo p99), tenant 1
 joining (detection timed from its start), with --apply the policy ladder
 under a checked writer for tenant 1, and the after window. Prints per-worker
-load, skew, the hot worker's share, tenant 1's share of cluster DB time (the
-isolation stack's ledger) and its shard's size, quiet p99, the steps and the
-assertions.
+load (each tenant's DB time from the isolation stack's ledger counted on the
+worker holding its shard, in mean busy backends; sampled pg_stat_activity
+beside it), skew, the hot worker's share, tenant 1's share of cluster DB time
+and its shard's size, quiet p99, the steps and the assertions.
 
 flags:
   --apply            run the ladder (default: detect and plan only)
@@ -34,9 +35,9 @@ flags:
   --tenants N        tenant count (default 100)
   --hot-share F      tenant 1's share (default 0.6)
   --rate R           queries/s, open loop (default 200)
-  --query KIND       each query, through the isolation stack: sleep (default,
-                     a pg_sleep of --query-time on the tenant's shard), or the
-                     data set's lookup, page or report on the tenant's orders
+  --query KIND       each query, through the isolation stack: the data set's
+                     page (default), lookup or report on the tenant's orders,
+                     or sleep (a pg_sleep of --query-time on the tenant's shard)
   --query-time D     a sleep query's cost on its worker (default 20ms)
   --solo D, --before D, --after D   window lengths (default 3s, 5s, 5s)
   --detect-within D  detection bound (default 3s)
@@ -142,7 +143,8 @@ func printHotShard(w io.Writer, res hotshard.Result) {
 		}
 		fmt.Fprintf(w, "%-6s quiet p99 %6.1f ms  %5d queries %d dropped", win.name, ms(win.w.QuietP99), win.w.Queries, win.w.Dropped)
 		if win.w.Workers != nil {
-			fmt.Fprintf(w, "  hot worker share %4.1f%%  skew (shared workers) %s", win.w.HotWorkerShare*100, fmtSkew(win.w.SharedSkew))
+			fmt.Fprintf(w, "  hot worker share %4.1f%% (sampled %4.1f%%)  skew (shared workers) %s (sampled %s)",
+				win.w.HotWorkerShare*100, win.w.SampledHotWorkerShare*100, fmtSkew(win.w.SharedSkew), fmtSkew(win.w.SampledSkew))
 		}
 		fmt.Fprintln(w)
 	}
