@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -214,6 +216,290 @@ func TestHotShardLadder(t *testing.T) {
 	if err != nil || len(again) != 0 {
 		t.Errorf("second run: %d steps (%v), want none", len(again), err)
 	}
+}
+
+// TestLadderDedicatesCheaperWorker drives the ladder down the path where
+// the worker dedicated to the hot tenant is not the one its shard lives on
+// (home): home also holds big shards of other tenants (about 2 MB), two
+// other workers hold a few hundred kB each and one (W) holds almost
+// nothing, so emptying W and moving the small tenant's shard there moves
+// fewer bytes than emptying home. After Run the tenant's shard is isolated
+// and alone on W, W takes no shards, home still does, no row is lost and a
+// writer for the tenant loses and duplicates nothing; a second Run does
+// nothing.
+func TestLadderDedicatesCheaperWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: the cheaper-worker ladder takes about 30 s (-short)")
+	}
+	c := startCitus(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	coord, _ := backend.First(c, backend.RoleCoordinator)
+	conn, err := pgx.Connect(ctx, coord.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+
+	// Eight small tenants; tenant 1 is the hot one (the writer's tenant).
+	orders := map[int]int64{1: 200}
+	for id := 2; id <= 8; id++ {
+		orders[id] = 20
+	}
+	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: orders, Days: 30, Customers: 20}, time.Unix(1.7e9, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: dataset.Tables}); err != nil {
+		t.Fatal(err)
+	}
+	layout, err := citus.Inspect(ctx, conn, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(layout.Workers) != 4 {
+		t.Fatalf("%d workers, want 4", len(layout.Workers))
+	}
+	hotShard, err := layout.TenantShard(ctx, conn, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := layout.Placements[hotShard]
+	var others []string
+	for _, w := range layout.Workers {
+		if w.Name != home {
+			others = append(others, w.Name)
+		}
+	}
+	// W is the last other worker by name, so it wins on bytes, not on the
+	// name order of ties.
+	wantW := others[len(others)-1]
+
+	// Big tenants: three on home (each in a shard of its own, not tenant
+	// 1's, 3000 rows each), one on each other worker but W (1000 rows).
+	candidates := make([]string, 0, 400)
+	for id := 100; id < 500; id++ {
+		candidates = append(candidates, strconv.Itoa(id))
+	}
+	shardOf, err := layout.TenantShards(ctx, conn, candidates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{home: 3, others[0]: 1, others[1]: 1}
+	used := map[int64]bool{hotShard: true}
+	var bigIDs, bigRows []int64
+	for _, cand := range candidates {
+		shard := shardOf[cand]
+		w := layout.Placements[shard]
+		if want[w] == 0 || used[shard] {
+			continue
+		}
+		want[w]--
+		used[shard] = true
+		id, _ := strconv.ParseInt(cand, 10, 64)
+		n := int64(1000)
+		if w == home {
+			n = 3000
+		}
+		bigIDs, bigRows = append(bigIDs, id), append(bigRows, n)
+	}
+	if len(bigIDs) != 5 {
+		t.Fatalf("found %d big tenants among ids 100..499 (%v), want 5", len(bigIDs), bigIDs)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO tenants SELECT t.id, 'big-' || t.id, 'standard', t.n, now() FROM unnest($1::bigint[], $2::bigint[]) t(id, n)`, bigIDs, bigRows); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO orders (tenant_id, id, created_at, amount, status, customer, note)
+		SELECT t.id, g, now(), 1, 'paid', 'c' || (g % 20), repeat('x', 200) FROM unnest($1::bigint[], $2::bigint[]) t(id, n), generate_series(1, t.n) g`, bigIDs, bigRows); err != nil {
+		t.Fatal(err)
+	}
+	// Visibility map and free space map now, so that autovacuum does not
+	// grow the shards while the test compares their sizes.
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "VACUUM ANALYZE tenants"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := citus.Inspect(ctx, conn, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytesBefore := map[string]int64{}
+	for id, w := range before.Placements {
+		bytesBefore[w] += before.Bytes[id]
+	}
+	homeOthers := bytesBefore[home] - before.Bytes[hotShard]
+	costW := bytesBefore[wantW] + before.Bytes[hotShard]
+	t.Logf("home %s: %d bytes besides tenant 1's shard %d (%d bytes); W %s: %d bytes; bytes per worker %v",
+		home, homeOthers, hotShard, before.Bytes[hotShard], wantW, bytesBefore[wantW], bytesBefore)
+	for _, w := range others[:2] {
+		if bytesBefore[w] <= bytesBefore[wantW] {
+			t.Fatalf("setup: worker %s holds %d bytes, not more than W %s (%d)", w, bytesBefore[w], wantW, bytesBefore[wantW])
+		}
+	}
+	if 2*costW >= homeOthers {
+		t.Fatalf("setup: dedicating W moves %d bytes, not well below home's %d", costW, homeOthers)
+	}
+	for _, w := range before.Workers {
+		if !w.ShouldHaveShards {
+			t.Fatalf("setup: worker %s already takes no shards", w.Name)
+		}
+	}
+	counts := func() (orders, tenants int64) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, "SELECT (SELECT count(*) FROM orders WHERE id < 1000000000), (SELECT count(*) FROM tenants)").Scan(&orders, &tenants); err != nil {
+			t.Fatal(err)
+		}
+		return orders, tenants
+	}
+	ordersBefore, tenantsBefore := counts()
+
+	// The ladder decides on shares only; the worker loads are synthetic.
+	load := citus.Load{Samples: 1, Duration: time.Second,
+		Workers: map[string]float64{home: 3, others[0]: 0.5, others[1]: 0.5, wantW: 0.5},
+		Tenants: map[string]float64{"1": 0.3}}
+	w := startWriter(ctx, t, coord.DSN(), 1, 5*time.Millisecond)
+	ladder := citus.Ladder{DB: conn, Table: "orders", Mode: citus.TransferLogical}
+	t0 := time.Now()
+	records, advice, err := ladder.Run(ctx, load, "", 0)
+	took := time.Since(t0)
+	acked, pause, errs := w.stop()
+	for _, r := range records {
+		t.Logf("%-8s %v in %v; shards before %v after %v", r.Step.Action, r.Step, r.Took.Round(time.Millisecond), r.Before.Shards, r.After.Shards)
+	}
+	t.Logf("ladder: %d steps in %v; writer: %d acknowledged, longest pause %v, errors %v; advice %v", len(records), took.Round(time.Millisecond), len(acked), pause.Round(time.Millisecond), errs, advice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(advice) != 0 {
+		t.Errorf("advice = %v, want none (share 30%% < 50%%)", advice)
+	}
+
+	after, err := citus.Inspect(ctx, conn, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard, err := after.TenantShard(ctx, conn, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.Single[shard] {
+		t.Errorf("tenant 1's shard %d is not isolated", shard)
+	}
+	if got := after.Placements[shard]; got != wantW {
+		t.Errorf("tenant 1's shard %d is on %s, want W %s (home %s)", shard, got, wantW, home)
+	}
+	var dedicated []string
+	for _, wk := range after.Workers {
+		if !wk.ShouldHaveShards {
+			dedicated = append(dedicated, wk.Name)
+		}
+		if wk.Name == home && !wk.ShouldHaveShards {
+			t.Errorf("home %s takes no shards", home)
+		}
+	}
+	if len(dedicated) != 1 || dedicated[0] != wantW {
+		t.Errorf("workers taking no shards: %v, want [%s]", dedicated, wantW)
+	}
+	for id, wk := range after.Placements {
+		if wk == wantW && id != shard {
+			t.Errorf("shard %d of orders shares W %s with tenant 1", id, wantW)
+		}
+	}
+	tenantsLayout, err := citus.Inspect(ctx, conn, "tenants")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenantsShard, err := tenantsLayout.TenantShard(ctx, conn, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, wk := range tenantsLayout.Placements {
+		if (wk == wantW) != (id == tenantsShard) {
+			t.Errorf("tenants shard %d is on %s; only tenant 1's (%d) belongs on W %s", id, wk, tenantsShard, wantW)
+		}
+	}
+
+	// The records: one dedication, of W; every move empties W, but the last,
+	// which brings tenant 1's shard from home.
+	var dedications []citus.Record
+	for i, r := range records {
+		switch r.Step.Action {
+		case citus.ActionDedicate:
+			dedications = append(dedications, r)
+		case citus.ActionMove:
+			last := i == len(records)-1
+			if last && (r.Step.ShardID != shard || r.Step.From != home || r.Step.To != wantW) {
+				t.Errorf("last step %v, want tenant 1's shard %d moved from %s to %s", r.Step, shard, home, wantW)
+			}
+			if !last && (r.Step.From != wantW || r.Step.To == wantW) {
+				t.Errorf("step %v does not empty W %s", r.Step, wantW)
+			}
+		}
+		if r.Skipped {
+			t.Errorf("step %v skipped in the first run", r.Step)
+		}
+	}
+	if len(dedications) != 1 || dedications[0].Step.To != wantW {
+		t.Fatalf("dedications %v, want one of W %s", dedications, wantW)
+	}
+	// The bytes compared: home's cost is its shards but tenant 1's, the
+	// split remainders included (they stay on home, unwritten); W's is at
+	// least its own shards.
+	reason := dedications[0].Step.Reason
+	m := regexp.MustCompile(`dedicating (\S+) moves ([0-9.]+ [kMGT]?B) vs ([0-9.]+ [kMGT]?B) to dedicate its current worker (\S+)$`).FindStringSubmatch(reason)
+	if m == nil || m[1] != wantW || m[4] != home {
+		t.Fatalf("dedication reason %q names no bytes of W %s against home %s", reason, wantW, home)
+	}
+	gotW, gotHome := parseSize(t, m[2]), parseSize(t, m[3])
+	var wantHome int64
+	for id, wk := range after.Placements {
+		_, old := before.Placements[id]
+		if wk == home && id != shard && (before.Placements[id] == home || !old) {
+			wantHome += after.Bytes[id]
+		}
+	}
+	slack := func(n int64) int64 { return n/20 + 64<<10 } // a rounded decimal, a free space map
+	if d := gotHome - wantHome; d > slack(wantHome) || -d > slack(wantHome) {
+		t.Errorf("dedication compares %s for home, want about %d bytes (%q)", m[3], wantHome, reason)
+	}
+	if gotW < bytesBefore[wantW]-slack(bytesBefore[wantW]) || gotW >= gotHome {
+		t.Errorf("dedication compares %s for W, want at least W's %d bytes and below home's %s (%q)", m[2], bytesBefore[wantW], m[3], reason)
+	}
+
+	// Every row is there: the data, and each acknowledged write once.
+	if o, tn := counts(); o != ordersBefore || tn != tenantsBefore {
+		t.Errorf("rows after the ladder: orders %d, tenants %d; want %d and %d", o, tn, ordersBefore, tenantsBefore)
+	}
+	missing, dup := checkWrites(ctx, t, conn, acked)
+	if missing != 0 || dup != 0 || len(acked) == 0 {
+		t.Errorf("writer: %d acknowledged, %d missing, %d duplicated", len(acked), missing, dup)
+	}
+	var written int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM orders WHERE tenant_id = 1 AND id >= 1000000000").Scan(&written); err != nil || written != int64(len(acked)) {
+		t.Errorf("writer rows = %d (%v), want the %d acknowledged", written, err, len(acked))
+	}
+
+	again, _, err := ladder.Run(ctx, load, "", 0)
+	if err != nil || len(again) != 0 {
+		t.Errorf("second run: %d steps (%v), want none", len(again), err)
+	}
+}
+
+// parseSize parses a size as the ladder formats it ("812 B", "1.5 kB",
+// "2.3 MB"; units of 1024) into bytes.
+func parseSize(t *testing.T, s string) int64 {
+	t.Helper()
+	num, unit, _ := strings.Cut(s, " ")
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		t.Fatalf("parse size %q: %v", s, err)
+	}
+	mult := map[string]float64{"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}[unit]
+	if mult == 0 {
+		t.Fatalf("parse size %q: unknown unit", s)
+	}
+	return int64(v * mult)
 }
 
 type writer struct {
