@@ -29,6 +29,13 @@ const (
 	DefaultColumn = "tenant_id"
 	// DefaultSampleInterval is the time between two pg_stat_activity samples.
 	DefaultSampleInterval = 100 * time.Millisecond
+	// MinViaInterval is the shortest time between two samples through the
+	// coordinator (Sampling.WorkersVia): each costs a connection set-up on
+	// every worker, about 11 ms of CPU per worker with SCRAM on 2 cores
+	// (BenchmarkWorkerSampling in harness/hotshard: 55 ms a call for 4
+	// workers, against 0.84 ms for direct queries), so shorter intervals
+	// would run calls back to back and load the workers they measure.
+	MinViaInterval = 250 * time.Millisecond
 	// DefaultTagPrefix is the application_name prefix of a tenant's
 	// connections (the isolation stack's tag t:<tenant>).
 	DefaultTagPrefix = "t:"
@@ -288,6 +295,7 @@ type Sampling struct {
 	// connections one query at a time.
 	WorkersVia DB
 	// Interval is the time between samples; 0 means DefaultSampleInterval.
+	// Sampling through WorkersVia takes at least MinViaInterval.
 	Interval time.Duration
 	// TagPrefix is the application_name prefix of tenant connections; ""
 	// means DefaultTagPrefix.
@@ -328,10 +336,10 @@ const workerActivityQuery = `SELECT count(*) FROM pg_stat_activity
 // read through coordinator with one call of Citus's
 // run_command_on_workers: the coordinator opens a new connection to each
 // worker (in parallel) for the call, runs the pg_stat_activity count there
-// and closes it, so one call costs a connection set-up (a backend start) on
-// every worker plus the query — more than a query on a connection already
-// open, which is why Sampling.Workers is the faster path. That connection
-// is not counted. Errors: ErrNotCitus (wrapped) when coordinator has no
+// and closes it, so one call costs a connection set-up (authentication and
+// a backend start) on every worker plus the query — see MinViaInterval for
+// figures; Sampling.Workers is the faster path. That connection is not
+// counted. Errors: ErrNotCitus (wrapped) when coordinator has no
 // citus extension; a *WorkerError when the command failed on a worker (its
 // text is Citus's, e.g. "failed to connect to …"); the database error
 // otherwise.
@@ -401,6 +409,9 @@ func Sample(ctx context.Context, s Sampling, d time.Duration) (Load, error) {
 	interval := s.Interval
 	if interval <= 0 {
 		interval = DefaultSampleInterval
+	}
+	if len(s.Workers) == 0 && s.WorkersVia != nil {
+		interval = max(interval, MinViaInterval)
 	}
 	prefix := s.TagPrefix
 	if prefix == "" {
