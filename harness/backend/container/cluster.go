@@ -126,6 +126,17 @@ func (c *Cluster) Nodes() []backend.Node {
 	return out
 }
 
+// PeerAddr returns the address the cluster's other nodes reach node at:
+// its name (its network alias) and port 5432, as Citus has the workers in
+// pg_dist_node; false for a node the cluster does not have. Nodes gives
+// the address this process reaches it at.
+func (c *Cluster) PeerAddr(node string) (host string, port int, ok bool) {
+	if _, ok := c.node(node); !ok {
+		return "", 0, false
+	}
+	return node, pgPort, true
+}
+
 // Close removes every container (with its anonymous volumes) and the
 // network of the cluster, by label; with WithKeep it only releases the
 // Docker client. It is idempotent and safe from several goroutines.
@@ -322,12 +333,29 @@ fi
 exec "$@"
 `
 
+// CitusSettings are applied to coordinators and workers after
+// DefaultSettings and before Spec.Settings: logical WAL and replication
+// slots for shard moves (citus_move_shard_placement, force_logical),
+// prepared transactions for multi-shard writes, and per-tenant statistics
+// (citus_stat_tenants). citus is always added to shared_preload_libraries.
+var CitusSettings = map[string]string{
+	"wal_level":                 "logical",
+	"max_replication_slots":     "20",
+	"max_wal_senders":           "20",
+	"max_prepared_transactions": "100",
+	"citus.stat_tenants_track":  "all",
+}
+
 // serverArgs returns `postgres -c k=v …` with the defaults, the spec's
 // settings and what the role needs.
 func (c *Cluster) serverArgs(p nodePlan) []string {
 	s := maps.Clone(DefaultSettings)
+	citus := p.role == backend.RoleCoordinator || p.role == backend.RoleWorker
+	if citus {
+		maps.Copy(s, CitusSettings)
+	}
 	maps.Copy(s, c.settings)
-	if p.role == backend.RoleCoordinator || p.role == backend.RoleWorker {
+	if citus {
 		libs := s["shared_preload_libraries"]
 		if !slices.Contains(strings.Split(strings.ReplaceAll(libs, " ", ""), ","), "citus") {
 			s["shared_preload_libraries"] = strings.TrimSuffix("citus,"+libs, ",")
@@ -359,6 +387,11 @@ func (c *Cluster) run(ctx context.Context, p nodePlan, image string, port int) (
 			"POSTGRES_PASSWORD": c.password,
 			"POSTGRES_DB":       database,
 			"PGPASSFILE":        "/var/lib/postgresql/.pgpass",
+			// The postgres user's home: an entry point that drops root
+			// without setting it (setpriv) leaves /root, where libpq's
+			// node-to-node connections (Citus, sslmode=require) fail to
+			// read ~/.postgresql/postgresql.crt.
+			"HOME": "/var/lib/postgresql",
 			// Throwaway data: initdb need not wait for the disk.
 			"POSTGRES_INITDB_ARGS": "--no-sync",
 		},
@@ -423,7 +456,11 @@ func (c *Cluster) run(ctx context.Context, p nodePlan, image string, port int) (
 			// Interrupted: the container's log says nothing about it.
 			return nil, fmt.Errorf("start node %s: %w", p.name, ctx.Err())
 		}
-		return nil, &NodeStartError{Node: p.name, Log: c.logTail(n.id, 30), Err: err}
+		tail := c.logTail(n.id, 30)
+		if (p.role == backend.RoleCoordinator || p.role == backend.RoleWorker) && strings.Contains(tail, noCitusLog) {
+			return nil, &CitusImageError{Image: image, Node: p.name}
+		}
+		return nil, &NodeStartError{Node: p.name, Log: tail, Err: err}
 	}
 	if err := waitQuery(ctx, n.info, p.upstream != "", c.b.startLimit); err != nil {
 		return nil, &NodeStartError{Node: p.name, Log: c.logTail(n.id, 30), Err: err}
@@ -468,22 +505,42 @@ func query(ctx context.Context, n backend.Node, standby bool) error {
 	return nil
 }
 
-// registerWorkers makes the coordinator a Citus coordinator and adds every
-// worker by its network alias.
+// noCitusLog is what PostgreSQL logs when shared_preload_libraries names
+// citus and the image has no citus library.
+const noCitusLog = `could not access file "citus"`
+
+// registerWorkers creates the citus extension on every node (an image's
+// own init script may have done so already), makes the coordinator a
+// Citus coordinator and adds every worker by its network alias and port
+// 5432 (see PeerAddr).
 func (c *Cluster) registerWorkers(ctx context.Context) error {
 	t0 := time.Now()
 	coord, ok := backend.First(c, backend.RoleCoordinator)
 	if !ok {
 		return errors.New("register workers: no coordinator")
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, n := range c.Nodes() {
+		g.Go(func() error {
+			conn, err := pgx.Connect(gctx, n.DSN())
+			if err != nil {
+				return fmt.Errorf("connect to %s: %w", n.Name, err)
+			}
+			defer conn.Close(context.Background())
+			if _, err := conn.Exec(gctx, "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
+				return fmt.Errorf("create extension citus on %s: %w", n.Name, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
 	conn, err := pgx.Connect(ctx, coord.DSN())
 	if err != nil {
 		return fmt.Errorf("connect to coordinator: %w", err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
-		return fmt.Errorf("create extension citus on the coordinator: %w", err)
-	}
 	if _, err := conn.Exec(ctx, "SELECT citus_set_coordinator_host($1, $2)", "coordinator", pgPort); err != nil {
 		return fmt.Errorf("set coordinator host: %w", err)
 	}

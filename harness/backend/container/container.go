@@ -35,8 +35,9 @@ const (
 )
 
 // TopologyCitus is a Citus coordinator and Spec.Nodes workers (default
-// DefaultWorkers) on one Docker network, the workers registered with
-// citus_add_node by their network alias.
+// DefaultWorkers) on one Docker network, with CitusSettings, the citus
+// extension created on every node and the workers registered with
+// citus_add_node by their network alias (Cluster.PeerAddr).
 const TopologyCitus backend.Topology = "citus"
 
 // Defaults of Backend options and topologies.
@@ -219,7 +220,8 @@ func (b *Backend) Image(r backend.Role) string {
 //
 // Errors: *backend.TopologyError or a backend.ErrBadInput error for a bad
 // spec; *DockerError (no daemon) or *ImageError (image missing and not
-// pullable), both backend.ErrNotInstalled; *NodeStartError when a node does
+// pullable) and *CitusImageError (a Citus node's image has no citus
+// extension), all backend.ErrNotInstalled; *NodeStartError when a node does
 // not become ready; ctx.Err() wrapped when ctx ends first. On error
 // everything created is removed.
 func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster, error) {

@@ -3,6 +3,8 @@ package container_test
 import (
 	"context"
 	"errors"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,9 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/container"
+	"github.com/noisysim/noisysim/harness/hotshard"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/citus"
 )
 
 func connect(t *testing.T, n backend.Node) *pgx.Conn {
@@ -179,22 +184,124 @@ func pingOnce(ctx context.Context, n backend.Node) error {
 	return err
 }
 
+// citusImage returns the image of the Citus tests: $NOISYSIM_CITUS_IMAGE,
+// else DefaultCitusImage when it is present; otherwise it skips tb with one
+// line.
+func citusImage(tb testing.TB) string {
+	tb.Helper()
+	if img := os.Getenv("NOISYSIM_CITUS_IMAGE"); img != "" {
+		needImage(tb, img, "NOISYSIM_CITUS_IMAGE names it: build or pull it")
+		return img
+	}
+	needImage(tb, container.DefaultCitusImage, "pull it, or set NOISYSIM_CITUS_IMAGE to a local image with Citus installed")
+	return container.DefaultCitusImage
+}
+
+// TestCitus starts a coordinator and 2 workers: the workers must be in
+// pg_dist_node by network alias (what PeerAddr says), with CitusSettings;
+// a distributed table must take rows and move a shard with force_logical;
+// sampling through the coordinator must give one entry per worker, and
+// hotshard.WorkerSampling must reach the workers directly.
 func TestCitus(t *testing.T) {
-	needImage(t, container.DefaultCitusImage, "pull it where a registry is reachable")
+	image := citusImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := container.Start(ctx, backend.Spec{Topology: container.TopologyCitus}, testLabel)
+	c, err := container.Start(ctx, backend.Spec{Topology: container.TopologyCitus, Nodes: 2},
+		container.WithImage(backend.RoleCoordinator, image), container.WithImage(backend.RoleWorker, image), testLabel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	coord, _ := backend.First(c, backend.RoleCoordinator)
-	var workers int
-	if err := connect(t, coord).QueryRow(ctx, "SELECT count(*) FROM citus_get_active_worker_nodes()").Scan(&workers); err != nil {
+	conn := connect(t, coord)
+	names, err := citus.WorkerNames(ctx, conn)
+	if want := []string{"worker1:5432", "worker2:5432"}; err != nil || !slices.Equal(names, want) {
+		t.Fatalf("pg_dist_node workers %v (%v), want %v", names, err, want)
+	}
+	if host, port, ok := c.PeerAddr("worker2"); !ok || host != "worker2" || port != 5432 {
+		t.Errorf("PeerAddr(worker2) = %s, %d, %v; want worker2, 5432, true", host, port, ok)
+	}
+	if _, _, ok := c.PeerAddr("worker9"); ok {
+		t.Errorf("PeerAddr(worker9) found a node the cluster lacks")
+	}
+	var wal, track string
+	w1 := c.Nodes()[1]
+	if err := connect(t, w1).QueryRow(ctx, "SELECT current_setting('wal_level'), current_setting('citus.stat_tenants_track')").Scan(&wal, &track); err != nil {
 		t.Fatal(err)
 	}
-	if workers != container.DefaultWorkers {
-		t.Errorf("%d active workers, want %d", workers, container.DefaultWorkers)
+	if wal != "logical" || track != "all" {
+		t.Errorf("%s: wal_level %s, citus.stat_tenants_track %s; want logical, all (CitusSettings)", w1.Name, wal, track)
+	}
+
+	// Rows in a distributed table, and a shard moved between workers.
+	var rows, shard int64
+	var from string
+	_, err = conn.Exec(ctx, "CREATE TABLE t (id int PRIMARY KEY)")
+	if err == nil {
+		_, err = conn.Exec(ctx, "SELECT create_distributed_table('t', 'id', shard_count => 4)")
+	}
+	if err == nil {
+		_, err = conn.Exec(ctx, "INSERT INTO t SELECT generate_series(1, 1000)")
+	}
+	if err == nil {
+		err = conn.QueryRow(ctx, "SELECT shardid, nodename FROM citus_shards WHERE table_name = 't'::regclass ORDER BY shardid LIMIT 1").Scan(&shard, &from)
+	}
+	to := "worker1"
+	if from == to {
+		to = "worker2"
+	}
+	if err == nil {
+		_, err = conn.Exec(ctx, "SELECT citus_move_shard_placement($1, $2, 5432, $3, 5432, shard_transfer_mode => 'force_logical')", shard, from, to)
+	}
+	if err == nil {
+		err = conn.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&rows)
+	}
+	if err != nil || rows != 1000 {
+		t.Fatalf("distributed table: %d rows after moving shard %d from %s to %s (%v), want 1000", rows, shard, from, to, err)
+	}
+
+	t0 := time.Now()
+	counts, err := citus.WorkerActivity(ctx, conn)
+	t.Logf("WorkerActivity through the coordinator: %v in %v", counts, time.Since(t0).Round(time.Millisecond))
+	if err != nil || len(counts) != 2 {
+		t.Fatalf("WorkerActivity = %v (%v), want one entry per worker", counts, err)
+	}
+	for _, n := range names {
+		if _, ok := counts[n]; !ok {
+			t.Errorf("WorkerActivity has no entry for %s: %v", n, counts)
+		}
+	}
+	s, closeFn, err := hotshard.WorkerSampling(ctx, c, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	if len(s.Workers) != 2 || s.WorkersVia != nil || s.Workers["worker1:5432"] == nil || s.Workers["worker2:5432"] == nil {
+		t.Errorf("WorkerSampling: Workers %v, WorkersVia %v; want direct pools keyed worker1:5432, worker2:5432", s.Workers, s.WorkersVia)
+	}
+	load, err := citus.Sample(ctx, s, 50*time.Millisecond)
+	if err != nil || len(load.Workers) != 2 {
+		t.Errorf("direct sample: %v (%v), want 2 workers", load.Workers, err)
+	}
+}
+
+// TestCitusWithoutCitus gives the Citus nodes an image without Citus: Start
+// must say so in one line (backend.ErrNotInstalled: the CLI exits 2).
+func TestCitusWithoutCitus(t *testing.T) {
+	needImage(t, testImage(), buildHint)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := container.Start(ctx, backend.Spec{Topology: container.TopologyCitus, Nodes: 2}, container.WithImages(testImage()), testLabel)
+	var ce *container.CitusImageError
+	if !errors.As(err, &ce) || !errors.Is(err, backend.ErrNotInstalled) || ce.Image != testImage() || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v, want one-line *CitusImageError for %s", err, testImage())
+	}
+}
+
+// The scenario's worker bound for kind docker is the backend's.
+func TestScenarioDockerWorkers(t *testing.T) {
+	if scenario.MaxDockerWorkers != container.MaxNodes {
+		t.Errorf("scenario.MaxDockerWorkers = %d, container.MaxNodes = %d", scenario.MaxDockerWorkers, container.MaxNodes)
 	}
 }
 

@@ -15,7 +15,10 @@
 // single (node "primary"), replica ("primary" and "replica1", a hot standby
 // made by pg_basebackup through a replication slot), primaries (Spec.Nodes
 // plain primaries) and TopologyCitus (a "coordinator" and Spec.Nodes
-// workers, default 4, registered with citus_add_node by network alias).
+// workers, default 4, with CitusSettings — logical WAL for shard moves,
+// citus_stat_tenants — registered with citus_add_node by network alias:
+// pg_dist_node names worker1:5432, which Cluster.PeerAddr maps back to the
+// node this process reaches at 127.0.0.1:<published port>).
 // Every cluster gets its own Docker network, noisysim-<run id>; each node
 // has its name as network alias and publishes port 5432 on 127.0.0.1 at a
 // free port.
@@ -23,7 +26,10 @@
 // # Images
 //
 // Plain nodes run DefaultImage (the official postgres image) and Citus
-// nodes DefaultCitusImage, both at pinned tags; WithImage sets one per role.
+// nodes DefaultCitusImage, both at pinned tags; WithImage sets one per role
+// (a scenario's backend.image and backend.images, `noisysim run --image`).
+// A Citus node's image needs the citus extension installed for its
+// PostgreSQL; one without it fails Start with *CitusImageError.
 // Any image whose entry point honours the official image's POSTGRES_USER,
 // POSTGRES_PASSWORD, POSTGRES_DB and /docker-entrypoint-initdb.d works:
 // LocalTestImage, built by .ci/pg-image.sh from Debian's packages, is what

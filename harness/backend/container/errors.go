@@ -14,6 +14,8 @@ var (
 	ErrNoDocker = errors.New("no docker daemon reachable")
 	// ErrNoImage means an image is neither present nor pullable.
 	ErrNoImage = errors.New("container image unavailable")
+	// ErrNoCitus means the image of a Citus node has no citus extension.
+	ErrNoCitus = errors.New("no citus extension in the image")
 	// ErrNodeStart means a node's container did not become ready.
 	ErrNodeStart = errors.New("node did not start")
 	// ErrUnknownNode means a fault names a node the cluster does not have.
@@ -67,6 +69,22 @@ func (e *NodeStartError) Error() string {
 
 // Unwrap returns ErrNodeStart and the cause.
 func (e *NodeStartError) Unwrap() []error { return []error{ErrNodeStart, e.Err} }
+
+// CitusImageError reports an image given to Citus nodes (coordinator,
+// worker) that has no citus extension: PostgreSQL could not load it. It
+// unwraps to ErrNoCitus and backend.ErrNotInstalled.
+type CitusImageError struct {
+	Image string
+	Node  string
+}
+
+func (e *CitusImageError) Error() string {
+	return fmt.Sprintf("image %s has no citus extension (node %s could not load it); "+
+		"give the coordinator and workers an image with Citus installed", e.Image, e.Node)
+}
+
+// Unwrap returns ErrNoCitus and backend.ErrNotInstalled.
+func (e *CitusImageError) Unwrap() []error { return []error{ErrNoCitus, backend.ErrNotInstalled} }
 
 // NotFoundError reports a run id that nothing of noisysim's on the daemon
 // carries (Run "" when none was given). It unwraps to ErrNoCluster and
