@@ -26,10 +26,21 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// TopologyCitus is an existing Citus cluster given by its coordinator's
+// DSN (Config.Primary). It has the same name as the local and container
+// backends' citus topologies.
+const TopologyCitus backend.Topology = "citus"
+
+// Supported lists the topologies Start accepts.
+var Supported = []backend.Topology{backend.TopologySingle, backend.TopologyReplica, TopologyCitus}
+
 // Errors returned by Start.
 var (
 	// ErrNoPrimary means Config.Primary is empty.
 	ErrNoPrimary = fmt.Errorf("no primary DSN: %w", backend.ErrBadInput)
+	// ErrNotCitus means the DSN of topology citus does not name a Citus
+	// coordinator with active workers. It wraps backend.ErrBadInput.
+	ErrNotCitus = fmt.Errorf("not a Citus coordinator: %w", backend.ErrBadInput)
 	// ErrRole means a server is not what its DSN claims: the primary is in
 	// recovery, or the replica is not.
 	ErrRole = errors.New("server has the wrong role")
@@ -56,7 +67,14 @@ func New(cfg Config) *Backend {
 // and runs a query, and checks that the primary is not in recovery and the
 // replica is (ErrRole). The topology is spec.Topology, or when empty replica
 // if a replica DSN was given, else single; single ignores the replica;
-// replica without a replica DSN fails with backend.ErrBadInput. Spec.Settings
+// replica without a replica DSN fails with backend.ErrBadInput. TopologyCitus
+// takes Config.Primary as a Citus coordinator's DSN (node "coordinator",
+// RoleCoordinator; no replica) and checks that it has the citus extension,
+// is the coordinator (pg_dist_local_group 0, not a worker) and has at least
+// one active primary worker (ErrNotCitus otherwise); the
+// workers are not nodes of the Cluster, as this process may not reach them
+// at the names pg_dist_node has: reach them through the coordinator, and
+// Spec.Nodes is not checked. Spec.Settings
 // cannot be applied to servers noisysim does not own: each one whose
 // current_setting differs textually is logged as a warning. Errors never
 // hold a password.
@@ -83,8 +101,13 @@ func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Cluster
 			return nil, fmt.Errorf("start external cluster: topology replica needs a replica DSN: %w", backend.ErrBadInput)
 		}
 		wants = append(wants, want{"replica1", b.cfg.Replica, backend.RoleReplica})
+	case TopologyCitus:
+		if b.cfg.Replica != "" {
+			return nil, fmt.Errorf("start external cluster: topology citus takes the coordinator's DSN only, not a replica DSN: %w", backend.ErrBadInput)
+		}
+		wants[0] = want{"coordinator", b.cfg.Primary, backend.RoleCoordinator}
 	default:
-		return nil, &backend.TopologyError{Topology: topo, Supported: []backend.Topology{backend.TopologySingle, backend.TopologyReplica}}
+		return nil, &backend.TopologyError{Topology: topo, Supported: Supported}
 	}
 	c := &Cluster{}
 	for _, w := range wants {
@@ -117,6 +140,11 @@ func (b *Backend) check(ctx context.Context, n backend.Node, settings map[string
 		}
 		return fmt.Errorf("check %s: %s: %w", n, state, ErrRole)
 	}
+	if n.Role == backend.RoleCoordinator {
+		if err := checkCoordinator(ctx, conn, n); err != nil {
+			return err
+		}
+	}
 	for k, v := range settings {
 		var cur string
 		if err := conn.QueryRow(ctx, "SELECT current_setting($1, true)", k).Scan(&cur); err != nil {
@@ -126,6 +154,35 @@ func (b *Backend) check(ctx context.Context, n backend.Node, settings map[string
 			b.log.Warn("external server setting differs from the spec; noisysim cannot change it",
 				"node", n.Name, "setting", k, "want", v, "have", cur)
 		}
+	}
+	return nil
+}
+
+// checkCoordinator returns ErrNotCitus (wrapped, with how to fix it) unless
+// n has the citus extension, is the coordinator and has at least one
+// active primary worker.
+func checkCoordinator(ctx context.Context, conn *pgx.Conn, n backend.Node) error {
+	var citus bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')").Scan(&citus); err != nil {
+		return fmt.Errorf("query %s: %w", n, err)
+	}
+	if !citus {
+		return fmt.Errorf("check %s: database %s has no citus extension; give the DSN of a Citus coordinator (CREATE EXTENSION citus, then citus_add_node for each worker): %w",
+			n, n.Database, ErrNotCitus)
+	}
+	var group int
+	if err := conn.QueryRow(ctx, "SELECT groupid FROM pg_dist_local_group").Scan(&group); err != nil {
+		return fmt.Errorf("query %s: %w", n, err)
+	}
+	if group != 0 {
+		return fmt.Errorf("check %s: it is a Citus worker (group %d), not the coordinator; give the coordinator's DSN: %w", n, group, ErrNotCitus)
+	}
+	var workers int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM citus_get_active_worker_nodes()").Scan(&workers); err != nil {
+		return fmt.Errorf("list workers of %s: %w", n, err)
+	}
+	if workers == 0 {
+		return fmt.Errorf("check %s: the coordinator has no active worker; add workers with citus_add_node: %w", n, ErrNotCitus)
 	}
 	return nil
 }
@@ -239,7 +296,8 @@ type Cluster struct {
 
 var _ backend.Cluster = (*Cluster)(nil)
 
-// Nodes returns the primary, then the replica if any.
+// Nodes returns the primary, then the replica if any; for TopologyCitus
+// the coordinator alone.
 func (c *Cluster) Nodes() []backend.Node { return append([]backend.Node(nil), c.nodes...) }
 
 // Close does nothing and returns nil: the servers are not noisysim's.

@@ -1,14 +1,18 @@
 package external_test
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/external"
+	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 )
 
@@ -93,4 +97,63 @@ func TestExternalErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExternalCitus takes an existing Citus cluster by its coordinator's
+// DSN: one node, the coordinator. A plain server, a worker, a coordinator
+// without workers and a replica DSN are refused, each with ErrBadInput
+// (exit 2) and one line saying what to give instead.
+func TestExternalCitus(t *testing.T) {
+	lc := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus, Nodes: 2})
+	coord, _ := backend.First(lc, backend.RoleCoordinator)
+	worker, _ := backend.First(lc, backend.RoleWorker)
+
+	c, err := external.New(external.Config{Primary: coord.DSN()}).Start(t.Context(), backend.Spec{Topology: external.TopologyCitus, Nodes: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := c.Nodes()
+	if len(nodes) != 1 || nodes[0].Name != "coordinator" || nodes[0].Role != backend.RoleCoordinator || nodes[0].Port != coord.Port {
+		t.Fatalf("nodes = %v, want the coordinator alone at port %d", nodes, coord.Port)
+	}
+
+	plain := localtest.Start(t, backend.Spec{})
+	p, _ := backend.First(plain, backend.RolePrimary)
+	lone := localtest.Start(t, backend.Spec{Settings: map[string]string{"shared_preload_libraries": "citus"}})
+	l, _ := backend.First(lone, backend.RolePrimary)
+	if err := exec(t, l, "CREATE EXTENSION citus"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  external.Config
+		want string
+	}{
+		{"plain PostgreSQL", external.Config{Primary: p.DSN()}, "has no citus extension; give the DSN of a Citus coordinator"},
+		{"a worker", external.Config{Primary: worker.DSN()}, "is a Citus worker"},
+		{"no workers", external.Config{Primary: l.DSN()}, "no active worker; add workers with citus_add_node"},
+		{"replica DSN", external.Config{Primary: coord.DSN(), Replica: worker.DSN()}, "not a replica DSN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := external.New(tc.cfg).Start(t.Context(), backend.Spec{Topology: external.TopologyCitus})
+			t.Log(err)
+			if !errors.Is(err, backend.ErrBadInput) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want one line with %q (ErrBadInput)", err, tc.want)
+			}
+			if strings.Contains(err.Error(), coord.Password) {
+				t.Errorf("error shows a password: %v", err)
+			}
+		})
+	}
+}
+
+func exec(t *testing.T, n backend.Node, sql string) error {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), n.DSN())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), sql)
+	return err
 }
