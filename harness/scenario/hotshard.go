@@ -6,10 +6,22 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 )
 
-// TopologyCitus is a Citus coordinator and Backend.Workers workers (kind
-// local: the citus extension must be installed for the local PostgreSQL).
-// It needs a hot_shard section.
+// TopologyCitus is a Citus cluster, from one of three backend kinds: local
+// (a coordinator and Backend.Workers workers as local processes; the citus
+// extension must be installed for the local PostgreSQL), docker (the same
+// in containers; Backend.Image or Backend.Images names an image with
+// Citus) or external (an existing cluster: Backend.PrimaryDSN is its
+// coordinator's DSN, the workers are those in its pg_dist_node). It needs
+// a hot_shard section.
 const TopologyCitus backend.Topology = "citus"
+
+// Worker counts of topology citus: MaxDockerWorkers is the container
+// backend's node limit (container.MaxNodes).
+const (
+	MinWorkers       = 2
+	MaxWorkers       = 64
+	MaxDockerWorkers = 32
+)
 
 // Hot-shard defaults, applied to keys a hot_shard section leaves out.
 const (
@@ -95,9 +107,10 @@ type HotShard struct {
 func (s *Scenario) HotSharding() bool { return s.ix.has("hot_shard") }
 
 // applyHotShardDefaults fills a present hot_shard section, and the worker
-// count of topology citus.
+// count of topology citus (kinds local and docker: an external cluster has
+// the workers it has).
 func (s *Scenario) applyHotShardDefaults() {
-	if s.Backend.Topology == TopologyCitus && !s.ix.has("backend.workers") {
+	if s.Backend.Topology == TopologyCitus && s.Backend.Kind != BackendExternal && !s.ix.has("backend.workers") {
 		s.Backend.Workers = DefaultWorkers
 	}
 	if !s.ix.has("hot_shard") {
@@ -131,15 +144,28 @@ func (s *Scenario) applyHotShardDefaults() {
 
 // hotShard checks the hot_shard section and its link to topology citus.
 func (c *checker) hotShard(s *Scenario) {
-	citus := s.Backend.Topology == TopologyCitus
-	if citus && s.Backend.Kind != BackendLocal {
-		c.add("backend.topology", "citus needs kind local")
-	}
-	if citus && (s.Backend.Workers < 2 || s.Backend.Workers > 64) {
-		c.add("backend.workers", "must be in 2..64, got %d", s.Backend.Workers)
-	}
-	if !citus && s.Backend.Workers != 0 {
-		c.add("backend.workers", "only for topology citus")
+	b := &s.Backend
+	citus := b.Topology == TopologyCitus
+	switch {
+	case !citus:
+		if b.Workers != 0 {
+			c.add("backend.workers", "only for topology citus")
+		}
+	case b.Kind == BackendExternal:
+		if s.ix.has("backend.workers") {
+			c.add("backend.workers", "not for kind external: the workers are those in the coordinator's pg_dist_node")
+		}
+		if b.ReplicaDSN != "" {
+			c.add("backend.replica_dsn", "not for topology citus: backend.primary_dsn is the Citus coordinator's DSN")
+		}
+	case b.Kind == BackendDocker:
+		if b.Workers < MinWorkers || b.Workers > MaxDockerWorkers {
+			c.add("backend.workers", "must be in %d..%d with kind docker, got %d", MinWorkers, MaxDockerWorkers, b.Workers)
+		}
+	default:
+		if b.Workers < MinWorkers || b.Workers > MaxWorkers {
+			c.add("backend.workers", "must be in %d..%d, got %d", MinWorkers, MaxWorkers, b.Workers)
+		}
 	}
 	if !s.HotSharding() {
 		if citus {

@@ -66,3 +66,53 @@ func TestHotShardInvalid(t *testing.T) {
 		t.Errorf("hot_shard on single: err = %v", err)
 	}
 }
+
+// TestHotShardBackendKinds: topology citus runs on local processes, in
+// containers or on an existing cluster by the coordinator's DSN; each
+// rejected combination names its field.
+func TestHotShardBackendKinds(t *testing.T) {
+	t.Setenv("NOISYSIM_TEST_COORDINATOR", "postgres://u@127.0.0.1:5432/db")
+	for _, tc := range []struct {
+		name, backend string
+		workers       int    // accepted: Backend.Workers after defaults
+		field, msg    string // rejected: the field and part of its message
+	}{
+		{name: "local default workers", backend: "{kind: local, topology: citus}", workers: DefaultWorkers},
+		{name: "local 64 workers", backend: "{kind: local, topology: citus, workers: 64}", workers: 64},
+		{name: "docker default workers", backend: "{kind: docker, topology: citus}", workers: DefaultWorkers},
+		{name: "docker with a citus image", backend: "{kind: docker, topology: citus, workers: 2, image: noisysim-local/citus:dev}", workers: 2},
+		{name: "docker with per-role images", backend: "{kind: docker, topology: citus, images: {coordinator: c:1, worker: w:1}}", workers: DefaultWorkers},
+		{name: "external coordinator DSN", backend: `{kind: external, topology: citus, primary_dsn: "${NOISYSIM_TEST_COORDINATOR}"}`, workers: 0},
+
+		{name: "local 1 worker", backend: "{kind: local, topology: citus, workers: 1}", field: "backend.workers", msg: "must be in 2..64, got 1"},
+		{name: "local 65 workers", backend: "{kind: local, topology: citus, workers: 65}", field: "backend.workers", msg: "must be in 2..64, got 65"},
+		{name: "docker 33 workers", backend: "{kind: docker, topology: citus, workers: 33}", field: "backend.workers", msg: "must be in 2..32 with kind docker, got 33"},
+		{name: "docker 1 worker", backend: "{kind: docker, topology: citus, workers: 1}", field: "backend.workers", msg: "must be in 2..32 with kind docker"},
+		{name: "external with workers", backend: `{kind: external, topology: citus, primary_dsn: "${NOISYSIM_TEST_COORDINATOR}", workers: 4}`,
+			field: "backend.workers", msg: "not for kind external"},
+		{name: "external with a replica", backend: `{kind: external, topology: citus, primary_dsn: "${NOISYSIM_TEST_COORDINATOR}", replica_dsn: "${NOISYSIM_TEST_COORDINATOR}"}`,
+			field: "backend.replica_dsn", msg: "not for topology citus"},
+		{name: "external without DSN", backend: "{kind: external, topology: citus}", field: "backend.primary_dsn", msg: "required for kind external"},
+		{name: "local with an image", backend: "{kind: local, topology: citus, image: noisysim-local/citus:dev}", field: "backend.image", msg: "only for kind docker"},
+		{name: "external with an image", backend: `{kind: external, topology: citus, primary_dsn: "${NOISYSIM_TEST_COORDINATOR}", image: x}`,
+			field: "backend.image", msg: "only for kind docker"},
+		{name: "workers without citus", backend: "{kind: docker, topology: single, workers: 4}", field: "backend.workers", msg: "only for topology citus"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			yaml := strings.Replace(strings.Replace(hotShardYAML, "{kind: local, topology: citus}", tc.backend, 1), "HOT", "hot_shard: {}", 1)
+			s, err := Parse([]byte(yaml), "x.yaml")
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				if s.Backend.Workers != tc.workers || s.Backend.Spec().Topology != TopologyCitus || s.Backend.Spec().Nodes != tc.workers {
+					t.Errorf("workers %d, spec %+v; want %d workers on topology citus", s.Backend.Workers, s.Backend.Spec(), tc.workers)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.field+": ") || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v, want %s: …%s…", err, tc.field, tc.msg)
+			}
+		})
+	}
+}
