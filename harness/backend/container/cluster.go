@@ -510,7 +510,8 @@ func query(ctx context.Context, n backend.Node, standby bool) error {
 const noCitusLog = `could not access file "citus"`
 
 // registerWorkers creates the citus extension on every node (an image's
-// own init script may have done so already), makes the coordinator a
+// own init script may have done so already) and allows its decoder (see
+// allowCitusDecoder), makes the coordinator a
 // Citus coordinator and adds every worker by its network alias and port
 // 5432 (see PeerAddr).
 func (c *Cluster) registerWorkers(ctx context.Context) error {
@@ -530,7 +531,7 @@ func (c *Cluster) registerWorkers(ctx context.Context) error {
 			if _, err := conn.Exec(gctx, "CREATE EXTENSION IF NOT EXISTS citus"); err != nil {
 				return fmt.Errorf("create extension citus on %s: %w", n.Name, err)
 			}
-			return nil
+			return allowCitusDecoder(gctx, conn, n.Name)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -555,6 +556,44 @@ func (c *Cluster) registerWorkers(ctx context.Context) error {
 	c.step("coordinator", "citus_add_node", t0)
 	return nil
 }
+
+// allowCitusDecoder lets shard moves (force_logical) decode with citus's
+// output plugin on builds that restrict plugins with
+// output_plugin_libraries (some distributions' PostgreSQL 15 has it; the
+// official image does not): it adds citus to the list and reloads.
+func allowCitusDecoder(ctx context.Context, conn *pgx.Conn, node string) error {
+	var libs *string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('output_plugin_libraries', true)").Scan(&libs); err != nil {
+		return fmt.Errorf("read output_plugin_libraries on %s: %w", node, err)
+	}
+	if libs == nil {
+		return nil
+	}
+	list := []string{"citus"}
+	for _, l := range strings.Split(strings.ReplaceAll(*libs, " ", ""), ",") {
+		if l == "citus" {
+			return nil
+		}
+		if l != "" {
+			list = append(list, l)
+		}
+	}
+	// A list setting: one literal per element (one literal holding commas
+	// would be a single element).
+	for i, l := range list {
+		list[i] = quoteLiteral(l)
+	}
+	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET output_plugin_libraries = "+strings.Join(list, ", ")); err != nil {
+		return fmt.Errorf("allow citus as output plugin on %s: %w", node, err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("reload configuration of %s: %w", node, err)
+	}
+	return nil
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // catchUp waits until every replica has replayed its upstream's current
 // WAL position.

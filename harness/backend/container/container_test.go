@@ -199,7 +199,8 @@ func citusImage(tb testing.TB) string {
 
 // TestCitus starts a coordinator and 2 workers: the workers must be in
 // pg_dist_node by network alias (what PeerAddr says), with CitusSettings;
-// a distributed table must take rows and move a shard with force_logical;
+// a distributed table must take rows, move a shard and isolate a tenant
+// with force_logical;
 // sampling through the coordinator must give one entry per worker, and
 // hotshard.WorkerSampling must reach the workers directly.
 func TestCitus(t *testing.T) {
@@ -254,10 +255,14 @@ func TestCitus(t *testing.T) {
 		_, err = conn.Exec(ctx, "SELECT citus_move_shard_placement($1, $2, 5432, $3, 5432, shard_transfer_mode => 'force_logical')", shard, from, to)
 	}
 	if err == nil {
+		// A split decodes with citus's own output plugin.
+		_, err = conn.Exec(ctx, "SELECT isolate_tenant_to_new_shard('t', 7, shard_transfer_mode => 'force_logical')")
+	}
+	if err == nil {
 		err = conn.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&rows)
 	}
 	if err != nil || rows != 1000 {
-		t.Fatalf("distributed table: %d rows after moving shard %d from %s to %s (%v), want 1000", rows, shard, from, to, err)
+		t.Fatalf("distributed table: %d rows after moving shard %d from %s to %s and isolating tenant 7 (%v), want 1000", rows, shard, from, to, err)
 	}
 
 	t0 := time.Now()
