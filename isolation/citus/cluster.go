@@ -399,9 +399,11 @@ func (e *WorkerError) Error() string {
 	return fmt.Sprintf("sample worker %s through the coordinator: %s", e.Worker, e.Result)
 }
 
-// Sample samples pg_stat_activity every s.Interval for d: active client
-// backends on every worker (on s.Workers, else through s.WorkersVia), and
-// active backends tagged TagPrefix+tenant on the coordinator. It returns
+// Sample samples pg_stat_activity every s.Interval for d — the first
+// sample at once, the last before d ends, so a call lasts about d plus one
+// sample's queries: active client backends on every worker (on s.Workers,
+// else through s.WorkersVia), and active backends tagged TagPrefix+tenant
+// on the coordinator. It returns
 // what it measured when ctx ends early, with ctx.Err() only if no sample
 // was taken; other errors (wrapped, e.g. a *WorkerError) end sampling and
 // are returned with what was measured before.
@@ -423,6 +425,10 @@ func Sample(ctx context.Context, s Sampling, d time.Duration) (Load, error) {
 	start := time.Now()
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
+	// Sampling ends at d, not at the first tick after it: an interval
+	// longer than what is left of d does not stretch the call.
+	end := time.NewTimer(d)
+	defer end.Stop()
 	for time.Since(start) < d {
 		for name, db := range s.Workers {
 			var n int
@@ -464,6 +470,8 @@ func Sample(ctx context.Context, s Sampling, d time.Duration) (Load, error) {
 		select {
 		case <-ctx.Done():
 			return finish(load, tenantHits, tagged, start, ctx.Err())
+		case <-end.C:
+			return finish(load, tenantHits, tagged, start, nil)
 		case <-ticker.C:
 		}
 	}
