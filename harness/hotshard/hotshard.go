@@ -44,6 +44,9 @@ const (
 	// DefaultStepSample is how long worker load is sampled before and
 	// after each ladder step.
 	DefaultStepSample = 300 * time.Millisecond
+	// DefaultSampleInterval is the time between pg_stat_activity samples
+	// (through the coordinator, citus.MinViaInterval at least).
+	DefaultSampleInterval = 20 * time.Millisecond
 	// DefaultWarmup is run before the solo window and discarded.
 	DefaultWarmup = time.Second
 )
@@ -338,19 +341,20 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	workers := map[string]citus.DB{}
-	for _, n := range c.Nodes() {
-		if n.Role != backend.RoleWorker {
-			continue
-		}
-		p, err := pgxpool.New(ctx, n.DSN())
-		if err != nil {
-			return res, fmt.Errorf("connect to worker %s: %w", n.Name, err)
-		}
-		defer p.Close()
-		workers[n.Host+":"+strconv.Itoa(n.Port)] = p
+	// Sampling has connections of its own to the coordinator (the
+	// tagged backends, and the workers through it where they cannot be
+	// reached directly: WorkerSampling).
+	sampler, err := pgxpool.New(ctx, coord.DSN())
+	if err != nil {
+		return res, fmt.Errorf("connect to coordinator: %w", err)
 	}
-	sampling := citus.Sampling{Coordinator: conn, Workers: workers, Interval: 20 * time.Millisecond}
+	defer sampler.Close()
+	sampling, closeWorkers, err := WorkerSampling(ctx, c, sampler)
+	defer closeWorkers()
+	if err != nil {
+		return res, err
+	}
+	sampling.Coordinator, sampling.Interval = sampler, DefaultSampleInterval
 
 	hotShard, err := layout.TenantShard(ctx, conn, "1")
 	if err != nil {
@@ -454,7 +458,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 			if err != nil {
 				return nil, err
 			}
-			sm := &meter{d: d, db: conn, sampling: citus.Sampling{Workers: workers, Interval: sampling.Interval}, tenants: m.tenants}
+			sm := &meter{d: d, db: conn, sampling: citus.Sampling{Workers: sampling.Workers, WorkersVia: sampling.WorkersVia, Interval: sampling.Interval}, tenants: m.tenants}
 			if err := sm.setLayout(ctx, l); err != nil {
 				return nil, err
 			}
