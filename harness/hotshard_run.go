@@ -57,7 +57,7 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 	rep := &reports.Report{
 		Scenario: sc.Name, Seed: sc.Seed, ScheduleHash: hex.EncodeToString(sum[:])[:16],
 		StartedAt: started, Duration: time.Since(started).Seconds(),
-		Backend:  fmt.Sprintf("%s citus (coordinator + %d workers, %d shards)", sc.Backend.Kind, sc.Backend.Workers, h.Shards),
+		Backend:  fmt.Sprintf("%s citus (coordinator + %d workers, %d shards)", sc.Backend.Kind, len(res.Workers), h.Shards),
 		Dominant: "1",
 		HotShard: hotShardSection(cfg, res, h.Apply),
 	}

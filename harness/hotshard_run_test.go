@@ -34,7 +34,8 @@ func TestHotShardReport(t *testing.T) {
 			{Phase: hotshard.PhaseBefore, At: time.Second, WorkerSkew: 4.2, ShardSkew: 28.5, HotShare: 0.59},
 			{Phase: hotshard.PhaseAfter, At: 500 * time.Millisecond, WorkerSkew: 1.1, ShardSkew: 2, HotShare: 0.58},
 		},
-		Alerts: []citus.Alert{{Kind: "worker-skew", Subject: "w1", Value: 4, Threshold: 1.5}},
+		Workers: []string{"w1", "w2"},
+		Alerts:  []citus.Alert{{Kind: "worker-skew", Subject: "w1", Value: 4, Threshold: 1.5}},
 		Assertions: []hotshard.Assertion{
 			{Name: hotshard.AssertDetected, OK: true, Observed: 0.5, Limit: 3.5, Unit: "s", Op: "<="},
 			{Name: hotshard.AssertZeroLoss, OK: false, Observed: 1, Op: "=="},
@@ -66,6 +67,9 @@ func TestHotShardReport(t *testing.T) {
 		if !slices.Contains(rep.Notes, want) {
 			t.Errorf("no note %q in %q", want, rep.Notes)
 		}
+	}
+	if rep.Backend != "local citus (coordinator + 2 workers, 32 shards)" {
+		t.Errorf("backend = %q, want the worker count of the layout", rep.Backend)
 	}
 	// The structured section carries what the notes say, for report.json.
 	h := rep.HotShard

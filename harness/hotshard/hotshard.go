@@ -275,6 +275,9 @@ type Result struct {
 	// Timeline is the load over time: one Point per DetectEvery of the
 	// before window and (with Apply) of the after window.
 	Timeline []Point
+	// Workers are the cluster's active primary workers once distributed
+	// (pg_dist_node names).
+	Workers []string
 	// Plan is the ladder decided from the before window.
 	Plan                citus.Plan
 	Solo, Before, After Window
@@ -356,6 +359,9 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	sampling.Coordinator, sampling.Interval = sampler, DefaultSampleInterval
 
+	for _, w := range layout.Workers {
+		res.Workers = append(res.Workers, w.Name)
+	}
 	hotShard, err := layout.TenantShard(ctx, conn, "1")
 	if err != nil {
 		return res, err

@@ -28,7 +28,7 @@ const (
 	DefaultWorkers                     = 4
 	DefaultHotShardShards              = 32
 	DefaultHotShardRate                = 200.0
-	DefaultHotShardQuery               = QuerySleep
+	DefaultHotShardQuery               = QueryPage
 	DefaultHotShardQueryTime  Duration = Duration(20 * time.Millisecond)
 	DefaultHotShardSolo       Duration = Duration(3 * time.Second)
 	DefaultHotShardBefore     Duration = Duration(5 * time.Second)
@@ -59,9 +59,9 @@ type HotShard struct {
 	Shards int `yaml:"shards"`
 	// Rate is the open-loop query rate, queries/s. Default 200.
 	Rate float64 `yaml:"rate"`
-	// Query is each query: sleep (a pg_sleep of QueryTime on the tenant's
-	// shard, a query of exact cost), lookup, page or report (the data
-	// set's query on the tenant's orders). Default sleep.
+	// Query is each query: page, lookup or report (the data set's query on
+	// the tenant's orders), or sleep (a pg_sleep of QueryTime on the
+	// tenant's shard, a query of exact cost). Default page.
 	Query Query `yaml:"query"`
 	// QueryTime is a sleep query's cost on its worker. Default 20ms.
 	QueryTime Duration `yaml:"query_time"`

@@ -110,7 +110,8 @@ const (
 
 // Backend is the cluster a scenario runs against.
 type Backend struct {
-	// Kind is local (default) or external.
+	// Kind is local (default), docker (the container backend) or external
+	// (an existing cluster by DSN).
 	Kind BackendKind `yaml:"kind"`
 	// Topology is single (one primary, the default) or replica (a primary and
 	// one streaming hot standby). For kind external it defaults to what the
@@ -139,7 +140,8 @@ type Backend struct {
 	// Shards is the node count of topology shards (kind local), 2..16.
 	// Default 4.
 	Shards int `yaml:"shards"`
-	// Workers is the worker count of topology citus (kind local), 2..64.
+	// Workers is the worker count of topology citus: kind local 2..64,
+	// kind docker 2..32; kind external takes the coordinator's workers.
 	// Default 4.
 	Workers int `yaml:"workers"`
 }
