@@ -44,7 +44,8 @@ type CitusNotInstalledError struct {
 
 func (e *CitusNotInstalledError) Error() string {
 	return fmt.Sprintf("Citus is not installed for PostgreSQL %d (missing %s): install the citus extension "+
-		"for this server, or point `noisysim citus plan --dsn` at an existing Citus coordinator",
+		"for this server, or use backend kind docker with a Citus image (backend.image) or kind external with "+
+		"a Citus coordinator's DSN (backend.primary_dsn)",
 		e.Major, strings.Join(e.Missing, ", "))
 }
 
