@@ -8,6 +8,15 @@
 // active client backends on every worker give per-worker load, and active
 // backends on the coordinator tagged application_name t:<tenant> (the
 // isolation stack's tag) give each tenant's share of cluster DB time.
+// Workers are read over direct connections (Sampling.Workers, about 1 ms a
+// sample for 4 workers) or, when only the coordinator is reachable (an
+// existing cluster by DSN), through it (Sampling.WorkersVia:
+// WorkerActivity, one run_command_on_workers call, about 55 ms for 4
+// workers, so at most every MinViaInterval). Sampling sees every client of
+// the cluster but seldom catches short queries: where the caller has each
+// tenant's DB time (the isolation stack's ledger), Attribute gives exact
+// per-worker and per-shard load by counting it on the shard that holds the
+// tenant (TenantShards) and that shard's worker.
 // Inspect reads the shard placements from the Citus metadata (pg_dist_node,
 // pg_dist_shard, citus_shards); Layout.State joins both, attributing each
 // tenant's load to its shard (get_shard_id_for_distribution_column).
