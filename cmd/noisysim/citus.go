@@ -43,7 +43,8 @@ command again does nothing more.
 
 flags:
   --dsn DSN        the coordinator (default $` + envCitusDSN + `); workers are reached with
-                   the same user, password and database
+                   the same user, password and database, or, where they cannot
+                   be reached from here, sampled through the coordinator
   --table NAME     distributed table the steps name (default orders); isolation
                    cascades to its co-located tables
   --mode MODE      shard transfer mode: force_logical (default) or block_writes
@@ -149,14 +150,28 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		return nil
 	}
 
+	sampling := citus.Sampling{Coordinator: conn, Interval: *interval}
 	workers, closeWorkers, err := connectWorkers(ctx, cfg, layout)
-	if err != nil {
+	switch {
+	case err == nil:
+		defer closeWorkers()
+		sampling.Workers = workers
+	case ctx.Err() != nil:
 		return err
+	default:
+		// Workers this process cannot reach (e.g. registered by container
+		// or private names): sample them through the coordinator, on a
+		// connection of their own.
+		via, verr := pgx.ConnectConfig(ctx, cfg)
+		if verr != nil {
+			return fmt.Errorf("connect to coordinator: %w", verr)
+		}
+		defer via.Close(context.Background())
+		fmt.Fprintf(a.stderr, "noisysim: %v: sampling the workers through the coordinator instead (at most every %s)\n", err, citus.MinViaInterval)
+		sampling.WorkersVia = via
 	}
-	defer closeWorkers()
-	sampling := citus.Sampling{Coordinator: conn, Workers: workers, Interval: *interval}
 	ladder.Measure = func(ctx context.Context) (map[string]float64, error) {
-		l, err := citus.Sample(ctx, citus.Sampling{Workers: workers, Interval: *interval}, stepSample)
+		l, err := citus.Sample(ctx, citus.Sampling{Workers: sampling.Workers, WorkersVia: sampling.WorkersVia, Interval: *interval}, stepSample)
 		return l.Workers, err
 	}
 	load, err := citus.Sample(ctx, sampling, *dur)
