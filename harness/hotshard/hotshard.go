@@ -171,7 +171,8 @@ type Window struct {
 	// Samples is the number of pg_stat_activity samples in Sampled.
 	Samples int
 	// SharedSkew is max / median of Workers over the workers that take
-	// shards; SampledSkew the same of Sampled.
+	// shards; SampledSkew the same of Sampled. A skew over idle workers
+	// (median 0, some load) is the largest float64, as in Point.
 	SharedSkew, SampledSkew float64
 	// HotWorkerShare is the hot tenant's worker's share of all workers'
 	// load, 0..1, from Workers; SampledHotWorkerShare from Sampled.
@@ -678,6 +679,7 @@ func (m *meter) fill(w *Window, sampled citus.Load, hot string) citus.Load {
 	w.Sampled, w.Samples = sampled.Workers, sampled.Samples
 	w.SharedSkew, w.HotWorkerShare = spread(w.Workers, m.layout, hot)
 	w.SampledSkew, w.SampledHotWorkerShare = spread(w.Sampled, m.layout, hot)
+	w.SharedSkew, w.SampledSkew = finite(w.SharedSkew), finite(w.SampledSkew)
 	return citus.Load{Samples: sampled.Samples, Duration: w.Length, Workers: w.Workers, Tenants: w.Shares}
 }
 

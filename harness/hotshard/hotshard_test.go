@@ -9,6 +9,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/pools"
@@ -57,17 +58,7 @@ func TestRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, err := local.Start(ctx, backend.Spec{Topology: local.TopologyCitus})
-	if errors.Is(err, local.ErrCitusNotInstalled) {
-		t.Skip("skipping: Citus is not installed for the local PostgreSQL")
-	}
-	if errors.Is(err, backend.ErrNotInstalled) {
-		t.Skip("skipping: PostgreSQL server binaries not found")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus})
 	res, err := Run(ctx, c, Config{Apply: true, Tenants: 100,
 		Solo: 2 * time.Second, Before: 4 * time.Second, After: 4 * time.Second, Seed: 1})
 	if err != nil {
@@ -137,5 +128,22 @@ func TestRunBadKind(t *testing.T) {
 	_, err := Run(context.Background(), nil, Config{Kind: dataset.KindExport})
 	if !errors.Is(err, backend.ErrBadInput) {
 		t.Fatalf("Run with kind export: err = %v, want ErrBadInput", err)
+	}
+}
+
+// TestFillIdleWorkers: a window whose load sits on one of three shared
+// workers (few queries, or page queries too short for most samples to
+// catch) has a skew over idle workers; the window keeps it finite (the
+// largest float64, as the timeline does) so that report.json can hold it.
+func TestFillIdleWorkers(t *testing.T) {
+	l := citus.Layout{Workers: []citus.Worker{{Name: "w1", ShouldHaveShards: true}, {Name: "w2", ShouldHaveShards: true}, {Name: "w3", ShouldHaveShards: true}},
+		Placements: map[int64]string{10: "w1", 11: "w2", 12: "w3"}}
+	m := &meter{layout: l, shardOf: map[string]int64{"1": 10, "2": 10}}
+	w := Window{Length: time.Second, DBTime: map[string]time.Duration{"2": 10 * time.Millisecond}}
+	m.fill(&w, citus.Load{Samples: 5, Workers: map[string]float64{"w1": 0.2, "w2": 0, "w3": 0}}, "w1")
+	for name, v := range map[string]float64{"SharedSkew": w.SharedSkew, "SampledSkew": w.SampledSkew} {
+		if v != math.MaxFloat64 {
+			t.Errorf("%s = %v over idle workers, want the largest float64", name, v)
+		}
 	}
 }
