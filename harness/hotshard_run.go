@@ -75,10 +75,10 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 	}
 	note("%s", n)
 	if s := res.ShardBefore; s.ID != 0 {
-		note("tenant 1's orders shard before: %d on %s, %s (citus_shards)", s.ID, s.Worker, fmtBytes(s.Bytes))
+		note("tenant 1's orders shard before: %d on %s, %s (citus_shards)", s.ID, s.Worker, reports.FormatBytes(s.Bytes))
 	}
 	if s := res.ShardAfter; s.ID != 0 {
-		note("tenant 1's orders shard after: %d on %s, %s, isolated %v (citus_shards)", s.ID, s.Worker, fmtBytes(s.Bytes), s.Isolated)
+		note("tenant 1's orders shard after: %d on %s, %s, isolated %v (citus_shards)", s.ID, s.Worker, reports.FormatBytes(s.Bytes), s.Isolated)
 	}
 	if h.Apply && res.Before.Workers != nil && res.After.Workers != nil {
 		note("hot worker's share of worker load: %.1f%% before, %.1f%% after", res.Before.HotWorkerShare*100, res.After.HotWorkerShare*100)
@@ -256,17 +256,6 @@ func fmtLoad(m map[string]float64) string {
 		fmt.Fprintf(&b, "%s=%.2f", w, m[w])
 	}
 	return b.String()
-}
-
-// fmtBytes formats a size in bytes as kB or MB (1024-based).
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.0f kB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // timeline formats one phase's points of tl as one line: the skews and

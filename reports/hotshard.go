@@ -179,9 +179,9 @@ func mdHotShard(w *bufio.Writer, h *HotShard) {
 	}
 	p(".\n\n")
 	p("| Shard | Id | Worker | Size | Isolated |\n|---|--:|---|--:|---|\n")
-	p("| before | %d | %s | %s | %s |\n", h.ShardBefore.ID, md(h.ShardBefore.Worker), fmtBytes(h.ShardBefore.Bytes), yesNo(h.ShardBefore.Isolated))
+	p("| before | %d | %s | %s | %s |\n", h.ShardBefore.ID, md(h.ShardBefore.Worker), FormatBytes(h.ShardBefore.Bytes), yesNo(h.ShardBefore.Isolated))
 	if s := h.ShardAfter; s != nil {
-		p("| after | %d | %s | %s | %s |\n", s.ID, md(s.Worker), fmtBytes(s.Bytes), yesNo(s.Isolated))
+		p("| after | %d | %s | %s | %s |\n", s.ID, md(s.Worker), FormatBytes(s.Bytes), yesNo(s.Isolated))
 	}
 
 	workers := hotShardWorkers(h)
@@ -296,8 +296,9 @@ func fmtSkew(v float64) string {
 	return strconv.FormatFloat(zero(v), 'f', 2, 64) + "x"
 }
 
-// fmtBytes formats a size in bytes as kB or MB (1024-based).
-func fmtBytes(n int64) string {
+// FormatBytes formats a size in bytes as "3.0 MB", "832 kB" or "512 bytes"
+// (1024-based, as pg_size_pretty).
+func FormatBytes(n int64) string {
 	switch {
 	case n >= 1<<20:
 		return fmt.Sprintf("%.1f MB", float64(n)/(1<<20))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/pools"
@@ -57,17 +58,7 @@ func TestRun(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, err := local.Start(ctx, backend.Spec{Topology: local.TopologyCitus})
-	if errors.Is(err, local.ErrCitusNotInstalled) {
-		t.Skip("skipping: Citus is not installed for the local PostgreSQL")
-	}
-	if errors.Is(err, backend.ErrNotInstalled) {
-		t.Skip("skipping: PostgreSQL server binaries not found")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus})
 	res, err := Run(ctx, c, Config{Apply: true, Tenants: 100,
 		Solo: 2 * time.Second, Before: 4 * time.Second, After: 4 * time.Second, Seed: 1})
 	if err != nil {

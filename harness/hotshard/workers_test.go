@@ -13,6 +13,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/isolation/citus"
 )
 
@@ -96,17 +97,7 @@ func TestMatchWorkers(t *testing.T) {
 func TestWorkerSampling(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := local.Start(ctx, backend.Spec{Topology: local.TopologyCitus, Nodes: 2})
-	if errors.Is(err, local.ErrCitusNotInstalled) {
-		t.Skip("skipping: Citus is not installed for the local PostgreSQL")
-	}
-	if errors.Is(err, backend.ErrNotInstalled) {
-		t.Skip("skipping: PostgreSQL server binaries not found")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus, Nodes: 2})
 	coord, _ := backend.First(c, backend.RoleCoordinator)
 	conn, err := pgx.Connect(ctx, coord.DSN())
 	if err != nil {

@@ -2,7 +2,6 @@ package citus_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -16,32 +15,24 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/isolation/citus"
 )
 
 // startCitus starts a local coordinator and 4 workers, or skips t with one
-// line when PostgreSQL or Citus is missing.
-func startCitus(t *testing.T) *local.Cluster {
+// line when PostgreSQL or Citus is missing, and returns a connection to the
+// coordinator (closed at the test's end).
+func startCitus(t *testing.T) (*local.Cluster, *pgx.Conn) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := local.Start(ctx, backend.Spec{Topology: local.TopologyCitus})
-	if errors.Is(err, local.ErrCitusNotInstalled) {
-		t.Skip("skipping: Citus is not installed for the local PostgreSQL")
-	}
-	if errors.Is(err, backend.ErrNotInstalled) {
-		t.Skip("skipping: PostgreSQL server binaries not found")
-	}
+	c := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus})
+	coord, _ := backend.First(c, backend.RoleCoordinator)
+	conn, err := pgx.Connect(t.Context(), coord.DSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close cluster: %v", err)
-		}
-	})
-	return c
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return c, conn
 }
 
 // TestHotShardLadder reproduces the hot shard: tenant 1 has 60% of the
@@ -53,15 +44,10 @@ func TestHotShardLadder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: the hot-shard ladder takes about 45 s (-short)")
 	}
-	c := startCitus(t)
+	c, conn := startCitus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	coord, _ := backend.First(c, backend.RoleCoordinator)
-	conn, err := pgx.Connect(ctx, coord.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 
 	shares := []float64{0.6}
 	for range 19 {
@@ -231,15 +217,10 @@ func TestLadderDedicatesCheaperWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: the cheaper-worker ladder takes about 30 s (-short)")
 	}
-	c := startCitus(t)
+	c, conn := startCitus(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	coord, _ := backend.First(c, backend.RoleCoordinator)
-	conn, err := pgx.Connect(ctx, coord.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 
 	// Eight small tenants; tenant 1 is the hot one (the writer's tenant).
 	orders := map[int]int64{1: 200}

@@ -11,13 +11,17 @@ import (
 )
 
 // Start starts a cluster as spec says and registers its Close with
-// t.Cleanup. It skips t when PostgreSQL is not installed
-// (backend.ErrNotInstalled) and fails it on any other error.
+// t.Cleanup. It skips t with one line when PostgreSQL is not installed
+// (backend.ErrNotInstalled) or, for topology citus, the citus extension
+// is not (local.ErrCitusNotInstalled), and fails it on any other error.
 func Start(t testing.TB, spec backend.Spec, opts ...local.Option) *local.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, err := local.Start(ctx, spec, opts...)
+	if errors.Is(err, local.ErrCitusNotInstalled) {
+		t.Skipf("skipping: Citus not available: %v", firstLine(err))
+	}
 	if errors.Is(err, backend.ErrNotInstalled) {
 		t.Skipf("skipping: PostgreSQL not available: %v", firstLine(err))
 	}
