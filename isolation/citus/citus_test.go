@@ -75,6 +75,13 @@ func TestHotShardLadder(t *testing.T) {
 	if len(layout.Placements) != citus.DefaultShardCount || len(layout.Workers) != 4 {
 		t.Fatalf("%d shards on %d workers, want %d on 4", len(layout.Placements), len(layout.Workers), citus.DefaultShardCount)
 	}
+	// Each shard group is the orders shard and its co-located tenants shard
+	// (a non-empty table: 8 kB at least).
+	for id, b := range layout.Bytes {
+		if g, ok := layout.GroupBytes[id]; !ok || g < b+8192 {
+			t.Errorf("shard %d: group %d bytes (%v), want its own %d bytes plus its tenants shard's", id, g, ok, b)
+		}
+	}
 
 	// Load: 6 sessions for tenant 1, one for each of tenants 2..5; every
 	// query sleeps 20 ms on the worker holding the tenant's shard.
@@ -307,12 +314,12 @@ func TestLadderDedicatesCheaperWorker(t *testing.T) {
 	}
 	bytesBefore := map[string]int64{}
 	for id, w := range before.Placements {
-		bytesBefore[w] += before.Bytes[id]
+		bytesBefore[w] += before.GroupBytes[id]
 	}
-	homeOthers := bytesBefore[home] - before.Bytes[hotShard]
-	costW := bytesBefore[wantW] + before.Bytes[hotShard]
+	homeOthers := bytesBefore[home] - before.GroupBytes[hotShard]
+	costW := bytesBefore[wantW] + before.GroupBytes[hotShard]
 	t.Logf("home %s: %d bytes besides tenant 1's shard %d (%d bytes); W %s: %d bytes; bytes per worker %v",
-		home, homeOthers, hotShard, before.Bytes[hotShard], wantW, bytesBefore[wantW], bytesBefore)
+		home, homeOthers, hotShard, before.GroupBytes[hotShard], wantW, bytesBefore[wantW], bytesBefore)
 	for _, w := range others[:2] {
 		if bytesBefore[w] <= bytesBefore[wantW] {
 			t.Fatalf("setup: worker %s holds %d bytes, not more than W %s (%d)", w, bytesBefore[w], wantW, bytesBefore[wantW])
@@ -437,7 +444,7 @@ func TestLadderDedicatesCheaperWorker(t *testing.T) {
 	for id, wk := range after.Placements {
 		_, old := before.Placements[id]
 		if wk == home && id != shard && (before.Placements[id] == home || !old) {
-			wantHome += after.Bytes[id]
+			wantHome += after.GroupBytes[id]
 		}
 	}
 	slack := func(n int64) int64 { return n/20 + 64<<10 } // a rounded decimal, a free space map

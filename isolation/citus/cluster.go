@@ -148,6 +148,10 @@ type Layout struct {
 	Single map[int64]bool
 	// Bytes is each shard's size from citus_shards, in bytes.
 	Bytes map[int64]int64
+	// GroupBytes is each shard's shard group size, in bytes: the shard
+	// and its co-located shards of other tables (same co-location group,
+	// same hash range), which move with it.
+	GroupBytes map[int64]int64
 	// columnType is the distribution column's type, for tenant casts.
 	columnType string
 }
@@ -168,7 +172,7 @@ func Inspect(ctx context.Context, db DB, table string) (Layout, error) {
 	if !dist {
 		return Layout{}, fmt.Errorf("inspect table %s: %w", table, ErrNotDistributed)
 	}
-	l := Layout{Table: table, Placements: map[int64]string{}, Single: map[int64]bool{}, Bytes: map[int64]int64{}}
+	l := Layout{Table: table, Placements: map[int64]string{}, Single: map[int64]bool{}, Bytes: map[int64]int64{}, GroupBytes: map[int64]int64{}}
 	rows, err := db.Query(ctx, `SELECT nodename, nodeport, shouldhaveshards FROM pg_dist_node
 		WHERE isactive AND noderole = 'primary' AND groupid > 0 ORDER BY nodename, nodeport`)
 	if err != nil {
@@ -206,6 +210,26 @@ func Inspect(ctx context.Context, db DB, table string) (Layout, error) {
 	if err := rows.Err(); err != nil {
 		return Layout{}, fmt.Errorf("read shards of %s: %w", table, err)
 	}
+	rows, err = db.Query(ctx, `WITH g AS (
+			SELECT p.colocationid, s.shardminvalue, s.shardmaxvalue, sum(coalesce(c.shard_size, 0))::bigint AS bytes
+			FROM pg_dist_shard s JOIN pg_dist_partition p USING (logicalrelid) JOIN citus_shards c USING (shardid)
+			GROUP BY 1, 2, 3)
+		SELECT s.shardid, g.bytes FROM pg_dist_shard s JOIN pg_dist_partition p USING (logicalrelid)
+		JOIN g ON g.colocationid = p.colocationid AND g.shardminvalue = s.shardminvalue AND g.shardmaxvalue = s.shardmaxvalue
+		WHERE s.logicalrelid = $1::regclass`, table)
+	if err != nil {
+		return Layout{}, fmt.Errorf("read shard group sizes of %s: %w", table, err)
+	}
+	for rows.Next() {
+		var id, size int64
+		if err := rows.Scan(&id, &size); err != nil {
+			return Layout{}, fmt.Errorf("read shard group sizes of %s: %w", table, err)
+		}
+		l.GroupBytes[id] = size
+	}
+	if err := rows.Err(); err != nil {
+		return Layout{}, fmt.Errorf("read shard group sizes of %s: %w", table, err)
+	}
 	err = db.QueryRow(ctx, `SELECT format_type(a.atttypid, a.atttypmod) FROM pg_dist_partition p
 		JOIN pg_attribute a ON a.attrelid = p.logicalrelid AND a.attname = column_to_column_name(p.logicalrelid, p.partkey)
 		WHERE p.logicalrelid = $1::regclass`, table).Scan(&l.columnType)
@@ -235,17 +259,28 @@ func (l Layout) TenantShard(ctx context.Context, db DB, tenant string) (int64, e
 
 // State builds Decide's input from l and the measured load: tenants with
 // their shards, load per worker and per shard (a shard's load is the sum
-// of its tenants'), and each shard's size in bytes (l.Bytes).
+// of its tenants'), and each shard's size in bytes: its shard group's
+// (l.GroupBytes, what a move carries), or l.Bytes when the group sizes were
+// not read. Tenants' shards are looked up in one round trip (TenantShards).
 func (l Layout) State(ctx context.Context, db DB, load Load) (State, error) {
-	s := State{Table: l.Table, Placements: l.Placements, ShardLoad: map[int64]float64{}, ShardBytes: l.Bytes}
+	bytes := l.GroupBytes
+	if len(bytes) < len(l.Placements) {
+		bytes = l.Bytes
+	}
+	s := State{Table: l.Table, Placements: l.Placements, ShardLoad: map[int64]float64{}, ShardBytes: bytes}
 	for _, w := range l.Workers {
 		w.Load = load.Workers[w.Name]
 		s.Workers = append(s.Workers, w)
 	}
-	for _, id := range sortedTenants(load.Tenants) {
-		shard, err := l.TenantShard(ctx, db, id)
-		if err != nil {
-			return State{}, err
+	ids := sortedTenants(load.Tenants)
+	shards, err := l.TenantShards(ctx, db, ids)
+	if err != nil {
+		return State{}, err
+	}
+	for _, id := range ids {
+		shard, ok := shards[id]
+		if !ok {
+			return State{}, fmt.Errorf("find shard of tenant %s: none returned", id)
 		}
 		share := load.Tenants[id]
 		s.Tenants = append(s.Tenants, Tenant{ID: id, Share: share, ShardID: shard, Isolated: l.Single[shard]})

@@ -113,9 +113,9 @@ type State struct {
 	Placements map[int64]string
 	// ShardLoad is the measured load per shard of Table (optional).
 	ShardLoad map[int64]float64
-	// ShardBytes is the size in bytes of each shard of Table
-	// (citus_shards.shard_size; co-located shards, which move with it,
-	// are not counted). Decide compares the bytes each candidate worker
+	// ShardBytes is the size in bytes of each shard of Table with its
+	// co-located shards, which move with it (Layout.GroupBytes, from
+	// citus_shards.shard_size). Decide compares the bytes each candidate worker
 	// would move to dedicate a worker to a tenant; nil, or missing a shard
 	// of Placements, means sizes unknown: the tenant's shard stays on its
 	// worker.
