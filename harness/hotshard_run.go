@@ -207,6 +207,7 @@ func hotShardSection(cfg hotshard.Config, res hotshard.Result, applied bool) *re
 	out.Windows = []reports.LoadWindow{window("solo", res.Solo), window(hotShardBefore, res.Before)}
 	for _, p := range res.Timeline {
 		out.Timeline = append(out.Timeline, reports.LoadPoint{Phase: p.Phase, At: p.At.Seconds(), Workers: p.Workers, Sampled: p.Sampled,
+			Shards: p.Shards, HotShard: p.HotShard,
 			WorkerSkew: p.WorkerSkew, ShardSkew: p.ShardSkew, HotShare: p.HotShare})
 	}
 	for _, s := range res.Plan.Steps {

@@ -113,6 +113,11 @@ type LoadPoint struct {
 	// Workers and Sampled are per-worker load (see HotShard).
 	Workers map[string]float64 `json:"workers"`
 	Sampled map[string]float64 `json:"sampled"`
+	// Shards is per-shard load (DB time attributed as for Workers) by
+	// shard id, shards with load only; HotShard is the hot tenant's shard
+	// id then.
+	Shards   map[int64]float64 `json:"shards,omitempty"`
+	HotShard int64             `json:"hot_shard_id,omitempty"`
 	// WorkerSkew is over the workers that take shards, ShardSkew over
 	// the shards with load.
 	WorkerSkew float64 `json:"worker_skew"`
@@ -185,7 +190,7 @@ func mdHotShard(w *bufio.Writer, h *HotShard) {
 	}
 
 	workers := hotShardWorkers(h)
-	p("\n### Load per worker\n\nMean busy backends: DB time from the ledger through the placements (sampled pg_stat_activity in brackets).\n\n")
+	p("\n### Load per worker\n\nMean busy backends: DB time from the ledger through the placements (sampled pg_stat_activity in brackets); the timeline adds the hot tenant's shard's load.\n\n")
 	p("| Window | Length | %s | Skew | Hot worker share | Tenant %s share | Quiet p50 ms | Quiet p99 ms | Queries | Dropped | Errors |\n",
 		strings.Join(mdAll(workers), " | "), md(h.HotTenant))
 	p("|---|--:|%s--:|--:|--:|--:|--:|--:|--:|--:|\n", strings.Repeat("--:|", len(workers)))
@@ -203,14 +208,18 @@ func mdHotShard(w *bufio.Writer, h *HotShard) {
 			skew, share, fmtShare(win.HotShare), fmtMS(win.QuietP50), fmtMS(win.QuietP99), win.Queries, win.Dropped, win.Errors)
 	}
 	if len(h.Timeline) > 0 {
-		p("\n### Timeline\n\n| Phase | At | %s | Worker skew | Shard skew | Tenant %s share |\n", strings.Join(mdAll(workers), " | "), md(h.HotTenant))
-		p("|---|--:|%s--:|--:|--:|\n", strings.Repeat("--:|", len(workers)))
+		p("\n### Timeline\n\n| Phase | At | %s | Tenant %s's shard | Worker skew | Shard skew | Tenant %s share |\n", strings.Join(mdAll(workers), " | "), md(h.HotTenant), md(h.HotTenant))
+		p("|---|--:|%s--:|--:|--:|--:|\n", strings.Repeat("--:|", len(workers)))
 		for _, pt := range h.Timeline {
 			cells := make([]string, len(workers))
 			for i, wk := range workers {
 				cells[i] = loadCell(pt.Workers, pt.Sampled, wk)
 			}
-			p("| %s | %s | %s | %s | %s | %s |\n", md(pt.Phase), fmtSeconds(pt.At), strings.Join(cells, " | "),
+			hot := "-"
+			if v, ok := pt.Shards[pt.HotShard]; ok {
+				hot = fmt.Sprintf("%.3f", zero(v))
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s |\n", md(pt.Phase), fmtSeconds(pt.At), strings.Join(cells, " | "), hot,
 				fmtSkew(pt.WorkerSkew), fmtSkew(pt.ShardSkew), fmtShare(pt.HotShare))
 		}
 	}

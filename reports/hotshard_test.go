@@ -30,7 +30,8 @@ func hotShardReport() *Report {
 				HotWorkerShare: 0.55, SampledHotWorkerShare: 0.41, HotShare: 0.53, QuietP50: 2, QuietP99: 4.4, QuietCount: 330, Queries: 800, Errors: 1},
 		},
 		Timeline: []LoadPoint{
-			{Phase: "before", At: 0.5, Workers: w, Sampled: s, WorkerSkew: 5.04, ShardSkew: 35.4, HotShare: 0.626},
+			{Phase: "before", At: 0.5, Workers: w, Sampled: s, Shards: map[int64]float64{102041: 0.0712, 102042: 0.002}, HotShard: 102041,
+				WorkerSkew: 5.04, ShardSkew: 35.4, HotShare: 0.626},
 			{Phase: "after", At: 0.5, Workers: w, Sampled: map[string]float64{"w4:5432": 0.01}, WorkerSkew: math.MaxFloat64, ShardSkew: 2, HotShare: 0.5},
 		},
 		Plan: []string{"isolate tenant 1 (share 59.0%) from shard 102041: share 59.0% > 5.0%"},
@@ -69,11 +70,11 @@ func TestHotShardJSON(t *testing.T) {
 	h := got.HotShard
 	if h == nil || h.DetectedAfter == nil || *h.DetectedAfter != 0.5 || h.StatTenantsShare == nil || *h.StatTenantsShare != 0.58 ||
 		h.ShardAfter == nil || !h.ShardAfter.Isolated || len(h.Windows) != 3 || h.Windows[1].Workers["w1:5432"] != 0.0786 ||
-		len(h.Timeline) != 2 || h.Timeline[1].WorkerSkew != math.MaxFloat64 || len(h.Steps) != 2 || !h.Steps[1].Skipped ||
+		len(h.Timeline) != 2 || h.Timeline[1].WorkerSkew != math.MaxFloat64 || h.Timeline[0].Shards[102041] != 0.0712 || h.Timeline[0].HotShard != 102041 || len(h.Steps) != 2 || !h.Steps[1].Skipped ||
 		h.Steps[1].ShardsAfter["w2:5432"] != 9 || h.Writes == nil || h.Writes.Acked != 4763 || h.Writes.Errors["57P01"] != 2 {
 		t.Errorf("hot_shard after a round trip = %+v", h)
 	}
-	for _, key := range []string{`"detected_after_s"`, `"timeline"`, `"at_s"`, `"length_s"`, `"bytes"`, `"took_s"`, `"max_pause_ms"`, `"quiet_p99_ms"`, `"sampled"`} {
+	for _, key := range []string{`"detected_after_s"`, `"timeline"`, `"at_s"`, `"length_s"`, `"bytes"`, `"took_s"`, `"max_pause_ms"`, `"quiet_p99_ms"`, `"sampled"`, `"hot_shard_id"`, `"102041"`} {
 		if !bytes.Contains(b, []byte(key)) {
 			t.Errorf("report.json lacks %s", key)
 		}

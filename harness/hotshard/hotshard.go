@@ -210,6 +210,11 @@ type Point struct {
 	// attributed through the placements, as Window.Workers); Sampled its
 	// mean active backends sampled in pg_stat_activity.
 	Workers, Sampled map[string]float64
+	// Shards is each shard's load over the interval (DB time attributed
+	// as for Workers) by orders shard id, shards with load only; HotShard
+	// is tenant 1's shard then.
+	Shards   map[int64]float64
+	HotShard int64
 	// WorkerSkew is max / median of Workers over the workers that take
 	// shards, ShardSkew the same over the shards with a measured load (a
 	// shard's load is the sum of its tenants' shares of DB time).
@@ -219,8 +224,8 @@ type Point struct {
 	HotShare float64
 }
 
-func point(phase string, at time.Duration, t tick, plan citus.Plan) Point {
-	return Point{Phase: phase, At: at, Workers: t.load.Workers, Sampled: t.sampled.Workers,
+func point(phase string, at time.Duration, t tick, plan citus.Plan, hotShard int64) Point {
+	return Point{Phase: phase, At: at, Workers: t.load.Workers, Sampled: t.sampled.Workers, Shards: t.shards, HotShard: hotShard,
 		WorkerSkew: finite(plan.WorkerSkew), ShardSkew: finite(plan.ShardSkew), HotShare: t.load.Tenants["1"]}
 }
 
@@ -430,7 +435,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 			res.Detected, res.DetectedOK, res.Alerts = time.Since(t0), true, plan.Alerts
 			cfg.Log.Info("hot shard detected", "after", res.Detected, "alerts", len(plan.Alerts))
 		}
-		res.Timeline = append(res.Timeline, point(PhaseBefore, time.Since(t0), t, plan))
+		res.Timeline = append(res.Timeline, point(PhaseBefore, time.Since(t0), t, plan, hotShard))
 	}
 	res.Before = d.window()
 	beforeLoad := m.fill(&res.Before, sampled, layout.Placements[hotShard])
@@ -520,7 +525,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		res.Timeline = append(res.Timeline, point(PhaseAfter, time.Since(t1), t, citus.Decide(state, cfg.Thresholds)))
+		res.Timeline = append(res.Timeline, point(PhaseAfter, time.Since(t1), t, citus.Decide(state, cfg.Thresholds), hotShard))
 	}
 	res.After = d.window()
 	m.fill(&res.After, sampled, home)
@@ -642,6 +647,8 @@ type tick struct {
 	load citus.Load
 	// sampled is what citus.Sample saw over the interval.
 	sampled citus.Load
+	// shards is the attributed load per shard.
+	shards map[int64]float64
 }
 
 // setLayout makes l the placements load is attributed through.
@@ -667,8 +674,8 @@ func (m *meter) measure(ctx context.Context, dur time.Duration) (tick, error) {
 	dbT, shares := dbTime(m.mark, now)
 	over := at.Sub(m.at)
 	m.mark, m.at = now, at
-	workers, _, _ := citus.Attribute(m.layout.Workers, m.layout.Placements, m.shardOf, dbT, over)
-	return tick{load: citus.Load{Samples: sampled.Samples, Duration: over, Workers: workers, Tenants: shares}, sampled: sampled}, nil
+	workers, shards, _ := citus.Attribute(m.layout.Workers, m.layout.Placements, m.shardOf, dbT, over)
+	return tick{load: citus.Load{Samples: sampled.Samples, Duration: over, Workers: workers, Tenants: shares}, sampled: sampled, shards: shards}, nil
 }
 
 // fill sets a window's worker figures: attributed from its DB time over
