@@ -49,6 +49,11 @@ const (
 	DefaultSampleInterval = 20 * time.Millisecond
 	// DefaultWarmup is run before the solo window and discarded.
 	DefaultWarmup = time.Second
+	// MaxRate bounds Config.Rate (queries/s) and MaxWriterRate
+	// Config.WriterRate (writes/s), as a scenario's hot_shard section
+	// does.
+	MaxRate       = 10000.0
+	MaxWriterRate = 5000.0
 )
 
 // DefaultKind is the data set's page query (a customer's latest orders of
@@ -81,7 +86,7 @@ type Config struct {
 	Rows int64
 	// ShardCount is the shard count (0: citus.DefaultShardCount).
 	ShardCount int
-	// Rate is the open-loop query rate, queries/s.
+	// Rate is the open-loop query rate, queries/s, at most MaxRate.
 	Rate float64
 	// Kind is each query: a data-set query of the tenant's own orders
 	// (dataset.KindLookup, KindPage or KindReport, whose cost grows with
@@ -102,7 +107,8 @@ type Config struct {
 	Mode citus.TransferMode
 	// Apply runs the ladder; false stops after detection and the plan.
 	Apply bool
-	// WriterRate is the hot tenant's checked inserts per second;
+	// WriterRate is the hot tenant's checked inserts per second (at most
+	// MaxWriterRate);
 	// MaxPause bounds the longest gap between acknowledgements.
 	WriterRate float64
 	MaxPause   time.Duration
@@ -114,6 +120,32 @@ type Config struct {
 	Seed uint64
 	// Log gets progress; nil is silent.
 	Log *slog.Logger
+}
+
+// check returns an error wrapping backend.ErrBadInput, naming the field,
+// for a Config no run can be carried out with: NaN or infinite figures
+// (no "0 means the default" check catches them), rates above MaxRate and
+// MaxWriterRate, more than workload.MaxTenants tenants.
+func (c Config) check() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"HotShare", c.HotShare}, {"Rate", c.Rate}, {"WriterRate", c.WriterRate}, {"P99Factor", c.P99Factor},
+		{"Thresholds.Skew", c.Thresholds.Skew}, {"Thresholds.Isolate", c.Thresholds.Isolate},
+		{"Thresholds.Dedicate", c.Thresholds.Dedicate}, {"Thresholds.Cluster", c.Thresholds.Cluster}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("run hot shard: %s %v: not a finite number: %w", f.name, f.v, backend.ErrBadInput)
+		}
+	}
+	switch {
+	case c.Rate > MaxRate:
+		return fmt.Errorf("run hot shard: Rate %v queries/s: at most %v: %w", c.Rate, MaxRate, backend.ErrBadInput)
+	case c.WriterRate > MaxWriterRate:
+		return fmt.Errorf("run hot shard: WriterRate %v writes/s: at most %v: %w", c.WriterRate, MaxWriterRate, backend.ErrBadInput)
+	case c.Tenants > workload.MaxTenants:
+		return fmt.Errorf("run hot shard: Tenants %d: at most %d: %w", c.Tenants, workload.MaxTenants, backend.ErrBadInput)
+	}
+	return nil
 }
 
 func (c Config) withDefaults() Config {
@@ -310,11 +342,16 @@ func (r Result) Failed() []Assertion {
 // (solo), then with the hot tenant (detection, before), then — with Apply —
 // the ladder under a checked writer, then after. It returns an error for a
 // run that could not be carried out (wrapping backend.ErrBadInput for a
-// cluster without a coordinator or a Kind other than sleep, lookup, page or
-// report); failed assertions are in the Result.
+// cluster without a coordinator, a Kind other than sleep, lookup, page or
+// report, or a Config outside its fields' bounds: NaN or infinite figures,
+// Rate above MaxRate, WriterRate above MaxWriterRate, Tenants above
+// workload.MaxTenants); failed assertions are in the Result.
 func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
-	cfg = cfg.withDefaults()
 	var res Result
+	if err := cfg.check(); err != nil {
+		return res, err
+	}
+	cfg = cfg.withDefaults()
 	switch cfg.Kind {
 	case dataset.KindSleep, dataset.KindLookup, dataset.KindPage, dataset.KindReport:
 	default:
@@ -857,7 +894,9 @@ func (d *driver) runFor(ctx context.Context, dur time.Duration) (int64, error) {
 	var n int64
 	for i := int64(0); ; i++ {
 		intended := start.Add(time.Duration(i) * gap)
-		if intended.Sub(start) >= dur {
+		// ctx is checked on every arrival, not only while waiting for
+		// one: a loop behind its schedule never waits.
+		if intended.Sub(start) >= dur || ctx.Err() != nil {
 			return n, nil
 		}
 		if wait := time.Until(intended); wait > 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,5 +147,54 @@ func TestFillIdleWorkers(t *testing.T) {
 		if v != math.MaxFloat64 {
 			t.Errorf("%s = %v over idle workers, want the largest float64", name, v)
 		}
+	}
+}
+
+// TestRunBadConfig: values no run can be carried out with are refused
+// before any cluster is touched (nil here), each with ErrBadInput: NaN
+// passes every "<= 0" default check, and a rate whose gap rounds to a
+// nanosecond or two keeps the load loop spinning for minutes.
+func TestRunBadConfig(t *testing.T) {
+	nan := math.NaN()
+	for name, cfg := range map[string]Config{
+		"rate NaN":        {Rate: nan},
+		"rate +Inf":       {Rate: math.Inf(1)},
+		"rate 1e9":        {Rate: 1e9},
+		"hot share NaN":   {HotShare: nan},
+		"writer rate NaN": {WriterRate: nan},
+		"writer rate 1e9": {WriterRate: 1e9},
+		"p99 factor NaN":  {P99Factor: nan},
+		"tenants 1e9":     {Tenants: 1e9},
+		"skew NaN":        {Thresholds: citus.Thresholds{Skew: nan}},
+		"isolate NaN":     {Thresholds: citus.Thresholds{Isolate: nan}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Run(context.Background(), nil, cfg)
+			if !errors.Is(err, backend.ErrBadInput) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want one line wrapping ErrBadInput", err)
+			}
+		})
+	}
+}
+
+// TestRunForCancelled: a cancelled load loop sends nothing and returns at
+// once, also when it is behind its schedule (no wait left to notice the
+// cancellation in).
+func TestRunForCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := &driver{cfg: Config{Rate: 1e9, Tenants: 2, HotShare: 0.5}.withDefaults(), rng: rand.New(rand.NewPCG(1, 2)), rec: newRecorder()}
+	done := make(chan int64)
+	go func() {
+		n, _ := d.runFor(ctx, time.Hour)
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		if n != 0 {
+			t.Errorf("cancelled runFor sent %d queries, want 0", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelled runFor still running after 5 s")
 	}
 }
