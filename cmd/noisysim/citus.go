@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -54,7 +55,8 @@ flags:
   --isolate F      share above which a tenant is isolated (default 0.05)
   --dedicate-share F  share above which a tenant gets a worker (default 0.20)
   --dedicate       (isolate) give the tenant a worker of its own too
-  --cluster F      share above which a cluster is recommended (default 0.50)
+  --cluster F      share above which a cluster is recommended (default 0.50);
+                   shares are in (0, 1), --isolate <= --dedicate-share <= --cluster
 
 exit codes: 0 done (or nothing to do), 2 bad input or not a Citus
 coordinator, 1 any other error.
@@ -108,8 +110,19 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		return usagef("citus plan: --tenant is for isolate")
 	case *dur <= 0 || *interval <= 0:
 		return usagef("citus %s: --for and --interval must be positive", sub)
-	case th.Skew <= 1 || th.Isolate <= 0 || th.Dedicate <= 0 || th.Cluster <= 0:
-		return usagef("citus %s: --skew must be > 1 and the shares > 0", sub)
+	case !(th.Skew > 1) || math.IsInf(th.Skew, 1):
+		return usagef("citus %s: --skew must be > 1 (and finite), got %v", sub, th.Skew)
+	}
+	for _, f := range []struct {
+		flag string
+		v    float64
+	}{{"--isolate", th.Isolate}, {"--dedicate-share", th.Dedicate}, {"--cluster", th.Cluster}} {
+		if !(f.v > 0 && f.v < 1) {
+			return usagef("citus %s: %s %v: want a share in (0, 1)", sub, f.flag, f.v)
+		}
+	}
+	if th.Isolate > th.Dedicate || th.Dedicate > th.Cluster {
+		return usagef("citus %s: the ladder needs --isolate <= --dedicate-share <= --cluster, got %v, %v, %v", sub, th.Isolate, th.Dedicate, th.Cluster)
 	}
 	cfg, err := pgx.ParseConfig(*dsn)
 	if err != nil {

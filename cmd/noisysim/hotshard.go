@@ -13,6 +13,7 @@ import (
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/hotshard"
 	"github.com/noisysim/noisysim/isolation/citus"
+	"github.com/noisysim/noisysim/workload"
 )
 
 const hotShardUsage = `usage: noisysim citus hot-shard [--apply] [flags]
@@ -32,9 +33,9 @@ flags:
   --apply            run the ladder (default: detect and plan only)
   --workers N        worker count (default 4)
   --shards N         shard count (default 32)
-  --tenants N        tenant count (default 100)
+  --tenants N        tenant count, 2..100000 (default 100)
   --hot-share F      tenant 1's share (default 0.6)
-  --rate R           queries/s, open loop (default 200)
+  --rate R           queries/s, open loop, at most 10000 (default 200)
   --query KIND       each query, through the isolation stack: the data set's
                      page (default), lookup or report on the tenant's orders,
                      or sleep (a pg_sleep of --query-time on the tenant's shard)
@@ -77,12 +78,14 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 		return usagef("citus hot-shard: unexpected argument %q", fs.Arg(0))
 	case *workers < 2 || *workers > 64:
 		return usagef("citus hot-shard: --workers %d: want 2..64", *workers)
-	case cfg.Tenants < 2 || cfg.ShardCount < 1:
-		return usagef("citus hot-shard: --tenants must be >= 2 and --shards >= 1")
-	case cfg.HotShare <= 0 || cfg.HotShare >= 1:
+	case cfg.Tenants < 2 || cfg.Tenants > workload.MaxTenants || cfg.ShardCount < 1:
+		return usagef("citus hot-shard: --tenants must be in 2..%d and --shards >= 1", workload.MaxTenants)
+	case !(cfg.HotShare > 0 && cfg.HotShare < 1):
 		return usagef("citus hot-shard: --hot-share %v: want (0, 1)", cfg.HotShare)
-	case cfg.Rate <= 0 || cfg.QueryTime <= 0 || cfg.Solo <= 0 || cfg.Before <= 0 || cfg.After <= 0:
-		return usagef("citus hot-shard: rates and durations must be positive")
+	case !(cfg.Rate > 0 && cfg.Rate <= hotshard.MaxRate):
+		return usagef("citus hot-shard: --rate %v: want (0, %v] queries/s", cfg.Rate, hotshard.MaxRate)
+	case cfg.QueryTime <= 0 || cfg.Solo <= 0 || cfg.Before <= 0 || cfg.After <= 0 || cfg.DetectWithin <= 0 || cfg.MaxPause <= 0:
+		return usagef("citus hot-shard: --query-time, --solo, --before, --after, --detect-within and --max-pause must be positive")
 	case !slices.Contains([]dataset.Kind{dataset.KindSleep, dataset.KindLookup, dataset.KindPage, dataset.KindReport}, dataset.Kind(*query)):
 		return usagef("citus hot-shard: --query %q: want sleep, lookup, page or report", *query)
 	case !citus.TransferMode(*mode).Valid():
