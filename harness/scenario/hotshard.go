@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"math"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
@@ -44,6 +45,10 @@ const (
 	DefaultHotShardMaxPause   Duration = Duration(time.Second)
 	DefaultHotShardP99Factor           = 1.5
 	DefaultHotShardP99Slack   Duration = Duration(5 * time.Millisecond)
+	// MinHotShardDetect bounds hot_shard.detect_every from below: each
+	// interval samples pg_stat_activity and reads the layout (queries on
+	// the coordinator), and adds a point to the report's timeline.
+	MinHotShardDetect Duration = Duration(100 * time.Millisecond)
 )
 
 // HotShard is a hot-shard scenario on topology citus: tenant 1 (with
@@ -192,8 +197,11 @@ func (c *checker) hotShard(s *Scenario) {
 	if h.DetectEvery > h.Before && h.Before > 0 {
 		c.add("hot_shard.detect_every", "must be <= hot_shard.before (%s)", h.Before)
 	}
-	if h.Skew <= 1 {
-		c.add("hot_shard.skew", "must be > 1, got %s", fmtFloat(h.Skew))
+	if h.DetectEvery > 0 && h.DetectEvery < MinHotShardDetect {
+		c.add("hot_shard.detect_every", "must be >= %s, got %s", MinHotShardDetect, h.DetectEvery)
+	}
+	if !(h.Skew > 1) || math.IsInf(h.Skew, 1) {
+		c.add("hot_shard.skew", "must be > 1 and finite, got %s", fmtFloat(h.Skew))
 	}
 	for f, v := range map[string]float64{"isolate": h.Isolate, "dedicate": h.Dedicate, "cluster": h.Cluster} {
 		if !(v > 0 && v < 1) {
@@ -209,7 +217,7 @@ func (c *checker) hotShard(s *Scenario) {
 	if !(h.WriterRate > 0 && h.WriterRate <= 5000) {
 		c.add("hot_shard.writer_rate", "must be in (0, 5000] writes/s, got %s", fmtFloat(h.WriterRate))
 	}
-	if h.P99Factor <= 0 {
-		c.add("hot_shard.p99_factor", "must be > 0, got %s", fmtFloat(h.P99Factor))
+	if !(h.P99Factor > 0) || math.IsInf(h.P99Factor, 1) {
+		c.add("hot_shard.p99_factor", "must be > 0 and finite, got %s", fmtFloat(h.P99Factor))
 	}
 }

@@ -53,6 +53,11 @@ func TestHotShardInvalid(t *testing.T) {
 		{"skew", "hot_shard: {skew: 1}", "hot_shard.skew", "must be > 1"},
 		{"detect longer than before", "hot_shard: {detect_every: 6s, before: 5s}", "hot_shard.detect_every", "<= hot_shard.before"},
 		{"zero duration", "hot_shard: {after: 0s}", "hot_shard.after", "> 0"},
+		{"skew NaN", "hot_shard: {skew: .nan}", "hot_shard.skew", "must be > 1"},
+		{"skew infinite", "hot_shard: {skew: .inf}", "hot_shard.skew", "finite"},
+		{"p99 factor NaN", "hot_shard: {p99_factor: .nan}", "hot_shard.p99_factor", "must be > 0"},
+		{"p99 factor infinite", "hot_shard: {p99_factor: .inf}", "hot_shard.p99_factor", "finite"},
+		{"detect every nanosecond", "hot_shard: {detect_every: 1ns}", "hot_shard.detect_every", ">= 100ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(strings.Replace(hotShardYAML, "HOT", tc.section, 1)), "x.yaml")
