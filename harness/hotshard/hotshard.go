@@ -883,8 +883,9 @@ func (d *driver) pick() int {
 	return 2 + d.rng.IntN(d.cfg.Tenants-1)
 }
 
-// runFor sends arrivals for dur or until ctx ends; it returns when every
-// query it sent has finished.
+// runFor sends arrivals for dur or until ctx ends; it returns the count
+// sent when every query it sent has finished, with ctx.Err() if ctx ended
+// first.
 func (d *driver) runFor(ctx context.Context, dur time.Duration) (int64, error) {
 	start := time.Now()
 	gap := time.Duration(float64(time.Second) / d.cfg.Rate)
@@ -896,13 +897,16 @@ func (d *driver) runFor(ctx context.Context, dur time.Duration) (int64, error) {
 		intended := start.Add(time.Duration(i) * gap)
 		// ctx is checked on every arrival, not only while waiting for
 		// one: a loop behind its schedule never waits.
-		if intended.Sub(start) >= dur || ctx.Err() != nil {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		if intended.Sub(start) >= dur {
 			return n, nil
 		}
 		if wait := time.Until(intended); wait > 0 {
 			select {
 			case <-ctx.Done():
-				return n, nil
+				return n, ctx.Err()
 			case <-time.After(wait):
 			}
 		}

@@ -177,22 +177,27 @@ func TestRunBadConfig(t *testing.T) {
 	}
 }
 
-// TestRunForCancelled: a cancelled load loop sends nothing and returns at
-// once, also when it is behind its schedule (no wait left to notice the
-// cancellation in).
+// TestRunForCancelled: a cancelled load loop sends nothing and returns
+// ctx.Err() at once, also when it is behind its schedule (no wait left to
+// notice the cancellation in), so that Run stops at the window it was in
+// (it went on to the next step, logging a citus_stat_tenants warning).
 func TestRunForCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	d := &driver{cfg: Config{Rate: 1e9, Tenants: 2, HotShare: 0.5}.withDefaults(), rng: rand.New(rand.NewPCG(1, 2)), rec: newRecorder()}
-	done := make(chan int64)
+	type result struct {
+		n   int64
+		err error
+	}
+	done := make(chan result)
 	go func() {
-		n, _ := d.runFor(ctx, time.Hour)
-		done <- n
+		n, err := d.runFor(ctx, time.Hour)
+		done <- result{n, err}
 	}()
 	select {
-	case n := <-done:
-		if n != 0 {
-			t.Errorf("cancelled runFor sent %d queries, want 0", n)
+	case r := <-done:
+		if r.n != 0 || !errors.Is(r.err, context.Canceled) {
+			t.Errorf("cancelled runFor sent %d queries and returned %v, want 0 and context.Canceled", r.n, r.err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("cancelled runFor still running after 5 s")
