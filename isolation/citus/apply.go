@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TransferMode is how Citus copies shard data during an isolation or a
@@ -245,7 +247,12 @@ func moveShard(ctx context.Context, db DB, id int64, from, to Worker, mode Trans
 			return fmt.Errorf("move shard %d from %s to %s: let the dedicated worker take it: %w", id, from.Name, to.Name, err)
 		}
 		defer func() {
-			_, rerr := db.Exec(context.WithoutCancel(ctx), "SELECT citus_set_node_property($1, $2, 'shouldhaveshards', false)", to.Host, to.Port)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resetTimeout)
+			defer cancel()
+			rerr := withOpenDB(rctx, db, func(db DB) error {
+				_, err := db.Exec(rctx, "SELECT citus_set_node_property($1, $2, 'shouldhaveshards', false)", to.Host, to.Port)
+				return err
+			})
 			if rerr != nil {
 				err = errors.Join(err, fmt.Errorf("worker %s takes shards again, dedicate it again (citus_set_node_property shouldhaveshards false): %w", to.Name, rerr))
 			}
@@ -257,6 +264,30 @@ func moveShard(ctx context.Context, db DB, id int64, from, to Worker, mode Trans
 		return fmt.Errorf("move shard %d from %s to %s: %w", id, from.Name, to.Name, err)
 	}
 	return nil
+}
+
+// resetTimeout bounds setting a dedicated worker back after a move onto
+// it, which runs even when the move's context has ended.
+const resetTimeout = 30 * time.Second
+
+// withOpenDB runs f on db, or, when db is a single connection that is
+// closed — pgx closes a connection whose query's context was cancelled, as
+// a Ctrl-C during a move does — on a new connection with its
+// configuration, closed afterwards.
+func withOpenDB(ctx context.Context, db DB, f func(DB) error) error {
+	c, ok := db.(interface {
+		IsClosed() bool
+		Config() *pgx.ConnConfig
+	})
+	if !ok || !c.IsClosed() {
+		return f(db)
+	}
+	nc, err := pgx.ConnectConfig(ctx, c.Config())
+	if err != nil {
+		return fmt.Errorf("reconnect: %w", err)
+	}
+	defer nc.Close(context.WithoutCancel(ctx))
+	return f(nc)
 }
 
 func worker(l Layout, name string) (Worker, bool) {
