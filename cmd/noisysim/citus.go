@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/isolation/citus"
 )
 
@@ -130,7 +131,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("connect to coordinator: %w", err)
+		return backend.ConnectError(ctx, "coordinator", err)
 	}
 	defer conn.Close(context.Background())
 	layout, err := citus.Inspect(ctx, conn, *table)

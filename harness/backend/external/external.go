@@ -126,7 +126,7 @@ func (b *Backend) Start(ctx context.Context, spec backend.Spec) (backend.Cluster
 func (b *Backend) check(ctx context.Context, n backend.Node, settings map[string]string) error {
 	conn, err := pgx.Connect(ctx, n.DSN())
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", n, err)
+		return backend.ConnectError(ctx, n.String(), err)
 	}
 	defer conn.Close(context.Background())
 	var inRecovery bool

@@ -79,7 +79,8 @@ func TestExternalErrors(t *testing.T) {
 		{"replica topology without replica", external.Config{Primary: p.DSN()}, backend.Spec{Topology: backend.TopologyReplica}, backend.ErrBadInput},
 		{"unknown topology", external.Config{Primary: p.DSN()}, backend.Spec{Topology: "ring"}, backend.ErrBadInput},
 		{"malformed DSN", external.Config{Primary: "postgres://u:pw@host:notaport/db"}, backend.Spec{}, backend.ErrBadInput},
-		{"server down", external.Config{Primary: down.DSN()}, backend.Spec{}, nil},
+		{"server down", external.Config{Primary: down.DSN()}, backend.Spec{}, backend.ErrUnreachable},
+		{"wrong password", external.Config{Primary: wrongPassword(p)}, backend.Spec{}, backend.ErrUnreachable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +91,9 @@ func TestExternalErrors(t *testing.T) {
 			if tc.want != nil && !errors.Is(err, tc.want) {
 				t.Errorf("err = %v, want %v", err, tc.want)
 			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error on several lines: %q", err)
+			}
 			for _, secret := range []string{p.Password, "s3cret-never-shown"} {
 				if strings.Contains(err.Error(), secret) {
 					t.Errorf("error shows a password: %v", err)
@@ -97,6 +101,11 @@ func TestExternalErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func wrongPassword(n backend.Node) string {
+	n.Password = "s3cret-never-shown"
+	return n.DSN()
 }
 
 // TestExternalCitus takes an existing Citus cluster by its coordinator's
