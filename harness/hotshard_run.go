@@ -41,8 +41,9 @@ func runHotShard(ctx context.Context, r *runner) (*reports.Report, error) {
 		WriterRate: h.WriterRate, MaxPause: h.MaxPause.Duration(),
 		P99Factor: h.P99Factor, P99Slack: h.P99Slack.Duration(),
 		Seed: uint64(sc.Seed), Log: r.log,
+		OnPhase: func(phase string, planned time.Duration) { r.setPhase("hot-shard", phase, planned) },
+		OnQuery: func() { r.issued.Add(1) },
 	}
-	r.setPhase("hot-shard", hotShardBefore, cfg.Solo+cfg.Before+cfg.After)
 	res, err := hotshard.Run(ctx, r.cluster, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: hot shard: %w", ErrRun, err)

@@ -120,6 +120,12 @@ type Config struct {
 	Seed uint64
 	// Log gets progress; nil is silent.
 	Log *slog.Logger
+	// OnPhase, if set, is called as each phase starts (PhaseLoad,
+	// PhaseWarmup, PhaseSolo, PhaseBefore, PhaseLadder, PhaseAfter) with
+	// its planned length, 0 when it has none; OnQuery once per query
+	// issued. For a progress display; they must not block.
+	OnPhase func(phase string, planned time.Duration)
+	OnQuery func()
 }
 
 // check returns an error wrapping backend.ErrBadInput, naming the field,
@@ -185,6 +191,12 @@ func (c Config) withDefaults() Config {
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if c.OnPhase == nil {
+		c.OnPhase = func(string, time.Duration) {}
+	}
+	if c.OnQuery == nil {
+		c.OnQuery = func() {}
+	}
 	return c
 }
 
@@ -226,9 +238,13 @@ type Window struct {
 	Shares map[string]float64
 }
 
-// Phases of a Point.
+// Phases of a run, in order; a Point is in PhaseBefore or PhaseAfter.
 const (
+	PhaseLoad   = "load"
+	PhaseWarmup = "warmup"
+	PhaseSolo   = "solo"
 	PhaseBefore = "before"
+	PhaseLadder = "ladder"
 	PhaseAfter  = "after"
 )
 
@@ -372,6 +388,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 		rowShares = append(rowShares, (1-cfg.HotShare)/float64(cfg.Tenants-1))
 	}
 	spec := dataset.Spec{Orders: dataset.Counts(rowShares, cfg.Rows), Days: 30, Customers: 50}
+	cfg.OnPhase(PhaseLoad, 0)
 	if err := dataset.Load(ctx, conn, spec, time.Now()); err != nil {
 		return res, fmt.Errorf("load data set: %w", err)
 	}
@@ -427,11 +444,13 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	// Warm-up (connections open, caches warm; discarded), then solo: the
 	// quiet tenants only.
 	d.setHot(false)
+	cfg.OnPhase(PhaseWarmup, DefaultWarmup)
 	if _, err := d.runFor(ctx, DefaultWarmup); err != nil {
 		return res, err
 	}
 	d.window()
 	cfg.Log.Info("solo window", "duration", cfg.Solo)
+	cfg.OnPhase(PhaseSolo, cfg.Solo)
 	if _, err := d.runFor(ctx, cfg.Solo); err != nil {
 		return res, err
 	}
@@ -444,6 +463,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 		cfg.Log.Warn("citus_stat_tenants cross-check off", "err", statReset)
 	}
 	d.setHot(true)
+	cfg.OnPhase(PhaseBefore, cfg.Before)
 	t0 := time.Now()
 	bg, stop := context.WithCancel(ctx)
 	defer stop()
@@ -515,6 +535,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 			t, err := sm.measure(ctx, DefaultStepSample)
 			return t.load.Workers, err
 		}}
+	cfg.OnPhase(PhaseLadder, 0)
 	lt := time.Now()
 	res.Steps, res.Advice, err = ladder.Run(ctx, beforeLoad, "", 0)
 	res.LadderTook = time.Since(lt)
@@ -550,6 +571,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	d.window()
 	// The after window, measured in DetectEvery steps for the timeline.
+	cfg.OnPhase(PhaseAfter, cfg.After)
 	sampled = citus.Load{}
 	m.start()
 	for t1 := time.Now(); time.Since(t1) < cfg.After; {
@@ -920,6 +942,7 @@ func (d *driver) runFor(ctx context.Context, dur time.Duration) (int64, error) {
 			continue
 		}
 		n++
+		d.cfg.OnQuery()
 		seq := d.seq.Add(1)
 		wg.Go(func() {
 			defer func() { <-sem }()

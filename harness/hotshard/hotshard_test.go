@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,12 +63,21 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus})
+	var phases []string
+	var queries atomic.Int64
 	res, err := Run(ctx, c, Config{Apply: true, Tenants: 100,
+		OnPhase: func(p string, _ time.Duration) { phases = append(phases, p) }, OnQuery: func() { queries.Add(1) },
 		Solo: 2 * time.Second, Before: 4 * time.Second, After: 4 * time.Second, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("detected after %.2f s: %v", res.Detected.Seconds(), res.Alerts)
+	if want := []string{PhaseLoad, PhaseWarmup, PhaseSolo, PhaseBefore, PhaseLadder, PhaseAfter}; !slices.Equal(phases, want) {
+		t.Errorf("phases %v, want %v", phases, want)
+	}
+	if n := queries.Load(); n < res.Solo.Queries+res.Before.Queries+res.After.Queries {
+		t.Errorf("OnQuery called %d times, fewer than the %d queries of the windows", n, res.Solo.Queries+res.Before.Queries+res.After.Queries)
+	}
 	t.Logf("tenant 1: %.1f%% of cluster DB time (ledger), %.1f%% sampled, %.1f%% citus_stat_tenants (%v); shard before %+v, after %+v",
 		res.LedgerShare*100, res.SampledShare*100, res.StatTenantsShare*100, res.StatTenantsOK, res.ShardBefore, res.ShardAfter)
 	for _, w := range []struct {
@@ -90,13 +101,13 @@ func TestRun(t *testing.T) {
 	if !res.ShardAfter.Isolated || res.ShardBefore.Bytes <= 0 || res.ShardAfter.Bytes <= 0 {
 		t.Errorf("tenant 1's shard before %+v, after %+v: want sizes and an isolated shard after", res.ShardBefore, res.ShardAfter)
 	}
-	phases := map[string]int{}
+	points := map[string]int{}
 	for _, p := range res.Timeline {
-		phases[p.Phase]++
+		points[p.Phase]++
 		t.Logf("%-6s %4.1f s  worker skew %5.2fx  shard skew %6.2fx  tenant 1 %4.1f%%", p.Phase, p.At.Seconds(), p.WorkerSkew, p.ShardSkew, p.HotShare*100)
 	}
-	if phases[PhaseBefore] < 2 || phases[PhaseAfter] < 2 {
-		t.Errorf("timeline has %v points per phase, want several in before and after", phases)
+	if points[PhaseBefore] < 2 || points[PhaseAfter] < 2 {
+		t.Errorf("timeline has %v points per phase, want several in before and after", points)
 	}
 	// Placement and data outcomes must hold; timing outcomes (write pause,
 	// skew, p99) on a shared 2-core machine are figures, logged.
