@@ -90,3 +90,18 @@ func TestHotShardJSON(t *testing.T) {
 		t.Errorf("hot-shard section in a Markdown report without one")
 	}
 }
+
+// TestHotShardValidate: a non-finite figure in the section is caught by
+// Validate, before report.json would fail to be written.
+func TestHotShardValidate(t *testing.T) {
+	if err := hotShardReport().Validate(); err != nil {
+		t.Fatalf("valid section: %v", err)
+	}
+	r := hotShardReport()
+	r.HotShard.Timeline[0].WorkerSkew = math.Inf(1)
+	r.HotShard.Windows[1].Workers["w1:5432"] = math.NaN()
+	err := r.Validate()
+	if err == nil || !strings.Contains(err.Error(), "hot_shard.timeline[0].worker_skew") || !strings.Contains(err.Error(), "hot_shard.windows[1].workers.w1:5432") {
+		t.Errorf("Validate = %v, want the infinite skew and the NaN load named", err)
+	}
+}

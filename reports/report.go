@@ -357,5 +357,53 @@ func (r *Report) Validate() error {
 		finite(p+".observed", a.Observed)
 		finite(p+".limit", a.Limit)
 	}
+	if h := r.HotShard; h != nil {
+		for _, f := range []struct {
+			field string
+			v     float64
+		}{{"hot_shard.ledger_share", h.LedgerShare}, {"hot_shard.sampled_share", h.SampledShare}} {
+			share(f.field, f.v)
+		}
+		if h.DetectedAfter != nil {
+			finite("hot_shard.detected_after_s", *h.DetectedAfter)
+		}
+		if h.StatTenantsShare != nil {
+			share("hot_shard.stat_tenants_share", *h.StatTenantsShare)
+		}
+		loads := func(field string, m map[string]float64) {
+			for k, v := range m {
+				finite(field+"."+k, v)
+			}
+		}
+		for i, w := range h.Windows {
+			p := fmt.Sprintf("hot_shard.windows[%d]", i)
+			loads(p+".workers", w.Workers)
+			loads(p+".sampled", w.Sampled)
+			for _, f := range []struct {
+				field string
+				v     float64
+			}{{"length_s", w.Length}, {"skew", w.Skew}, {"sampled_skew", w.SampledSkew}, {"quiet_p50_ms", w.QuietP50},
+				{"quiet_p99_ms", w.QuietP99}, {"quiet_max_ms", w.QuietMax}, {"quiet_service_p99_ms", w.QuietServiceP99}} {
+				finite(p+"."+f.field, f.v)
+			}
+			share(p+".hot_worker_share", w.HotWorkerShare)
+			share(p+".sampled_hot_worker_share", w.SampledHotWorkerShare)
+			share(p+".hot_share", w.HotShare)
+		}
+		for i, pt := range h.Timeline {
+			p := fmt.Sprintf("hot_shard.timeline[%d]", i)
+			loads(p+".workers", pt.Workers)
+			loads(p+".sampled", pt.Sampled)
+			finite(p+".worker_skew", pt.WorkerSkew)
+			finite(p+".shard_skew", pt.ShardSkew)
+			share(p+".hot_share", pt.HotShare)
+			for id, v := range pt.Shards {
+				finite(fmt.Sprintf("%s.shards.%d", p, id), v)
+			}
+		}
+		if w := h.Writes; w != nil {
+			finite("hot_shard.writes.max_pause_ms", w.MaxPause)
+		}
+	}
 	return errors.Join(errs...)
 }

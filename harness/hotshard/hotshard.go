@@ -610,7 +610,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 			Detail: fmt.Sprintf("tenant 1 on shard %d (isolated %v) on %s (dedicated %v, %d other shards there)", hotShard, after.Single[hotShard], home, dedicated, len(sharing))},
 		Assertion{Name: AssertOtherSkew, OK: res.After.SharedSkew <= skewBound(cfg.Thresholds),
 			Observed: finite(res.After.SharedSkew), Limit: skewBound(cfg.Thresholds), Unit: "x", Op: "<=",
-			Detail: fmt.Sprintf("load skew over the other workers %.2fx (bound %.2fx), before %.2fx over all", res.After.SharedSkew, skewBound(cfg.Thresholds), res.Before.SharedSkew)},
+			Detail: fmt.Sprintf("load skew over the other workers %s (bound %.2fx), before %s over all", fmtSkew(res.After.SharedSkew), skewBound(cfg.Thresholds), fmtSkew(res.Before.SharedSkew))},
 		Assertion{Name: AssertQuietP99, OK: res.After.QuietP99 <= time.Duration(cfg.P99Factor*float64(res.Solo.QuietP99))+cfg.P99Slack,
 			Observed: ms(res.After.QuietP99), Limit: ms(time.Duration(cfg.P99Factor*float64(res.Solo.QuietP99)) + cfg.P99Slack), Unit: "ms", Op: "<=",
 			Detail: fmt.Sprintf("quiet p99 after %.1f ms, before %.1f ms, solo %.1f ms (bound %.1f × solo + %.0f ms)", ms(res.After.QuietP99), ms(res.Before.QuietP99), ms(res.Solo.QuietP99), cfg.P99Factor, ms(cfg.P99Slack))},
@@ -647,6 +647,14 @@ func skewBound(th citus.Thresholds) float64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// fmtSkew formats a skew as "1.28x", one over idle workers as "inf".
+func fmtSkew(v float64) string {
+	if math.IsInf(v, 1) || v == math.MaxFloat64 {
+		return "inf"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
 
 // finite maps +Inf (a skew over idle workers) to the largest float64, so
 // that reports stay valid JSON.
