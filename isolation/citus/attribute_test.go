@@ -3,6 +3,7 @@ package citus
 import (
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -66,5 +67,26 @@ func TestAttribute(t *testing.T) {
 				t.Errorf("unplaced = %v, want %v", un, tc.unplaced)
 			}
 		})
+	}
+}
+
+// BenchmarkAttribute attributes one interval of 100 tenants over 34 shards
+// on 4 workers (the hot-shard scenario after isolation): compare with one
+// pg_stat_activity sample of 4 workers (harness/hotshard
+// BenchmarkWorkerSampling).
+func BenchmarkAttribute(b *testing.B) {
+	workers := []Worker{{Name: "w1"}, {Name: "w2"}, {Name: "w3"}, {Name: "w4"}}
+	placements := map[int64]string{}
+	for id := int64(0); id < 34; id++ {
+		placements[id] = workers[id%4].Name
+	}
+	shardOf, dbTime := map[string]int64{}, map[string]time.Duration{}
+	for t := 1; t <= 100; t++ {
+		id := strconv.Itoa(t)
+		shardOf[id], dbTime[id] = int64(t%34), time.Duration(t)*time.Millisecond
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Attribute(workers, placements, shardOf, dbTime, 500*time.Millisecond)
 	}
 }
