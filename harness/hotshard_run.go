@@ -16,6 +16,7 @@ import (
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/reports"
+	"github.com/noisysim/noisysim/workload"
 )
 
 // The configurations of a hot-shard report.
@@ -32,7 +33,8 @@ const (
 func runHotShard(ctx context.Context, r *runner) (*reports.Report, error) {
 	sc, h := r.sc, r.sc.HotShard
 	cfg := hotshard.Config{
-		Tenants: sc.Tenants.Count, HotShare: sc.Tenants.DominantShare, Rows: int64(sc.Data.Orders), ShardCount: h.Shards,
+		Tenants: sc.Tenants.Count, HotShare: sc.Tenants.DominantShare,
+		Distribution: workload.Distribution(sc.Tenants.Distribution), Exponent: sc.Tenants.Exponent, Shares: sc.Tenants.Shares, Rows: int64(sc.Data.Orders), ShardCount: h.Shards,
 		Rate: h.Rate, Kind: dataset.Kind(h.Query), QueryTime: h.QueryTime.Duration(),
 		Solo: h.Solo.Duration(), Before: h.Before.Duration(), After: h.After.Duration(),
 		DetectEvery: h.DetectEvery.Duration(), DetectWithin: h.DetectWithin.Duration(),

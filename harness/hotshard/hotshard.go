@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -80,8 +81,16 @@ type Config struct {
 	// Tenants is the tenant count (ids 1..Tenants); tenant 1 is hot.
 	Tenants int
 	// HotShare is tenant 1's share of queries and rows, in (0, 1); the
-	// rest is spread evenly.
+	// rest goes to tenants 2..Tenants by a power law (Distribution,
+	// Exponent: workload.NewPopulation, drawn with Seed), so that a few
+	// quiet tenants have most of it.
 	HotShare float64
+	// Distribution and Exponent shape the quiet tenants' power law;
+	// "" and 0 mean workload.DefaultDistribution and its default
+	// parameter. Shares pins some quiet tenants' shares by id (optional).
+	Distribution workload.Distribution
+	Exponent     float64
+	Shares       map[int]float64
 	// Rows is the orders row count.
 	Rows int64
 	// ShardCount is the shard count (0: citus.DefaultShardCount).
@@ -383,9 +392,14 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	defer conn.Close(context.Background())
 
-	rowShares := []float64{cfg.HotShare}
-	for range cfg.Tenants - 1 {
-		rowShares = append(rowShares, (1-cfg.HotShare)/float64(cfg.Tenants-1))
+	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: cfg.Tenants, DominantShare: cfg.HotShare,
+		Distribution: cfg.Distribution, Exponent: cfg.Exponent, Shares: cfg.Shares}, int64(cfg.Seed))
+	if err != nil {
+		return res, fmt.Errorf("run hot shard: %w: %w", err, backend.ErrBadInput)
+	}
+	rowShares := make([]float64, 0, pop.Len())
+	for _, t := range pop.Tenants {
+		rowShares = append(rowShares, t.Share)
 	}
 	spec := dataset.Spec{Orders: dataset.Counts(rowShares, cfg.Rows), Days: 30, Customers: 50}
 	cfg.OnPhase(PhaseLoad, 0)
@@ -428,7 +442,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	}
 	res.ShardBefore = shardOf(layout, hotShard)
 
-	d, err := newDriver(ctx, coord, cfg, dataset.Params{Orders: spec.Orders, Customers: spec.Customers})
+	d, err := newDriver(ctx, coord, cfg, pop, dataset.Params{Orders: spec.Orders, Customers: spec.Customers})
 	if err != nil {
 		return res, err
 	}
@@ -784,8 +798,10 @@ type driver struct {
 	stack  *pools.Stack
 	params dataset.Params
 	rng    *rand.Rand
-	hot    atomic.Bool
-	seq    atomic.Int64
+	// quietCum is the quiet tenants' cumulative shares, tenant 2 first.
+	quietCum []float64
+	hot      atomic.Bool
+	seq      atomic.Int64
 
 	mu sync.Mutex
 	// rec holds the window's response and service times per tenant
@@ -813,8 +829,13 @@ func newRecorder() *metrics.Recorder {
 // warmTenant tags the warm-up calls; it is no tenant of the data set.
 const warmTenant = "warmup"
 
-func newDriver(ctx context.Context, coord backend.Node, cfg Config, params dataset.Params) (*driver, error) {
+func newDriver(ctx context.Context, coord backend.Node, cfg Config, pop workload.Population, params dataset.Params) (*driver, error) {
 	d := &driver{cfg: cfg, params: params, rng: rand.New(rand.NewPCG(cfg.Seed, 7)), rec: newRecorder()}
+	var sum float64
+	for _, t := range pop.Quiet() {
+		sum += t.Share
+		d.quietCum = append(d.quietCum, sum)
+	}
 	size := int32(DefaultMaxInFlight / 2)
 	// No limiter: a per-tenant cap would throttle the hot tenant at the
 	// coordinator, a remedy other than the ladder's.
@@ -906,11 +927,20 @@ func (d *driver) window() Window {
 	return w
 }
 
+// pick draws the next query's tenant: tenant 1 with HotShare while hot is
+// set, else a quiet tenant by its share of the quiet tenants' traffic.
 func (d *driver) pick() int {
 	if d.hot.Load() && d.rng.Float64() < d.cfg.HotShare {
 		return 1
 	}
-	return 2 + d.rng.IntN(d.cfg.Tenants-1)
+	return pickQuiet(d.quietCum, d.rng.Float64())
+}
+
+// pickQuiet returns the quiet tenant (2..) whose slot of the cumulative
+// shares cum holds u × cum's total, u in [0, 1).
+func pickQuiet(cum []float64, u float64) int {
+	i, _ := slices.BinarySearch(cum, u*cum[len(cum)-1])
+	return 2 + min(i, len(cum)-1)
 }
 
 // runFor sends arrivals for dur or until ctx ends; it returns the count

@@ -17,6 +17,7 @@ import (
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/workload"
 )
 
 func TestMerge(t *testing.T) {
@@ -212,5 +213,44 @@ func TestRunForCancelled(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("cancelled runFor still running after 5 s")
+	}
+}
+
+// TestPickQuiet: quiet tenants are drawn by their shares (tenant 2 the
+// largest), every slot boundary to the right tenant.
+func TestPickQuiet(t *testing.T) {
+	cum := []float64{0.2, 0.3, 0.4} // tenants 2, 3, 4: shares 0.2, 0.1, 0.1 of 0.4
+	for _, tc := range []struct {
+		u    float64
+		want int
+	}{{0, 2}, {0.49, 2}, {0.5, 2}, {0.51, 3}, {0.74, 3}, {0.76, 4}, {0.999999, 4}} {
+		if got := pickQuiet(cum, tc.u); got != tc.want {
+			t.Errorf("pickQuiet(u=%v) = %d, want %d", tc.u, got, tc.want)
+		}
+	}
+	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 100, DominantShare: 0.6}, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c []float64
+	var sum float64
+	for _, q := range pop.Quiet() {
+		sum += q.Share
+		c = append(c, sum)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	n := 200000
+	got := map[int]int{}
+	for range n {
+		got[pickQuiet(c, rng.Float64())]++
+	}
+	for _, id := range []int{2, 3, 10, 100} {
+		want := pop.Share(id) / sum
+		if f := float64(got[id]) / float64(n); math.Abs(f-want) > 0.01+want*0.1 {
+			t.Errorf("tenant %d drawn %.4f of the time, want %.4f (its share of the quiet tenants)", id, f, want)
+		}
+	}
+	if got[2] <= got[3] || got[3] <= got[100] {
+		t.Errorf("draws %d, %d, %d for tenants 2, 3, 100: want a power law, largest first", got[2], got[3], got[100])
 	}
 }

@@ -301,7 +301,77 @@ func Decide(s State, th Thresholds) Plan {
 				Reason: fmt.Sprintf("share %.1f%% > %.1f%%: give the tenant a cluster of its own", t.Share*100, th.Cluster*100)})
 		}
 	}
+	if !slices.ContainsFunc(p.Steps, func(st Step) bool { return st.Action != ActionRecommend }) {
+		if st, ok := balance(s, th); ok {
+			p.Steps = append(p.Steps, st)
+		}
+	}
 	return p
+}
+
+// balance returns the move that evens the shared workers' load best, once
+// every tenant is where its share says: while the skew of their load —
+// the measured load of the shards each holds now (State.ShardLoad) — is
+// above th.Skew, one shard of the most loaded shared worker goes to the
+// least loaded, the one that leaves the two closest, provided both end
+// below the most loaded one's load now. Each such move lowers the sum of
+// squared worker loads, so deciding again after each converges. Dedicating
+// a worker moves shards off it onto the others but never between them: a
+// quiet tenant with a large share (a power law's second) can leave its
+// worker well above the others. Citus's own rebalancer cannot do this: it
+// balances shard counts or sizes, and it moves shards off dedicated workers.
+func balance(s State, th Thresholds) (Step, bool) {
+	load := map[string]float64{}
+	var names []string
+	for _, w := range sortedWorkers(s.Workers) {
+		if w.ShouldHaveShards {
+			load[w.Name] = 0
+			names = append(names, w.Name)
+		}
+	}
+	if len(names) < 2 {
+		return Step{}, false
+	}
+	var total float64
+	for id, w := range s.Placements {
+		if _, ok := load[w]; ok {
+			load[w] += s.ShardLoad[id]
+			total += s.ShardLoad[id]
+		}
+	}
+	values := make([]float64, len(names))
+	hi, lo := names[0], names[0]
+	for i, n := range names {
+		values[i] = load[n]
+		if load[n] > load[hi] {
+			hi = n
+		}
+		if load[n] < load[lo] {
+			lo = n
+		}
+	}
+	skew := Skew(values)
+	if total <= 0 || skew <= th.Skew {
+		return Step{}, false
+	}
+	var best int64
+	found, bestGap := false, load[hi]-load[lo]
+	for _, id := range sortedKeys(s.Placements) {
+		l := s.ShardLoad[id]
+		if s.Placements[id] != hi || l <= 0 || load[lo]+l >= load[hi] {
+			continue
+		}
+		if gap := math.Abs((load[hi] - l) - (load[lo] + l)); gap < bestGap {
+			best, bestGap, found = id, gap, true
+		}
+	}
+	if !found {
+		return Step{}, false
+	}
+	l := s.ShardLoad[best]
+	return Step{Action: ActionMove, ShardID: best, From: hi, To: lo, Share: l,
+		Reason: fmt.Sprintf("balance the shared workers (load skew %.2fx > %.2fx): %s %.3f → %.3f, %s %.3f → %.3f",
+			skew, th.Skew, hi, load[hi], load[hi]-l, lo, load[lo], load[lo]+l)}, true
 }
 
 // planner is Decide's view of the workers while it plans the dedications,
