@@ -39,8 +39,11 @@
 // above Thresholds.Dedicate stays that tenant's target while it is emptied,
 // whatever the sizes say then, so re-deciding after each step never
 // dedicates a second worker. Above Thresholds.Cluster (50%) a cluster of
-// its own is recommended, never applied. A step already done is not
-// planned again.
+// its own is recommended, never applied. Once every tenant is where its
+// share says, the shared workers are balanced by measured shard load: one
+// shard at a time from the most to the least loaded while their skew is
+// above Thresholds.Skew (a power law's second tenant can leave its worker
+// well above the others). A step already done is not planned again.
 //
 // # Apply
 //

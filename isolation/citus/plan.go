@@ -208,9 +208,10 @@ type Plan struct {
 // it, the most loaded first, to the shared worker whose shards carry the
 // least measured load (State.ShardLoad; shards without a measured load by
 // shard count), and the tenant's shard moved onto it if it is not there;
-// above th.Cluster, a recommendation. A step already done is not listed, so
-// deciding again after applying is idempotent. Decide is pure and
-// deterministic.
+// above th.Cluster, a recommendation. Once no tenant has a step left, a
+// move between shared workers while their load skew is above th.Skew (see
+// balance). A step already done is not listed, so deciding again after
+// applying is idempotent. Decide is pure and deterministic.
 //
 // The worker dedicated to a tenant is the cheapest to empty, in bytes moved
 // (State.ShardBytes): its shard's current worker (home) costs the other
