@@ -1,6 +1,7 @@
 package citus
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -124,5 +125,22 @@ func TestBalanceConverges(t *testing.T) {
 	}
 	if math.Abs(per["w1"]-5) > 1e-9 || len(moved) == 0 {
 		t.Errorf("w1 ends at %v, %d shards moved: want the dedicated worker untouched and some moves", per["w1"], len(moved))
+	}
+}
+
+// TestBalanceDeterministic: workers whose loads are equal but summed from
+// shards in another order (0.1+0.2+0.3 is not 0.3+0.2+0.1 in float64)
+// get the same move on every Decide.
+func TestBalanceDeterministic(t *testing.T) {
+	s := State{Table: "orders",
+		Placements: map[int64]string{1: "w2", 2: "w2", 3: "w2", 4: "w3", 5: "w3", 6: "w3", 7: "w4", 8: "w5"},
+		ShardLoad:  map[int64]float64{1: 0.1, 2: 0.2, 3: 0.3, 4: 0.3, 5: 0.2, 6: 0.1, 7: 0.1, 8: 0.1},
+		Workers: []Worker{{Name: "w2", ShouldHaveShards: true}, {Name: "w3", ShouldHaveShards: true},
+			{Name: "w4", ShouldHaveShards: true}, {Name: "w5", ShouldHaveShards: true}}}
+	first := fmt.Sprint(Decide(s, Thresholds{}).Steps)
+	for range 100 {
+		if got := fmt.Sprint(Decide(s, Thresholds{}).Steps); got != first {
+			t.Fatalf("Decide gave %s, then %s", first, got)
+		}
 	}
 }

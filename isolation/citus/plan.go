@@ -333,8 +333,12 @@ func balance(s State, th Thresholds) (Step, bool) {
 	if len(names) < 2 {
 		return Step{}, false
 	}
+	// Summed in shard order: a sum in map order differs in the last bit
+	// from one run to the next, and ties between workers or shards would
+	// not be broken the same way (Decide is deterministic).
 	var total float64
-	for id, w := range s.Placements {
+	for _, id := range sortedKeys(s.Placements) {
+		w := s.Placements[id]
 		if _, ok := load[w]; ok {
 			load[w] += s.ShardLoad[id]
 			total += s.ShardLoad[id]
