@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -23,5 +24,26 @@ func TestConnectError(t *testing.T) {
 	cancel()
 	if err := ConnectError(ctx, "coordinator", context.Canceled); errors.Is(err, ErrBadInput) || !errors.Is(err, context.Canceled) {
 		t.Errorf("interrupted connect: err = %v, want context.Canceled and not bad input", err)
+	}
+}
+
+// stateErr is a server error with a SQLSTATE, as pgconn.PgError has.
+type stateErr string
+
+func (e stateErr) Error() string    { return "server error (SQLSTATE " + string(e) + ")" }
+func (e stateErr) SQLState() string { return string(e) }
+
+// TestConnectErrorServerState: a server that refuses for its own state
+// (too many clients, starting up, shutting down) is not bad input; a
+// refused login or an unknown database is.
+func TestConnectErrorServerState(t *testing.T) {
+	for _, tc := range []struct {
+		state string
+		bad   bool
+	}{{"53300", false}, {"53100", false}, {"57P03", false}, {"57P01", false}, {"28P01", true}, {"28000", true}, {"3D000", true}} {
+		err := ConnectError(context.Background(), "coordinator", fmt.Errorf("failed to connect to `user=app`:\n\t127.0.0.1:5432: %w", stateErr(tc.state)))
+		if errors.Is(err, ErrBadInput) != tc.bad || strings.Contains(err.Error(), "\n") || !errors.Is(err, stateErr(tc.state)) {
+			t.Errorf("SQLSTATE %s: err = %q, bad input %v; want bad input %v, one line, wrapping the server error", tc.state, err, errors.Is(err, ErrBadInput), tc.bad)
+		}
 	}
 }
