@@ -105,3 +105,21 @@ func TestHotShardValidate(t *testing.T) {
 		t.Errorf("Validate = %v, want the infinite skew and the NaN load named", err)
 	}
 }
+
+// TestHotShardValidateOrder: the problems in the section's maps (worker
+// loads, shard loads) come in key order, the same on every call.
+func TestHotShardValidateOrder(t *testing.T) {
+	r := hotShardReport()
+	r.HotShard.Windows[1].Workers = map[string]float64{"w1:5432": math.NaN(), "w2:5432": math.NaN(), "w3:5432": math.NaN(), "w4:5432": math.NaN()}
+	r.HotShard.Timeline[0].Shards = map[int64]float64{1: math.NaN(), 2: math.NaN(), 3: math.NaN(), 4: math.NaN()}
+	first := r.Validate().Error()
+	if !strings.Contains(first, "workers.w1:5432: not a finite number\n") || strings.Index(first, "w1:5432") > strings.Index(first, "w4:5432") ||
+		strings.Index(first, "shards.1:") > strings.Index(first, "shards.4:") {
+		t.Errorf("Validate = %q, want the keys in order", first)
+	}
+	for range 20 {
+		if got := r.Validate().Error(); got != first {
+			t.Fatalf("Validate = %q, then %q", first, got)
+		}
+	}
+}

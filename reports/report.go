@@ -3,7 +3,9 @@ package reports
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -371,8 +373,8 @@ func (r *Report) Validate() error {
 			share("hot_shard.stat_tenants_share", *h.StatTenantsShare)
 		}
 		loads := func(field string, m map[string]float64) {
-			for k, v := range m {
-				finite(field+"."+k, v)
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				finite(field+"."+k, m[k])
 			}
 		}
 		for i, w := range h.Windows {
@@ -397,8 +399,8 @@ func (r *Report) Validate() error {
 			finite(p+".worker_skew", pt.WorkerSkew)
 			finite(p+".shard_skew", pt.ShardSkew)
 			share(p+".hot_share", pt.HotShare)
-			for id, v := range pt.Shards {
-				finite(fmt.Sprintf("%s.shards.%d", p, id), v)
+			for _, id := range slices.Sorted(maps.Keys(pt.Shards)) {
+				finite(fmt.Sprintf("%s.shards.%d", p, id), pt.Shards[id])
 			}
 		}
 		if w := h.Writes; w != nil {
