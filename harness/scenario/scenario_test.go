@@ -217,6 +217,8 @@ func TestBadInput(t *testing.T) {
 		{"duplicate-key.yaml", 4, 3, "tenants.count", "duplicate key (first at line 3)"},
 		{"wrong-type.yaml", 3, 3, "tenants.count", `must be an integer, got "many"`},
 		{"shares-sum.yaml", 5, 3, "tenants.shares", "dominant_share 0.6 plus shares 0.5 sum to 1.1; must be <= 1"},
+		{"shares-no-room.yaml", 5, 3, "tenants.shares", "sum to 1, leaving nothing for the 2 tenants without a share; must be < 1"},
+		{"shares-short.yaml", 5, 3, "tenants.shares", "every tenant has a share but dominant_share 0.6 plus shares 0.3 sum to 0.9; must be 1"},
 		{"dominant-share.yaml", 3, 3, "tenants.dominant_share", "must be in (0, 1), got 1.2"},
 		{"dominant-share-zero.yaml", 3, 3, "tenants.dominant_share", "must be in (0, 1), got 0"},
 		{"rate-zero.yaml", 5, 5, "classes[0].rate", "must be > 0 arrivals per second, got 0"},

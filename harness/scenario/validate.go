@@ -283,9 +283,20 @@ func (c *checker) tenants(t *Tenants) {
 		}
 		sum += v
 	}
-	if domOK && sharesOK && len(t.Shares) > 0 && t.DominantShare+sum > 1+1e-9 {
+	free := t.Count - 1 - len(t.Shares)
+	total := t.DominantShare + sum
+	sum = math.Round(sum*1e9) / 1e9 // as written, not 0.30000000000000004
+	switch {
+	case !domOK || !sharesOK || len(t.Shares) == 0:
+	case total > 1+1e-9:
 		c.add("tenants.shares", "dominant_share %s plus shares %s sum to %s; must be <= 1",
-			fmtFloat(t.DominantShare), fmtFloat(sum), fmtFloat(t.DominantShare+sum))
+			fmtFloat(t.DominantShare), fmtFloat(sum), fmtFloat(math.Round(total*1e9)/1e9))
+	case free > 0 && total > 1-1e-9:
+		c.add("tenants.shares", "dominant_share %s plus shares %s sum to 1, leaving nothing for the %d tenants without a share; must be < 1",
+			fmtFloat(t.DominantShare), fmtFloat(sum), free)
+	case free == 0 && t.Count >= 2 && total < 1-1e-9:
+		c.add("tenants.shares", "every tenant has a share but dominant_share %s plus shares %s sum to %s; must be 1",
+			fmtFloat(t.DominantShare), fmtFloat(sum), fmtFloat(math.Round(total*1e9)/1e9))
 	}
 }
 

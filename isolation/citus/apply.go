@@ -93,22 +93,27 @@ type Ladder struct {
 // Run decides with the tenant shares of load (measured once: the shares do
 // not change because a tenant moves), runs the first actionable step,
 // re-reads the placements and decides again, until no step is left or
-// maxSteps ran (0 means 100). Only steps for tenant are run when tenant is
+// maxSteps ran (0 means 100 plus twice the table's shard count: a
+// dedication moves up to every other shard, balancing a few more). Only steps for tenant are run when tenant is
 // not "". Recommendations are returned in advice, never run. It returns
 // the records of the steps it ran; on error, those that completed and the
 // error.
 func (l Ladder) Run(ctx context.Context, load Load, tenant string, maxSteps int) (records []Record, advice []Step, err error) {
-	if maxSteps <= 0 {
+	auto := maxSteps <= 0
+	if auto {
 		maxSteps = 100
 	}
 	log := l.Log
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	for range maxSteps {
+	for i := 0; i < maxSteps; i++ {
 		layout, err := Inspect(ctx, l.DB, l.Table)
 		if err != nil {
 			return records, advice, err
+		}
+		if auto && i == 0 {
+			maxSteps = 100 + 2*len(layout.Placements)
 		}
 		state, err := layout.State(ctx, l.DB, load)
 		if err != nil {

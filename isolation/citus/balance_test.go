@@ -144,3 +144,27 @@ func TestBalanceDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestBalanceStopsWhenFutile: a shard whose load alone is above Skew × the
+// median keeps the skew up whatever else moves; balancing moves it once at
+// most and then stops instead of copying tiny shards one by one.
+func TestBalanceStopsWhenFutile(t *testing.T) {
+	loads := map[int64]float64{1: 5, 10: 0.098}
+	placements := map[int64]string{1: "w1", 10: "w2"}
+	for id := int64(100); id < 400; id++ {
+		loads[id] = 0.001
+		placements[id] = []string{"w2", "w3", "w4"}[id%3]
+	}
+	s := balanced(loads, placements)
+	moves := 0
+	for ; moves < 50; moves++ {
+		p := Decide(s, Thresholds{})
+		if len(p.Steps) == 0 {
+			break
+		}
+		s = simulate(s, p.Steps[0])
+	}
+	if moves > 3 {
+		t.Errorf("%d balancing moves, want at most 3: the big shard alone sets the skew", moves)
+	}
+}

@@ -310,13 +310,20 @@ func Decide(s State, th Thresholds) Plan {
 	return p
 }
 
+// MinBalanceGain is the least part of the most loaded shared worker's
+// load above the mean that one balancing move must take off the pair it
+// moves between (see balance).
+const MinBalanceGain = 0.05
+
 // balance returns the move that evens the shared workers' load best, once
 // every tenant is where its share says: while the skew of their load —
 // the measured load of the shards each holds now (State.ShardLoad) — is
 // above th.Skew, one shard of the most loaded shared worker goes to the
 // least loaded, the one that leaves the two closest, provided both end
-// below the most loaded one's load now. Each such move lowers the sum of
-// squared worker loads, so deciding again after each converges. Dedicating
+// below the most loaded one's load now and the pair's higher load drops by
+// at least MinBalanceGain of the most loaded worker's excess over the mean.
+// Each such move lowers the sum of squared worker loads, so deciding again
+// after each converges, in few moves. Dedicating
 // a worker moves shards off it onto the others but never between them: a
 // quiet tenant with a large share (a power law's second) can leave its
 // worker well above the others. Citus's own rebalancer cannot do this: it
@@ -373,7 +380,14 @@ func balance(s State, th Thresholds) (Step, bool) {
 	if !found {
 		return Step{}, false
 	}
+	// A move must take a fair part of the most loaded worker's excess over
+	// the mean, or balancing would copy shard after shard for little: a
+	// single shard above Skew × median keeps the skew up whatever else
+	// moves.
 	l := s.ShardLoad[best]
+	if gain := load[hi] - math.Max(load[hi]-l, load[lo]+l); gain < MinBalanceGain*(load[hi]-total/float64(len(names))) {
+		return Step{}, false
+	}
 	return Step{Action: ActionMove, ShardID: best, From: hi, To: lo, Share: l,
 		Reason: fmt.Sprintf("balance the shared workers (load skew %.2fx > %.2fx): %s %.3f → %.3f, %s %.3f → %.3f",
 			skew, th.Skew, hi, load[hi], load[hi]-l, lo, load[lo], load[lo]+l)}, true
