@@ -155,10 +155,7 @@ func TestHotShardLadder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range records {
-		t.Logf("%-8s %v in %v; shards before %v after %v", r.Step.Action, r.Step, r.Took.Round(time.Millisecond), r.Before.Shards, r.After.Shards)
-	}
-	t.Logf("ladder: %d steps in %v; writer: %d acknowledged, longest pause %v, errors %v; advice %v", len(records), took.Round(time.Millisecond), len(acked), pause.Round(time.Millisecond), errs, advice)
+	logLadder(t, records, took, acked, pause, errs, advice)
 	if len(advice) != 1 || advice[0].Action != citus.ActionRecommend {
 		t.Errorf("advice = %v, want one recommendation (share > 50%%)", advice)
 	}
@@ -352,10 +349,7 @@ func TestLadderDedicatesCheaperWorker(t *testing.T) {
 	records, advice, err := ladder.Run(ctx, load, "", 0)
 	took := time.Since(t0)
 	acked, pause, errs := w.stop()
-	for _, r := range records {
-		t.Logf("%-8s %v in %v; shards before %v after %v", r.Step.Action, r.Step, r.Took.Round(time.Millisecond), r.Before.Shards, r.After.Shards)
-	}
-	t.Logf("ladder: %d steps in %v; writer: %d acknowledged, longest pause %v, errors %v; advice %v", len(records), took.Round(time.Millisecond), len(acked), pause.Round(time.Millisecond), errs, advice)
+	logLadder(t, records, took, acked, pause, errs, advice)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,4 +581,14 @@ func checkWrites(ctx context.Context, t *testing.T, conn *pgx.Conn, acked []int6
 		t.Fatal(fmt.Errorf("check writes: %w", err))
 	}
 	return missing, dup
+}
+
+// logLadder logs each step of a ladder run and the writer's figures.
+func logLadder(t *testing.T, records []citus.Record, took time.Duration, acked []int64, pause time.Duration, errs map[string]int, advice []citus.Step) {
+	t.Helper()
+	for _, r := range records {
+		t.Logf("%-8s %v in %v; shards before %v after %v", r.Step.Action, r.Step, r.Took.Round(time.Millisecond), r.Before.Shards, r.After.Shards)
+	}
+	t.Logf("ladder: %d steps in %v; writer: %d acknowledged, longest pause %v, errors %v; advice %v",
+		len(records), took.Round(time.Millisecond), len(acked), pause.Round(time.Millisecond), errs, advice)
 }
