@@ -146,16 +146,8 @@ func TestHotShardLadder(t *testing.T) {
 	}
 
 	// A writer for tenant 1 at a fixed rate while the ladder runs.
-	w := startWriter(ctx, t, coord.DSN(), 1, 5*time.Millisecond)
-	ladder := citus.Ladder{DB: conn, Table: "orders", Mode: citus.TransferLogical}
-	t0 := time.Now()
-	records, advice, err := ladder.Run(ctx, load, "", 0)
-	took := time.Since(t0)
-	acked, pause, errs := w.stop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logLadder(t, records, took, acked, pause, errs, advice)
+	_, advice, w := runLadder(ctx, t, conn, coord.DSN(), load)
+	acked := w.acked
 	if len(advice) != 1 || advice[0].Action != citus.ActionRecommend {
 		t.Errorf("advice = %v, want one recommendation (share > 50%%)", advice)
 	}
@@ -202,7 +194,7 @@ func TestHotShardLadder(t *testing.T) {
 		t.Errorf("orders after the ladder = %d (%v)", total, err)
 	}
 
-	again, _, err := ladder.Run(ctx, load, "", 0)
+	again, _, err := citus.Ladder{DB: conn, Table: "orders", Mode: citus.TransferLogical}.Run(ctx, load, "", 0)
 	if err != nil || len(again) != 0 {
 		t.Errorf("second run: %d steps (%v), want none", len(again), err)
 	}
@@ -343,16 +335,8 @@ func TestLadderDedicatesCheaperWorker(t *testing.T) {
 	load := citus.Load{Samples: 1, Duration: time.Second,
 		Workers: map[string]float64{home: 3, others[0]: 0.5, others[1]: 0.5, wantW: 0.5},
 		Tenants: map[string]float64{"1": 0.3}}
-	w := startWriter(ctx, t, coord.DSN(), 1, 5*time.Millisecond)
-	ladder := citus.Ladder{DB: conn, Table: "orders", Mode: citus.TransferLogical}
-	t0 := time.Now()
-	records, advice, err := ladder.Run(ctx, load, "", 0)
-	took := time.Since(t0)
-	acked, pause, errs := w.stop()
-	logLadder(t, records, took, acked, pause, errs, advice)
-	if err != nil {
-		t.Fatal(err)
-	}
+	records, advice, w := runLadder(ctx, t, conn, coord.DSN(), load)
+	acked := w.acked
 	if len(advice) != 0 {
 		t.Errorf("advice = %v, want none (share 30%% < 50%%)", advice)
 	}
@@ -464,7 +448,7 @@ func TestLadderDedicatesCheaperWorker(t *testing.T) {
 		t.Errorf("writer rows = %d (%v, besides the unacknowledged insert in flight at the stop, id %d), want the %d acknowledged", written, err, w.unsure, len(acked))
 	}
 
-	again, _, err := ladder.Run(ctx, load, "", 0)
+	again, _, err := citus.Ladder{DB: conn, Table: "orders", Mode: citus.TransferLogical}.Run(ctx, load, "", 0)
 	if err != nil || len(again) != 0 {
 		t.Errorf("second run: %d steps (%v), want none", len(again), err)
 	}
@@ -581,6 +565,23 @@ func checkWrites(ctx context.Context, t *testing.T, conn *pgx.Conn, acked []int6
 		t.Fatal(fmt.Errorf("check writes: %w", err))
 	}
 	return missing, dup
+}
+
+// runLadder runs the ladder on the cluster of conn (force_logical) while a
+// writer inserts tenant 1 rows every 5 ms, logs each step and the writer's
+// figures, and fails t if the ladder fails. The writer is stopped.
+func runLadder(ctx context.Context, t *testing.T, conn *pgx.Conn, dsn string, load citus.Load) ([]citus.Record, []citus.Step, *writer) {
+	t.Helper()
+	w := startWriter(ctx, t, dsn, 1, 5*time.Millisecond)
+	t0 := time.Now()
+	records, advice, err := citus.Ladder{DB: conn, Table: "orders", Mode: citus.TransferLogical}.Run(ctx, load, "", 0)
+	took := time.Since(t0)
+	w.stop()
+	logLadder(t, records, took, w.acked, w.pause, w.errs, advice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return records, advice, w
 }
 
 // logLadder logs each step of a ladder run and the writer's figures.
