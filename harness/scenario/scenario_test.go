@@ -114,6 +114,7 @@ func TestMinimalTakesDefaults(t *testing.T) {
 		},
 		File: "testdata/minimal.yaml",
 	}
+	want.Data.Schema = "noisysim"
 	s.ix = nil
 	if !reflect.DeepEqual(*s, want) {
 		t.Errorf("got  %+v\nwant %+v", *s, want)
@@ -445,6 +446,12 @@ func TestValidateMore(t *testing.T) {
 		{"too many arrivals", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 100}\n  - {name: heavy, query: report, rate: 1e6}\n" + shared +
 			"phases: {warmup: 1s, solo: 1s, run: 20s}\n", []string{
 			"4:34 classes[1].rate: the classes' rates (1.0001e+06 per second in all) over phases.warmup + phases.run (21s) draw about 2.1e+07 arrivals; at most 10000000",
+		}},
+		{"schema of the user's or of PostgreSQL", head + shared + "data: {schema: public}\n", []string{
+			"5:8 data.schema: \"public\" is PostgreSQL's own or the default schema of user tables",
+		}},
+		{"schema that needs quoting", head + shared + "data: {schema: My-Schema}\n", []string{
+			"5:8 data.schema: must be a lower-case identifier",
 		}},
 		{"no quiet senders", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10, senders: dominant}\n  - {name: heavy, query: report, rate: 1, senders: dominant}\n" + shared, []string{
 			"2:1 classes: no class is sent by the quiet tenants",
