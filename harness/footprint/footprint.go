@@ -67,12 +67,12 @@ type ForeignError struct {
 }
 
 func (e *ForeignError) Error() string {
-	verb := "exists"
+	verb, it := "exists", "it"
 	if len(e.Objects) > 1 {
-		verb = "exist"
+		verb, it = "exist", "them"
 	}
-	return fmt.Sprintf("%s: %s %s and noisysim did not create it (no %q comment); noisysim will not touch it: choose another data.schema or configuration name, or remove it yourself",
-		e.Where, strings.Join(e.Objects, ", "), verb, markPrefix)
+	return fmt.Sprintf("%s: %s %s and noisysim did not create %s (no %q comment); noisysim will not touch %s: choose another data.schema or configuration name, or remove %s yourself",
+		e.Where, strings.Join(e.Objects, ", "), verb, it, markPrefix, it, it)
 }
 
 // Unwrap returns backend.ErrBadInput.
