@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/noisysim/noisysim/isolation"
@@ -527,21 +530,54 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished bool) {
 	conn.Release()
 }
 
-// destroyTimeout bounds closing a connection that will not be reused.
+// destroyTimeout bounds how long a call waits, when its connection is
+// destroyed, for the server process behind it to exit.
 const destroyTimeout = time.Second
 
-// destroy takes conn out of its pool and closes it; a running statement is
-// cancelled first so that the server stops working on it.
+// destroy takes conn out of its pool once its server process has exited: a
+// running statement is cancelled, the session terminated, and the pool
+// keeps counting the connection until the server closes its end of the
+// socket, which PostgreSQL does only as the process exits. Until then the
+// backend still counts against its role's CONNECTION LIMIT; freeing the
+// pool's slot earlier (as pgx's asynchronous close of a connection whose
+// context ended would) lets the pool open a replacement beside it and the
+// server refuse it with 53300. Past destroyTimeout the call returns and
+// the pool goes on waiting for the close pgx has under way (at most 15 s).
 func (s *Stack) destroy(p *pool, conn *pgxpool.Conn, why string, err error) {
 	p.destroyed.Add(1)
-	pc := conn.Hijack()
 	ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
 	defer cancel()
-	if !pc.IsClosed() && pc.PgConn().IsBusy() {
-		_ = pc.PgConn().CancelRequest(ctx)
+	pc := conn.Conn()
+	if !pc.IsClosed() {
+		terminate(ctx, pc.PgConn())
+		_ = pc.Close(ctx)
 	}
-	_ = pc.Close(ctx)
+	select {
+	case <-pc.PgConn().CleanupDone():
+		conn.Hijack() // out of the pool now: nothing of it is left
+	case <-ctx.Done():
+		conn.Release() // the pool destroys it and frees the slot when the close ends
+	}
 	s.log.Debug("connection destroyed", "pool", p.cfg.Name, "reason", why, "err", err)
+}
+
+// terminate cancels pc's running statement, if any, ends its session and
+// reads the socket until the server closes it (its process has exited) or
+// ctx ends. pc must be open; close it afterwards.
+func terminate(ctx context.Context, pc *pgconn.PgConn) {
+	if pc.IsBusy() {
+		_ = pc.CancelRequest(ctx)
+	}
+	nc := pc.Conn()
+	deadline, _ := ctx.Deadline()
+	if nc.SetDeadline(deadline) != nil {
+		return
+	}
+	msg, _ := (&pgproto3.Terminate{}).Encode(nil)
+	if _, err := nc.Write(msg); err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, nc)
 }
 
 // count adds err to tenant × class's error counters.
