@@ -124,7 +124,7 @@ func TestCancelStormStaysWithinConnectionLimit(t *testing.T) {
 			if m := maxBackends.Load(); m > size {
 				t.Errorf("the role had %d backends at once (%d samples), want ≤ %d", m, samples.Load(), size)
 			}
-			if samples.Load() < 100 {
+			if samples.Load() < 20 { // 300 on an idle machine; the sampler must have run
 				t.Errorf("only %d samples in %s", samples.Load(), runFor)
 			}
 			if lim != nil {
@@ -132,8 +132,12 @@ func TestCancelStormStaysWithinConnectionLimit(t *testing.T) {
 					t.Errorf("limiter after the storm: %+v, want empty", st)
 				}
 			}
-			if st := s.Stat().Pools[0]; st.Borrowed != 0 || st.AcquiredConns != 0 || st.TotalConns > size {
+			if st := s.Stat().Pools[0]; st.Borrowed != 0 {
 				t.Errorf("pool after the storm: %+v, want nothing borrowed", st)
+			}
+			waitClosed(t, s)
+			if st := s.Stat().Pools[0]; st.Closing != 0 || st.AcquiredConns != 0 || st.TotalConns > size || st.Destroyed == 0 {
+				t.Errorf("pool after its connections closed: %+v, want nothing acquired and some destroyed", st)
 			}
 			// The stack still works, and every backend it gave up is gone.
 			if _, err := s.Query(t.Context(), Interactive, "after", "SELECT 1"); err != nil {
@@ -166,6 +170,16 @@ func grepLines(s, sub string) []string {
 		}
 	}
 	return out
+}
+
+// waitClosed waits for s's destroyed connections to be closed, at most 20 s.
+func waitClosed(t *testing.T, s *Stack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := s.WaitClosed(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // logSince returns the server log from offset on.
