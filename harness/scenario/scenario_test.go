@@ -112,7 +112,8 @@ func TestMinimalTakesDefaults(t *testing.T) {
 			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict"},
 			CleanAfter:      true,
 		},
-		File: "testdata/minimal.yaml",
+		File:    "testdata/minimal.yaml",
+		derived: true,
 	}
 	s.ix = nil
 	if !reflect.DeepEqual(*s, want) {
@@ -444,7 +445,7 @@ func TestValidateMore(t *testing.T) {
 		}},
 		{"too many arrivals", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 100}\n  - {name: heavy, query: report, rate: 1e6}\n" + shared +
 			"phases: {warmup: 1s, solo: 1s, run: 20s}\n", []string{
-			"4:34 classes[1].rate: the classes' rates (1.0001e+06 per second in all) over phases.warmup + phases.run (21s) draw about 2.1e+07 arrivals; at most 10000000",
+			"4:34 classes[1].rate: the classes' rates (1.0001e+06 per second in all) over phases.warmup + phases.solo + phases.warmup + phases.run (23s) draw about 2.3e+07 arrivals; at most 10000000",
 		}},
 		{"no quiet senders", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10, senders: dominant}\n  - {name: heavy, query: report, rate: 1, senders: dominant}\n" + shared, []string{
 			"2:1 classes: no class is sent by the quiet tenants",
