@@ -100,7 +100,7 @@ type Configuration struct {
 	QuietAll []TenantRow `json:"quiet_all,omitempty"`
 	// SoloQuietAll is QuietAll for the solo baseline.
 	SoloQuietAll []TenantRow `json:"solo_quiet_all,omitempty"`
-	// Stats are the run-wide counters of the noisy phase.
+	// Stats are the counters of the quiet_p99 window (the noisy phase).
 	Stats RunStats `json:"stats"`
 	// TopDBTime ranks tenants by database time, from the DB-time ledger.
 	TopDBTime []Share `json:"top_db_time,omitempty"`
@@ -109,7 +109,7 @@ type Configuration struct {
 	Windows []Window `json:"windows,omitempty"`
 	// Intervals is an optional time series over the timeline.
 	Intervals []Interval `json:"intervals,omitempty"`
-	// Faults are the node faults injected during the noisy phase, in
+	// Faults are the node faults injected during the timeline, in
 	// injection order. Optional.
 	Faults []Fault `json:"faults,omitempty"`
 }
