@@ -23,15 +23,33 @@ type cleanState struct {
 	tagged   int64 // t:* sessions in pg_stat_activity, over every node
 }
 
+// cleanSettle bounds the wait for the pools to finish destroying the
+// connections of cancelled requests (pgxpool destroys a connection released
+// mid-query in the background, and counts it borrowed until then).
+const cleanSettle = 2 * time.Second
+
 // cleanAfter reads what the run left behind, with the stack still open: its
-// idle connections must show their class name, never a tenant.
+// idle connections must show their class name, never a tenant. Limiter
+// slots and borrowed connections are read again for up to cleanSettle
+// while they are not zero.
 func (r *runner) cleanAfter(ctx context.Context, st *stack) (cleanState, error) {
 	var cs cleanState
-	for _, l := range st.limiters {
-		cs.inFlight += int64(l.Stat().Total.InFlight)
-	}
-	for _, p := range st.Stat().Pools {
-		cs.borrowed += int64(p.AcquiredConns)
+	for deadline := time.Now().Add(cleanSettle); ; {
+		cs = cleanState{}
+		for _, l := range st.limiters {
+			cs.inFlight += int64(l.Stat().Total.InFlight)
+		}
+		for _, p := range st.Stat().Pools {
+			cs.borrowed += int64(p.AcquiredConns)
+		}
+		if cs.inFlight+cs.borrowed == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return cs, fmt.Errorf("%w: %w", ErrRun, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	for _, n := range r.cluster.Nodes() {
 		n, err := taggedSessions(ctx, n)
@@ -161,7 +179,7 @@ func windowStats(sums []metrics.Summary, planned int64, length time.Duration) re
 // configuration's own rows.
 func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun, took time.Duration) reports.Configuration {
 	out := reports.Configuration{Name: c.Name, Expect: string(c.Expect), Duration: took.Seconds()}
-	planned := phaseOps(r.steps, r.schedule)
+	planned := r.planned
 	if r.sc.Load.Model == scenario.ModelClosed {
 		planned = make([]int64, len(r.steps)) // users set the pace: no target rate
 	}

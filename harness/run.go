@@ -169,8 +169,8 @@ type runner struct {
 	pop        workload.Population
 	classes    map[string]*scenario.Class
 	specs      []workload.ClassSpec
-	steps      []step            // the timeline's phases
-	schedule   workload.Schedule // the open loop's arrivals over the whole timeline
+	steps      []step  // the timeline's phases
+	planned    []int64 // each phase's arrivals (open loop)
 	hash       string
 	params     dataset.Params
 	primary    backend.Node
@@ -207,10 +207,13 @@ func (r *runner) plan() error {
 			Arrival: workload.Arrival(c.Arrival), Senders: workload.Senders(c.Senders),
 		})
 	}
-	if r.steps, r.schedule, err = buildTimeline(pop, r.specs, sc.Steps(), sc.Seed); err != nil {
+	r.steps = buildTimeline(r.specs, sc.Steps())
+	src, err := newTimelineSource(pop, r.steps, sc.Seed)
+	if err != nil {
 		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
 	}
-	r.hash = r.schedule.Hash()[:16]
+	r.hash = src.Hash()[:16]
+	r.planned = src.phaseLens()
 
 	shares := make([]float64, pop.Len())
 	for i, t := range pop.Tenants {

@@ -2,6 +2,9 @@ package harness
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"fmt"
 	"math"
 	"slices"
@@ -25,16 +28,10 @@ type step struct {
 	specs []workload.ClassSpec
 }
 
-// buildTimeline lays out the phases one after the other and draws the
-// open loop's schedule over them. Each phase's arrivals are drawn with the
-// scenario's seed over the phase's own span, at its rate factors, kept
-// for its senders and shifted to the phase's start: a phase of the same
-// classes and senders as another has the same arrivals, so the quiet
-// tenants of the default timeline send in "run" exactly what they sent in
-// "solo" over its length.
-func buildTimeline(pop workload.Population, specs []workload.ClassSpec, phases []scenario.Phase, seed int64) ([]step, workload.Schedule, error) {
+// buildTimeline lays out the phases one after the other, each with the
+// scenario's classes at its rate factors.
+func buildTimeline(specs []workload.ClassSpec, phases []scenario.Phase) []step {
 	var steps []step
-	var ops []workload.Op
 	var at time.Duration
 	for _, p := range phases {
 		st := step{Phase: p, start: at, end: at + p.Length.Duration()}
@@ -44,22 +41,106 @@ func buildTimeline(pop workload.Population, specs []workload.ClassSpec, phases [
 				st.specs = append(st.specs, c)
 			}
 		}
-		if len(st.specs) > 0 {
-			s, err := workload.BuildSchedule(pop, st.specs, p.Length.Duration(), seed,
-				func(op workload.Op) bool { return p.Senders.Sends(op.Tenant) })
-			if err != nil {
-				return nil, workload.Schedule{}, fmt.Errorf("phase %s: %w", p.Name, err)
-			}
-			for _, op := range s.Ops {
-				op.At += st.start
-				op.Seq = int64(len(ops))
-				ops = append(ops, op)
-			}
-		}
 		steps = append(steps, st)
 		at = st.end
 	}
-	return steps, workload.Schedule{Ops: ops, Seed: seed, Duration: at, Classes: specs}, nil
+	return steps
+}
+
+// timelineSource is the open loop's arrivals over the whole timeline, drawn
+// as they are consumed: each phase's arrivals come from a workload.Stream
+// drawn with the scenario's seed over the phase's own span, at its rate
+// factors, kept for its senders and shifted to the phase's start. A phase
+// of the same classes and senders as another has the same arrivals, so the
+// quiet tenants of the default timeline send in "run" exactly what they
+// sent in "solo" over its length. Seq numbers the ops over the timeline.
+type timelineSource struct {
+	steps   []step
+	streams []*workload.Stream // nil for a phase that sends nothing
+	cur     int
+	seq     int64
+}
+
+var (
+	_ workload.Source = (*timelineSource)(nil)
+	_ workload.Sized  = (*timelineSource)(nil)
+)
+
+// newTimelineSource returns the timeline's arrivals from its start.
+func newTimelineSource(pop workload.Population, steps []step, seed int64) (*timelineSource, error) {
+	ts := &timelineSource{steps: steps, streams: make([]*workload.Stream, len(steps))}
+	for i, st := range steps {
+		if len(st.specs) == 0 {
+			continue
+		}
+		senders := st.Senders
+		s, err := workload.NewStream(pop, st.specs, st.Length.Duration(), seed,
+			func(op workload.Op) bool { return senders.Sends(op.Tenant) })
+		if err != nil {
+			return nil, fmt.Errorf("phase %s: %w", st.Name, err)
+		}
+		ts.streams[i] = s
+	}
+	return ts, nil
+}
+
+// Next returns the next arrival of the timeline.
+func (ts *timelineSource) Next() (workload.Op, bool) {
+	for ; ts.cur < len(ts.streams); ts.cur++ {
+		if s := ts.streams[ts.cur]; s != nil {
+			if op, ok := s.Next(); ok {
+				op.At += ts.steps[ts.cur].start
+				op.Seq = ts.seq
+				ts.seq++
+				return op, true
+			}
+		}
+	}
+	return workload.Op{}, false
+}
+
+// Duration is the timeline's length.
+func (ts *timelineSource) Duration() time.Duration {
+	if len(ts.steps) == 0 {
+		return 0
+	}
+	return ts.steps[len(ts.steps)-1].end
+}
+
+// Len is the number of arrivals over the timeline.
+func (ts *timelineSource) Len() int64 {
+	var n int64
+	for _, l := range ts.phaseLens() {
+		n += l
+	}
+	return n
+}
+
+// phaseLens returns the number of arrivals of each phase.
+func (ts *timelineSource) phaseLens() []int64 {
+	out := make([]int64, len(ts.streams))
+	for i, s := range ts.streams {
+		if s != nil {
+			out[i] = s.Len()
+		}
+	}
+	return out
+}
+
+// Hash identifies the timeline's arrivals: each phase's start and its
+// stream's hash (workload.Stream.Hash, which equals
+// workload.Schedule.Hash of the same draw).
+func (ts *timelineSource) Hash() string {
+	h := sha256.New()
+	io.WriteString(h, "noisysim timeline v1\x00")
+	for i, s := range ts.streams {
+		fmt.Fprintf(h, "%s\x00%d\x00", ts.steps[i].Name, ts.steps[i].start)
+		if s != nil {
+			io.WriteString(h, s.Hash())
+		}
+		io.WriteString(h, "\x00")
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // stepAt returns the index of the step whose span holds at (the last one
@@ -182,7 +263,10 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			}
 		}()
 		// The first phase begins before its first arrival.
-		tr.stats, err = workload.RunOpenLoop(ctx, r.schedule, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
+		var src *timelineSource
+		if src, err = newTimelineSource(r.pop, r.steps, r.sc.Seed); err == nil {
+			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
+		}
 		close(done)
 		<-marks
 	}
@@ -267,13 +351,4 @@ func (r *runner) closedLoop(ctx context.Context, s *step, drain time.Duration, e
 		Start: cs.Start, End: cs.End, Scheduled: cs.Queries, Issued: cs.Queries,
 		Completed: cs.Queries - cs.Incomplete, Errors: cs.Errors, Incomplete: cs.Incomplete,
 	}, err
-}
-
-// phaseOps counts the schedule's ops in each step.
-func phaseOps(steps []step, s workload.Schedule) []int64 {
-	out := make([]int64, len(steps))
-	for _, op := range s.Ops {
-		out[stepAt(steps, op.At)]++
-	}
-	return out
 }

@@ -17,8 +17,8 @@ import (
 // Upper bounds of sizes. Beyond them a run would exhaust memory, overflow a
 // number on its way to PostgreSQL, or not end; a typo such as an extra zero
 // is an error naming the field instead. tenants.count is at most
-// workload.MaxTenants, and the classes' rates over warmup plus the longer of
-// solo and run draw at most workload.MaxOps arrivals.
+// workload.MaxTenants, and each class's rate (times a phase's factor) at
+// most workload.MaxRate.
 const (
 	// MaxOrders bounds data.orders: 100,000,000 rows (about 15 GB).
 	MaxOrders = 100_000_000
@@ -397,8 +397,8 @@ func (c *checker) phases(p *Phases) {
 
 // arrivals checks what the classes send, once classes and phases are valid:
 // some class reaches the quiet tenants (or the solo baseline and quiet_p99
-// measure nothing and pass vacuously), and each configuration's schedule
-// over the timeline fits in memory.
+// measure nothing and pass vacuously), and no rate is above what a schedule
+// can draw.
 func (c *checker) arrivals(s *Scenario) {
 	cs := s.Classes
 	total, top, quiet := 0.0, -1, false
@@ -418,27 +418,18 @@ func (c *checker) arrivals(s *Scenario) {
 	if !quiet {
 		c.add("classes", "no class is sent by the quiet tenants (senders all or quiet): the solo baseline and quiet_p99 would measure nothing")
 	}
-	n := 0.0
-	for _, p := range s.Steps() {
-		if p.Length < 0 || p.Length > MaxPhase {
-			return
-		}
-		for _, cl := range cs {
-			f := p.Rate(cl.Name)
-			if !(f >= 0) || math.IsInf(f, 1) {
-				return
+	// The schedule is drawn as it is consumed: no bound on its length, but
+	// each class's rate in each phase is at most one arrival per ns.
+	for i, cl := range cs {
+		for j, p := range s.Timeline {
+			if f := p.Rate(cl.Name); f >= 0 && cl.Rate*f > workload.MaxRate {
+				c.add(fmt.Sprintf("timeline[%d].rates.%s", j, cl.Name), "rate %s × factor %s is above %.0g arrivals per second",
+					fmtFloat(cl.Rate), fmtFloat(f), workload.MaxRate)
 			}
-			n += cl.Rate * f * p.Length.Duration().Seconds()
 		}
-	}
-	if n > workload.MaxOps {
-		span := "the timeline"
-		if s.TimelineDerived() {
-			span = "phases.warmup + phases.solo + phases.warmup + phases.run"
+		if cl.Rate > workload.MaxRate {
+			c.add(fmt.Sprintf("classes[%d].rate", i), "must be at most %.0g arrivals per second (one per ns), got %s", workload.MaxRate, fmtFloat(cl.Rate))
 		}
-		c.add(fmt.Sprintf("classes[%d].rate", top),
-			"the classes' rates (%s per second in all) over %s (%s) draw about %.2g arrivals; at most %d: lower the rates or shorten the phases",
-			fmtFloat(total), span, s.timelineLength(), n, workload.MaxOps)
 	}
 }
 
