@@ -527,7 +527,9 @@ func fmtRatio(v float64) string { return strconv.FormatFloat(zero(v), 'f', 2, 64
 
 // sameP99 reports whether two rows are the same tenant and class with the
 // same p99.
-func sameP99(a, b TenantRow) bool { return a.Tenant == b.Tenant && a.Class == b.Class && a.P99 == b.P99 }
+func sameP99(a, b TenantRow) bool {
+	return a.Tenant == b.Tenant && a.Class == b.Class && a.P99 == b.P99
+}
 
 // seq returns 0..n-1.
 func seq(n int) []int {
