@@ -23,33 +23,23 @@ type cleanState struct {
 	tagged   int64 // t:* sessions in pg_stat_activity, over every node
 }
 
-// cleanSettle bounds the wait for the pools to finish destroying the
-// connections of cancelled requests (pgxpool destroys a connection released
-// mid-query in the background, and counts it borrowed until then).
-const cleanSettle = 2 * time.Second
-
 // cleanAfter reads what the run left behind, with the stack still open: its
-// idle connections must show their class name, never a tenant. Limiter
-// slots and borrowed connections are read again for up to cleanSettle
-// while they are not zero.
+// idle connections must show their class name, never a tenant.
 func (r *runner) cleanAfter(ctx context.Context, st *stack) (cleanState, error) {
 	var cs cleanState
-	for deadline := time.Now().Add(cleanSettle); ; {
-		cs = cleanState{}
-		for _, l := range st.limiters {
-			cs.inFlight += int64(l.Stat().Total.InFlight)
-		}
-		for _, p := range st.Stat().Pools {
-			cs.borrowed += int64(p.AcquiredConns)
-		}
-		if cs.inFlight+cs.borrowed == 0 || time.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return cs, fmt.Errorf("%w: %w", ErrRun, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
+	for _, l := range st.limiters {
+		cs.inFlight += int64(l.Stat().Total.InFlight)
+	}
+	// Connections given up on (requests cut off at the end) are closed
+	// after their calls return: wait for them before counting.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	werr := st.WaitClosed(wctx)
+	cancel()
+	if werr != nil && ctx.Err() != nil {
+		return cs, ctx.Err()
+	}
+	for _, p := range st.Stat().Pools {
+		cs.borrowed += int64(p.AcquiredConns)
 	}
 	for _, n := range r.cluster.Nodes() {
 		n, err := taggedSessions(ctx, n)

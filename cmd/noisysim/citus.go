@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -273,9 +274,15 @@ func printState(w io.Writer, when string, l citus.Layout, load citus.Load, p cit
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "  worker skew %s (shared workers), shard skew %s\n", fmtSkew(p.WorkerSkew), fmtSkew(p.ShardSkew))
+	unplaced := map[string]bool{}
+	for _, u := range p.Unplaced {
+		unplaced[u.ID] = true
+	}
 	ids := make([]string, 0, len(load.Tenants))
 	for id := range load.Tenants {
-		ids = append(ids, id)
+		if !unplaced[id] {
+			ids = append(ids, id)
+		}
 	}
 	slices.SortFunc(ids, func(a, b string) int {
 		if load.Tenants[a] != load.Tenants[b] {
@@ -291,6 +298,16 @@ func printState(w io.Writer, when string, l citus.Layout, load citus.Load, p cit
 	}
 	for _, id := range ids {
 		fmt.Fprintf(w, "  tenant %s: %.1f%% of cluster load\n", id, load.Tenants[id]*100)
+	}
+	if len(p.Unplaced) > 0 {
+		var total float64
+		tags := make([]string, len(p.Unplaced))
+		for i, u := range p.Unplaced {
+			total += u.Share
+			tags[i] = fmt.Sprintf("%q %.1f%%", citus.DefaultTagPrefix+u.ID, u.Share*100)
+		}
+		fmt.Fprintf(w, "  unplaced load: %.1f%% of cluster load is tagged with no value of %s's distribution column: %s\n",
+			total*100, l.Table, strings.Join(tags, ", "))
 	}
 	for _, al := range p.Alerts {
 		fmt.Fprintf(w, "  alert %s\n", al)
