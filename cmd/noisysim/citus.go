@@ -69,7 +69,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		return citusHotShard(ctx, a, args[1:])
 	}
 	if len(args) == 0 || (args[0] != "plan" && args[0] != "isolate") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		if len(args) > 0 && isHelp(args[0]) {
 			fmt.Fprint(a.stdout, citusUsage)
 			return nil
 		}
@@ -81,8 +81,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("citus "+sub, flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() { fmt.Fprint(a.stderr, citusUsage) }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), citusUsage) }
 	dsn := fs.String("dsn", os.Getenv(envCitusDSN), "")
 	table := fs.String("table", "orders", "")
 	mode := fs.String("mode", string(citus.DefaultTransferMode), "")
@@ -96,8 +95,8 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 	fs.Float64Var(&th.Isolate, "isolate", citus.DefaultIsolate, "")
 	fs.Float64Var(&th.Dedicate, "dedicate-share", citus.DefaultDedicate, "")
 	fs.Float64Var(&th.Cluster, "cluster", citus.DefaultCluster, "")
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageOrHelp(err)
+	if err := parseFlags(a, fs, args[1:]); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
