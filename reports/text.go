@@ -20,6 +20,9 @@ const (
 	// DefaultMaxListed is how many non-passing assertions of one outcome the
 	// terminal lists per configuration.
 	DefaultMaxListed = 10
+	// DefaultFullReport is where the text says the figures it leaves out
+	// are (TextOptions.FullReport).
+	DefaultFullReport = "report.json"
 )
 
 // TextOptions tune WriteText. The zero value gives the defaults.
@@ -39,6 +42,17 @@ type TextOptions struct {
 	// of the side-by-side table. Empty means the first assertion, in report
 	// order, in ms with op "<=" on that tenant and class.
 	LimitAssertion string
+	// FullReport completes "N more quiet tenants in …": where the figures
+	// the text leaves out can be read, e.g. "out/report.json", or how to
+	// get them when no report is written. Empty means DefaultFullReport.
+	FullReport string
+}
+
+func (o TextOptions) fullReport() string {
+	if o.FullReport == "" {
+		return DefaultFullReport
+	}
+	return o.FullReport
 }
 
 func (o TextOptions) topQuiet() int {
@@ -327,7 +341,7 @@ func (t *textWriter) sideBySide() {
 	if len(classes) > 0 {
 		t.p("%s: %s", QuietAll, quietNote(classes, t.merged))
 		if hidden := quiet - len(shown); hidden > 0 {
-			t.p("; %d more quiet tenants in report.json", hidden)
+			t.p("; %d more quiet tenants in %s", hidden, t.opts.fullReport())
 		}
 		t.p("\n")
 	}
@@ -390,7 +404,7 @@ func (t *textWriter) configuration(c Configuration) {
 	}
 	tw.Flush()
 	if hidden := quiet - len(shown); hidden > 0 {
-		t.p("%d more quiet tenants in report.json\n", hidden)
+		t.p("%d more quiet tenants in %s\n", hidden, t.opts.fullReport())
 	}
 	if len(c.TopDBTime) > 0 {
 		n := min(len(c.TopDBTime), t.opts.topQuiet()+1)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -100,7 +101,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := reports.WriteText(a.stdout, rep, reports.TextOptions{TopQuiet: *top}); err != nil {
+	if err := reports.WriteText(a.stdout, rep, textOptions(*top, *out)); err != nil {
 		return err
 	}
 	if *out != "" {
@@ -113,6 +114,17 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("%w: scenario %s (see the assertions above)", errAssertionFailed, sc.Name)
 	}
 	return nil
+}
+
+// textOptions are the terminal report's options: the tables name top
+// quiet tenants and send the reader for the rest to out's report.json, or,
+// without --out, say how to write one.
+func textOptions(top int, out string) reports.TextOptions {
+	o := reports.TextOptions{TopQuiet: top, FullReport: "report.json (write it with --out DIR)"}
+	if out != "" {
+		o.FullReport = filepath.Join(out, "report.json")
+	}
+	return o
 }
 
 func configNames(sc *scenario.Scenario) string {

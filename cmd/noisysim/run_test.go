@@ -155,6 +155,9 @@ func TestRunCIGate(t *testing.T) {
 		if len(rep.Assertions) == 0 {
 			t.Fatal("no assertions in report.json")
 		}
+		if !strings.Contains(text, " more quiet tenants in "+filepath.Join(dir, "report.json")) {
+			t.Errorf("the text does not send the reader to %s for the other quiet tenants", filepath.Join(dir, "report.json"))
+		}
 		for _, a := range rep.Assertions {
 			if a.Tenant == nil || a.Class == nil || a.Observed == nil || a.Limit == nil || a.Passed == nil {
 				t.Fatalf("assertion %s lacks a required field", a.Name)
@@ -182,8 +185,13 @@ func TestRunCIGate(t *testing.T) {
 		}
 	})
 	t.Run("only naive", func(t *testing.T) {
-		if _, code := run(t, "--only", "naive"); code != exitAssertion {
+		text, code := run(t, "--only", "naive")
+		if code != exitAssertion {
 			t.Errorf("exit %d, want 99: the control must fail on its own", code)
+		}
+		// No --out: no report.json to send the reader to, but how to write one.
+		if !strings.Contains(text, " more quiet tenants in report.json (write it with --out DIR)") {
+			t.Errorf("without --out, the text does not say how to see the other quiet tenants:\n%s", text)
 		}
 	})
 	t.Run("only isolated", func(t *testing.T) {
@@ -191,4 +199,13 @@ func TestRunCIGate(t *testing.T) {
 			t.Errorf("exit %d, want 0", code)
 		}
 	})
+}
+
+func TestTextOptionsSayWhereTheReportIs(t *testing.T) {
+	if got := textOptions(5, "").FullReport; !strings.Contains(got, "--out DIR") {
+		t.Errorf("without --out: %q, want how to write a report (--out DIR)", got)
+	}
+	if got := textOptions(5, "out").FullReport; got != filepath.Join("out", "report.json") {
+		t.Errorf("with --out out: %q, want out/report.json", got)
+	}
 }
