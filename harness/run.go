@@ -276,13 +276,16 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		}
 	}
 	if err := r.runSolo(ctx, host); err != nil {
-		return nil, err
+		return r.interrupted(ctx, rep, err)
 	}
 
 	for i := range r.sc.Configurations {
 		cr, err := r.runConfiguration(ctx, &r.sc.Configurations[i])
 		if err != nil {
-			return nil, err
+			if cr.report.Name != "" {
+				rep.Configurations = append(rep.Configurations, cr.report)
+			}
+			return r.interrupted(ctx, rep, err)
 		}
 		rep.Configurations = append(rep.Configurations, cr.report)
 		rep.Assertions = append(rep.Assertions, cr.assertions...)
@@ -302,6 +305,26 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	rep.Notes = r.notes
 	rep.Duration = time.Since(r.started).Seconds()
 	return rep, nil
+}
+
+// interrupted returns, for a run whose ctx ended (the first Ctrl-C), rep
+// with what was measured until then, marked incomplete, beside err; for any
+// other error, err alone.
+func (r *runner) interrupted(ctx context.Context, rep *reports.Report, err error) (*reports.Report, error) {
+	if ctx.Err() == nil {
+		return nil, err
+	}
+	r.progressMu.Lock()
+	p := r.progress
+	r.progressMu.Unlock()
+	rep.Incomplete = "interrupted during " + p.Phase
+	if p.Configuration != "" {
+		rep.Incomplete += " of " + p.Configuration
+	}
+	rep.Passed = false
+	rep.Notes = r.notes
+	rep.Duration = time.Since(r.started).Seconds()
+	return rep, err
 }
 
 func (r *runner) topology() backend.Topology {
@@ -588,7 +611,8 @@ func (r *runner) phase(ctx context.Context, name, config string, s workload.Sche
 		err = ctx.Err()
 	}
 	if err != nil {
-		return nil, nil, stats, fmt.Errorf("%w: %s phase of %s: %w", ErrRun, name, config, err)
+		// rec holds what was measured until the error.
+		return rec, nil, stats, fmt.Errorf("%w: %s phase of %s: %w", ErrRun, name, config, err)
 	}
 	return rec, ex, stats, nil
 }
@@ -659,6 +683,21 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	}
 	rec, ex, stats, err := r.phase(ctx, PhaseRun, c.Name, r.full, st, faults)
 	faultReports := faults.finish()
+	if err != nil && ctx.Err() != nil && rec != nil {
+		// Interrupted: the rows of what was measured, no assertions.
+		shares := pools.UsageWindow(usageBefore, st.Ledger().Usage())
+		summaries := rec.Summary()
+		planned := r.full
+		if r.sc.Load.Model == scenario.ModelClosed {
+			planned = workload.Schedule{}
+		}
+		return configResult{report: reports.Configuration{
+			Name: c.Name, Expect: string(c.Expect), Duration: time.Since(t0).Seconds(), Incomplete: true,
+			Tenants: r.rows(summaries, shares), Solo: r.rows(r.soloSummary, nil),
+			QuietAll: r.quietAllRows(rec, shares), SoloQuietAll: r.quietAllRows(r.soloRec, nil),
+			Stats: runStats(stats, summaries, planned), TopDBTime: topShares(shares, 10), Faults: faultReports,
+		}}, err
+	}
 	if err != nil {
 		return configResult{}, err
 	}

@@ -162,6 +162,9 @@ func (t *textWriter) header() {
 	t.p("schedule  %s\n", r.ScheduleHash)
 	t.p("backend   %s\n", r.Backend)
 	t.p("started   %s, duration %s\n", r.StartedAt.Format(time.RFC3339), fmtSeconds(r.Duration))
+	if r.Incomplete != "" {
+		t.p("INCOMPLETE: %s; what was measured until then, no verdict\n", r.Incomplete)
+	}
 	for _, n := range r.Notes {
 		t.p("note: %s\n", n)
 	}
@@ -479,9 +482,17 @@ func (t *textWriter) verdict() {
 	t.p("\n== Verdict ==\n")
 	tw := t.table()
 	for _, c := range t.r.Configurations {
+		if c.Incomplete {
+			row(tw, c.Name, "expect "+expectation(c), "incomplete: not evaluated")
+			continue
+		}
 		row(tw, c.Name, "expect "+expectation(c), "assertions "+passFail(c.Passed), asExpectedWords(c))
 	}
 	tw.Flush()
+	if t.r.Incomplete != "" {
+		t.p("RESULT: INCOMPLETE (%s)\n", t.r.Incomplete)
+		return
+	}
 	t.p("RESULT: %s\n", passFail(t.r.Passed))
 }
 
