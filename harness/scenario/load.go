@@ -550,6 +550,7 @@ func (s *Scenario) applyDefaults() {
 		def.Backend.Topology = backend.TopologyReplica
 	}
 	fill(reflect.ValueOf(s).Elem(), reflect.ValueOf(def), "", has)
+	s.applyTimelineDefaults()
 	s.applyPromotionDefaults()
 	s.applyHotShardDefaults()
 
