@@ -18,6 +18,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/external"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/limiter"
@@ -72,6 +73,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now anchors the generated data's timestamps; zero means time.Now.
 	Now time.Time
+	// Keep leaves what the run created on the database (its schema and
+	// roles) in place at the end, for a look; false removes it whatever
+	// the run's outcome (see package footprint).
+	Keep bool
 }
 
 // ErrRun marks a run that could not complete (as opposed to one whose
@@ -117,6 +122,11 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		cluster = c
 	}
 	r.cluster = cluster
+	remove, err := r.claim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer remove()
 	if sc.Promoting() {
 		return runPromotion(ctx, r)
 	}
@@ -128,7 +138,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 
 // runPromotion hands a scenario with a promotion section to its runner.
 func runPromotion(ctx context.Context, r *runner) (*reports.Report, error) {
-	rep, _, err := promotion.Run(ctx, r.sc, r.cluster, promotion.Options{Logger: r.log, Now: r.opts.Now,
+	rep, _, err := promotion.Run(ctx, r.sc, r.cluster, promotion.Options{Logger: r.log, Now: r.opts.Now, Run: r.runID,
 		Phase: func(window string, total time.Duration) { r.setPhase(window, "promotion", total) }})
 	if errors.Is(err, promotion.ErrRun) {
 		err = fmt.Errorf("%w: %w", ErrRun, err)
@@ -165,6 +175,8 @@ type runner struct {
 	log     *slog.Logger
 	started time.Time
 	cluster backend.Cluster
+	// runID names the run in the marks on what it creates (footprint).
+	runID string
 
 	pop        workload.Population
 	classes    map[string]*scenario.Class
@@ -242,6 +254,10 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		return nil, fmt.Errorf("%w: the cluster has no primary node", ErrRun)
 	}
 	r.replica, r.hasReplica = backend.First(r.cluster, backend.RoleReplica)
+	// Every session of the run finds the data set in the run's schema
+	// alone.
+	r.primary = footprint.InSchema(r.primary, r.sc.Data.SchemaName())
+	r.replica = footprint.InSchema(r.replica, r.sc.Data.SchemaName())
 
 	r.setPhase(PhaseLoad, "", 0)
 	if err := r.load(ctx); err != nil {
@@ -335,7 +351,7 @@ func (r *runner) load(ctx context.Context) error {
 	}
 	t0 := time.Now()
 	if err := dataset.Load(ctx, conn, dataset.Spec{
-		Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers,
+		Schema: r.sc.Data.SchemaName(), Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers,
 	}, now); err != nil {
 		return fmt.Errorf("%w: load data set: %w", ErrRun, err)
 	}
@@ -343,9 +359,10 @@ func (r *runner) load(ctx context.Context) error {
 
 	var roles []pools.RoleConfig
 	for i := range r.sc.Configurations {
-		roles = append(roles, rolesOf(&r.sc.Configurations[i])...)
+		roles = append(roles, rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName())...)
 	}
-	if r.passwords, err = pools.EnsureRoles(ctx, conn, r.primary.Database, roles...); err != nil {
+	where := fmt.Sprintf("database %q on %s", r.primary.Database, r.primary.Name)
+	if r.passwords, err = footprint.EnsureRoles(ctx, conn, where, r.primary.Database, r.runID, roles...); err != nil {
 		return fmt.Errorf("%w: create roles: %w", ErrRun, err)
 	}
 	if r.hasReplica {
@@ -391,8 +408,13 @@ func waitReplay(ctx context.Context, primary *pgx.Conn, replica backend.Node, li
 // roleName is the database role of one configuration's pool.
 func roleName(config, pool string) string { return "noisysim_" + config + "_" + pool }
 
-// rolesOf returns the least-privilege roles configuration c logs in as.
-func rolesOf(c *scenario.Configuration) []pools.RoleConfig {
+// rolesOf returns the least-privilege roles configuration c logs in as,
+// reading the data set in schema.
+func rolesOf(c *scenario.Configuration, schema string) []pools.RoleConfig {
+	var tables []string
+	for _, t := range dataset.Tables {
+		tables = append(tables, schema+"."+t)
+	}
 	mk := func(pool string, r scenario.Role) pools.RoleConfig {
 		return pools.RoleConfig{
 			Name:                            roleName(c.Name, pool),
@@ -400,8 +422,8 @@ func rolesOf(c *scenario.Configuration) []pools.RoleConfig {
 			IdleInTransactionSessionTimeout: r.IdleInTransactionSessionTimeout.Duration(),
 			WorkMem:                         string(r.WorkMem),
 			ConnectionLimit:                 r.ConnectionLimit,
-			Schemas:                         []string{"public"},
-			ReadTables:                      dataset.Tables,
+			Schemas:                         []string{schema},
+			ReadTables:                      tables,
 		}
 	}
 	if c.Mode == scenario.ModeShared {

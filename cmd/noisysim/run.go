@@ -28,8 +28,15 @@ default), loads the data set, measures the quiet tenants alone (solo), runs
 the full mix under each configuration, prints the results side by side and
 checks the assertions.
 
+Its tables live in a schema of its own (data.schema, default noisysim) and
+its roles carry a comment marking them as noisysim's; both are removed at
+the end of the run, also when it fails or is interrupted, unless --keep. A
+run refuses to start when that schema or one of those roles exists and
+noisysim did not create it.
+
 Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
-usage, 1 any other error.
+usage (also: the schema or a role exists and is not noisysim's), 1 any
+other error.
 
 Flags (before or after the file):
 `
@@ -44,6 +51,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
 	image := fs.String("image", "", "container image of every node (backend docker)")
 	apply := fs.Bool("apply", false, "hot_shard scenarios: run the policy ladder (sets hot_shard.apply)")
+	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
 		return err
@@ -81,6 +89,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	var prog *progress
 	opts := harness.Options{
 		Only:   *only,
+		Keep:   *keep,
 		Logger: a.log,
 		OnCluster: func(c backend.Cluster) {
 			kill := c.Close

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/footprint"
 )
 
 // Defaults applied by Parse to keys a file leaves out (or sets to null).
@@ -206,6 +207,19 @@ type Data struct {
 	// Customers is the number of distinct customers per tenant (an upper
 	// bound), >= 1. Default 1000.
 	Customers int `yaml:"customers"`
+	// Schema is the schema noisysim creates its tables in, and drops at the
+	// end of the run; a run refuses to start when it exists and noisysim
+	// did not create it. Default (and when empty) footprint.DefaultSchema
+	// ("noisysim"): read it with SchemaName.
+	Schema string `yaml:"schema"`
+}
+
+// SchemaName returns Schema, or footprint.DefaultSchema when it is empty.
+func (d Data) SchemaName() string {
+	if d.Schema == "" {
+		return footprint.DefaultSchema
+	}
+	return d.Schema
 }
 
 // IsolationClass names the pool, role and limiter that run a class's queries

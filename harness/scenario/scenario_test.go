@@ -115,6 +115,7 @@ func TestMinimalTakesDefaults(t *testing.T) {
 		File:    "testdata/minimal.yaml",
 		derived: true,
 	}
+	want.Data.Schema = "noisysim"
 	s.ix = nil
 	if !reflect.DeepEqual(*s, want) {
 		t.Errorf("got  %+v\nwant %+v", *s, want)
@@ -448,6 +449,12 @@ func TestValidateMore(t *testing.T) {
 			"phases: {warmup: 1s, solo: 1s, run: 7d}\n", []string{
 			"4:34 classes[1].rate: must be at most 1e+09 arrivals per second (one per ns), got 2e+09",
 			"6:32 phases.run: must be a duration such as",
+		}},
+		{"schema of the user's or of PostgreSQL", head + shared + "data: {schema: public}\n", []string{
+			"5:8 data.schema: \"public\" is PostgreSQL's own or the default schema of user tables",
+		}},
+		{"schema that needs quoting", head + shared + "data: {schema: My-Schema}\n", []string{
+			"5:8 data.schema: must be a lower-case identifier",
 		}},
 		{"no quiet senders", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10, senders: dominant}\n  - {name: heavy, query: report, rate: 1, senders: dominant}\n" + shared, []string{
 			"2:1 classes: no class is sent by the quiet tenants",

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/workload"
 )
 
@@ -312,6 +313,9 @@ func (c *checker) data(d *Data, tenants int) {
 	}
 	c.between("data.days", d.Days, 1, MaxDays)
 	c.atLeast("data.customers", d.Customers, 1)
+	if err := footprint.ValidSchema(d.SchemaName()); err != nil {
+		c.add("data.schema", "%v", err)
+	}
 }
 
 func (c *checker) classes(cs []Class) {
