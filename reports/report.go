@@ -67,6 +67,11 @@ type Report struct {
 	// HotShard is the hot-shard run's measurements, for a scenario with a
 	// hot_shard section; nil otherwise.
 	HotShard *HotShard `json:"hot_shard,omitempty"`
+	// Incomplete, when set, says why the run stopped before its end, e.g.
+	// "interrupted during run of naive": the report holds what was
+	// measured until then (a configuration cut short is marked Incomplete
+	// and has no assertions), Passed is false and no verdict was reached.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 // Configuration is the result of one configuration (e.g. "naive",
@@ -116,6 +121,10 @@ type Configuration struct {
 	// Faults are the node faults injected during the timeline, in
 	// injection order. Optional.
 	Faults []Fault `json:"faults,omitempty"`
+	// Incomplete is true when the configuration's run was cut short (see
+	// Report.Incomplete): its rows cover the part measured and its
+	// assertions were not evaluated.
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 // Window is one phase of a configuration's timeline: what its arrivals
