@@ -32,6 +32,14 @@ func (r *runner) cleanAfter(ctx context.Context, st *stack) (cleanState, error) 
 	for _, l := range st.limiters {
 		cs.inFlight += int64(l.Stat().Total.InFlight)
 	}
+	// Connections given up on (requests cut off at the end) are closed
+	// after their calls return: wait for them before counting.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	werr := st.WaitClosed(wctx)
+	cancel()
+	if werr != nil && ctx.Err() != nil {
+		return cs, ctx.Err()
+	}
 	for _, p := range st.Stat().Pools {
 		cs.borrowed += int64(p.AcquiredConns)
 	}

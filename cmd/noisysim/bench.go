@@ -35,7 +35,6 @@ flags:
 
 func runBench(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
 	var cfg bench.Config
 	dsn := fs.String("dsn", "", "database to measure (default: start a local cluster)")
@@ -57,8 +56,8 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the populations and schedules")
 	jsonOut := fs.String("json", "", "also write the figures as JSON to this file")
 	check := fs.Bool("check", false, "exit 99 when a goal is missed")
-	if err := fs.Parse(args); err != nil {
-		return usageOrHelp(err)
+	if err := parseFlags(a, fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("bench: unexpected argument %q", fs.Arg(0))

@@ -52,8 +52,7 @@ Citus not installed, 1 any other error.
 
 func citusHotShard(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("citus hot-shard", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() { fmt.Fprint(a.stderr, hotShardUsage) }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), hotShardUsage) }
 	cfg := hotshard.Config{Log: a.log}
 	apply := fs.Bool("apply", false, "")
 	workers := fs.Int("workers", local.DefaultCitusWorkers, "")
@@ -70,8 +69,8 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 	fs.DurationVar(&cfg.MaxPause, "max-pause", hotshard.DefaultMaxPause, "")
 	mode := fs.String("mode", string(citus.DefaultTransferMode), "")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "")
-	if err := fs.Parse(args); err != nil {
-		return usageOrHelp(err)
+	if err := parseFlags(a, fs, args); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -35,8 +35,7 @@ Flags (before or after the file):
 
 func runRun(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() { fmt.Fprint(a.stderr, runUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
 	only := fs.String("only", "", "run only this configuration and apply the assertions to it")
 	out := fs.String("out", "", "write report.json, report.md and junit.xml into this directory")
 	noProgress := fs.Bool("no-progress", false, "no progress display")
@@ -44,7 +43,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
 	image := fs.String("image", "", "container image of every node (backend docker)")
 	apply := fs.Bool("apply", false, "hot_shard scenarios: run the policy ladder (sets hot_shard.apply)")
-	file, err := parseInterspersed(fs, args)
+	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
 		return err
 	}
@@ -126,11 +125,11 @@ func configNames(sc *scenario.Scenario) string {
 
 // parseInterspersed parses flags placed before or after the one positional
 // argument, which it returns ("" if none).
-func parseInterspersed(fs *flag.FlagSet, args []string) (string, error) {
+func parseInterspersed(a *app, fs *flag.FlagSet, args []string) (string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return "", usageOrHelp(err)
+		if err := parseFlags(a, fs, args); err != nil {
+			return "", err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -225,10 +224,9 @@ file:line:col and field. Exit code 0 when all are valid, 2 otherwise.
 
 func runValidate(_ context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() { fmt.Fprint(a.stderr, validateUsage) }
-	if err := fs.Parse(args); err != nil {
-		return usageOrHelp(err)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), validateUsage) }
+	if err := parseFlags(a, fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()

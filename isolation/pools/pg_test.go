@@ -365,6 +365,7 @@ func TestL5FailingTagIsBounded(t *testing.T) {
 			if !errors.Is(err, ErrTagFailed) || !errors.As(err, &tagErr) {
 				t.Fatalf("err = %v, want a *TagError", err)
 			}
+			waitClosed(t, s)
 			st := s.Stat().Pools[0]
 			if path == "Query" {
 				calls.Store(st.TagFailures)
@@ -444,11 +445,13 @@ func TestL5LedgerDoesNotDependOnReset(t *testing.T) {
 				if _, err := s.Query(t.Context(), Interactive, "b", "SELECT 1"); err != nil {
 					t.Fatalf("the call after a failed reset: %v", err)
 				}
+				waitClosed(t, s)
 				if st := s.Stat().Pools[0]; st.Destroyed < 1 || st.TotalConns > 1 {
 					t.Errorf("pool stat %+v: want the unreset connection destroyed", st)
 				}
 				return
 			}
+			waitClosed(t, s)
 			if st := s.Stat().Pools[0]; st.Destroyed != 1 || st.TotalConns != 0 {
 				t.Errorf("pool stat %+v: want the unreset connection destroyed", st)
 			}
@@ -886,8 +889,12 @@ func TestPanicReturnsSlotAndConnection(t *testing.T) {
 	if st := lim.TenantStat("a"); st.InFlight != 0 {
 		t.Errorf("limiter slot kept after panic: %+v", st)
 	}
-	if st := s.Stat().Pools[0]; st.Borrowed != 0 || st.Destroyed != 1 || st.AcquiredConns != 0 {
+	if st := s.Stat().Pools[0]; st.Borrowed != 0 || st.Destroyed != 1 {
 		t.Errorf("pool stat %+v: want the connection destroyed", st)
+	}
+	waitClosed(t, s)
+	if st := s.Stat().Pools[0]; st.Closing != 0 || st.AcquiredConns != 0 {
+		t.Errorf("pool stat %+v: want the connection closed", st)
 	}
 	// The statement was cancelled on the server, not left running.
 	if !eventually(2*time.Second, func() bool {
