@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the populations and schedules")
 	jsonOut := fs.String("json", "", "also write the figures as JSON to this file")
 	check := fs.Bool("check", false, "exit 99 when a goal is missed")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	if err := parseFlags(a, fs, args); err != nil {
 		return err
 	}
@@ -86,6 +88,17 @@ func runBench(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("bench: --pgbench %s: %w: %w", cfg.PgBench, bench.ErrNoPgBench, err)
 	}
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return usagef("bench: --cpuprofile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: start CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	target := *dsn
 	if target == "" {
 		b := local.New(local.WithLogger(a.log))
@@ -160,9 +173,13 @@ func printBench(w io.Writer, res bench.Result) {
 		fmt.Fprintf(w, "query: %s\n", res.Query)
 		fmt.Fprintf(w, "maximum    pgbench  %9.0f tps    (%v)\n", res.PgBenchMax.Rate, res.PgBenchMax.Args)
 		if n := res.NoisysimMax; n.Scheduled > 0 {
-			fmt.Fprintf(w, "maximum    noisysim %9.0f ops/s  (open loop offered %.0f/s, naive stack, pool %d; %d dropped, %d errors)\n",
+			fmt.Fprintf(w, "maximum    noisysim %9.0f ops/s  (open loop offered %.0f/s, pgxpool of %d; %d dropped, %d errors)\n",
 				n.Rate, n.Offered, cfg.PoolSize, n.Dropped, n.Errors)
 			fmt.Fprintf(w, "maximum    ratio    %9.2f        goal ≥ 0.90: %s\n", res.MaxRatio, mark(res.MaxRatio >= 0.9))
+		}
+		if n := res.StackMax; n.Scheduled > 0 {
+			fmt.Fprintf(w, "maximum    stack    %9.0f ops/s  (the same through the naive isolation stack; %d dropped, %d errors): %.2f × pgbench\n",
+				n.Rate, n.Dropped, n.Errors, res.StackMaxRatio)
 		}
 	}
 	if p, n := res.PgBenchFixed, res.NoisysimFixed; p.Rate > 0 {
@@ -172,6 +189,10 @@ func printBench(w io.Writer, res bench.Result) {
 			fmt.Fprintf(w, "at %.0f/s  noisysim %9.0f ops/s  p50 %s  p99 %s  drops %d of %d (%.3f%%, goal < 0.1%%: %s), %d errors, max lag %s\n",
 				cfg.FixedRate, n.Rate, msStr(n.P50), msStr(n.P99), n.Dropped, n.Scheduled, n.DropShare*100, mark(n.DropShare < 0.001), n.Errors, msStr(n.MaxLag))
 			fmt.Fprintf(w, "at %.0f/s  p99 ratio %8.2f        goal ≤ 2: %s\n", cfg.FixedRate, res.P99Ratio, mark(res.P99Ratio > 0 && res.P99Ratio <= 2))
+		}
+		if n := res.StackFixed; n.Scheduled > 0 {
+			fmt.Fprintf(w, "at %.0f/s  stack    %9.0f ops/s  p50 %s  p99 %s  drops %d (%.3f%%), %d errors; p99 %.2f × pgbench\n",
+				cfg.FixedRate, n.Rate, msStr(n.P50), msStr(n.P99), n.Dropped, n.DropShare*100, n.Errors, res.StackP99Ratio)
 		}
 	}
 	if m := res.Memory; len(m.Samples) > 0 {

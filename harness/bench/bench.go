@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/metrics"
@@ -190,16 +191,22 @@ type Result struct {
 	Query string
 	// PgBenchMax is pgbench unthrottled (-M prepared -c PoolSize -j Threads).
 	PgBenchMax PgBenchRun
-	// NoisysimMax is noisysim's open loop through the naive stack, offered
-	// Overload × PgBenchMax.Rate.
-	NoisysimMax OpenLoopRun
-	// MaxRatio is NoisysimMax.Rate / PgBenchMax.Rate (goal ≥ 0.9).
-	MaxRatio float64
-	// PgBenchFixed and NoisysimFixed are both held at Config.FixedRate.
-	PgBenchFixed  PgBenchRun
-	NoisysimFixed OpenLoopRun
-	// P99Ratio is NoisysimFixed.P99 / PgBenchFixed.P99 (goal ≤ 2).
-	P99Ratio float64
+	// NoisysimMax is noisysim's open loop through a bare pgxpool pool of
+	// PoolSize (the generator alone), offered Overload × PgBenchMax.Rate;
+	// StackMax the same through the naive isolation stack (one pool of
+	// PoolSize, tagging and reset), as `noisysim run` drives a shared
+	// configuration.
+	NoisysimMax, StackMax OpenLoopRun
+	// MaxRatio is NoisysimMax.Rate / PgBenchMax.Rate (goal ≥ 0.9);
+	// StackMaxRatio is StackMax.Rate / PgBenchMax.Rate.
+	MaxRatio, StackMaxRatio float64
+	// PgBenchFixed, NoisysimFixed and StackFixed are held at
+	// Config.FixedRate.
+	PgBenchFixed              PgBenchRun
+	NoisysimFixed, StackFixed OpenLoopRun
+	// P99Ratio is NoisysimFixed.P99 / PgBenchFixed.P99 (goal ≤ 2);
+	// StackP99Ratio is StackFixed.P99 / PgBenchFixed.P99.
+	P99Ratio, StackP99Ratio float64
 	// Memory is the memory step.
 	Memory MemoryRun
 }
@@ -285,10 +292,15 @@ func throughput(ctx context.Context, dsn string, cfg Config, params dataset.Para
 	}
 	offered := cfg.Overload * res.PgBenchMax.Rate
 	log.Info("noisysim open loop at its maximum", "offered", offered)
-	if res.NoisysimMax, err = openLoop(ctx, dsn, cfg, params, cfg.Tenants, 1, offered, cfg.Duration, nil); err != nil {
+	if res.NoisysimMax, err = openLoop(ctx, dsn, cfg, params, false, cfg.Tenants, 1, offered, cfg.Duration, nil); err != nil {
 		return err
 	}
 	res.MaxRatio = res.NoisysimMax.Rate / res.PgBenchMax.Rate
+	log.Info("noisysim open loop through the stack at its maximum", "offered", offered)
+	if res.StackMax, err = openLoop(ctx, dsn, cfg, params, true, cfg.Tenants, 1, offered, cfg.Duration, nil); err != nil {
+		return err
+	}
+	res.StackMaxRatio = res.StackMax.Rate / res.PgBenchMax.Rate
 	if cfg.FixedRate < 0 {
 		return nil
 	}
@@ -297,20 +309,25 @@ func throughput(ctx context.Context, dsn string, cfg Config, params dataset.Para
 		return err
 	}
 	log.Info("noisysim open loop at a fixed rate", "rate", cfg.FixedRate)
-	if res.NoisysimFixed, err = openLoop(ctx, dsn, cfg, params, cfg.Tenants, 1, cfg.FixedRate, cfg.Duration, nil); err != nil {
+	if res.NoisysimFixed, err = openLoop(ctx, dsn, cfg, params, false, cfg.Tenants, 1, cfg.FixedRate, cfg.Duration, nil); err != nil {
+		return err
+	}
+	if res.StackFixed, err = openLoop(ctx, dsn, cfg, params, true, cfg.Tenants, 1, cfg.FixedRate, cfg.Duration, nil); err != nil {
 		return err
 	}
 	if res.PgBenchFixed.P99 > 0 {
 		res.P99Ratio = float64(res.NoisysimFixed.P99) / float64(res.PgBenchFixed.P99)
+		res.StackP99Ratio = float64(res.StackFixed.P99) / float64(res.PgBenchFixed.P99)
 	}
 	return nil
 }
 
 // openLoop runs dataset lookups for the first tenants tenants in classes
 // classes at rate ops/s for d through a naive stack (one pool of
-// cfg.PoolSize), as `noisysim run` runs a shared configuration. tick, if not
-// nil, is called every cfg.SampleEvery while the run lasts.
-func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params, tenants, classes int, rate float64, d time.Duration, tick func(elapsed time.Duration)) (OpenLoopRun, error) {
+// cfg.PoolSize), as `noisysim run` runs a shared configuration, or, without
+// viaStack, through a bare pgxpool pool of cfg.PoolSize. tick, if not nil,
+// is called every cfg.SampleEvery while the run lasts.
+func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params, viaStack bool, tenants, classes int, rate float64, d time.Duration, tick func(elapsed time.Duration)) (OpenLoopRun, error) {
 	out := OpenLoopRun{Offered: rate}
 	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: tenants}, cfg.Seed)
 	if err != nil {
@@ -336,10 +353,28 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 	if err != nil {
 		return out, err
 	}
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return out, fmt.Errorf("bench: %w", err)
+	}
+	pc.MaxConns = int32(cfg.PoolSize)
+	bare, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return out, fmt.Errorf("bench: open pool: %w", err)
+	}
+	defer bare.Close()
 	exec := func(ctx context.Context, op workload.Op) error {
 		q, err := dataset.Query(dataset.KindLookup, op.Tenant, op.Seq, params)
 		if err != nil {
 			return err
+		}
+		if !viaStack {
+			rows, err := bare.Query(ctx, q.SQL, q.Args...)
+			if err != nil {
+				return err
+			}
+			rows.Close()
+			return rows.Err()
 		}
 		_, err = stack.Query(ctx, pools.Interactive, strconv.Itoa(op.Tenant), q.SQL, q.Args...)
 		return err
@@ -420,7 +455,7 @@ func memory(ctx context.Context, dsn string, cfg Config, params dataset.Params) 
 	}
 	cfg.Logger.Info("memory step", "tenants", cfg.MemTenants, "classes", cfg.MemClasses, "rate", cfg.MemRate, "duration", cfg.MemDuration)
 	var err error
-	m.Run, err = openLoop(ctx, dsn, cfg, params, cfg.MemTenants, cfg.MemClasses, cfg.MemRate, cfg.MemDuration, sample)
+	m.Run, err = openLoop(ctx, dsn, cfg, params, true, cfg.MemTenants, cfg.MemClasses, cfg.MemRate, cfg.MemDuration, sample)
 	if err != nil {
 		return m, err
 	}
