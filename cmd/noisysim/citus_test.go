@@ -75,7 +75,7 @@ func TestCitusPlanAndIsolate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: map[int]int64{1: 3000, 2: 100, 3: 100}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
+	if err := dataset.Load(ctx, conn, dataset.Spec{Schema: "public", Orders: map[int]int64{1: 3000, 2: 100, 3: 100}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: []string{"tenants", "orders"}, ShardCount: 8}); err != nil {
@@ -127,7 +127,7 @@ func TestCitusPlanUnplacedTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: map[int]int64{7: 100, 8: 100}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
+	if err := dataset.Load(ctx, conn, dataset.Spec{Schema: "public", Orders: map[int]int64{7: 100, 8: 100}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: []string{"tenants", "orders"}, ShardCount: 8}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -27,8 +28,15 @@ default), loads the data set, measures the quiet tenants alone (solo), runs
 the full mix under each configuration, prints the results side by side and
 checks the assertions.
 
+Its tables live in a schema of its own (data.schema, default noisysim) and
+its roles carry a comment marking them as noisysim's; both are removed at
+the end of the run, also when it fails or is interrupted, unless --keep. A
+run refuses to start when that schema or one of those roles exists and
+noisysim did not create it.
+
 Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
-usage, 1 any other error.
+usage (also: the schema or a role exists and is not noisysim's), 1 any
+other error.
 
 Flags (before or after the file):
 `
@@ -43,6 +51,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
 	image := fs.String("image", "", "container image of every node (backend docker)")
 	apply := fs.Bool("apply", false, "hot_shard scenarios: run the policy ladder (sets hot_shard.apply)")
+	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
 		return err
@@ -80,6 +89,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	var prog *progress
 	opts := harness.Options{
 		Only:   *only,
+		Keep:   *keep,
 		Logger: a.log,
 		OnCluster: func(c backend.Cluster) {
 			kill := c.Close
@@ -97,22 +107,42 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if prog != nil {
 		prog.finish()
 	}
-	if err != nil {
+	if err != nil && (rep == nil || rep.Incomplete == "") {
 		return err
 	}
-	if err := reports.WriteText(a.stdout, rep, reports.TextOptions{TopQuiet: *top}); err != nil {
-		return err
+	// An interrupted run (err set, rep incomplete) still shows and writes
+	// what it measured, then fails with the interruption (exit 1).
+	if werr := reports.WriteText(a.stdout, rep, textOptions(*top, *out)); werr != nil {
+		return errors.Join(err, werr)
 	}
 	if *out != "" {
-		if err := reports.WriteDir(*out, rep); err != nil {
-			return err
+		if werr := reports.WriteDir(*out, rep); werr != nil {
+			return errors.Join(err, werr)
 		}
-		fmt.Fprintf(a.stdout, "reports written to %s\n", *out)
+		if err != nil {
+			fmt.Fprintf(a.stdout, "partial reports (incomplete) written to %s\n", *out)
+		} else {
+			fmt.Fprintf(a.stdout, "reports written to %s\n", *out)
+		}
+	}
+	if err != nil {
+		return err
 	}
 	if !rep.Passed {
 		return fmt.Errorf("%w: scenario %s (see the assertions above)", errAssertionFailed, sc.Name)
 	}
 	return nil
+}
+
+// textOptions are the terminal report's options: the tables name top
+// quiet tenants and send the reader for the rest to out's report.json, or,
+// without --out, say how to write one.
+func textOptions(top int, out string) reports.TextOptions {
+	o := reports.TextOptions{TopQuiet: top, FullReport: "report.json (write it with --out DIR)"}
+	if out != "" {
+		o.FullReport = filepath.Join(out, "report.json")
+	}
+	return o
 }
 
 func configNames(sc *scenario.Scenario) string {
