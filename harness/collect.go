@@ -168,7 +168,7 @@ func windowStats(sums []metrics.Summary, planned int64, length time.Duration) re
 // every window, and the quiet_p99 window and baseline as the
 // configuration's own rows.
 func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun, took time.Duration) reports.Configuration {
-	out := reports.Configuration{Name: c.Name, Expect: string(c.Expect), Duration: took.Seconds()}
+	out := reports.Configuration{Name: c.Name, Expect: string(c.Expect), Duration: took.Seconds(), Series: tr.series}
 	planned := r.planned
 	if r.sc.Load.Model == scenario.ModelClosed {
 		planned = make([]int64, len(r.steps)) // users set the pace: no target rate

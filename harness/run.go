@@ -519,10 +519,12 @@ type executor struct {
 	r     *runner
 	stack *stack
 	seen  sync.Map // tenant string → *[2]atomic.Int64 (queue_full, wait_exceeded)
+	calls atomic.Int64
 }
 
 func (e *executor) do(ctx context.Context, op workload.Op) error {
 	e.r.issued.Add(1)
+	e.calls.Add(1)
 	c := e.r.classes[op.Class]
 	tenant := strconv.Itoa(op.Tenant)
 	class := pools.Class(c.IsolationClass)

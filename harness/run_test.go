@@ -85,6 +85,14 @@ func TestRunSmall(t *testing.T) {
 			if clean != 3 {
 				t.Errorf("%d clean-after assertions, want 3", clean)
 			}
+			for _, pt := range cfg.Series {
+				if len(pt.Limiters) != 2 || pt.Limiters[0].Class != "heavy" || pt.Limiters[1].Class != "interactive" {
+					t.Errorf("point at %.1f s: limiters %+v, want heavy and interactive", pt.At, pt.Limiters)
+				}
+			}
+			if len(cfg.Series) == 0 {
+				t.Error("no series")
+			}
 			if rep.ScheduleHash == "" || rep.Seed != 7 {
 				t.Errorf("seed %d hash %q", rep.Seed, rep.ScheduleHash)
 			}
@@ -181,5 +189,23 @@ func TestRunTimeline(t *testing.T) {
 	}
 	if len(cfg.Solo) == 0 || len(cfg.Tenants) == 0 {
 		t.Error("the configuration's rows are not those of the quiet_p99 window and baseline")
+	}
+	// A point per second over the 3.3 s timeline, each in a phase, with
+	// requests and DB time.
+	if len(cfg.Series) < 3 {
+		t.Fatalf("%d points in the series, want one per second of the timeline (3)", len(cfg.Series))
+	}
+	phases := map[string]bool{"warm": true, "base": true, "two": true, "burst": true}
+	withDBTime := 0
+	for _, pt := range cfg.Series {
+		if !phases[pt.Window] || pt.Rate <= 0 || len(pt.Limiters) != 0 {
+			t.Errorf("point %+v: want a phase, requests and no limiter (mode shared)", pt)
+		}
+		if len(pt.TopDBTime) > 0 {
+			withDBTime++ // a second may see no request finish on a loaded machine
+		}
+	}
+	if withDBTime == 0 {
+		t.Error("no point ranks tenants by DB time")
 	}
 }

@@ -271,7 +271,11 @@ func (c *checker) timeline(s *Scenario) {
 		c.add("timeline", "no measured phase: set measure: true on at least one phase, or assertions have no window")
 	}
 	if s.Promoting() || s.HotSharding() {
-		return // their windows are their own sections' (solo, before, after)
+		// Their windows are their own sections' (solo, before, after).
+		if !derived {
+			c.add("timeline", "not used by promotion and hot-shard scenarios: their sections set their windows")
+		}
+		return
 	}
 	window, baseline := s.Assertions.QuietP99.QuietWindows()
 	c.window("assertions.quiet_p99.window", window, s)

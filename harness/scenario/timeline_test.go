@@ -114,6 +114,9 @@ func TestTimelineInvalid(t *testing.T) {
 			"6:1 timeline: no measured phase \"run\", which assertions.quiet_p99.window names by default",
 			"6:1 timeline: no measured phase \"solo\", which assertions.quiet_p99.baseline names by default",
 		}},
+		{"timeline in a promotion scenario", head + "backend: {topology: shards}\npromotion: {}\ntimeline:\n  - {name: m, length: 2s}\n", []string{
+			"7:1 timeline: not used by promotion and hot-shard scenarios",
+		}},
 		{"fault past the timeline", head + "backend: {kind: docker}\ntimeline:\n  - {name: m, length: 2s}\n  - {name: run, length: 1s}\n" +
 			"assertions: {quiet_p99: {baseline: m}}\nfaults: [{node: primary, action: stop, at: 2500ms, for: 1s}]\n", []string{
 			"10:52 faults[0].for: at + for (3.5s) must be <= the rest of the timeline from phase m (3s)",
