@@ -25,8 +25,8 @@ func TestHotShardOutputNamesWorkers(t *testing.T) {
 		Before:      hotshard.Window{Queries: 100, Workers: map[string]float64{w1: 0.5, w2: 2.5, w3: 0.4}, Sampled: map[string]float64{w2: 3}},
 		After:       hotshard.Window{Queries: 100, Workers: map[string]float64{w1: 0.6, w2: 1.1, w3: 0.7}},
 		Steps: []citus.Record{{
-			Step: citus.Step{Action: citus.ActionMove, ShardID: 102009, From: w2, To: w3, Reason: "balance"},
-			Took: time.Second,
+			Step:   citus.Step{Action: citus.ActionMove, ShardID: 102009, From: w2, To: w3, Reason: "balance"},
+			Took:   time.Second,
 			Before: citus.Snapshot{Shards: map[string]int{w1: 10, w2: 12, w3: 10}, Load: map[string]float64{w1: 0.5, w2: 2.5, w3: 0.4}},
 			After:  citus.Snapshot{Shards: map[string]int{w1: 10, w2: 11, w3: 11}, Load: map[string]float64{w1: 0.5, w2: 1.5, w3: 1.4}},
 		}},
@@ -41,7 +41,7 @@ func TestHotShardOutputNamesWorkers(t *testing.T) {
 		}
 	}
 	for _, a := range []string{w1, w2, w3} {
-		if n := len(regexp.MustCompile(regexp.QuoteMeta(a) + `(\D|$)`).FindAllString(out, -1)); n != 1 {
+		if n := len(regexp.MustCompile(regexp.QuoteMeta(a)+`(\D|$)`).FindAllString(out, -1)); n != 1 {
 			t.Errorf("address %s printed %d times, want once (the workers table):\n%s", a, n, out)
 		}
 	}
