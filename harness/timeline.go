@@ -172,6 +172,7 @@ type timelineRun struct {
 	ex                     *executor
 	faults                 *faultRun
 	series                 []reports.Point
+	actions                []reports.ActionResult
 }
 
 // window returns the window of the phase named name.
@@ -224,6 +225,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	}
 	tr.limitsBefore = st.limiterStat()
 	drain := max(r.sc.Phases.Drain.Duration(), time.Millisecond)
+	acts := &actionRun{env: ActionEnv{Cluster: r.cluster, Logger: r.log}, t0: time.Now()}
 	var current atomic.Int32 // the phase running, for the series
 	stopSeries := r.sampleSeries(st, tr, &current)
 	defer stopSeries()
@@ -236,6 +238,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		if faults != nil && slices.Contains(faults.phases, w.step.Name) {
 			faults.arm(w.step.Name)
 		}
+		acts.start(ctx, w.step)
 	}
 	var err error
 	if r.sc.Load.Model == scenario.ModelClosed {
@@ -279,6 +282,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		close(done)
 		<-marks
 	}
+	tr.actions = acts.finish()
 	stopSeries()
 	tr.usageEnd = st.Ledger().Usage()
 	tr.limitsAt = st.limiterStat()

@@ -95,6 +95,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 				p("| %s | %s | %s |\n", md(s.Tenant), fmtMS(s.DBTime), fmtShare(s.Share))
 			}
 		}
+		mdActions(w, c)
 		mdFaults(w, c)
 	}
 	mdHotShard(w, r.HotShard)

@@ -118,6 +118,8 @@ type Configuration struct {
 	// Series is an optional time series over the timeline, one point per
 	// second: request rate, DB-time shares of the top tenants, limiters.
 	Series []Point `json:"series,omitempty"`
+	// Actions are the timeline's actions, in start order. Optional.
+	Actions []ActionResult `json:"actions,omitempty"`
 	// Faults are the node faults injected during the timeline, in
 	// injection order. Optional.
 	Faults []Fault `json:"faults,omitempty"`
@@ -210,6 +212,24 @@ type Share struct {
 	DBTime float64 `json:"db_time_ms"`
 	// Share is 0..1 of all database time.
 	Share float64 `json:"share"`
+}
+
+// ActionResult is one action of a configuration's timeline.
+type ActionResult struct {
+	// Phase is the phase that started it; Type its kind.
+	Phase string `json:"phase"`
+	Type  string `json:"type"`
+	// At is when it started, in seconds from the timeline's start; Took
+	// how long it ran, in seconds.
+	At   float64 `json:"at_s"`
+	Took float64 `json:"took_s"`
+	// Detail says what it did.
+	Detail string `json:"detail,omitempty"`
+	// Before and After are its figures, by name, before and after it.
+	Before map[string]float64 `json:"before,omitempty"`
+	After  map[string]float64 `json:"after,omitempty"`
+	// Error is why it failed; empty when it succeeded.
+	Error string `json:"error,omitempty"`
 }
 
 // Point is one second of a configuration's timeline.
@@ -441,6 +461,16 @@ func (r *Report) Validate() error {
 			for k, sh := range w.TopDBTime {
 				finite(fmt.Sprintf("%s.top_db_time[%d].db_time_ms", q, k), sh.DBTime)
 				share(fmt.Sprintf("%s.top_db_time[%d].share", q, k), sh.Share)
+			}
+		}
+		for j, a := range c.Actions {
+			q := fmt.Sprintf("%s.actions[%d]", p, j)
+			finite(q+".at_s", a.At)
+			finite(q+".took_s", a.Took)
+			for _, m := range []map[string]float64{a.Before, a.After} {
+				for _, k := range slices.Sorted(maps.Keys(m)) {
+					finite(q+"."+k, m[k])
+				}
 			}
 		}
 		for j, pt := range c.Series {

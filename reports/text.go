@@ -431,6 +431,9 @@ func (t *textWriter) configuration(c Configuration) {
 	if c.Duration > 0 {
 		t.p("timeline %s\n", fmtSeconds(c.Duration))
 	}
+	for _, a := range c.Actions {
+		t.p("action %s\n", actionLine(a))
+	}
 	shown, quiet := t.quietLeaders(c.Tenants, t.opts.topQuiet())
 	visible := map[string]bool{t.dominant: true}
 	for _, name := range shown {

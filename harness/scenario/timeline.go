@@ -41,6 +41,8 @@ type Phase struct {
 	// Measure makes the phase a window assertions may name. Default true;
 	// false for a warm-up.
 	Measure bool `yaml:"measure"`
+	// Actions start with the phase, each At after its start. Optional.
+	Actions []Action `yaml:"actions"`
 }
 
 // PhaseSenders is who sends in a phase: a sender set (Set) or a list of
@@ -266,6 +268,7 @@ func (c *checker) timeline(s *Scenario) {
 		if p.Measure {
 			measured++
 		}
+		c.actions(s, i, p)
 	}
 	if measured == 0 && !derived {
 		c.add("timeline", "no measured phase: set measure: true on at least one phase, or assertions have no window")
