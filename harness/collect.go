@@ -362,6 +362,9 @@ func (r *runner) setPhase(phase, config string, total time.Duration) {
 	r.phaseStart = time.Now()
 	r.issued.Store(0)
 	r.progressMu.Unlock()
+	if r.guard != nil {
+		r.guard.Begin(guardWindow(phase, config))
+	}
 }
 
 func (r *runner) snapshot(last *int64, lastAt *time.Time) Progress {

@@ -21,6 +21,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/external"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/guard"
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
@@ -75,6 +76,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now anchors the generated data's timestamps; zero means time.Now.
 	Now time.Time
+	// MaxForeignCPU is the disturbance guard's threshold in CPUs (see
+	// package guard); 0 means guard.DefaultMaxForeignCPU, negative turns
+	// the guard off.
+	MaxForeignCPU float64
+	// Concurrent, when not empty, is put in the report: the run was
+	// measured beside other measured runs.
+	Concurrent string
 }
 
 // ErrRun marks a run that could not complete (as opposed to one whose
@@ -120,13 +128,19 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		cluster = c
 	}
 	r.cluster = cluster
-	if sc.Promoting() {
-		return runPromotion(ctx, r)
+	r.watchMachine()
+	var rep *reports.Report
+	var err error
+	switch {
+	case sc.Promoting():
+		rep, err = runPromotion(ctx, r)
+	case sc.HotSharding():
+		rep, err = runHotShard(ctx, r)
+	default:
+		rep, err = r.run(ctx)
 	}
-	if sc.HotSharding() {
-		return runHotShard(ctx, r)
-	}
-	return r.run(ctx)
+	r.machineReport(rep)
+	return rep, err
 }
 
 // runPromotion hands a scenario with a promotion section to its runner.
@@ -186,6 +200,7 @@ type runner struct {
 	passwords   map[string]string
 	soloSummary []metrics.Summary
 	soloRec     *metrics.Recorder
+	guard       *guard.Guard // nil: off
 }
 
 // plan draws the population and the schedules: everything seeded.

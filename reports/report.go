@@ -59,6 +59,9 @@ type Report struct {
 	// HotShard is the hot-shard run's measurements, for a scenario with a
 	// hot_shard section; nil otherwise.
 	HotShard *HotShard `json:"hot_shard,omitempty"`
+	// Machine is the nodes' CPU budgets and the disturbance guard's
+	// figures; nil when neither applied.
+	Machine *Machine `json:"machine,omitempty"`
 }
 
 // Configuration is the result of one configuration (e.g. "naive",

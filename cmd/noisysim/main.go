@@ -36,6 +36,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/directory"
 )
@@ -91,6 +92,7 @@ var exitCodes = []struct {
 	{directory.ErrTargetNotEmpty, exitUsage},
 	{citus.ErrNotCitus, exitUsage},
 	{citus.ErrNotDistributed, exitUsage},
+	{runlock.ErrHeld, exitUsage},
 }
 
 // exitCode returns the exit code for the error a command returned.

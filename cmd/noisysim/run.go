@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/guard"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -26,6 +29,13 @@ Runs a scenario end to end: starts its backend (a throwaway PostgreSQL by
 default), loads the data set, measures the quiet tenants alone (solo), runs
 the full mix under each configuration, prints the results side by side and
 checks the assertions.
+
+A measured run holds a machine-wide lock (/tmp/noisysim-measure.lock, or
+$NOISYSIM_LOCK_FILE): a second run waits for it, or with --no-wait exits 2
+naming the run holding it; --allow-concurrent measures beside it and the
+report says so. During each measured window noisysim measures the CPU used
+outside its own processes and its servers (and steal time); a window above
+--max-foreign-cpu is marked DISTURBED, and so is the verdict line.
 
 Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
 usage, 1 any other error.
@@ -44,6 +54,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
 	image := fs.String("image", "", "container image of every node (backend docker)")
 	apply := fs.Bool("apply", false, "hot_shard scenarios: run the policy ladder (sets hot_shard.apply)")
+	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
+	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the report says so)")
+	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
 	file, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
@@ -78,10 +91,35 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		}
 	}
 
+	if math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0) {
+		return usagef("run: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
+	}
+	if *noWait && *allowConcurrent {
+		return usagef("run: --no-wait and --allow-concurrent exclude each other")
+	}
+	concurrent := ""
+	if *allowConcurrent {
+		concurrent = "measured with --allow-concurrent, without the machine-wide lock"
+		if h, held := runlock.Held(runlock.Path()); held {
+			concurrent += "; another measured run was going at the start: " + h.String()
+		}
+	} else {
+		lock, err := runlock.Acquire(ctx, runlock.Path(), runlock.Options{What: "noisysim run " + sc.Name, NoWait: *noWait,
+			OnWait: func(h runlock.Holder) {
+				fmt.Fprintf(a.stderr, "noisysim: waiting for the measured run of %s to finish (--no-wait exits instead, --allow-concurrent measures beside it)\n", h)
+			}})
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+	}
+
 	var prog *progress
 	opts := harness.Options{
-		Only:   *only,
-		Logger: a.log,
+		Only:          *only,
+		Logger:        a.log,
+		MaxForeignCPU: *maxForeign,
+		Concurrent:    concurrent,
 		OnCluster: func(c backend.Cluster) {
 			kill := c.Close
 			if k, ok := c.(interface{ Kill() error }); ok {
