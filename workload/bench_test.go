@@ -2,6 +2,8 @@ package workload_test
 
 import (
 	"context"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,6 +68,88 @@ func BenchmarkOpenLoopDispatch(b *testing.B) {
 			}
 			if bc.gap > 0 { // with every op due at once, lag is just the time to get through them
 				b.ReportMetric(float64(stats.MaxLag.Microseconds()), "max-lag-µs")
+			}
+		})
+	}
+}
+
+// fastSource drives a schedule without sleeping: every op is due at once
+// (At 0), at most 64 ops are in flight at a time, and the heap in use is
+// sampled (after a GC, with nothing in flight) when the first op at or past
+// each checkpoint of schedule time is reached and at the end.
+type fastSource struct {
+	src         workload.Source
+	inflight    *atomic.Int64
+	checkpoints []time.Duration
+	heap        []uint64 // HeapInuse at each checkpoint, then at the end
+}
+
+func (f *fastSource) Next() (workload.Op, bool) {
+	for f.inflight.Load() > 64 {
+		runtime.Gosched()
+	}
+	op, ok := f.src.Next()
+	if len(f.checkpoints) > 0 && (!ok || op.At >= f.checkpoints[0]) {
+		f.checkpoints = f.checkpoints[1:]
+		f.sample()
+	}
+	if !ok {
+		f.sample()
+		return op, false
+	}
+	f.inflight.Add(1)
+	op.At = 0
+	return op, true
+}
+
+func (f *fastSource) sample() {
+	for f.inflight.Load() > 0 {
+		runtime.Gosched()
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	f.heap = append(f.heap, ms.HeapInuse)
+}
+
+func (f *fastSource) Duration() time.Duration { return 0 }
+
+// BenchmarkOpenLoopMemory runs 10 minutes of a 1,000 ops/s schedule (50
+// tenants × 2 classes, 600,000 ops) through RunOpenLoop without sleeping
+// (see fastSource) and reports the heap in use after 1 minute and after 10
+// minutes of schedule time, and their ratio: "schedule" builds the schedule
+// in memory first (BuildSchedule), "stream" draws it as it is consumed
+// (NewStream). Run it with -benchtime=1x; ns/op is the whole run.
+func BenchmarkOpenLoopMemory(b *testing.B) {
+	pop := mustPopulation(b, workload.PopulationConfig{}, 1)
+	const d = 10 * time.Minute
+	for _, name := range []string{"schedule", "stream"} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				var src workload.Source
+				if name == "schedule" {
+					src = mustSchedule(b, pop, twoClasses, d, 1, nil).Source()
+				} else {
+					s, err := workload.NewStream(pop, twoClasses, d, 1, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					src = s
+				}
+				var inflight atomic.Int64
+				fs := &fastSource{src: src, inflight: &inflight, checkpoints: []time.Duration{time.Minute}}
+				exec := func(context.Context, workload.Op) error { inflight.Add(-1); return nil }
+				stats, err := workload.RunOpenLoopSource(context.Background(), fs, exec, nil, workload.OpenLoopConfig{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if stats.Completed < 590_000 || stats.Dropped > 0 {
+					b.Fatalf("stats %+v", stats)
+				}
+				at1, at10 := float64(fs.heap[0]), float64(fs.heap[1])
+				b.ReportMetric(at1/(1<<20), "heap-MB-1min")
+				b.ReportMetric(at10/(1<<20), "heap-MB-10min")
+				b.ReportMetric(at10/at1, "heap-ratio-10/1")
 			}
 		})
 	}

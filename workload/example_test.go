@@ -71,3 +71,20 @@ func ExampleRunClosedLoop() {
 	fmt.Println(stats.UsersByTenant, stats.Requests > 0, err)
 	// Output: map[1:6 2:2 3:1 4:1] true <nil>
 }
+
+func ExampleNewStream() {
+	pop, _ := workload.NewPopulation(workload.PopulationConfig{Tenants: 5}, 7)
+	classes := []workload.ClassSpec{{Name: "interactive", Rate: 1000}}
+	// Ten hours at 1,000 ops/s: 36 million ops, drawn as they are consumed.
+	stream, _ := workload.NewStream(pop, classes, 10*time.Hour, 7, nil)
+	first, _ := stream.Next()
+	fmt.Println(first.Seq, first.Class)
+	// A run pulls the ops as they come due:
+	//	stats, err := workload.RunOpenLoopSource(ctx, stream, exec, rec, workload.OpenLoopConfig{})
+	short, _ := workload.NewStream(pop, classes, 10*time.Second, 7, nil)
+	built, _ := workload.BuildSchedule(pop, classes, 10*time.Second, 7, nil)
+	fmt.Println(short.Hash() == built.Hash(), short.Len() == int64(len(built.Ops)))
+	// Output:
+	// 0 interactive
+	// true true
+}

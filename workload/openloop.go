@@ -169,9 +169,33 @@ type openLoop struct {
 // Errors: ErrInvalid (wrapped) for a nil executor, a negative Workers or
 // MaxInFlight, or ops not sorted by At; nothing runs then.
 func RunOpenLoop(ctx context.Context, s Schedule, exec Executor, rec Recorder, cfg OpenLoopConfig) (RunStats, error) {
-	if err := cfg.validate(exec, s); err != nil {
+	if err := errors.Join(cfg.validate(exec), s.validate()); err != nil {
 		return RunStats{}, fmt.Errorf("run open loop: %w", err)
 	}
+	return runOpenLoop(ctx, s.Source(), exec, rec, cfg)
+}
+
+// RunOpenLoopSource is RunOpenLoop over ops pulled from src as they come
+// due: with a Stream, the schedule is drawn as it is consumed and memory
+// stays flat however long the run. Scheduled and Unissued count the ops
+// pulled (and, after a cancel, those left when src implements Sized).
+//
+// Errors: as RunOpenLoop, except that an op out of order (At before the
+// previous op's, or negative) is found when it is pulled: the run stops
+// issuing, finishes the ops in flight as at the end of a schedule, and
+// returns the stats with an error wrapping ErrInvalid.
+func RunOpenLoopSource(ctx context.Context, src Source, exec Executor, rec Recorder, cfg OpenLoopConfig) (RunStats, error) {
+	err := cfg.validate(exec)
+	if src == nil {
+		err = errors.Join(err, fieldErr("Source", nil, "must not be nil"))
+	}
+	if err != nil {
+		return RunStats{}, fmt.Errorf("run open loop: %w", err)
+	}
+	return runOpenLoop(ctx, src, exec, rec, cfg)
+}
+
+func runOpenLoop(ctx context.Context, src Source, exec Executor, rec Recorder, cfg OpenLoopConfig) (RunStats, error) {
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
@@ -194,10 +218,10 @@ func RunOpenLoop(ctx context.Context, s Schedule, exec Executor, rec Recorder, c
 			go e.worker()
 		}
 	}
-	e.stats = RunStats{Start: time.Now(), Scheduled: int64(len(s.Ops))}
-	e.log.Debug("open loop started", "ops", len(s.Ops), "duration", s.Duration, "workers", cfg.Workers, "max_in_flight", cfg.MaxInFlight)
+	e.stats = RunStats{Start: time.Now()}
+	e.log.Debug("open loop started", "duration", src.Duration(), "workers", cfg.Workers, "max_in_flight", cfg.MaxInFlight)
 
-	cancelled := e.dispatch(ctx, s)
+	cancelled, orderErr := e.dispatch(ctx, src)
 	if e.queue != nil {
 		close(e.queue)
 	}
@@ -207,7 +231,7 @@ func RunOpenLoop(ctx context.Context, s Schedule, exec Executor, rec Recorder, c
 		close(finished)
 	}()
 	if !cancelled {
-		cancelled = e.drain(ctx, s, finished)
+		cancelled = e.drain(ctx, src.Duration(), finished)
 	}
 	e.stats.Incomplete = e.abandon(time.Now())
 	cancelOps()
@@ -222,37 +246,59 @@ func RunOpenLoop(ctx context.Context, s Schedule, exec Executor, rec Recorder, c
 	if cancelled {
 		return st, fmt.Errorf("run open loop: %w", ctx.Err())
 	}
+	if orderErr != nil {
+		return st, fmt.Errorf("run open loop: %w", orderErr)
+	}
 	return st, nil
 }
 
-// dispatch issues every op at its intended start and reports whether ctx was
-// cancelled before the last one.
-func (e *openLoop) dispatch(ctx context.Context, s Schedule) (cancelled bool) {
+// dispatch issues every op of src at its intended start and reports whether
+// ctx was cancelled before the last one, or the op out of order that stopped
+// it.
+func (e *openLoop) dispatch(ctx context.Context, src Source) (cancelled bool, orderErr error) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 	done := ctx.Done()
-	for i, op := range s.Ops {
+	// unissued counts the op in hand and, if src knows its length, the
+	// ops it still holds.
+	unissued := func() {
+		e.stats.Unissued = 1
+		if sz, ok := src.(Sized); ok {
+			e.stats.Unissued = max(sz.Len()-e.stats.Scheduled+1, 1)
+		}
+		e.stats.Scheduled += e.stats.Unissued - 1
+	}
+	var prev time.Duration
+	for {
+		op, ok := src.Next()
+		if !ok {
+			return false, nil
+		}
+		if op.At < prev || op.At < 0 {
+			return false, fieldErr(fmt.Sprintf("op %d At", e.stats.Scheduled), op.At, "ops must be sorted by At, none before 0 (previous op is at %v)", prev)
+		}
+		prev = op.At
+		e.stats.Scheduled++
 		intended := e.stats.Start.Add(op.At)
 		if wait := time.Until(intended); wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
 			case <-done:
-				e.stats.Unissued = int64(len(s.Ops) - i)
-				return true
+				unissued()
+				return true, nil
 			}
 		} else {
 			select {
 			case <-done:
-				e.stats.Unissued = int64(len(s.Ops) - i)
-				return true
+				unissued()
+				return true, nil
 			default:
 			}
 		}
 		e.issue(op, intended, time.Now())
 	}
-	return false
 }
 
 // issue hands op to a worker or a new goroutine, or drops it if MaxInFlight
@@ -288,8 +334,8 @@ func (e *openLoop) issue(op Op, intended, now time.Time) {
 
 // drain waits for the ops in flight until the schedule's end (or the last
 // issue, if later) plus Drain, and reports whether ctx was cancelled first.
-func (e *openLoop) drain(ctx context.Context, s Schedule, finished <-chan struct{}) (cancelled bool) {
-	deadline := e.stats.Start.Add(s.Duration)
+func (e *openLoop) drain(ctx context.Context, d time.Duration, finished <-chan struct{}) (cancelled bool) {
+	deadline := e.stats.Start.Add(d)
 	if now := time.Now(); now.After(deadline) {
 		deadline = now // the generator was late: drain from the last issue
 	}
@@ -307,7 +353,7 @@ func (e *openLoop) drain(ctx context.Context, s Schedule, finished <-chan struct
 	return false
 }
 
-func (cfg OpenLoopConfig) validate(exec Executor, s Schedule) error {
+func (cfg OpenLoopConfig) validate(exec Executor) error {
 	var errs []error
 	if exec == nil {
 		errs = append(errs, fieldErr("Executor", nil, "must not be nil"))
@@ -317,9 +363,6 @@ func (cfg OpenLoopConfig) validate(exec Executor, s Schedule) error {
 	}
 	if cfg.MaxInFlight < 0 {
 		errs = append(errs, fieldErr("MaxInFlight", cfg.MaxInFlight, "must be ≥ 0 (0 means %d)", DefaultMaxInFlight))
-	}
-	if err := s.validate(); err != nil {
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -1,20 +1,11 @@
 package workload
 
 import (
-	"cmp"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"math"
-	"math/rand/v2"
-	"slices"
-	"strconv"
 	"time"
-
-	"gonum.org/v1/gonum/stat/distuv"
 )
 
 // Arrival names the arrival process of a class's senders.
@@ -92,7 +83,8 @@ type Schedule struct {
 }
 
 // BuildSchedule draws the arrivals of every class's senders over [0, d) and
-// returns them as one schedule sorted by intended start. The same population,
+// returns them as one schedule sorted by intended start, held in memory (at
+// most MaxOps); NewStream draws the same ops as they are consumed. The same population,
 // classes, d and seed always give the same schedule; each (class name,
 // tenant) pair has its own random stream, so adding a class or tenant does
 // not move the others' arrivals.
@@ -122,107 +114,17 @@ func BuildSchedule(pop Population, classes []ClassSpec, d time.Duration, seed in
 	if err != nil {
 		return Schedule{}, fmt.Errorf("build schedule: %w", err)
 	}
-	// One stream per (class, sender), each sorted by At; streams ordered by
-	// class name then tenant, which breaks ties between equal At.
-	byName := slices.Clone(classes)
-	slices.SortFunc(byName, func(a, b ClassSpec) int { return cmp.Compare(a.Name, b.Name) })
-	var streams [][]Op
-	total := 0
-	for _, c := range byName {
-		senders := pop.senders(c.Senders)
-		sum := 0.0
-		for _, t := range senders {
-			sum += t.Share
-		}
-		for _, t := range senders {
-			rate := c.Rate * t.Share / sum
-			src := rand.NewPCG(uint64(seed), streamID("arrivals", c.Name, strconv.Itoa(t.ID)))
-			ops := appendArrivals(make([]Op, 0, int(rate*d.Seconds()*1.1)+4), c, t.ID, rate, d, src)
-			streams = append(streams, ops)
-			total += len(ops)
-		}
+	p := streamPlan{pop: pop, classes: classes, d: d, seed: seed, filter: filter}
+	g := p.generator()
+	expected := 0.0
+	for _, c := range classes {
+		expected += c.Rate * d.Seconds()
 	}
-	ops := mergeStreams(streams, total)
-	if filter != nil {
-		ops = slices.DeleteFunc(ops, func(op Op) bool { return !filter(op) })
+	ops := make([]Op, 0, int(expected*1.01)+16)
+	for op, ok := g.next(); ok; op, ok = g.next() {
+		ops = append(ops, op)
 	}
 	return Schedule{Ops: ops, Seed: seed, Duration: d, Classes: classes}, nil
-}
-
-// mergeStreams merges streams sorted by At into one slice sorted by At, ties
-// going to the lower stream index, and numbers the ops. It is a k-way merge
-// over a binary heap of stream heads: O(n log k) for n ops in k streams.
-func mergeStreams(streams [][]Op, n int) []Op {
-	type head struct {
-		at     time.Duration
-		stream int
-	}
-	less := func(a, b head) bool { return a.at < b.at || (a.at == b.at && a.stream < b.stream) }
-	h := make([]head, 0, len(streams))
-	pos := make([]int, len(streams))
-	down := func(i int) {
-		for {
-			l, m := 2*i+1, i
-			if l < len(h) && less(h[l], h[m]) {
-				m = l
-			}
-			if r := l + 1; r < len(h) && less(h[r], h[m]) {
-				m = r
-			}
-			if m == i {
-				return
-			}
-			h[i], h[m] = h[m], h[i]
-			i = m
-		}
-	}
-	for i, s := range streams {
-		if len(s) > 0 {
-			h = append(h, head{s[0].At, i})
-		}
-	}
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		down(i)
-	}
-	out := make([]Op, 0, n)
-	for len(h) > 0 {
-		i := h[0].stream
-		op := streams[i][pos[i]]
-		op.Seq = int64(len(out))
-		out = append(out, op)
-		pos[i]++
-		if pos[i] < len(streams[i]) {
-			h[0].at = streams[i][pos[i]].At
-		} else {
-			h[0] = h[len(h)-1]
-			h = h[:len(h)-1]
-		}
-		down(0)
-	}
-	return out
-}
-
-// appendArrivals appends one sender's arrivals at rate ops/s over [0, d).
-func appendArrivals(ops []Op, c ClassSpec, tenant int, rate float64, d time.Duration, src rand.Source) []Op {
-	limit := d.Seconds()
-	switch c.Arrival {
-	case Constant:
-		period := 1 / rate
-		phase := distuv.Uniform{Min: 0, Max: period, Src: src}.Rand()
-		for k := 0; ; k++ {
-			t := phase + float64(k)*period // from the start, never from the previous arrival
-			if t >= limit {
-				return ops
-			}
-			ops = append(ops, Op{Tenant: tenant, Class: c.Name, At: seconds(t)})
-		}
-	default: // Poisson
-		gap := distuv.Exponential{Rate: rate, Src: src}
-		for t := gap.Rand(); t < limit; t += gap.Rand() {
-			ops = append(ops, Op{Tenant: tenant, Class: c.Name, At: seconds(t)})
-		}
-		return ops
-	}
 }
 
 func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }
@@ -306,20 +208,11 @@ func streamID(names ...string) uint64 {
 // op's Seq, Tenant, Class and At, in order. The same seed and inputs give the
 // same hash; any changed arrival changes it. Reports print it beside the seed.
 func (s Schedule) Hash() string {
-	h := sha256.New()
-	var buf [binary.MaxVarintLen64*4 + 64]byte
-	b := append(buf[:0], "noisysim schedule v1\x00"...)
-	b = binary.AppendVarint(b, int64(s.Duration))
-	h.Write(b)
+	h := newScheduleHash(s.Duration)
 	for _, op := range s.Ops {
-		b = binary.AppendVarint(buf[:0], op.Seq)
-		b = binary.AppendVarint(b, int64(op.Tenant))
-		b = binary.AppendUvarint(b, uint64(len(op.Class)))
-		b = append(b, op.Class...)
-		b = binary.AppendVarint(b, int64(op.At))
-		h.Write(b)
+		h.add(op)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return h.sum()
 }
 
 // validate checks what RunOpenLoop relies on: ops sorted by At, none before 0.
