@@ -183,3 +183,32 @@ func TestRunDisturbedByBurner(t *testing.T) {
 		}
 	}
 }
+
+// --repeat runs the scenario with successive seeds and prints the verdict
+// counts and the margins' distribution.
+func TestRunRepeat(t *testing.T) {
+	needPostgres(t)
+	sc := writeShort(t)
+	dir := filepath.Join(t.TempDir(), "r")
+	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
+	c := startCLI(t, env, "run", "--repeat", "2", "--out", dir, sc)
+	if code := c.wait(t); code != 0 {
+		o, e := c.output()
+		t.Fatalf("exit %d\n%s\n%s", code, o, e)
+	}
+	o, _ := c.output()
+	for _, want := range []string{"run 1/2  seed 1  PASS", "run 2/2  seed 2  PASS", "== 2 runs of short (seeds 1..2) ==", "verdicts: 2 PASS, 0 FAIL", "configuration  expect", "shared "} {
+		if !strings.Contains(o, want) {
+			t.Errorf("output lacks %q:\n%s", want, o)
+		}
+	}
+	for _, run := range []string{"run-1", "run-2"} {
+		if _, err := os.Stat(filepath.Join(dir, run, "report.json")); err != nil {
+			t.Errorf("no report for %s: %v", run, err)
+		}
+	}
+	bad := startCLI(t, env, "run", "--repeat", "0", sc)
+	if code := bad.wait(t); code != 2 {
+		t.Errorf("--repeat 0: exit %d, want 2", code)
+	}
+}

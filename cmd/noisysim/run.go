@@ -56,6 +56,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	apply := fs.Bool("apply", false, "hot_shard scenarios: run the policy ladder (sets hot_shard.apply)")
 	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the report says so)")
+	repeat := fs.Int("repeat", 1, "run the scenario N times with seeds seed, seed+1, …; print the verdict counts and each configuration's quiet (all) p99 / limit as a distribution")
 	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
 	file, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -94,6 +95,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0) {
 		return usagef("run: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
 	}
+	if *repeat < 1 || *repeat > maxRepeat {
+		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
+	}
 	if *noWait && *allowConcurrent {
 		return usagef("run: --no-wait and --allow-concurrent exclude each other")
 	}
@@ -128,9 +132,12 @@ func runRun(ctx context.Context, a *app, args []string) error {
 			a.teardown.add(c.Close, kill)
 		},
 	}
-	if !*noProgress {
+	if !*noProgress && *repeat == 1 {
 		prog = newProgress(a.stderr)
 		opts.Progress = prog.update
+	}
+	if *repeat > 1 {
+		return runRepeat(ctx, a, sc, opts, *repeat, *out)
 	}
 	rep, err := harness.Run(ctx, sc, opts)
 	if prog != nil {
