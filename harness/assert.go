@@ -39,10 +39,10 @@ type p99Rule struct {
 	MinSamples int64
 }
 
-// quietP99 compares each quiet tenant × class's p99 in the noisy phase with
-// factor × its solo p99 + slack. Pairs with fewer than MinSamples in either
-// phase are reported as skipped, never as passed.
-func quietP99(config string, rule p99Rule, solo, run []p99Sample) []reports.Assertion {
+// quietP99 compares each quiet tenant × class's p99 in window (run) with
+// factor × its p99 in baseline (solo) + slack. Pairs with fewer than
+// MinSamples in either window are reported as skipped, never as passed.
+func quietP99(config string, rule p99Rule, window, baseline string, solo, run []p99Sample) []reports.Assertion {
 	soloBy := make(map[[2]string]p99Sample, len(solo))
 	for _, s := range solo {
 		soloBy[[2]string{s.Tenant, s.Class}] = s
@@ -51,20 +51,20 @@ func quietP99(config string, rule p99Rule, solo, run []p99Sample) []reports.Asse
 	for _, r := range run {
 		s, ok := soloBy[[2]string{r.Tenant, r.Class}]
 		a := reports.Assertion{
-			Name: AssertQuietP99, Configuration: config, Tenant: r.Tenant, Class: r.Class,
+			Name: AssertQuietP99, Window: window, Baseline: baseline, Configuration: config, Tenant: r.Tenant, Class: r.Class,
 			Observed: ms(r.P99), Unit: "ms", Op: "<=",
 		}
 		if !ok || s.Count < rule.MinSamples || r.Count < rule.MinSamples {
 			a.Skipped = true
 			a.Passed = true
-			a.Detail = fmt.Sprintf("too few samples (solo %d, run %d, need %d)", s.Count, r.Count, rule.MinSamples)
+			a.Detail = fmt.Sprintf("too few samples (%s %d, %s %d, need %d)", baseline, s.Count, window, r.Count, rule.MinSamples)
 			if ok {
 				a.Limit = ms(limitFor(rule, s.P99))
 			}
 		} else {
 			a.Limit = ms(limitFor(rule, s.P99))
 			a.Passed = a.Observed <= a.Limit
-			a.Detail = fmt.Sprintf("solo p99 %.2f ms × %.2f + %.2f ms", ms(s.P99), rule.Factor, ms(rule.Slack))
+			a.Detail = fmt.Sprintf("%s p99 %.2f ms × %.2f + %.2f ms", baseline, ms(s.P99), rule.Factor, ms(rule.Slack))
 		}
 		out = append(out, a)
 	}

@@ -23,7 +23,7 @@ func TestQuietP99(t *testing.T) {
 		{Tenant: "5", Class: "lookup", Count: 100, P99: time.Millisecond},                      // no solo at all: skipped
 		{Tenant: quietAll, Class: "lookup", Count: 400, P99: 7 * time.Millisecond},             // pass
 	}
-	got := quietP99("isolated", rule, solo, run)
+	got := quietP99("isolated", rule, "run", "solo", solo, run)
 	want := map[string]struct{ passed, skipped bool }{
 		"2": {true, false}, "3": {false, false}, "4": {true, true}, "5": {true, true}, quietAll: {true, false},
 	}

@@ -12,10 +12,8 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/scenario"
-	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/reports"
-	"github.com/noisysim/noisysim/workload"
 )
 
 // cleanState is what is left over after a configuration's run.
@@ -31,6 +29,14 @@ func (r *runner) cleanAfter(ctx context.Context, st *stack) (cleanState, error) 
 	var cs cleanState
 	for _, l := range st.limiters {
 		cs.inFlight += int64(l.Stat().Total.InFlight)
+	}
+	// Connections given up on (requests cut off at the end) are closed
+	// after their calls return: wait for them before counting.
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	werr := st.WaitClosed(wctx)
+	cancel()
+	if werr != nil && ctx.Err() != nil {
+		return cs, ctx.Err()
 	}
 	for _, p := range st.Stat().Pools {
 		cs.borrowed += int64(p.AcquiredConns)
@@ -130,12 +136,16 @@ func (r *runner) quietAllRows(rec *metrics.Recorder, shares map[string]*pools.Wi
 	return out
 }
 
-func runStats(st workload.RunStats, sums []metrics.Summary, s workload.Schedule) reports.RunStats {
-	out := reports.RunStats{
-		Issued: st.Issued, Completed: st.Completed, Dropped: st.Dropped, Incomplete: st.Incomplete,
-		RejectedByReason: map[string]int64{}, ErrorsByClass: map[string]int64{},
-	}
+// windowStats counts a window's requests from its rows: each request is
+// recorded in the window it was intended in. planned is the schedule's
+// arrivals in the window (0 when users set the pace).
+func windowStats(sums []metrics.Summary, planned int64, length time.Duration) reports.RunStats {
+	out := reports.RunStats{RejectedByReason: map[string]int64{}, ErrorsByClass: map[string]int64{}}
 	for _, x := range sums {
+		out.Issued += x.Count
+		out.Completed += x.Count - x.Incomplete
+		out.Dropped += x.Dropped
+		out.Incomplete += x.Incomplete
 		out.Errors += x.Errors
 		for k, v := range x.ErrorsByClass {
 			out.ErrorsByClass[k] += v
@@ -145,17 +155,51 @@ func runStats(st workload.RunStats, sums []metrics.Summary, s workload.Schedule)
 			}
 		}
 	}
-	if s.Duration > 0 {
-		out.TargetRate = float64(len(s.Ops)) / s.Duration.Seconds()
+	if length > 0 {
+		if planned > 0 {
+			out.TargetRate = float64(planned) / length.Seconds()
+		}
+		out.AchievedRate = float64(out.Issued) / length.Seconds()
 	}
-	if d := st.End.Sub(st.Start); d > 0 {
-		out.AchievedRate = float64(st.Issued) / d.Seconds()
+	return out
+}
+
+// configurationReport turns one configuration's timeline into its report:
+// every window, and the quiet_p99 window and baseline as the
+// configuration's own rows.
+func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun, took time.Duration) reports.Configuration {
+	out := reports.Configuration{Name: c.Name, Expect: string(c.Expect), Duration: took.Seconds()}
+	planned := r.planned
+	if r.sc.Load.Model == scenario.ModelClosed {
+		planned = make([]int64, len(r.steps)) // users set the pace: no target rate
+	}
+	window, baseline := r.sc.Assertions.QuietP99.QuietWindows()
+	for i, w := range tr.windows {
+		shares := tr.shares(i)
+		sums := w.rec.Summary()
+		rw := reports.Window{
+			Name: w.step.Name, Start: w.step.start.Seconds(), End: w.step.end.Seconds(),
+			Senders: w.step.Senders.String(), Measured: w.step.Measure,
+			Tenants: r.rows(sums, shares), QuietAll: r.quietAllRows(w.rec, shares),
+			Stats: windowStats(sums, planned[i], w.step.Length.Duration()), TopDBTime: topShares(shares, 10),
+		}
+		out.Windows = append(out.Windows, rw)
+		for _, iv := range intervals(w.rec) {
+			iv.Window = w.step.Name
+			out.Intervals = append(out.Intervals, iv)
+		}
+		switch w.step.Name {
+		case window:
+			out.Tenants, out.QuietAll, out.Stats, out.TopDBTime = rw.Tenants, rw.QuietAll, rw.Stats, rw.TopDBTime
+		case baseline:
+			out.Solo, out.SoloQuietAll = r.rows(sums, nil), r.quietAllRows(w.rec, nil)
+		}
 	}
 	return out
 }
 
 // intervals returns the per-second p99 of the dominant tenant and of all
-// quiet tenants merged, per class.
+// quiet tenants merged, per class; times from the timeline's start.
 func intervals(rec *metrics.Recorder) []reports.Interval {
 	width := rec.Config().Interval
 	if width <= 0 {
@@ -205,39 +249,47 @@ func (r *runner) quietClasses() []string {
 	return out
 }
 
-// assertions evaluates the scenario's assertions on one configuration.
-func (r *runner) assertions(c *scenario.Configuration, rec *metrics.Recorder, ex *executor, before, after map[string]limiter.TenantStat, clean cleanState) []reports.Assertion {
-	a := r.sc.Assertions
-	var out []reports.Assertion
-
-	// Quiet tenants' p99 against their own solo p99.
-	rule := p99Rule{Factor: a.QuietP99.Factor, Slack: a.QuietP99.Slack.Duration(), MinSamples: int64(a.QuietP99.MinSamples)}
+// p99Samples returns the quiet tenants' figures of rec for the quiet
+// classes: one per tenant × class and one merged over them per class.
+func (r *runner) p99Samples(rec *metrics.Recorder) []p99Sample {
 	quiet := map[string]bool{}
 	for _, n := range r.quietClasses() {
 		quiet[n] = true
 	}
-	pick := func(sums []metrics.Summary) []p99Sample {
-		var ps []p99Sample
-		for _, s := range sums {
-			if s.Tenant != scenario.DominantTenant && quiet[s.Class] {
-				ps = append(ps, p99Sample{Tenant: strconv.Itoa(s.Tenant), Class: s.Class, Count: s.Count, P99: s.P99})
-			}
+	var ps []p99Sample
+	for _, s := range rec.Summary() {
+		if s.Tenant != scenario.DominantTenant && quiet[s.Class] {
+			ps = append(ps, p99Sample{Tenant: strconv.Itoa(s.Tenant), Class: s.Class, Count: s.Count, P99: s.P99})
 		}
-		return ps
 	}
-	solo, run := pick(r.soloSummary), pick(rec.Summary())
 	for _, class := range r.quietClasses() {
-		f := func(t int, c string) bool { return t != scenario.DominantTenant && c == class }
-		ms, mr := r.soloRec.Merged(f), rec.Merged(f)
-		solo = append(solo, p99Sample{Tenant: quietAll, Class: class, Count: ms.Count, P99: ms.P99})
-		run = append(run, p99Sample{Tenant: quietAll, Class: class, Count: mr.Count, P99: mr.P99})
+		m := rec.Merged(func(t int, c string) bool { return t != scenario.DominantTenant && c == class })
+		ps = append(ps, p99Sample{Tenant: quietAll, Class: class, Count: m.Count, P99: m.P99})
 	}
-	out = append(out, quietP99(c.Name, rule, solo, run)...)
+	return ps
+}
+
+// assertions evaluates the scenario's assertions on one configuration's
+// timeline: quiet_p99 over its window against its baseline, the others
+// over every measured window or the whole timeline.
+func (r *runner) assertions(c *scenario.Configuration, tr *timelineRun, clean cleanState) []reports.Assertion {
+	a := r.sc.Assertions
+	var out []reports.Assertion
+
+	// Quiet tenants' p99 in the window against the baseline's.
+	rule := p99Rule{Factor: a.QuietP99.Factor, Slack: a.QuietP99.Slack.Duration(), MinSamples: int64(a.QuietP99.MinSamples)}
+	wname, bname := a.QuietP99.QuietWindows()
+	if w, ok := tr.window(wname); ok {
+		if b, ok := tr.window(bname); ok {
+			out = append(out, quietP99(c.Name, rule, wname, bname, r.p99Samples(b.rec), r.p99Samples(w.rec))...)
+		}
+	}
 
 	// The noisy tenant is rejected, and every rejection reached its client.
+	ex := tr.ex
 	if a.NoisyRejections && len(ex.stack.limiters) > 0 && r.dominantSendsLimited(c) {
 		dom := strconv.Itoa(scenario.DominantTenant)
-		b, e := before[dom], after[dom]
+		b, e := tr.limitsBefore[dom], tr.limitsAt[dom]
 		qf, we := e.RejectedQueueFull-b.RejectedQueueFull, e.RejectedWaitExceeded-b.RejectedWaitExceeded
 		seenQF, seenWE := ex.seenBy(dom)
 		out = append(out,
@@ -249,16 +301,40 @@ func (r *runner) assertions(c *scenario.Configuration, rec *metrics.Recorder, ex
 		)
 	}
 
-	out = append(out, quietRejections(c.Name, rec.Summary())...)
+	for _, w := range tr.measured() {
+		out = append(out, inWindow(w.step.Name, quietRejections(c.Name, w.rec.Summary()))...)
+		out = append(out, inWindow(w.step.Name, r.unexpectedErrors(c.Name, w.rec.Summary()))...)
+	}
 
-	// No errors but the allowed classes (drops and ops cut off at the end
-	// count as errors: the system did not serve them).
+	if a.CleanAfter {
+		out = append(out,
+			countAssert(AssertCleanInFlight, c.Name, "", "", "<=", clean.inFlight, 0, "limiter slots held after the run"),
+			countAssert(AssertCleanBorrowed, c.Name, "", "", "<=", clean.borrowed, 0, "pool connections borrowed after the run"),
+			countAssert(AssertCleanTagged, c.Name, "", "", "<=", clean.tagged, 0, "t:* sessions in pg_stat_activity after the run"),
+		)
+	}
+	return out
+}
+
+// inWindow sets the window of each assertion.
+func inWindow(window string, as []reports.Assertion) []reports.Assertion {
+	for i := range as {
+		as[i].Window = window
+	}
+	return as
+}
+
+// unexpectedErrors asserts that no error falls outside allowed_errors:
+// drops and ops cut off at the end count as errors (the system did not
+// serve them), unless allowed.
+func (r *runner) unexpectedErrors(config string, sums []metrics.Summary) []reports.Assertion {
 	allowed := map[string]bool{}
-	for _, e := range a.AllowedErrors {
+	for _, e := range r.sc.Assertions.AllowedErrors {
 		allowed[string(e)] = true
 	}
+	var out []reports.Assertion
 	var total int64
-	for _, s := range rec.Summary() {
+	for _, s := range sums {
 		var n int64
 		var kinds []string
 		for k, v := range s.ErrorsByClass {
@@ -277,21 +353,12 @@ func (r *runner) assertions(c *scenario.Configuration, rec *metrics.Recorder, ex
 		}
 		if n > 0 {
 			slices.Sort(kinds)
-			out = append(out, countAssert(AssertNoUnexpectedError, c.Name, strconv.Itoa(s.Tenant), s.Class, "<=", n, 0,
+			out = append(out, countAssert(AssertNoUnexpectedError, config, strconv.Itoa(s.Tenant), s.Class, "<=", n, 0,
 				fmt.Sprint(kinds)))
 		}
 		total += n
 	}
-	out = append(out, countAssert(AssertNoUnexpectedError, c.Name, "", "", "<=", total, 0, "all tenants and classes"))
-
-	if a.CleanAfter {
-		out = append(out,
-			countAssert(AssertCleanInFlight, c.Name, "", "", "<=", clean.inFlight, 0, "limiter slots held after the run"),
-			countAssert(AssertCleanBorrowed, c.Name, "", "", "<=", clean.borrowed, 0, "pool connections borrowed after the run"),
-			countAssert(AssertCleanTagged, c.Name, "", "", "<=", clean.tagged, 0, "t:* sessions in pg_stat_activity after the run"),
-		)
-	}
-	return out
+	return append(out, countAssert(AssertNoUnexpectedError, config, "", "", "<=", total, 0, "all tenants and classes"))
 }
 
 // quietRejections asserts that no quiet tenant was rejected: isolation that
@@ -363,7 +430,7 @@ func (r *runner) setPhase(phase, config string, total time.Duration) {
 	r.issued.Store(0)
 	r.progressMu.Unlock()
 	if r.guard != nil {
-		r.guard.Begin(guardWindow(phase, config))
+		r.guard.Begin(r.guardWindow(phase, config))
 	}
 }
 

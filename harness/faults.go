@@ -44,27 +44,31 @@ type faultTimes struct {
 	err                error
 }
 
-// faultRun injects one configuration's faults during its run phase and
-// watches every op's outcome to measure their effect.
+// faultRun injects one configuration's faults, each from the start of its
+// timeline phase, and watches every op's outcome to measure their effect.
 type faultRun struct {
 	inj    faultInjector
 	faults []scenario.Fault
+	phases []string // the phase each fault counts from
 	ctx    context.Context
-	start  time.Time
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	events []opEvent
-	times  []faultTimes
+	mu      sync.Mutex
+	origin  time.Time                // the first armed phase's start: events and times count from it
+	offsets map[string]time.Duration // each armed phase's start from origin
+	events  []opEvent
+	times   []faultTimes
 }
 
 // startFaults returns the fault run of configuration c, or nil when no
-// fault applies to it. Its faults begin when wrap is called.
+// fault applies to it. Its faults begin when their phases are armed.
 func (r *runner) startFaults(ctx context.Context, c *scenario.Configuration) (*faultRun, error) {
 	var fs []scenario.Fault
+	var phases []string
 	for _, f := range r.sc.Faults {
 		if f.Applies(c.Name) {
 			fs = append(fs, f)
+			phases = append(phases, r.sc.FaultPhase(f))
 		}
 	}
 	if len(fs) == 0 {
@@ -74,21 +78,46 @@ func (r *runner) startFaults(ctx context.Context, c *scenario.Configuration) (*f
 	if !ok {
 		return nil, fmt.Errorf("%w: faults need a cluster of backend kind docker; this one cannot stop, pause or disconnect nodes: %w", ErrRun, scenario.ErrInvalid)
 	}
-	return &faultRun{inj: inj, faults: fs, ctx: ctx, times: make([]faultTimes, len(fs))}, nil
+	return &faultRun{inj: inj, faults: fs, phases: phases, ctx: ctx, times: make([]faultTimes, len(fs)),
+		offsets: map[string]time.Duration{}}, nil
 }
 
-// wrap marks the phase start, schedules the faults from it and returns exec
-// observed: every op's start, end and failure are kept.
-func (fr *faultRun) wrap(exec workload.Executor) workload.Executor {
-	fr.start = time.Now()
-	for i, f := range fr.faults {
-		fr.wg.Add(1)
-		go fr.inject(i, f)
+// arm marks the start of phase (now) and schedules the faults that count
+// from it. Ops are watched from the first armed phase on.
+func (fr *faultRun) arm(phase string) {
+	now := time.Now()
+	fr.mu.Lock()
+	if fr.origin.IsZero() {
+		fr.origin = now
 	}
+	fr.offsets[phase] = now.Sub(fr.origin)
+	fr.mu.Unlock()
+	for i, f := range fr.faults {
+		if fr.phases[i] == phase {
+			fr.wg.Add(1)
+			go fr.inject(i, f, now)
+		}
+	}
+}
+
+// armed returns the origin, zero before the first arm.
+func (fr *faultRun) armed() time.Time {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	return fr.origin
+}
+
+// observe returns exec observed: the start, end and failure of every op
+// started once a phase with faults has begun are kept.
+func (fr *faultRun) observe(exec workload.Executor) workload.Executor {
 	return func(ctx context.Context, op workload.Op) error {
-		s := time.Since(fr.start)
+		origin := fr.armed()
+		if origin.IsZero() {
+			return exec(ctx, op)
+		}
+		s := time.Since(origin)
 		err := exec(ctx, op)
-		ev := opEvent{start: s, end: time.Since(fr.start), tenant: op.Tenant, class: op.Class}
+		ev := opEvent{start: s, end: time.Since(origin), tenant: op.Tenant, class: op.Class}
 		if err != nil {
 			// Limiter rejections are the isolation stack at work, not the
 			// fault.
@@ -105,32 +134,34 @@ func (fr *faultRun) wrap(exec workload.Executor) workload.Executor {
 	}
 }
 
-// inject applies fault i at its time, holds it for its duration and
-// restores it, whatever happens to the run meanwhile.
-func (fr *faultRun) inject(i int, f scenario.Fault) {
+// inject applies fault i at its time from its phase's start, holds it for
+// its duration and restores it, whatever happens to the run meanwhile.
+// Its times count from the origin.
+func (fr *faultRun) inject(i int, f scenario.Fault, phaseStart time.Time) {
 	defer fr.wg.Done()
+	origin := fr.armed()
 	ft := &faultTimes{}
 	defer func() {
 		fr.mu.Lock()
 		fr.times[i] = *ft
 		fr.mu.Unlock()
 	}()
-	if !sleepUntil(fr.ctx, fr.start.Add(f.At.Duration())) {
+	if !sleepUntil(fr.ctx, phaseStart.Add(f.At.Duration())) {
 		ft.err = fr.ctx.Err()
 		return
 	}
 	restore, err := fr.inj.Inject(fr.ctx, f.Node, container.Fault(f.Action))
-	ft.injected = time.Since(fr.start)
+	ft.injected = time.Since(origin)
 	ft.restored = ft.injected
 	if err != nil {
 		ft.err = err
 		return
 	}
-	sleepUntil(fr.ctx, fr.start.Add(ft.injected+f.For.Duration()))
+	sleepUntil(fr.ctx, origin.Add(ft.injected+f.For.Duration()))
 	rctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 	defer cancel()
 	ft.err = restore(rctx)
-	ft.restored = time.Since(fr.start)
+	ft.restored = time.Since(origin)
 }
 
 // sleepUntil waits until t; false if ctx ended first.
@@ -157,6 +188,13 @@ func (fr *faultRun) finish() []reports.Fault {
 	out := make([]reports.Fault, len(fr.faults))
 	for i, f := range fr.faults {
 		out[i] = burst(f, fr.times[i], fr.events)
+		// Times from the fault's own phase start, as its at.
+		off := fr.offsets[fr.phases[i]].Seconds()
+		out[i].Phase = fr.phases[i]
+		if fr.times[i].injected > 0 || fr.times[i].restored > 0 {
+			out[i].At -= off
+			out[i].Restored -= off
+		}
 	}
 	return out
 }

@@ -42,7 +42,7 @@ func runHotShard(ctx context.Context, r *runner) (*reports.Report, error) {
 		Mode:       citus.TransferMode(h.Mode), Apply: h.Apply,
 		WriterRate: h.WriterRate, MaxPause: h.MaxPause.Duration(),
 		P99Factor: h.P99Factor, P99Slack: h.P99Slack.Duration(),
-		Seed: uint64(sc.Seed), Log: r.log,
+		Seed: uint64(sc.Seed), Schema: sc.Data.SchemaName(), Log: r.log,
 		OnPhase: func(phase string, planned time.Duration) { r.setPhase("hot-shard", phase, planned) },
 		OnQuery: func() { r.issued.Add(1) },
 	}

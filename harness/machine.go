@@ -19,8 +19,14 @@ func (r *runner) watchMachine() {
 }
 
 // guardWindow names the guard's window for a phase, "" for a phase that is
-// not measured (start, data load, warm-up).
-func guardWindow(phase, config string) string {
+// not measured (start, data load, a timeline phase with measure false, the
+// hot-shard load and warm-up).
+func (r *runner) guardWindow(phase, config string) string {
+	for _, s := range r.steps {
+		if s.Name == phase && !s.Measure {
+			return ""
+		}
+	}
 	switch {
 	case phase == PhaseStart || phase == PhaseLoad:
 		return ""

@@ -2,13 +2,10 @@ package harness
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -21,8 +18,8 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/external"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/guard"
-	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/limiter"
@@ -31,23 +28,24 @@ import (
 	"github.com/noisysim/noisysim/workload"
 )
 
-// Phase names, as Progress reports them.
+// Phase names, as Progress reports them; the timeline's phases report
+// their own names (scenario.PhaseSolo, scenario.PhaseRun, ...).
 const (
 	PhaseStart = "start"
 	PhaseLoad  = "load"
-	PhaseSolo  = "solo"
-	PhaseRun   = "run"
+	PhaseSolo  = scenario.PhaseSolo
+	PhaseRun   = scenario.PhaseRun
 )
 
 // Progress is a snapshot of a running scenario, for a progress display.
 type Progress struct {
-	// Phase is PhaseStart, PhaseLoad, PhaseSolo or PhaseRun.
+	// Phase is PhaseStart, PhaseLoad or the name of the timeline phase
+	// running.
 	Phase string
-	// Configuration is the configuration running (solo: the one hosting the
-	// baseline); empty before the first.
+	// Configuration is the configuration running; empty before the first.
 	Configuration string
 	// Elapsed and Total are the phase's time so far and its planned length
-	// (warm-up included, drain excluded).
+	// (drain excluded).
 	Elapsed, Total time.Duration
 	// Issued is the number of operations issued in the phase so far, and
 	// Rate the rate over the last report interval in ops/s.
@@ -76,6 +74,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now anchors the generated data's timestamps; zero means time.Now.
 	Now time.Time
+	// Keep leaves what the run created on the database (its schema and
+	// roles) in place at the end, for a look; false removes it whatever
+	// the run's outcome (see package footprint).
+	Keep bool
 	// MaxForeignCPU is the disturbance guard's threshold in CPUs (see
 	// package guard); 0 means guard.DefaultMaxForeignCPU, negative turns
 	// the guard off.
@@ -90,9 +92,9 @@ type Options struct {
 var ErrRun = errors.New("run scenario")
 
 // Run runs sc end to end and returns its report: it starts the backend (or
-// uses Options.Cluster), loads the data set, measures the quiet tenants'
-// solo baseline, runs the full mix under each configuration and evaluates
-// the assertions. A report with Passed false means an assertion failed; an
+// uses Options.Cluster), loads the data set, runs the scenario's timeline
+// (by default: the quiet tenants' solo baseline, then the full mix) under
+// each configuration and evaluates the assertions over its windows. A report with Passed false means an assertion failed; an
 // error means the run could not complete (backend, data load, database
 // errors outside the workload, ctx cancelled), and nothing is left running
 // either way.
@@ -128,9 +130,13 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		cluster = c
 	}
 	r.cluster = cluster
+	remove, err := r.claim(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer remove()
 	r.watchMachine()
 	var rep *reports.Report
-	var err error
 	switch {
 	case sc.Promoting():
 		rep, err = runPromotion(ctx, r)
@@ -145,7 +151,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 
 // runPromotion hands a scenario with a promotion section to its runner.
 func runPromotion(ctx context.Context, r *runner) (*reports.Report, error) {
-	rep, _, err := promotion.Run(ctx, r.sc, r.cluster, promotion.Options{Logger: r.log, Now: r.opts.Now,
+	rep, _, err := promotion.Run(ctx, r.sc, r.cluster, promotion.Options{Logger: r.log, Now: r.opts.Now, Run: r.runID,
 		Phase: func(window string, total time.Duration) { r.setPhase(window, "promotion", total) }})
 	if errors.Is(err, promotion.ErrRun) {
 		err = fmt.Errorf("%w: %w", ErrRun, err)
@@ -182,25 +188,26 @@ type runner struct {
 	log     *slog.Logger
 	started time.Time
 	cluster backend.Cluster
+	// runID names the run in the marks on what it creates (footprint).
+	runID string
 
-	pop         workload.Population
-	classes     map[string]*scenario.Class
-	specs       []workload.ClassSpec
-	solo, full  workload.Schedule
-	hash        string
-	params      dataset.Params
-	primary     backend.Node
-	replica     backend.Node
-	hasReplica  bool
-	notes       []string
-	progressMu  sync.Mutex
-	progress    Progress
-	issued      atomic.Int64
-	phaseStart  time.Time
-	passwords   map[string]string
-	soloSummary []metrics.Summary
-	soloRec     *metrics.Recorder
-	guard       *guard.Guard // nil: off
+	pop        workload.Population
+	classes    map[string]*scenario.Class
+	specs      []workload.ClassSpec
+	steps      []step  // the timeline's phases
+	planned    []int64 // each phase's arrivals (open loop)
+	hash       string
+	params     dataset.Params
+	primary    backend.Node
+	replica    backend.Node
+	hasReplica bool
+	notes      []string
+	progressMu sync.Mutex
+	progress   Progress
+	issued     atomic.Int64
+	phaseStart time.Time
+	passwords  map[string]string
+	guard      *guard.Guard // nil: off
 }
 
 // plan draws the population and the schedules: everything seeded.
@@ -226,20 +233,13 @@ func (r *runner) plan() error {
 			Arrival: workload.Arrival(c.Arrival), Senders: workload.Senders(c.Senders),
 		})
 	}
-	warm := sc.Phases.Warmup.Duration()
-	quiet := func(op workload.Op) bool { return op.Tenant != scenario.DominantTenant }
-	// The solo baseline is the same draw without the dominant tenant: the
-	// quiet tenants send exactly what they send in the full mix.
-	if r.solo, err = workload.BuildSchedule(pop, r.specs, warm+sc.Phases.Solo.Duration(), sc.Seed, quiet); err != nil {
+	r.steps = buildTimeline(r.specs, sc.Steps())
+	src, err := newTimelineSource(pop, r.steps, sc.Seed)
+	if err != nil {
 		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
 	}
-	if r.full, err = workload.BuildSchedule(pop, r.specs, warm+sc.Phases.Run.Duration(), sc.Seed, nil); err != nil {
-		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
-	}
-	h := sha256.New()
-	io.WriteString(h, r.solo.Hash())
-	io.WriteString(h, r.full.Hash())
-	r.hash = hex.EncodeToString(h.Sum(nil))[:16]
+	r.hash = src.Hash()[:16]
+	r.planned = src.phaseLens()
 
 	shares := make([]float64, pop.Len())
 	for i, t := range pop.Tenants {
@@ -268,6 +268,10 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		return nil, fmt.Errorf("%w: the cluster has no primary node", ErrRun)
 	}
 	r.replica, r.hasReplica = backend.First(r.cluster, backend.RoleReplica)
+	// Every session of the run finds the data set in the run's schema
+	// alone.
+	r.primary = footprint.InSchema(r.primary, r.sc.Data.SchemaName())
+	r.replica = footprint.InSchema(r.replica, r.sc.Data.SchemaName())
 
 	r.setPhase(PhaseLoad, "", 0)
 	if err := r.load(ctx); err != nil {
@@ -279,19 +283,6 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, ScheduleHash: r.hash,
 		StartedAt: r.started.UTC(), Dominant: strconv.Itoa(scenario.DominantTenant),
 		Backend: fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
-	}
-
-	// The solo baseline runs once, through the first configuration that is
-	// expected to pass (the one under test), or the first.
-	host := &r.sc.Configurations[0]
-	for i := range r.sc.Configurations {
-		if r.sc.Configurations[i].Expect == scenario.ExpectPass {
-			host = &r.sc.Configurations[i]
-			break
-		}
-	}
-	if err := r.runSolo(ctx, host); err != nil {
-		return nil, err
 	}
 
 	for i := range r.sc.Configurations {
@@ -351,7 +342,7 @@ func (r *runner) load(ctx context.Context) error {
 	}
 	t0 := time.Now()
 	if err := dataset.Load(ctx, conn, dataset.Spec{
-		Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers,
+		Schema: r.sc.Data.SchemaName(), Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers,
 	}, now); err != nil {
 		return fmt.Errorf("%w: load data set: %w", ErrRun, err)
 	}
@@ -359,9 +350,10 @@ func (r *runner) load(ctx context.Context) error {
 
 	var roles []pools.RoleConfig
 	for i := range r.sc.Configurations {
-		roles = append(roles, rolesOf(&r.sc.Configurations[i])...)
+		roles = append(roles, rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName())...)
 	}
-	if r.passwords, err = pools.EnsureRoles(ctx, conn, r.primary.Database, roles...); err != nil {
+	where := fmt.Sprintf("database %q on %s", r.primary.Database, r.primary.Name)
+	if r.passwords, err = footprint.EnsureRoles(ctx, conn, where, r.primary.Database, r.runID, roles...); err != nil {
 		return fmt.Errorf("%w: create roles: %w", ErrRun, err)
 	}
 	if r.hasReplica {
@@ -407,8 +399,13 @@ func waitReplay(ctx context.Context, primary *pgx.Conn, replica backend.Node, li
 // roleName is the database role of one configuration's pool.
 func roleName(config, pool string) string { return "noisysim_" + config + "_" + pool }
 
-// rolesOf returns the least-privilege roles configuration c logs in as.
-func rolesOf(c *scenario.Configuration) []pools.RoleConfig {
+// rolesOf returns the least-privilege roles configuration c logs in as,
+// reading the data set in schema.
+func rolesOf(c *scenario.Configuration, schema string) []pools.RoleConfig {
+	var tables []string
+	for _, t := range dataset.Tables {
+		tables = append(tables, schema+"."+t)
+	}
 	mk := func(pool string, r scenario.Role) pools.RoleConfig {
 		return pools.RoleConfig{
 			Name:                            roleName(c.Name, pool),
@@ -416,8 +413,8 @@ func rolesOf(c *scenario.Configuration) []pools.RoleConfig {
 			IdleInTransactionSessionTimeout: r.IdleInTransactionSessionTimeout.Duration(),
 			WorkMem:                         string(r.WorkMem),
 			ConnectionLimit:                 r.ConnectionLimit,
-			Schemas:                         []string{"public"},
-			ReadTables:                      dataset.Tables,
+			Schemas:                         []string{schema},
+			ReadTables:                      tables,
 		}
 	}
 	if c.Mode == scenario.ModeShared {
@@ -513,15 +510,6 @@ type executor struct {
 	r     *runner
 	stack *stack
 	seen  sync.Map // tenant string → *[2]atomic.Int64 (queue_full, wait_exceeded)
-	// wrapped, when set, is do observed by a fault run.
-	wrapped workload.Executor
-}
-
-func (e *executor) exec(ctx context.Context, op workload.Op) error {
-	if e.wrapped != nil {
-		return e.wrapped(ctx, op)
-	}
-	return e.do(ctx, op)
 }
 
 func (e *executor) do(ctx context.Context, op workload.Op) error {
@@ -581,79 +569,14 @@ func errorClass(err error) string {
 	}
 }
 
-// phase runs one schedule through st and returns its recorder and stats.
-func (r *runner) phase(ctx context.Context, name, config string, s workload.Schedule, st *stack, faults *faultRun) (*metrics.Recorder, *executor, workload.RunStats, error) {
-	rec, err := metrics.New(metrics.Config{Warmup: r.sc.Phases.Warmup.Duration(), Classify: errorClass})
-	if err != nil {
-		return nil, nil, workload.RunStats{}, fmt.Errorf("%w: %w", ErrRun, err)
-	}
-	ex := &executor{r: r, stack: st}
-	r.setPhase(name, config, s.Duration)
-	if faults != nil {
-		ex.wrapped = faults.wrap(ex.do)
-	}
-	drain := max(r.sc.Phases.Drain.Duration(), time.Millisecond)
-	var stats workload.RunStats
-	if r.sc.Load.Model == scenario.ModelClosed {
-		stats, err = r.closedLoop(ctx, name, s.Duration, drain, ex, rec)
-	} else {
-		stats, err = workload.RunOpenLoop(ctx, s, ex.exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
-	}
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		return nil, nil, stats, fmt.Errorf("%w: %s phase of %s: %w", ErrRun, name, config, err)
-	}
-	return rec, ex, stats, nil
-}
-
-// closedLoop runs the phase with simulated users instead of a schedule. The
-// solo phase keeps the quiet tenants' users only: each quiet tenant gets
-// about as many users as in the full mix.
-func (r *runner) closedLoop(ctx context.Context, phase string, d, drain time.Duration, ex *executor, rec *metrics.Recorder) (workload.RunStats, error) {
-	l := r.sc.Load
-	pop, users := r.pop, l.Users
-	if phase == PhaseSolo {
-		pop = workload.Population{Config: r.pop.Config, Seed: r.pop.Seed}
-		quiet := 1 - r.pop.Dominant().Share
-		for _, t := range r.pop.Quiet() {
-			t.Share /= quiet
-			pop.Tenants = append(pop.Tenants, t)
-		}
-		users = max(1, int(math.Round(float64(users)*quiet)))
-	}
-	cs, err := workload.RunClosedLoop(ctx, workload.ClosedLoopConfig{
-		Users: users, ThinkTime: l.ThinkTime.Duration(), RetryQueries: l.RetryQueries, MaxRetries: l.MaxRetries,
-		Duration: d, Drain: drain, Logger: r.log,
-	}, pop, r.specs, ex.exec, rec, r.sc.Seed)
-	return workload.RunStats{
-		Start: cs.Start, End: cs.End, Scheduled: cs.Queries, Issued: cs.Queries,
-		Completed: cs.Queries - cs.Incomplete, Errors: cs.Errors, Incomplete: cs.Incomplete,
-	}, err
-}
-
-func (r *runner) runSolo(ctx context.Context, host *scenario.Configuration) error {
-	st, err := r.newStack(ctx, host)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	rec, _, _, err := r.phase(ctx, PhaseSolo, host.Name, r.solo, st, nil)
-	if err != nil {
-		return err
-	}
-	r.soloRec = rec
-	r.soloSummary = rec.Summary()
-	return nil
-}
-
 // configResult is what one configuration's run contributes to the report.
 type configResult struct {
 	report     reports.Configuration
 	assertions []reports.Assertion
 }
 
+// runConfiguration runs the timeline under configuration c and evaluates
+// the assertions over its windows.
 func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration) (configResult, error) {
 	st, err := r.newStack(ctx, c)
 	if err != nil {
@@ -665,42 +588,23 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 			r.note("%s: %s", c.Name, p)
 		}
 	}
-	before := st.limiterStat()
-	usageBefore := st.Ledger().Usage()
 	t0 := time.Now()
 	faults, err := r.startFaults(ctx, c)
 	if err != nil {
 		return configResult{}, err
 	}
-	rec, ex, stats, err := r.phase(ctx, PhaseRun, c.Name, r.full, st, faults)
+	tr, err := r.runTimeline(ctx, c, st, faults)
 	faultReports := faults.finish()
 	if err != nil {
 		return configResult{}, err
 	}
-	after := st.limiterStat()
 	clean, err := r.cleanAfter(ctx, st)
 	if err != nil {
 		return configResult{}, err
 	}
-	shares := pools.UsageWindow(usageBefore, st.Ledger().Usage())
-
-	res := configResult{report: reports.Configuration{
-		Name: c.Name, Expect: string(c.Expect), Duration: time.Since(t0).Seconds(),
-	}}
-	summaries := rec.Summary()
-	res.report.Tenants = r.rows(summaries, shares)
-	res.report.Solo = r.rows(r.soloSummary, nil)
-	res.report.QuietAll = r.quietAllRows(rec, shares)
-	res.report.SoloQuietAll = r.quietAllRows(r.soloRec, nil)
-	planned := r.full
-	if r.sc.Load.Model == scenario.ModelClosed {
-		planned = workload.Schedule{} // users set the pace: no target rate
-	}
-	res.report.Stats = runStats(stats, summaries, planned)
-	res.report.TopDBTime = topShares(shares, 10)
-	res.report.Intervals = intervals(rec)
+	res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
 	res.report.Faults = faultReports
-	res.assertions = r.assertions(c, rec, ex, before, after, clean)
+	res.assertions = r.assertions(c, tr, clean)
 	res.report.Passed, _ = verdict(res.assertions)
 	return res, nil
 }

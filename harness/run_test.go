@@ -91,3 +91,95 @@ func TestRunSmall(t *testing.T) {
 		})
 	}
 }
+
+const timelineScenario = `
+name: timeline
+seed: 3
+tenants: {count: 5}
+data: {orders: 2000}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 200}
+  - {name: page, isolation_class: interactive, query: page, rate: 50}
+phases: {drain: 1s}
+timeline:
+  - {name: warm, length: 300ms, measure: false}
+  - {name: base, length: 1s, senders: quiet}
+  - {name: two, length: 1s, senders: [2, 3], rates: {page: 0}}
+  - {name: burst, length: 1s, rates: {lookup: 2}}
+configurations:
+  - {name: shared, mode: shared}
+assertions: {quiet_p99: {window: burst, baseline: base, min_samples: 10, factor: 100, slack: 1s}}
+`
+
+// TestRunTimeline runs a timeline of four phases and checks that each
+// window holds what its phase sent: its senders, its rate factors, and
+// that assertions name the windows they read.
+func TestRunTimeline(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	sc, err := scenario.Parse([]byte(timelineScenario), "timeline.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rep.Configurations[0]
+	if len(cfg.Windows) != 4 {
+		t.Fatalf("%d windows, want 4", len(cfg.Windows))
+	}
+	byWindow := map[string]map[string]int64{} // window → "tenant/class" → count
+	for _, w := range cfg.Windows {
+		m := map[string]int64{}
+		for _, row := range w.Tenants {
+			m[row.Tenant+"/"+row.Class] += row.Count
+			m[row.Class] += row.Count
+			m[row.Tenant] += row.Count
+		}
+		byWindow[w.Name] = m
+	}
+	if w := cfg.Windows[0]; w.Name != "warm" || w.Measured || w.Start != 0 || w.End != 0.3 {
+		t.Errorf("window 0 = %s measured %v [%v, %v), want warm, false, [0, 0.3)", w.Name, w.Measured, w.Start, w.End)
+	}
+	if n := byWindow["base"]["1"]; n != 0 {
+		t.Errorf("base: tenant 1 sent %d requests, want 0 (senders quiet)", n)
+	}
+	two := byWindow["two"]
+	if two["page"] != 0 || two["1"] != 0 || two["4"] != 0 || two["5"] != 0 || two["2"]+two["3"] == 0 {
+		t.Errorf("two: %v; want lookups of tenants 2 and 3 only", two)
+	}
+	// lookup at twice its rate: about 400 per second against 200 in base.
+	if b, l := byWindow["burst"]["lookup"], byWindow["base"]["lookup"]; b < l*3/2 {
+		t.Errorf("burst: %d lookups, base %d; want about twice as many (base has no tenant 1)", b, l)
+	}
+	var quiet, perWindow int
+	for _, a := range rep.Assertions {
+		switch a.Name {
+		case harness.AssertQuietP99:
+			quiet++
+			if a.Window != "burst" || a.Baseline != "base" {
+				t.Errorf("quiet_p99 window %q baseline %q, want burst and base", a.Window, a.Baseline)
+			}
+		case harness.AssertNoUnexpectedError:
+			if a.Tenant == "" {
+				perWindow++
+				if a.Window == "warm" {
+					t.Error("no_unexpected_errors asserted on the warm-up")
+				}
+			}
+		}
+	}
+	if quiet == 0 || perWindow != 3 {
+		t.Errorf("%d quiet_p99 assertions, %d no_unexpected_errors totals; want > 0 and 3 (one per measured window)", quiet, perWindow)
+	}
+	for _, iv := range cfg.Intervals {
+		if iv.Window == "" {
+			t.Fatalf("interval at %v s has no window", iv.Start)
+		}
+	}
+	if len(cfg.Solo) == 0 || len(cfg.Tenants) == 0 {
+		t.Error("the configuration's rows are not those of the quiet_p99 window and baseline")
+	}
+}

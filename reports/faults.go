@@ -25,8 +25,10 @@ type Fault struct {
 	// Node and Action say what was done: e.g. "replica1", "stop".
 	Node   string `json:"node"`
 	Action string `json:"action"`
+	// Phase is the timeline phase the fault's times count from.
+	Phase string `json:"phase,omitempty"`
 	// At is when the fault was injected and Restored when the node was
-	// restored (its restore returned), in seconds from the phase start.
+	// restored (its restore returned), in seconds from Phase's start.
 	At       float64 `json:"at_s"`
 	Restored float64 `json:"restored_s"`
 	// Recovered reports whether an operation recovered (see Fault) before

@@ -7,7 +7,7 @@ import (
 )
 
 // WriteJSON writes r to w as indented JSON (report.json), slices in the
-// canonical order (see the package doc). It returns an error wrapping
+// canonical order (see the package doc), schema_version SchemaVersion. It returns an error wrapping
 // ErrInvalid if r does not pass Validate, or the writer's error.
 func WriteJSON(w io.Writer, r *Report) error {
 	if err := r.Validate(); err != nil {

@@ -18,6 +18,7 @@ import (
 // meaningful.
 func normalized(r *Report) *Report {
 	n := *r
+	n.SchemaVersion = SchemaVersion
 	n.StartedAt = r.StartedAt.UTC()
 	n.Notes = slices.Clone(r.Notes)
 	n.Configurations = make([]Configuration, len(r.Configurations))
@@ -32,6 +33,18 @@ func normalized(r *Report) *Report {
 		slices.SortStableFunc(c.TopDBTime, func(a, b Share) int {
 			return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(b.DBTime, a.DBTime), natural(a.Tenant, b.Tenant))
 		})
+		c.Windows = slices.Clone(c.Windows)
+		for j, w := range c.Windows {
+			w.Tenants = sortedRows(w.Tenants)
+			w.QuietAll = sortedRows(w.QuietAll)
+			w.Stats.RejectedByReason = maps.Clone(w.Stats.RejectedByReason)
+			w.Stats.ErrorsByClass = maps.Clone(w.Stats.ErrorsByClass)
+			w.TopDBTime = slices.Clone(w.TopDBTime)
+			slices.SortStableFunc(w.TopDBTime, func(a, b Share) int {
+				return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(b.DBTime, a.DBTime), natural(a.Tenant, b.Tenant))
+			})
+			c.Windows[j] = w
+		}
 		c.Intervals = slices.Clone(c.Intervals)
 		slices.SortStableFunc(c.Intervals, func(a, b Interval) int {
 			return cmp.Or(cmp.Compare(a.Start, b.Start), natural(a.Tenant, b.Tenant), natural(a.Class, b.Class))
@@ -44,6 +57,7 @@ func normalized(r *Report) *Report {
 		return cmp.Or(
 			cmp.Compare(order[a.Configuration], order[b.Configuration]),
 			strings.Compare(a.Name, b.Name),
+			strings.Compare(a.Window, b.Window),
 			natural(a.Tenant, b.Tenant),
 			natural(a.Class, b.Class),
 		)

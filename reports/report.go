@@ -24,10 +24,18 @@ const (
 // those rows, and the aggregate rows of the terminal tables.
 const QuietAll = "quiet (all)"
 
+// SchemaVersion is the version of report.json's shape that this package
+// writes (Report.SchemaVersion): 2 added schema_version, the windows of each
+// configuration, the window of assertions and intervals.
+const SchemaVersion = 2
+
 // Report is the result of one finished scenario run. The harness fills it;
 // the renderers in this package only read it. JSON names are snake_case and
 // stable: scripts read report.json.
 type Report struct {
+	// SchemaVersion is the shape of report.json; WriteJSON writes
+	// SchemaVersion whatever the field holds.
+	SchemaVersion int `json:"schema_version"`
 	// Scenario is the scenario's name.
 	Scenario string `json:"scenario"`
 	// File is the scenario file the run was loaded from, if any.
@@ -65,7 +73,9 @@ type Report struct {
 }
 
 // Configuration is the result of one configuration (e.g. "naive",
-// "isolated") running the full mix.
+// "isolated") running the scenario's timeline. Tenants, QuietAll and Stats
+// are those of the window the quiet_p99 assertion judges; Solo and
+// SoloQuietAll those of its baseline window; Windows holds every phase.
 type Configuration struct {
 	// Name is unique within the report.
 	Name string `json:"name"`
@@ -74,7 +84,7 @@ type Configuration struct {
 	// Passed reports whether all of this configuration's own assertions
 	// passed, regardless of Expect.
 	Passed bool `json:"passed"`
-	// Duration is how long the configuration's noisy phase ran, in seconds.
+	// Duration is how long the configuration's timeline ran, in seconds.
 	Duration float64 `json:"duration_s,omitempty"`
 	// Tenants are the measured rows of the noisy phase, one per tenant and
 	// class.
@@ -93,15 +103,40 @@ type Configuration struct {
 	QuietAll []TenantRow `json:"quiet_all,omitempty"`
 	// SoloQuietAll is QuietAll for the solo baseline.
 	SoloQuietAll []TenantRow `json:"solo_quiet_all,omitempty"`
-	// Stats are the run-wide counters of the noisy phase.
+	// Stats are the counters of the quiet_p99 window (the noisy phase).
 	Stats RunStats `json:"stats"`
 	// TopDBTime ranks tenants by database time, from the DB-time ledger.
 	TopDBTime []Share `json:"top_db_time,omitempty"`
-	// Intervals is an optional time series of the noisy phase.
+	// Windows are the timeline's phases in order, each with its own rows,
+	// measured (asserted on) or not (a warm-up). Optional.
+	Windows []Window `json:"windows,omitempty"`
+	// Intervals is an optional time series over the timeline.
 	Intervals []Interval `json:"intervals,omitempty"`
-	// Faults are the node faults injected during the noisy phase, in
+	// Faults are the node faults injected during the timeline, in
 	// injection order. Optional.
 	Faults []Fault `json:"faults,omitempty"`
+}
+
+// Window is one phase of a configuration's timeline: what its arrivals
+// (by intended start in [Start, End)) measured.
+type Window struct {
+	// Name is the phase's name, unique within the configuration.
+	Name string `json:"name"`
+	// Start and End are seconds from the timeline's start.
+	Start float64 `json:"start_s"`
+	End   float64 `json:"end_s"`
+	// Senders says who sent: "all", "quiet", "dominant" or tenant ids.
+	Senders string `json:"senders"`
+	// Measured is false for a warm-up: no assertion reads the window.
+	Measured bool `json:"measured"`
+	// Tenants are the rows per tenant and class; QuietAll the rows merged
+	// over the quiet tenants, one per class (see Configuration.QuietAll).
+	Tenants  []TenantRow `json:"tenants"`
+	QuietAll []TenantRow `json:"quiet_all,omitempty"`
+	// Stats are the window's counters.
+	Stats RunStats `json:"stats"`
+	// TopDBTime ranks tenants by database time in the window.
+	TopDBTime []Share `json:"top_db_time,omitempty"`
 }
 
 // AsExpected reports whether the configuration met its expectation: its
@@ -170,7 +205,10 @@ type Share struct {
 // Interval is one point of a time series. Tenant and Class may be empty
 // (all) or a group label such as QuietAll.
 type Interval struct {
-	// Start and End are seconds from the phase start.
+	// Window is the phase the interval's requests were intended in; empty
+	// when the series has no phases.
+	Window string `json:"window,omitempty"`
+	// Start and End are seconds from the timeline's start.
 	Start    float64 `json:"start_s"`
 	End      float64 `json:"end_s"`
 	Tenant   string  `json:"tenant,omitempty"`
@@ -186,6 +224,10 @@ type Interval struct {
 type Assertion struct {
 	// Name says what is checked, e.g. "quiet_p99".
 	Name string `json:"name"`
+	// Window is the timeline phase the check read, and Baseline the one
+	// it compared with; empty for checks over the whole timeline.
+	Window   string `json:"window,omitempty"`
+	Baseline string `json:"baseline,omitempty"`
 	// Configuration names the Configuration the check ran against.
 	Configuration string `json:"configuration"`
 	// Tenant and Class are empty for checks over the whole configuration.
@@ -337,6 +379,36 @@ func (r *Report) Validate() error {
 			q := fmt.Sprintf("%s.top_db_time[%d]", p, j)
 			finite(q+".db_time_ms", sh.DBTime)
 			share(q+".share", sh.Share)
+		}
+		windows := make(map[string]bool, len(c.Windows))
+		for j, w := range c.Windows {
+			q := fmt.Sprintf("%s.windows[%d]", p, j)
+			switch {
+			case w.Name == "":
+				bad(q+".name", "empty")
+			case windows[w.Name]:
+				bad(q+".name", "duplicate window %q", w.Name)
+			}
+			windows[w.Name] = true
+			finite(q+".start_s", w.Start)
+			finite(q+".end_s", w.End)
+			rows(q+".tenants", w.Tenants)
+			quietRows(q+".quiet_all", w.QuietAll)
+			for _, f := range []struct {
+				name string
+				v    int64
+			}{
+				{"issued", w.Stats.Issued}, {"completed", w.Stats.Completed}, {"dropped", w.Stats.Dropped},
+				{"incomplete", w.Stats.Incomplete}, {"rejected", w.Stats.Rejected}, {"errors", w.Stats.Errors},
+			} {
+				nonNegative(q+".stats."+f.name, f.v)
+			}
+			finite(q+".stats.target_rate_per_s", w.Stats.TargetRate)
+			finite(q+".stats.achieved_rate_per_s", w.Stats.AchievedRate)
+			for k, sh := range w.TopDBTime {
+				finite(fmt.Sprintf("%s.top_db_time[%d].db_time_ms", q, k), sh.DBTime)
+				share(fmt.Sprintf("%s.top_db_time[%d].share", q, k), sh.Share)
+			}
 		}
 		for j, iv := range c.Intervals {
 			q := fmt.Sprintf("%s.intervals[%d]", p, j)

@@ -197,10 +197,32 @@ func (t *textWriter) failedKeys(cfg string) map[rowKey]bool {
 	return m
 }
 
-// limitFor returns the limit shown beside tenant and class, if any.
+// limitFor returns the limit shown beside tenant and class, if any: that
+// of the base configuration (see baseConfig) when it has one.
 func (t *textWriter) limitFor(k rowKey) (float64, bool) {
+	base := t.r.Configurations[t.baseConfig()].Name
+	for _, pass := range []bool{true, false} {
+		if v, ok := t.limitIn(k, func(a Assertion) bool { return !pass || a.Configuration == base }); ok {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// baseConfig is the index of the configuration whose solo p99 and limits
+// the side-by-side table shows: the first expected to pass, or the first.
+func (t *textWriter) baseConfig() int {
+	for i, c := range t.r.Configurations {
+		if !c.expectsFailure() {
+			return i
+		}
+	}
+	return 0
+}
+
+func (t *textWriter) limitIn(k rowKey, ok func(Assertion) bool) (float64, bool) {
 	for _, a := range t.r.Assertions {
-		if a.Tenant != k.tenant || a.Class != k.class {
+		if a.Tenant != k.tenant || a.Class != k.class || !ok(a) {
 			continue
 		}
 		if t.opts.LimitAssertion != "" && a.Name == t.opts.LimitAssertion ||
@@ -214,10 +236,17 @@ func (t *textWriter) limitFor(k rowKey) (float64, bool) {
 func (t *textWriter) sideBySide() {
 	r := t.r
 	var all []TenantRow
+	// Each configuration's p99 is set against its own solo rows; the solo
+	// column shows the base configuration's (any configuration's for a key
+	// the base lacks).
+	base := t.baseConfig()
 	solo := map[rowKey]TenantRow{}
 	soloMerged := map[string]TenantRow{}
+	soloOf := make([]map[rowKey]TenantRow, len(r.Configurations))
+	soloMergedOf := make([]map[string]TenantRow, len(r.Configurations))
 	byConfig := make([]map[rowKey]TenantRow, len(r.Configurations))
 	mergedByConfig := make([]map[string]TenantRow, len(r.Configurations))
+	differ := false
 	for i, c := range r.Configurations {
 		all = append(all, c.Tenants...)
 		byConfig[i] = map[rowKey]TenantRow{}
@@ -225,14 +254,23 @@ func (t *textWriter) sideBySide() {
 			byConfig[i][keyOf(row)] = row
 		}
 		mergedByConfig[i] = byClass(c.QuietAll)
+		soloOf[i] = map[rowKey]TenantRow{}
 		for _, row := range c.Solo {
-			if _, ok := solo[keyOf(row)]; !ok {
-				solo[keyOf(row)] = row
+			soloOf[i][keyOf(row)] = row
+		}
+		soloMergedOf[i] = byClass(c.SoloQuietAll)
+		differ = differ || !slices.EqualFunc(c.Solo, r.Configurations[0].Solo, sameP99) ||
+			!slices.EqualFunc(c.SoloQuietAll, r.Configurations[0].SoloQuietAll, sameP99)
+	}
+	for _, i := range append([]int{base}, seq(len(r.Configurations))...) {
+		for k, row := range soloOf[i] {
+			if _, ok := solo[k]; !ok {
+				solo[k] = row
 			}
 		}
-		for _, row := range c.SoloQuietAll {
-			if _, ok := soloMerged[row.Class]; !ok {
-				soloMerged[row.Class] = row
+		for class, row := range soloMergedOf[i] {
+			if _, ok := soloMerged[class]; !ok {
+				soloMerged[class] = row
 			}
 		}
 	}
@@ -296,9 +334,10 @@ func (t *textWriter) sideBySide() {
 		cells := []string{t.label(k.tenant), k.class, dash(hasSolo, func() string { return fmtMS(s.P99) })}
 		for i := range r.Configurations {
 			got, ok := byConfig[i][k]
+			own, hasOwn := soloOf[i][k]
 			cells = append(cells,
 				dash(ok, func() string { return cell(got.P99, failed[i][k]) }),
-				dash(ok && hasSolo && s.P99 > 0, func() string { return fmtRatio(got.P99 / s.P99) }))
+				dash(ok && hasOwn && own.P99 > 0, func() string { return fmtRatio(got.P99 / own.P99) }))
 		}
 		limit, ok := t.limitFor(k)
 		row(tw, append(cells, dash(ok, func() string { return fmtMS(limit) }))...)
@@ -324,12 +363,13 @@ func (t *textWriter) sideBySide() {
 			cells = []string{QuietAll, class, dash(hasSolo, func() string { return fmtMS(s.P99) })}
 			for i := range r.Configurations {
 				got, ok := mergedByConfig[i][class]
+				own, hasOwn := soloMergedOf[i][class]
 				cells = append(cells,
 					dash(ok, func() string { return cell(got.P99, bad(i)) }),
-					dash(ok && hasSolo && s.P99 > 0, func() string { return fmtRatio(got.P99 / s.P99) }))
+					dash(ok && hasOwn && own.P99 > 0, func() string { return fmtRatio(got.P99 / own.P99) }))
 			}
 		} else {
-			cells = t.worstSideBySide(class, solo, byConfig, bad, cell)
+			cells = t.worstSideBySide(class, solo, soloOf, byConfig, bad, cell)
 		}
 		limit, ok := t.limitFor(rowKey{QuietAll, class})
 		row(tw, append(cells, dash(ok, func() string { return fmtMS(limit) }))...)
@@ -337,6 +377,9 @@ func (t *textWriter) sideBySide() {
 	tw.Flush()
 	if marked {
 		t.p("* an assertion on this tenant and class failed in that configuration\n")
+	}
+	if differ {
+		t.p("solo p99 and limit: configuration %s; each \"vs solo\" against its own configuration's solo baseline\n", r.Configurations[base].Name)
 	}
 	if len(classes) > 0 {
 		t.p("%s: %s", QuietAll, quietNote(classes, t.merged))
@@ -350,7 +393,7 @@ func (t *textWriter) sideBySide() {
 // worstSideBySide returns the fallback cells of the side-by-side QuietAll
 // row of class, up to the limit: per column the worst quiet tenant's p99 and
 // the worst quiet tenant's ratio to its own solo p99.
-func (t *textWriter) worstSideBySide(class string, solo map[rowKey]TenantRow, byConfig []map[rowKey]TenantRow,
+func (t *textWriter) worstSideBySide(class string, solo map[rowKey]TenantRow, soloOf, byConfig []map[rowKey]TenantRow,
 	bad func(int) bool, cell func(float64, bool) string) []string {
 	var worstSolo float64
 	hasSolo := false
@@ -368,7 +411,7 @@ func (t *textWriter) worstSideBySide(class string, solo map[rowKey]TenantRow, by
 				continue
 			}
 			worst, seen = max(worst, got.P99), true
-			if s, ok := solo[k]; ok && s.P99 > 0 {
+			if s, ok := soloOf[i][k]; ok && s.P99 > 0 {
 				worstRatio, anyRatio = max(worstRatio, got.P99/s.P99), true
 			}
 		}
@@ -383,7 +426,7 @@ func (t *textWriter) configuration(c Configuration) {
 	t.p("\n== %s: expect %s, assertions %s, %s ==\n", c.Name, expectation(c), passFail(c.Passed), asExpectedWords(c))
 	t.p("%s\n", statsLine(c.Stats))
 	if c.Duration > 0 {
-		t.p("noisy phase %s\n", fmtSeconds(c.Duration))
+		t.p("timeline %s\n", fmtSeconds(c.Duration))
 	}
 	shown, quiet := t.quietLeaders(c.Tenants, t.opts.topQuiet())
 	visible := map[string]bool{t.dominant: true}
@@ -504,3 +547,18 @@ func dash(ok bool, f func() string) string {
 
 // fmtRatio formats a ratio with two decimals and an "x".
 func fmtRatio(v float64) string { return strconv.FormatFloat(zero(v), 'f', 2, 64) + "x" }
+
+// sameP99 reports whether two rows are the same tenant and class with the
+// same p99.
+func sameP99(a, b TenantRow) bool {
+	return a.Tenant == b.Tenant && a.Class == b.Class && a.P99 == b.P99
+}
+
+// seq returns 0..n-1.
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}

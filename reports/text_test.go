@@ -517,3 +517,51 @@ func TestMinimalReports(t *testing.T) {
 		t.Errorf("without Dominant the busiest tenant should be marked dominant:\n%s", out)
 	}
 }
+
+// TestTextOwnSolo checks that each configuration's "vs solo" is set against
+// its own solo baseline when the configurations measured different ones,
+// and that a footnote says so.
+func TestTextOwnSolo(t *testing.T) {
+	r := sampleReport(6)
+	naive := &r.Configurations[0]
+	naive.Solo = slices.Clone(naive.Solo)
+	for i := range naive.Solo {
+		naive.Solo[i].P99 *= 2
+	}
+	naive.SoloQuietAll = slices.Clone(naive.SoloQuietAll)
+	for i := range naive.SoloQuietAll {
+		naive.SoloQuietAll[i].P99 *= 2
+	}
+	out := string(renderText(t, r, TextOptions{}))
+	side := parseTextTables(t, out)["Side by side: p99 ms"]
+	checked := 0
+	for _, cells := range side.rows {
+		tenant, class := strings.TrimSuffix(cells[0], " (dominant)"), cells[1]
+		if tenant == QuietAll || tenant == r.Dominant {
+			continue
+		}
+		for i, c := range r.Configurations {
+			var got, solo TenantRow
+			for _, row := range c.Tenants {
+				if row.Tenant == tenant && row.Class == class {
+					got = row
+				}
+			}
+			for _, row := range c.Solo {
+				if row.Tenant == tenant && row.Class == class {
+					solo = row
+				}
+			}
+			if solo.P99 > 0 {
+				near(t, c.Name+" ratio "+tenant+"/"+class, cells[4+2*i], got.P99/solo.P99, 0.005)
+				checked++
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no ratio checked")
+	}
+	if !strings.Contains(out, "each \"vs solo\" against its own configuration's solo baseline") {
+		t.Errorf("no footnote on per-configuration baselines:\n%s", out)
+	}
+}

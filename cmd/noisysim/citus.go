@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -68,7 +69,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		return citusHotShard(ctx, a, args[1:])
 	}
 	if len(args) == 0 || (args[0] != "plan" && args[0] != "isolate") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		if len(args) > 0 && isHelp(args[0]) {
 			fmt.Fprint(a.stdout, citusUsage)
 			return nil
 		}
@@ -80,8 +81,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("citus "+sub, flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() { fmt.Fprint(a.stderr, citusUsage) }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), citusUsage) }
 	dsn := fs.String("dsn", os.Getenv(envCitusDSN), "")
 	table := fs.String("table", "orders", "")
 	mode := fs.String("mode", string(citus.DefaultTransferMode), "")
@@ -95,8 +95,8 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 	fs.Float64Var(&th.Isolate, "isolate", citus.DefaultIsolate, "")
 	fs.Float64Var(&th.Dedicate, "dedicate-share", citus.DefaultDedicate, "")
 	fs.Float64Var(&th.Cluster, "cluster", citus.DefaultCluster, "")
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageOrHelp(err)
+	if err := parseFlags(a, fs, args[1:]); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -273,9 +273,15 @@ func printState(w io.Writer, when string, l citus.Layout, load citus.Load, p cit
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "  worker skew %s (shared workers), shard skew %s\n", fmtSkew(p.WorkerSkew), fmtSkew(p.ShardSkew))
+	unplaced := map[string]bool{}
+	for _, u := range p.Unplaced {
+		unplaced[u.ID] = true
+	}
 	ids := make([]string, 0, len(load.Tenants))
 	for id := range load.Tenants {
-		ids = append(ids, id)
+		if !unplaced[id] {
+			ids = append(ids, id)
+		}
 	}
 	slices.SortFunc(ids, func(a, b string) int {
 		if load.Tenants[a] != load.Tenants[b] {
@@ -291,6 +297,16 @@ func printState(w io.Writer, when string, l citus.Layout, load citus.Load, p cit
 	}
 	for _, id := range ids {
 		fmt.Fprintf(w, "  tenant %s: %.1f%% of cluster load\n", id, load.Tenants[id]*100)
+	}
+	if len(p.Unplaced) > 0 {
+		var total float64
+		tags := make([]string, len(p.Unplaced))
+		for i, u := range p.Unplaced {
+			total += u.Share
+			tags[i] = fmt.Sprintf("%q %.1f%%", citus.DefaultTagPrefix+u.ID, u.Share*100)
+		}
+		fmt.Fprintf(w, "  unplaced load: %.1f%% of cluster load is tagged with no value of %s's distribution column: %s\n",
+			total*100, l.Table, strings.Join(tags, ", "))
 	}
 	for _, al := range p.Alerts {
 		fmt.Fprintf(w, "  alert %s\n", al)

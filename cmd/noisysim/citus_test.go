@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestCitusPlanAndIsolate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: map[int]int64{1: 3000, 2: 100, 3: 100}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
+	if err := dataset.Load(ctx, conn, dataset.Spec{Schema: "public", Orders: map[int]int64{1: 3000, 2: 100, 3: 100}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: []string{"tenants", "orders"}, ShardCount: 8}); err != nil {
@@ -109,6 +110,86 @@ func TestCitusPlanAndIsolate(t *testing.T) {
 	var n int64
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&n); err != nil || n != 3200 {
 		t.Errorf("orders = %d (%v), want 3200", n, err)
+	}
+}
+
+// TestCitusPlanUnplacedTags: backends tagged t:7, t:abc and t: on an
+// integer-distributed table. The two tags that are not tenant keys do not
+// blind detection: tenant 7 is placed and planned for, the others are
+// reported as unplaced load with their shares.
+func TestCitusPlanUnplacedTags(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus, Nodes: 2})
+	coord, _ := backend.First(c, backend.RoleCoordinator)
+	conn, err := pgx.Connect(ctx, coord.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := dataset.Load(ctx, conn, dataset.Spec{Schema: "public", Orders: map[int]int64{7: 100, 8: 100}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: []string{"tenants", "orders"}, ShardCount: 8}); err != nil {
+		t.Fatal(err)
+	}
+	// One busy backend per tag on the coordinator, for the whole sampling.
+	sleepCtx, stopSleeping := context.WithCancel(ctx)
+	var sleepers sync.WaitGroup
+	defer func() { stopSleeping(); sleepers.Wait() }()
+	for _, tag := range []string{"t:7", "t:abc", "t:"} {
+		cfg, err := pgx.ParseConfig(coord.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["application_name"] = tag
+		sc, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sleepers.Go(func() {
+			defer sc.Close(context.Background())
+			_, _ = sc.Exec(sleepCtx, "SELECT pg_sleep(60)")
+		})
+	}
+	if err := waitActive(ctx, conn, 3); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envCitusDSN, coord.DSN())
+	var out, errOut bytes.Buffer
+	if got := realMain([]string{"citus", "plan", "--for", "1s", "--interval", "50ms"}, &out, &errOut); got != exitOK {
+		t.Fatalf("citus plan: exit %d; stderr:\n%s\nstdout:\n%s", got, errOut.String(), out.String())
+	}
+	for _, want := range []string{
+		"tenant 7: 33.3% of cluster load",
+		`unplaced load: 66.7% of cluster load is tagged with no value of orders's distribution column: "t:" 33.3%, "t:abc" 33.3%`,
+		"alert tenant-share: tenant 7 at 33.3%",
+		"isolate tenant 7",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "tenant abc") {
+		t.Errorf("an unplaced tag listed as a tenant:\n%s", out.String())
+	}
+}
+
+// waitActive waits until n backends tagged t:… are active on conn's server.
+func waitActive(ctx context.Context, conn *pgx.Conn, n int) error {
+	for {
+		var got int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' AND starts_with(application_name, 't:')").Scan(&got); err != nil {
+			return err
+		}
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d tagged backends active, want %d: %w", got, n, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 

@@ -54,7 +54,8 @@ root, no writable cgroup cpu controller) up exits 2, or with
 		return clusterUp(ctx, a, args[1:])
 	case "down":
 		return clusterDown(ctx, a, args[1:])
-	case "-h", "--help", "help":
+	}
+	if isHelp(args[0]) {
 		usage(a.stdout)
 		return nil
 	}
@@ -125,7 +126,6 @@ func (s settingsFlag) Set(v string) error {
 
 func clusterUp(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("cluster up", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
 	topology := fs.String("topology", "single", "cluster shape: single, replica or primaries")
 	nodes := fs.Int("nodes", 0, "node count for topology primaries (N independent primaries)")
 	keep := fs.Bool("keep", false, "leave the cluster running and exit; stop it with 'noisysim cluster down'")
@@ -142,8 +142,8 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	roleCPU := roleCPUFlag{}
 	fs.Var(roleCPU, "role-cpu", "CPU budget of a role's nodes, role=cpus, repeatable (e.g. --role-cpu worker=0.5)")
 	cpuOptional := fs.Bool("node-cpu-optional", false, "start without CPU budgets where the machine cannot enforce them")
-	if err := fs.Parse(args); err != nil {
-		return usageOrHelp(err)
+	if err := parseFlags(a, fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("cluster up: unexpected argument %q", fs.Arg(0))
@@ -239,14 +239,13 @@ func printTimings(w io.Writer, st local.Stat) {
 
 func clusterDown(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("cluster down", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
 	dir := fs.String("dir", "", "directory of the kept cluster (default: the only one in --base-dir)")
 	baseDir := fs.String("base-dir", "", "where to look for kept clusters (default: the temp dir)")
 	kind := backendFlag(fs, "local", "where the kept cluster runs: local or docker")
 	run := fs.String("run", "", "backend docker: the run id to remove (default: the clusters started with --keep)")
 	all := fs.Bool("all", false, "backend docker: remove every noisysim cluster on the daemon, also those other processes are running")
-	if err := fs.Parse(args); err != nil {
-		return usageOrHelp(err)
+	if err := parseFlags(a, fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("cluster down: unexpected argument %q", fs.Arg(0))

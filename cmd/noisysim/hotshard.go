@@ -8,9 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/hotshard"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/workload"
@@ -52,8 +55,7 @@ Citus not installed, 1 any other error.
 
 func citusHotShard(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("citus hot-shard", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() { fmt.Fprint(a.stderr, hotShardUsage) }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), hotShardUsage) }
 	cfg := hotshard.Config{Log: a.log}
 	apply := fs.Bool("apply", false, "")
 	workers := fs.Int("workers", local.DefaultCitusWorkers, "")
@@ -70,8 +72,8 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 	fs.DurationVar(&cfg.MaxPause, "max-pause", hotshard.DefaultMaxPause, "")
 	mode := fs.String("mode", string(citus.DefaultTransferMode), "")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "")
-	if err := fs.Parse(args); err != nil {
-		return usageOrHelp(err)
+	if err := parseFlags(a, fs, args); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -101,7 +103,7 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 	}
 	st := c.Stat()
 	fmt.Fprintf(a.stdout, "citus cluster up: coordinator + %d workers in %.1f s\n", *workers, st.Ready.Seconds())
-	res, err := hotshard.Run(ctx, c, cfg)
+	res, err := runHotShard(ctx, c, cfg)
 	printHotShard(a.stdout, res)
 	if cerr := a.teardown.finish(td); cerr != nil && err == nil {
 		err = fmt.Errorf("stop cluster: %w", cerr)
@@ -113,6 +115,22 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("citus hot-shard: %d assertion(s) failed: %w", len(f), errAssertionFailed)
 	}
 	return nil
+}
+
+// runHotShard makes the data set's schema on the throwaway cluster's
+// coordinator, then runs the scenario.
+func runHotShard(ctx context.Context, c backend.Cluster, cfg hotshard.Config) (hotshard.Result, error) {
+	coord, _ := backend.First(c, backend.RoleCoordinator)
+	conn, err := pgx.Connect(ctx, coord.DSN())
+	if err != nil {
+		return hotshard.Result{}, fmt.Errorf("connect to coordinator: %w", err)
+	}
+	err = footprint.Claim(ctx, conn, "coordinator", footprint.Plan{Schema: footprint.DefaultSchema, Run: "citus-hot-shard"})
+	conn.Close(context.Background())
+	if err != nil {
+		return hotshard.Result{}, err
+	}
+	return hotshard.Run(ctx, c, cfg)
 }
 
 func printHotShard(w io.Writer, res hotshard.Result) {

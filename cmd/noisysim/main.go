@@ -184,11 +184,10 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, td *teardown) error {
 	fs := flag.NewFlagSet("noisysim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	verbose := fs.Bool("v", false, "log debug details (start-up steps, timings) to stderr")
-	fs.Usage = func() { mainUsage(stderr, fs) }
-	if err := fs.Parse(args); err != nil {
-		return usageOrHelp(err)
+	fs.Usage = func() { mainUsage(fs.Output(), fs) }
+	if err := parseFlagsTo(stdout, stderr, fs, args); err != nil {
+		return err
 	}
 	level := slog.LevelWarn
 	if *verbose {
@@ -204,8 +203,11 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, td *
 	}
 	name, rest := fs.Arg(0), fs.Args()[1:]
 	if name == "help" {
-		mainUsage(stdout, fs)
-		return nil
+		if len(rest) == 0 || isHelp(rest[0]) {
+			mainUsage(stdout, fs)
+			return nil
+		}
+		name, rest = rest[0], []string{"--help"} // help CMD is CMD --help
 	}
 	for _, c := range commands {
 		if c.name == name {
@@ -220,19 +222,50 @@ func mainUsage(w io.Writer, fs *flag.FlagSet) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun 'noisysim <command> -h' for a command's flags.\n\nFlags:\n")
+	fmt.Fprintf(w, "\nRun 'noisysim <command> -h' (or 'noisysim help <command>') for a command's flags.\n\nFlags:\n")
+	out := fs.Output()
 	fs.SetOutput(w)
 	fs.PrintDefaults()
+	fs.SetOutput(out)
 	fmt.Fprintf(w, "\nExit codes: 0 ok, 1 error, 2 bad input or usage, 99 assertion failed.\n")
 }
 
-// usageOrHelp turns a flag parse error into a usage error, keeping
-// flag.ErrHelp (exit 0).
-func usageOrHelp(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return err
+// isHelp reports whether arg, in a subcommand's place, asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
+
+// parseFlags parses args with fs, whose Usage writes to fs.Output() (nil:
+// the flags' defaults). Help (-h, -help, --help) prints the usage on
+// a.stdout and returns flag.ErrHelp (exit 0); a bad flag prints the error
+// and the usage on a.stderr and returns a usage error (exit 2).
+func parseFlags(a *app, fs *flag.FlagSet, args []string) error {
+	return parseFlagsTo(a.stdout, a.stderr, fs, args)
+}
+
+func parseFlagsTo(stdout, stderr io.Writer, fs *flag.FlagSet, args []string) error {
+	usage := fs.Usage
+	if usage == nil {
+		usage = func() {
+			fmt.Fprintf(fs.Output(), "Usage: noisysim %s [flags]\n\nFlags:\n", fs.Name())
+			fs.PrintDefaults()
+		}
 	}
-	return &usageError{err.Error()}
+	fs.Usage = func() {} // the flag package calls it on help and on errors alike
+	fs.SetOutput(stderr)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		usage()
+		fs.SetOutput(stderr)
+		return flag.ErrHelp
+	case err != nil:
+		usage()
+		return &usageError{err.Error()}
+	}
+	return nil
 }
 
 // teardown is what must be undone however noisysim ends: normal return,

@@ -30,6 +30,12 @@ default), loads the data set, measures the quiet tenants alone (solo), runs
 the full mix under each configuration, prints the results side by side and
 checks the assertions.
 
+Its tables live in a schema of its own (data.schema, default noisysim) and
+its roles carry a comment marking them as noisysim's; both are removed at
+the end of the run, also when it fails or is interrupted, unless --keep. A
+run refuses to start when that schema or one of those roles exists and
+noisysim did not create it.
+
 A measured run holds a machine-wide lock (/tmp/noisysim-measure.lock, or
 $NOISYSIM_LOCK_FILE): a second run waits for it, or with --no-wait exits 2
 naming the run holding it; --allow-concurrent measures beside it and the
@@ -38,15 +44,15 @@ outside its own processes and its servers (and steal time); a window above
 --max-foreign-cpu is marked DISTURBED, and so is the verdict line.
 
 Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
-usage, 1 any other error.
+usage (also: the schema or a role exists and is not noisysim's), 1 any
+other error.
 
 Flags (before or after the file):
 `
 
 func runRun(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() { fmt.Fprint(a.stderr, runUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
 	only := fs.String("only", "", "run only this configuration and apply the assertions to it")
 	out := fs.String("out", "", "write report.json, report.md and junit.xml into this directory")
 	noProgress := fs.Bool("no-progress", false, "no progress display")
@@ -58,7 +64,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the report says so)")
 	repeat := fs.Int("repeat", 1, "run the scenario N times with seeds seed, seed+1, …; print the verdict counts and each configuration's quiet (all) p99 / limit as a distribution")
 	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
-	file, err := parseInterspersed(fs, args)
+	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
+	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
 		return err
 	}
@@ -121,6 +128,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	var prog *progress
 	opts := harness.Options{
 		Only:          *only,
+		Keep:          *keep,
 		Logger:        a.log,
 		MaxForeignCPU: *maxForeign,
 		Concurrent:    concurrent,
@@ -171,11 +179,11 @@ func configNames(sc *scenario.Scenario) string {
 
 // parseInterspersed parses flags placed before or after the one positional
 // argument, which it returns ("" if none).
-func parseInterspersed(fs *flag.FlagSet, args []string) (string, error) {
+func parseInterspersed(a *app, fs *flag.FlagSet, args []string) (string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return "", usageOrHelp(err)
+		if err := parseFlags(a, fs, args); err != nil {
+			return "", err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -270,10 +278,9 @@ file:line:col and field. Exit code 0 when all are valid, 2 otherwise.
 
 func runValidate(_ context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() { fmt.Fprint(a.stderr, validateUsage) }
-	if err := fs.Parse(args); err != nil {
-		return usageOrHelp(err)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), validateUsage) }
+	if err := parseFlags(a, fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()

@@ -71,6 +71,10 @@ func (n *nodeFlags) Set(v string) error {
 }
 
 func runTenant(ctx context.Context, a *app, args []string) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(a.stdout, tenantUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "move" {
 		fmt.Fprint(a.stderr, tenantUsage)
 		if len(args) == 0 {
@@ -79,8 +83,7 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 		return usagef("tenant: unknown subcommand %q (want move)", args[0])
 	}
 	fs := flag.NewFlagSet("tenant move", flag.ContinueOnError)
-	fs.SetOutput(a.stderr)
-	fs.Usage = func() { fmt.Fprint(a.stderr, tenantUsage) }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), tenantUsage) }
 	nodes := &nodeFlags{dsn: map[string]string{}}
 	tenant := fs.String("tenant", "", "")
 	to := fs.String("to", "", "")
@@ -93,8 +96,8 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 	maxPause := fs.Duration("max-pause", directory.DefaultMaxPause, "")
 	grace := fs.Duration("grace", directory.DefaultGrace, "")
 	overwrite := fs.Bool("overwrite-target", false, "")
-	if err := fs.Parse(args[1:]); err != nil {
-		return usageOrHelp(err)
+	if err := parseFlags(a, fs, args[1:]); err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -56,7 +56,7 @@ func TestTenantMove(t *testing.T) {
 			t.Fatal(err)
 		}
 		orders := map[int]int64{1: 5000, 2: 10}
-		if err := dataset.Load(ctx, conn, dataset.Spec{Orders: orders, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
+		if err := dataset.Load(ctx, conn, dataset.Spec{Schema: "public", Orders: orders, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
 			t.Fatal(err)
 		}
 		if i == 1 { // the target starts empty
@@ -186,7 +186,7 @@ func twoNodes(t *testing.T) []backend.Node {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := dataset.Load(ctx, conn, dataset.Spec{Orders: map[int]int64{1: 5000, 2: 10}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
+		if err := dataset.Load(ctx, conn, dataset.Spec{Schema: "public", Orders: map[int]int64{1: 5000, 2: 10}, Days: 30, Customers: 10}, time.Unix(1.7e9, 0)); err != nil {
 			t.Fatal(err)
 		}
 		if i == 1 {

@@ -47,3 +47,25 @@ func TestConnectErrorServerState(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectErrorAuthentication: a login the server refuses says so —
+// authentication failed, or the login refused — never "server unreachable";
+// it is still bad input (exit 2).
+func TestConnectErrorAuthentication(t *testing.T) {
+	for _, tc := range []struct {
+		state, want string
+		sentinel    error
+	}{
+		{"28P01", "authentication failed", ErrAuthFailed},
+		{"28000", "authentication failed", ErrAuthFailed},
+		{"3D000", "login refused", ErrLoginRefused},
+	} {
+		err := ConnectError(context.Background(), "primary", fmt.Errorf("failed to connect to `user=app`:\n\t127.0.0.1:5432: %w", stateErr(tc.state)))
+		if !errors.Is(err, tc.sentinel) || !errors.Is(err, ErrBadInput) || errors.Is(err, ErrUnreachable) {
+			t.Errorf("SQLSTATE %s: err = %v; want %v, bad input, not unreachable", tc.state, err, tc.sentinel)
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "connect to primary: "+tc.want+": ") || strings.Contains(msg, "unreachable") {
+			t.Errorf("SQLSTATE %s: err = %q; want it to start %q and not say unreachable", tc.state, msg, "connect to primary: "+tc.want+": ")
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +46,10 @@ func (k Kind) Valid() bool {
 
 // Spec says what to load.
 type Spec struct {
+	// Schema is the schema the tables are created in; it must exist.
+	// Required: Load never picks one, so that a data set never lands
+	// among a user's tables by accident.
+	Schema string
 	// Orders maps tenant_id to its number of orders rows (>= 1 each).
 	Orders map[int]int64
 	// Days spreads created_at over the last Days days (>= 1).
@@ -71,19 +76,22 @@ func Counts(shares []float64, total int64) map[int]int64 {
 	return out
 }
 
-// Schema is the DDL of the data set, without secondary indexes (Load builds
-// them after the rows are in, which is several times faster).
-const Schema = `
-DROP TABLE IF EXISTS orders;
-DROP TABLE IF EXISTS tenants;
-CREATE TABLE tenants (
+// DDL returns the data set's tables in schema, without secondary indexes
+// (Load builds them after the rows are in, which is several times faster).
+// Tables of the data set already in schema are dropped first; nothing
+// outside schema is touched.
+func DDL(schema string) string {
+	return strings.NewReplacer("$s", pgx.Identifier{schema}.Sanitize()).Replace(`
+DROP TABLE IF EXISTS $s.orders;
+DROP TABLE IF EXISTS $s.tenants;
+CREATE TABLE $s.tenants (
 	tenant_id  bigint PRIMARY KEY,
 	name       text NOT NULL,
 	plan       text NOT NULL,
 	orders     bigint NOT NULL,
 	created_at timestamptz NOT NULL
 );
-CREATE TABLE orders (
+CREATE TABLE $s.orders (
 	tenant_id  bigint NOT NULL,
 	id         bigint NOT NULL,
 	created_at timestamptz NOT NULL,
@@ -91,21 +99,24 @@ CREATE TABLE orders (
 	status     text NOT NULL,
 	customer   text NOT NULL,
 	note       text NOT NULL
-);`
+);`)
+}
 
-// indexes are built after the load.
+// indexes are built after the load; the index names follow their table
+// into its schema.
 const indexes = `
-ALTER TABLE orders ADD PRIMARY KEY (tenant_id, id);
-CREATE INDEX orders_tenant_created ON orders (tenant_id, created_at DESC);
-CREATE INDEX orders_tenant_customer ON orders (tenant_id, customer, created_at DESC);`
+ALTER TABLE $s.orders ADD PRIMARY KEY (tenant_id, id);
+CREATE INDEX orders_tenant_created ON $s.orders (tenant_id, created_at DESC);
+CREATE INDEX orders_tenant_customer ON $s.orders (tenant_id, customer, created_at DESC);`
 
-// Tables lists the tables a workload role needs access to.
+// Tables lists the tables a workload role needs access to (in the
+// schema the data set was loaded into).
 var Tables = []string{"tenants", "orders"}
 
 // loadOrders generates every tenant's rows in one statement. Values are pure
 // functions of (tenant_id, id): Knuth's multiplicative hash spreads them.
 const loadOrders = `
-INSERT INTO orders (tenant_id, id, created_at, amount, status, customer, note)
+INSERT INTO $s.orders (tenant_id, id, created_at, amount, status, customer, note)
 SELECT t.id, g,
        $3::timestamptz - make_interval(secs => ((g * 2654435761 + t.id * 40503) % ($4::bigint * 86400))::double precision),
        (((g * 7919 + t.id * 104729) % 100000) / 100.0)::numeric(12,2),
@@ -114,13 +125,15 @@ SELECT t.id, g,
        repeat('x', 20 + ((g * 13) % 60)::int)
 FROM unnest($1::bigint[], $2::bigint[]) AS t(id, n), generate_series(1, t.n) AS g`
 
-// Load creates the schema on conn and loads spec's rows, then builds the
-// indexes and runs ANALYZE. It replaces any earlier data set. now anchors
+// Load creates the tables tenants and orders in spec.Schema on conn and
+// loads spec's rows, then builds the indexes and runs ANALYZE. It replaces
+// the data set's tables in spec.Schema, nothing else. now anchors
 // created_at; pass a fixed time for a reproducible data set.
 func Load(ctx context.Context, conn *pgx.Conn, spec Spec, now time.Time) error {
-	if len(spec.Orders) == 0 || spec.Days < 1 || spec.Customers < 1 {
-		return fmt.Errorf("%w: need orders per tenant, days >= 1 and customers >= 1", ErrSpec)
+	if spec.Schema == "" || len(spec.Orders) == 0 || spec.Days < 1 || spec.Customers < 1 {
+		return fmt.Errorf("%w: need a schema, orders per tenant, days >= 1 and customers >= 1", ErrSpec)
 	}
+	in := strings.NewReplacer("$s", pgx.Identifier{spec.Schema}.Sanitize()).Replace
 	ids := make([]int64, 0, len(spec.Orders))
 	ns := make([]int64, 0, len(spec.Orders))
 	for id := 1; len(ids) < len(spec.Orders); id++ {
@@ -142,20 +155,20 @@ func Load(ctx context.Context, conn *pgx.Conn, spec Spec, now time.Time) error {
 		sql  string
 		args []any
 	}{
-		{"create schema", Schema, nil},
-		{"load tenants", `INSERT INTO tenants SELECT t.id, 'tenant-' || t.id, CASE WHEN t.id = 1 THEN 'enterprise' ELSE 'standard' END, t.n, $3::timestamptz
+		{"create tables", DDL(spec.Schema), nil},
+		{"load tenants", `INSERT INTO $s.tenants SELECT t.id, 'tenant-' || t.id, CASE WHEN t.id = 1 THEN 'enterprise' ELSE 'standard' END, t.n, $3::timestamptz
 			FROM unnest($1::bigint[], $2::bigint[]) AS t(id, n)`, []any{ids, ns, now}},
 		{"load orders", loadOrders, []any{ids, ns, now, spec.Days, spec.Customers}},
 		{"build indexes", indexes, nil},
-		{"analyze", "ANALYZE tenants; ANALYZE orders", nil},
+		{"analyze", "ANALYZE $s.tenants; ANALYZE $s.orders", nil},
 	}
 	for _, s := range steps {
 		var err error
 		if s.args == nil {
 			// Multi-statement text goes over the simple protocol.
-			_, err = conn.PgConn().Exec(ctx, s.sql).ReadAll()
+			_, err = conn.PgConn().Exec(ctx, in(s.sql)).ReadAll()
 		} else {
-			_, err = conn.Exec(ctx, s.sql, s.args...)
+			_, err = conn.Exec(ctx, in(s.sql), s.args...)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.what, err)

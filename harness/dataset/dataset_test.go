@@ -59,7 +59,7 @@ func TestLoad(t *testing.T) {
 
 	counts := dataset.Counts([]float64{0.6, 0.3, 0.1}, 5000)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	spec := dataset.Spec{Orders: counts, Days: 365, Customers: 50}
+	spec := dataset.Spec{Schema: "public", Orders: counts, Days: 365, Customers: 50}
 	if err := dataset.Load(ctx, conn, spec, now); err != nil {
 		t.Fatal(err)
 	}

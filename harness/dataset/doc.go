@@ -6,9 +6,13 @@
 // per tenant follow the traffic power law, so the dominant tenant holds the
 // most. Every generated value is a pure function of (tenant_id, id), so the
 // same counts always load the same rows, with no server-side random().
+// Load creates the tables in the schema it is given, which must exist; the
+// queries name the tables unqualified, for sessions whose search_path is
+// that schema (footprint.InSchema).
 //
 //	counts := dataset.Counts(shares, 200000)
-//	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: counts, Days: 365, Customers: 1000}); err != nil { ... }
+//	spec := dataset.Spec{Schema: "noisysim", Orders: counts, Days: 365, Customers: 1000}
+//	if err := dataset.Load(ctx, conn, spec, time.Now()); err != nil { ... }
 //	q := dataset.Query(dataset.KindLookup, tenant, seq, dataset.Params{...})
 //	_, err = stack.Query(ctx, class, tenantKey, q.SQL, q.Args...)
 package dataset

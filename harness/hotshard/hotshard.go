@@ -19,6 +19,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/pools"
@@ -127,6 +128,10 @@ type Config struct {
 	P99Slack  time.Duration
 	// Seed seeds tenant choice.
 	Seed uint64
+	// Schema holds the data set's tables; it must exist on the coordinator
+	// (footprint.Claim makes it). Every session of the run has it as its
+	// search_path. Empty means footprint.DefaultSchema.
+	Schema string
 	// Log gets progress; nil is silent.
 	Log *slog.Logger
 	// OnPhase, if set, is called as each phase starts (PhaseLoad,
@@ -164,6 +169,9 @@ func (c Config) check() error {
 }
 
 func (c Config) withDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = footprint.DefaultSchema
+	}
 	d := func(v *time.Duration, def time.Duration) {
 		if *v <= 0 {
 			*v = def
@@ -386,6 +394,9 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	if !ok {
 		return res, fmt.Errorf("run hot shard: no coordinator: %w", backend.ErrBadInput)
 	}
+	// Unqualified names (tables, and the regclass arguments of Citus's
+	// functions) resolve in the run's schema alone.
+	coord = footprint.InSchema(coord, cfg.Schema)
 	conn, err := pgx.Connect(ctx, coord.DSN())
 	if err != nil {
 		return res, fmt.Errorf("connect to coordinator: %w", err)
@@ -401,7 +412,7 @@ func Run(ctx context.Context, c backend.Cluster, cfg Config) (Result, error) {
 	for _, t := range pop.Tenants {
 		rowShares = append(rowShares, t.Share)
 	}
-	spec := dataset.Spec{Orders: dataset.Counts(rowShares, cfg.Rows), Days: 30, Customers: 50}
+	spec := dataset.Spec{Schema: cfg.Schema, Orders: dataset.Counts(rowShares, cfg.Rows), Days: 30, Customers: 50}
 	cfg.OnPhase(PhaseLoad, 0)
 	if err := dataset.Load(ctx, conn, spec, time.Now()); err != nil {
 		return res, fmt.Errorf("load data set: %w", err)

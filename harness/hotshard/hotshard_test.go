@@ -11,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/workload"
@@ -64,6 +67,15 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus})
+	coord, _ := backend.First(c, backend.RoleCoordinator)
+	conn, err := pgx.Connect(ctx, coord.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := footprint.Claim(ctx, conn, "coordinator", footprint.Plan{Schema: footprint.DefaultSchema, Run: t.Name()}); err != nil {
+		t.Fatal(err)
+	}
 	var phases []string
 	var queries atomic.Int64
 	res, err := Run(ctx, c, Config{Apply: true, Tenants: 100,

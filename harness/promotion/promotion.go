@@ -20,6 +20,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/directory"
@@ -48,6 +49,10 @@ type Options struct {
 	Now time.Time
 	// Phase, when set, is called at each window change.
 	Phase func(window string, total time.Duration)
+	// Run names the run in the marks on the roles it creates
+	// (footprint.Mark); the data set's schema, data.schema, must exist on
+	// every node (footprint.Claim).
+	Run string
 }
 
 // Node is one node's measured load in a window.
@@ -212,7 +217,11 @@ func (r *runner) schedule(d time.Duration, salt int64) (workload.Schedule, error
 // setup installs the catalog, loads every node's share of the data, creates
 // the roles and opens the routed stack.
 func (r *runner) setup(ctx context.Context) error {
-	r.nodes = r.cluster.Nodes()
+	r.nodes = nil
+	for _, n := range r.cluster.Nodes() {
+		// Every session finds the data set in the run's schema alone.
+		r.nodes = append(r.nodes, footprint.InSchema(n, r.sc.Data.SchemaName()))
+	}
 	if len(r.nodes) < 2 {
 		return fmt.Errorf("%w: topology shards needs at least 2 nodes, the cluster has %d", ErrRun, len(r.nodes))
 	}
@@ -269,7 +278,7 @@ func (r *runner) setup(ctx context.Context) error {
 				return fmt.Errorf("connect to %s: %w", n.Name, err)
 			}
 			defer conn.Close(context.Background())
-			if err := dataset.Load(gctx, conn, dataset.Spec{Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers}, now); err != nil {
+			if err := dataset.Load(gctx, conn, dataset.Spec{Schema: r.sc.Data.SchemaName(), Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers}, now); err != nil {
 				return fmt.Errorf("load data on %s: %w", n.Name, err)
 			}
 			keep := place[n.Name]
@@ -285,7 +294,8 @@ func (r *runner) setup(ctx context.Context) error {
 			if _, err := conn.Exec(gctx, "ANALYZE orders, tenants"); err != nil {
 				return fmt.Errorf("analyze %s: %w", n.Name, err)
 			}
-			if _, err := pools.EnsureRoles(gctx, conn, n.Database, roles...); err != nil {
+			where := fmt.Sprintf("database %q on %s", n.Database, n.Name)
+			if _, err := footprint.EnsureRoles(gctx, conn, where, n.Database, r.opts.Run, roles...); err != nil {
 				return fmt.Errorf("create roles on %s: %w", n.Name, err)
 			}
 			return nil
@@ -309,6 +319,15 @@ func (r *runner) config() *scenario.Configuration { return &r.sc.Configurations[
 
 func roleName(pool string) string { return "noisysim_shard_" + pool }
 
+// RoleNames are the login roles a run of sc creates on every node.
+func RoleNames(sc *scenario.Scenario) []string {
+	c := &sc.Configurations[0]
+	if c.Mode == scenario.ModeShared {
+		return []string{roleName("shared")}
+	}
+	return []string{roleName(string(pools.Interactive)), roleName(string(pools.Heavy))}
+}
+
 // roles are the configuration's roles, with write access to orders (the
 // checked writes) and the same password on every node.
 func (r *runner) roles() []pools.RoleConfig {
@@ -321,9 +340,9 @@ func (r *runner) roles() []pools.RoleConfig {
 			StatementTimeout:                ro.StatementTimeout.Duration(),
 			IdleInTransactionSessionTimeout: ro.IdleInTransactionSessionTimeout.Duration(),
 			WorkMem:                         string(ro.WorkMem),
-			Schemas:                         []string{"public"},
-			ReadTables:                      []string{"tenants"},
-			WriteTables:                     []string{"orders"},
+			Schemas:                         []string{r.sc.Data.SchemaName()},
+			ReadTables:                      []string{r.sc.Data.SchemaName() + ".tenants"},
+			WriteTables:                     []string{r.sc.Data.SchemaName() + ".orders"},
 		}
 	}
 	if c.Mode == scenario.ModeShared {

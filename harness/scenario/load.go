@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/footprint"
 )
 
 // Load reads the scenario file at path and returns it with defaults applied
@@ -535,7 +536,7 @@ func (s *Scenario) applyDefaults() {
 		Backend: Backend{Kind: DefaultBackendKind, Topology: DefaultTopology},
 		Tenants: Tenants{Count: DefaultTenantCount, DominantShare: DefaultDominantShare,
 			Distribution: DefaultDistribution, Exponent: DefaultExponent},
-		Data: Data{Orders: DefaultOrders, Days: DefaultDays, Customers: DefaultCustomers},
+		Data: Data{Orders: DefaultOrders, Days: DefaultDays, Customers: DefaultCustomers, Schema: footprint.DefaultSchema},
 		Load: LoadSpec{Model: DefaultLoadModel, Users: DefaultUsers, ThinkTime: DefaultThinkTime,
 			RetryQueries: DefaultRetryQueries, MaxRetries: DefaultMaxRetries},
 		Phases: Phases{Warmup: DefaultWarmup, Solo: DefaultSolo, Run: DefaultRun, Drain: DefaultDrain},
@@ -550,6 +551,7 @@ func (s *Scenario) applyDefaults() {
 		def.Backend.Topology = backend.TopologyReplica
 	}
 	fill(reflect.ValueOf(s).Elem(), reflect.ValueOf(def), "", has)
+	s.applyTimelineDefaults()
 	s.applyPromotionDefaults()
 	s.applyHotShardDefaults()
 

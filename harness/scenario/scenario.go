@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/footprint"
 )
 
 // Defaults applied by Parse to keys a file leaves out (or sets to null).
@@ -70,8 +71,12 @@ type Scenario struct {
 	Classes []Class `yaml:"classes"`
 	// Load is how requests arrive: open loop (default) or closed loop.
 	Load LoadSpec `yaml:"load"`
-	// Phases are the lengths of the run's phases.
+	// Phases are the lengths of the default timeline's phases, and the
+	// drain after each timeline.
 	Phases Phases `yaml:"phases"`
+	// Timeline is the ordered list of phases every configuration runs.
+	// Empty means DefaultTimeline(Phases): see Steps.
+	Timeline []Phase `yaml:"timeline"`
 	// Configurations are the isolation set-ups to compare, run in file order.
 	// At least one; names unique.
 	Configurations []Configuration `yaml:"configurations"`
@@ -91,7 +96,8 @@ type Scenario struct {
 	// File is the path the scenario was loaded from; empty when built in Go.
 	File string `yaml:"-"`
 
-	ix *index // where each field is in File; nil when built in Go
+	ix      *index // where each field is in File; nil when built in Go
+	derived bool   // the file gives no timeline: Steps derives it from Phases
 }
 
 // BackendKind says where the cluster comes from.
@@ -229,6 +235,19 @@ type Data struct {
 	// Customers is the number of distinct customers per tenant (an upper
 	// bound), >= 1. Default 1000.
 	Customers int `yaml:"customers"`
+	// Schema is the schema noisysim creates its tables in, and drops at the
+	// end of the run; a run refuses to start when it exists and noisysim
+	// did not create it. Default (and when empty) footprint.DefaultSchema
+	// ("noisysim"): read it with SchemaName.
+	Schema string `yaml:"schema"`
+}
+
+// SchemaName returns Schema, or footprint.DefaultSchema when it is empty.
+func (d Data) SchemaName() string {
+	if d.Schema == "" {
+		return footprint.DefaultSchema
+	}
+	return d.Schema
 }
 
 // IsolationClass names the pool, role and limiter that run a class's queries
@@ -527,11 +546,15 @@ type Assertions struct {
 	CleanAfter bool `yaml:"clean_after"`
 }
 
-// QuietP99 is the assertion: each quiet tenant's p99 response time in the
-// full mix ≤ Factor × its solo p99 + Slack, plus one aggregate over all quiet
-// tenants. Tenants with fewer than MinSamples samples in either phase are
-// reported as skipped.
+// QuietP99 is the assertion: each quiet tenant's p99 response time in
+// window Window ≤ Factor × its p99 in window Baseline + Slack, plus one
+// aggregate over all quiet tenants. Tenants with fewer than MinSamples
+// samples in either window are reported as skipped.
 type QuietP99 struct {
+	// Window is the measured phase judged. Default run.
+	Window string `yaml:"window"`
+	// Baseline is the measured phase it is compared with. Default solo.
+	Baseline string `yaml:"baseline"`
 	// Factor, > 0. Default 1.5.
 	Factor float64 `yaml:"factor"`
 	// Slack, >= 0. Default 5ms.
@@ -634,11 +657,15 @@ type Fault struct {
 	Node string `yaml:"node"`
 	// Action is stop, pause or disconnect. Required.
 	Action FaultAction `yaml:"action"`
-	// At is when the fault starts, from the start of the run phase (warm-up
-	// included); >= 0 and < phases.warmup + phases.run. Default 0s.
+	// Phase is the timeline phase At counts from. Default: the first phase
+	// the dominant tenant sends in (with the default timeline, the run's
+	// warm-up).
+	Phase string `yaml:"phase"`
+	// At is when the fault starts, from the start of Phase; >= 0, and the
+	// fault must end by the end of the timeline. Default 0s.
 	At Duration `yaml:"at"`
-	// For is how long the fault lasts before the node is restored; > 0 and
-	// At + For <= phases.warmup + phases.run. Required.
+	// For is how long the fault lasts before the node is restored; > 0.
+	// Required.
 	For Duration `yaml:"for"`
 	// Configurations names the configurations whose run gets the fault.
 	// Empty means every configuration.

@@ -112,8 +112,10 @@ func TestMinimalTakesDefaults(t *testing.T) {
 			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict"},
 			CleanAfter:      true,
 		},
-		File: "testdata/minimal.yaml",
+		File:    "testdata/minimal.yaml",
+		derived: true,
 	}
+	want.Data.Schema = "noisysim"
 	s.ix = nil
 	if !reflect.DeepEqual(*s, want) {
 		t.Errorf("got  %+v\nwant %+v", *s, want)
@@ -446,6 +448,7 @@ func TestValidateMore(t *testing.T) {
 			"configurations: [{name: a, mode: shared, shared: {pool_size: 99999999999, role: {connection_limit: 99999999999}}}]\n" +
 			"tenants: {count: 2000000000}\ndata: {orders: 9223372036854775807, days: 100000000}\nphases: {warmup: 2000000h, run: 2000000h}\n" +
 			"load: {model: closed, users: 1000000000}\n", []string{
+			"3:40 classes[0].rate: must be at most 1e+09 arrivals per second (one per ns), got 1e+300",
 			"4:51 configurations[0].shared.pool_size: must be <= 262143",
 			"4:82 configurations[0].shared.role.connection_limit: must be <= 262143",
 			"5:11 tenants.count: must be <= 100000",
@@ -455,9 +458,16 @@ func TestValidateMore(t *testing.T) {
 			"7:28 phases.run: must be at most 168h0m0s",
 			"8:23 load.users: must be <= 100000",
 		}},
-		{"too many arrivals", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 100}\n  - {name: heavy, query: report, rate: 1e6}\n" + shared +
-			"phases: {warmup: 1s, solo: 1s, run: 20s}\n", []string{
-			"4:34 classes[1].rate: the classes' rates (1.0001e+06 per second in all) over phases.warmup + phases.run (21s) draw about 2.1e+07 arrivals; at most 10000000",
+		{"rate above one per ns", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 100}\n  - {name: heavy, query: report, rate: 2e9}\n" + shared +
+			"phases: {warmup: 1s, solo: 1s, run: 7d}\n", []string{
+			"4:34 classes[1].rate: must be at most 1e+09 arrivals per second (one per ns), got 2e+09",
+			"6:32 phases.run: must be a duration such as",
+		}},
+		{"schema of the user's or of PostgreSQL", head + shared + "data: {schema: public}\n", []string{
+			"5:8 data.schema: \"public\" is PostgreSQL's own or the default schema of user tables",
+		}},
+		{"schema that needs quoting", head + shared + "data: {schema: My-Schema}\n", []string{
+			"5:8 data.schema: must be a lower-case identifier",
 		}},
 		{"no quiet senders", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10, senders: dominant}\n  - {name: heavy, query: report, rate: 1, senders: dominant}\n" + shared, []string{
 			"2:1 classes: no class is sent by the quiet tenants",

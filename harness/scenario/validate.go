@@ -13,14 +13,15 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
+	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/workload"
 )
 
 // Upper bounds of sizes. Beyond them a run would exhaust memory, overflow a
 // number on its way to PostgreSQL, or not end; a typo such as an extra zero
 // is an error naming the field instead. tenants.count is at most
-// workload.MaxTenants, and the classes' rates over warmup plus the longer of
-// solo and run draw at most workload.MaxOps arrivals.
+// workload.MaxTenants, and each class's rate (times a phase's factor) at
+// most workload.MaxRate.
 const (
 	// MaxOrders bounds data.orders: 100,000,000 rows (about 15 GB).
 	MaxOrders = 100_000_000
@@ -175,7 +176,8 @@ func (s *Scenario) problems() []Problem {
 	c.classes(s.Classes)
 	c.load(&s.Load)
 	c.phases(&s.Phases)
-	c.arrivals(s.Classes, &s.Phases)
+	c.timeline(s)
+	c.arrivals(s)
 	c.configurations(s.Configurations)
 	c.assertions(&s.Assertions)
 	c.promotion(s)
@@ -336,6 +338,9 @@ func (c *checker) data(d *Data, tenants int) {
 	}
 	c.between("data.days", d.Days, 1, MaxDays)
 	c.atLeast("data.customers", d.Customers, 1)
+	if err := footprint.ValidSchema(d.SchemaName()); err != nil {
+		c.add("data.schema", "%v", err)
+	}
 }
 
 func (c *checker) classes(cs []Class) {
@@ -421,8 +426,10 @@ func (c *checker) phases(p *Phases) {
 
 // arrivals checks what the classes send, once classes and phases are valid:
 // some class reaches the quiet tenants (or the solo baseline and quiet_p99
-// measure nothing and pass vacuously), and the schedules fit in memory.
-func (c *checker) arrivals(cs []Class, p *Phases) {
+// measure nothing and pass vacuously), and no rate is above what a schedule
+// can draw.
+func (c *checker) arrivals(s *Scenario) {
+	cs := s.Classes
 	total, top, quiet := 0.0, -1, false
 	for i, cl := range cs {
 		if !(cl.Rate > 0) || math.IsInf(cl.Rate, 1) {
@@ -440,21 +447,28 @@ func (c *checker) arrivals(cs []Class, p *Phases) {
 	if !quiet {
 		c.add("classes", "no class is sent by the quiet tenants (senders all or quiet): the solo baseline and quiet_p99 would measure nothing")
 	}
-	for _, d := range []Duration{p.Warmup, p.Solo, p.Run} {
-		if d < 0 || d > MaxPhase {
-			return
+	// The schedule is drawn as it is consumed: no bound on its length, but
+	// each class's rate in each phase is at most one arrival per ns.
+	for i, cl := range cs {
+		for j, p := range s.Timeline {
+			if f := p.Rate(cl.Name); f >= 0 && cl.Rate*f > workload.MaxRate {
+				c.add(fmt.Sprintf("timeline[%d].rates.%s", j, cl.Name), "rate %s × factor %s is above %.0g arrivals per second",
+					fmtFloat(cl.Rate), fmtFloat(f), workload.MaxRate)
+			}
+		}
+		if cl.Rate > workload.MaxRate {
+			c.add(fmt.Sprintf("classes[%d].rate", i), "must be at most %.0g arrivals per second (one per ns), got %s", workload.MaxRate, fmtFloat(cl.Rate))
 		}
 	}
-	phase, d := "run", p.Run
-	if p.Solo > p.Run {
-		phase, d = "solo", p.Solo
+}
+
+// timelineLength is the sum of Steps' lengths.
+func (s *Scenario) timelineLength() Duration {
+	var d Duration
+	for _, p := range s.Steps() {
+		d += p.Length
 	}
-	span := p.Warmup + d
-	if n := total * span.Duration().Seconds(); n > workload.MaxOps {
-		c.add(fmt.Sprintf("classes[%d].rate", top),
-			"the classes' rates (%s per second in all) over phases.warmup + phases.%s (%s) draw about %.2g arrivals; at most %d: lower the rates or shorten the phase",
-			fmtFloat(total), phase, span, n, workload.MaxOps)
-	}
+	return d
 }
 
 func (c *checker) configurations(cs []Configuration) {
@@ -695,8 +709,16 @@ func (c *checker) faults(s *Scenario) {
 	if s.Backend.Topology == backend.TopologyReplica {
 		nodes = append(nodes, "replica1")
 	}
-	window := s.Phases.Warmup.Duration() + s.Phases.Run.Duration()
 	for i, f := range s.Faults {
+		var window time.Duration
+		from := s.FaultPhase(f)
+		if k := s.PhaseIndex(from); k >= 0 {
+			window = (s.timelineLength() - s.PhaseStart(k)).Duration()
+		}
+		span := fmt.Sprintf("the rest of the timeline from phase %s", from)
+		if s.TimelineDerived() && from == PhaseRunWarmup {
+			span = "phases.warmup + phases.run"
+		}
 		p := fmt.Sprintf("faults[%d]", i)
 		switch {
 		case f.Node == "":
@@ -709,9 +731,9 @@ func (c *checker) faults(s *Scenario) {
 		c.positive(p+".for", f.For)
 		if f.At >= 0 && f.For > 0 && window > 0 {
 			if f.At.Duration() >= window {
-				c.add(p+".at", "must be < phases.warmup + phases.run (%s), got %s", window, f.At)
+				c.add(p+".at", "must be < %s (%s), got %s", span, window, f.At)
 			} else if f.At.Duration()+f.For.Duration() > window {
-				c.add(p+".for", "at + for (%s) must be <= phases.warmup + phases.run (%s)", f.At.Duration()+f.For.Duration(), window)
+				c.add(p+".for", "at + for (%s) must be <= %s (%s)", f.At.Duration()+f.For.Duration(), span, window)
 			}
 		}
 		for j, name := range f.Configurations {
@@ -733,22 +755,41 @@ func (c *checker) faultOverlap(s *Scenario, i int) {
 	if f.Node == "" || f.For <= 0 || f.At < 0 {
 		return
 	}
+	fAt, ok := s.faultStart(f)
+	if !ok {
+		return
+	}
 	for j, g := range s.Faults[:i] {
 		if g.Node != f.Node || g.For <= 0 || g.At < 0 {
 			continue
 		}
-		if f.At >= g.At+g.For || g.At >= f.At+f.For {
+		gAt, ok := s.faultStart(g)
+		if !ok || fAt >= gAt+g.For || gAt >= fAt+f.For {
 			continue
 		}
 		name, ok := sharedConfiguration(s, f, g)
 		if !ok {
 			continue
 		}
-		c.add(fmt.Sprintf("faults[%d].at", i), "overlaps faults[%d] (%s %s from %s to %s) in configuration %s: "+
+		when := fmt.Sprintf("from %s to %s of the timeline", gAt, gAt+g.For)
+		if s.FaultPhase(f) == s.FaultPhase(g) {
+			when = fmt.Sprintf("from %s to %s", g.At, g.At+g.For)
+		}
+		c.add(fmt.Sprintf("faults[%d].at", i), "overlaps faults[%d] (%s %s %s) in configuration %s: "+
 			"faults on one node must not overlap; move one, shorten it or give them distinct configurations",
-			j, g.Action, g.Node, g.At, g.At+g.For, name)
+			j, g.Action, g.Node, when, name)
 		return
 	}
+}
+
+// faultStart returns when fault f starts, from the start of the timeline;
+// false when its phase is unknown.
+func (s *Scenario) faultStart(f Fault) (Duration, bool) {
+	k := s.PhaseIndex(s.FaultPhase(f))
+	if k < 0 {
+		return 0, false
+	}
+	return s.PhaseStart(k) + f.At, true
 }
 
 // sharedConfiguration returns the first configuration of s that both f and

@@ -54,7 +54,7 @@ func TestHotShardLadder(t *testing.T) {
 		shares = append(shares, 0.4/19)
 	}
 	const rows = 20000
-	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: dataset.Counts(shares, rows), Days: 30, Customers: 50}, time.Unix(1.7e9, 0)); err != nil {
+	if err := dataset.Load(ctx, conn, dataset.Spec{Schema: "public", Orders: dataset.Counts(shares, rows), Days: 30, Customers: 50}, time.Unix(1.7e9, 0)); err != nil {
 		t.Fatal(err)
 	}
 	dist := citus.Distribution{Tables: []string{"tenants", "orders"}}
@@ -223,7 +223,7 @@ func TestLadderDedicatesCheaperWorker(t *testing.T) {
 	for id := 2; id <= 8; id++ {
 		orders[id] = 20
 	}
-	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: orders, Days: 30, Customers: 20}, time.Unix(1.7e9, 0)); err != nil {
+	if err := dataset.Load(ctx, conn, dataset.Spec{Schema: "public", Orders: orders, Days: 30, Customers: 20}, time.Unix(1.7e9, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: dataset.Tables}); err != nil {

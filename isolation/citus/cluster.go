@@ -261,7 +261,9 @@ func (l Layout) TenantShard(ctx context.Context, db DB, tenant string) (int64, e
 // their shards, load per worker and per shard (a shard's load is the sum
 // of its tenants'), and each shard's size in bytes: its shard group's
 // (l.GroupBytes, what a move carries), or l.Bytes when the group sizes were
-// not read. Tenants' shards are looked up in one round trip (TenantShards).
+// not read. Tenants' shards are looked up in one round trip (TenantShards);
+// a tenant that is not a value of the distribution column (a tag such as
+// t:multi) goes to State.Unplaced with its share.
 func (l Layout) State(ctx context.Context, db DB, load Load) (State, error) {
 	bytes := l.GroupBytes
 	if len(bytes) < len(l.Placements) {
@@ -278,11 +280,12 @@ func (l Layout) State(ctx context.Context, db DB, load Load) (State, error) {
 		return State{}, err
 	}
 	for _, id := range ids {
+		share := load.Tenants[id]
 		shard, ok := shards[id]
 		if !ok {
-			return State{}, fmt.Errorf("find shard of tenant %s: none returned", id)
+			s.Unplaced = append(s.Unplaced, Tenant{ID: id, Share: share})
+			continue
 		}
-		share := load.Tenants[id]
 		s.Tenants = append(s.Tenants, Tenant{ID: id, Share: share, ShardID: shard, Isolated: l.Single[shard]})
 		s.ShardLoad[shard] += share
 	}

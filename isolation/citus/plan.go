@@ -122,6 +122,12 @@ type State struct {
 	ShardBytes map[int64]int64
 	// Tenants are the tenants with a measured share, any order.
 	Tenants []Tenant
+	// Unplaced are measured tags that are not a value of the distribution
+	// column (a query across tenants tagged t:multi, an application's own
+	// tag, an empty t:), with their share (ShardID 0): load no shard can be
+	// charged with. Decide plans nothing for them and reports them in
+	// Plan.Unplaced.
+	Unplaced []Tenant
 }
 
 // Action is what a Step does.
@@ -199,6 +205,9 @@ type Plan struct {
 	// where its share says. Steps after an isolate are computed from the
 	// current placements: Apply re-plans after each step.
 	Steps []Step
+	// Unplaced is State.Unplaced, the largest share first: load on no
+	// shard, which no step can move.
+	Unplaced []Tenant
 }
 
 // Decide applies the policy ladder to s: for each tenant above
@@ -283,6 +292,10 @@ func Decide(s State, th Thresholds) Plan {
 			return c
 		}
 		return cmp.Compare(a.ID, b.ID)
+	})
+	p.Unplaced = slices.Clone(s.Unplaced)
+	slices.SortFunc(p.Unplaced, func(a, b Tenant) int {
+		return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(a.ID, b.ID))
 	})
 	pl := newPlanner(s, th, tenants, shared, count)
 	for _, t := range tenants {

@@ -33,6 +33,14 @@
 //     and lets the pool open extra connections meanwhile. A connection that
 //     is broken, busy, inside a transaction, or whose reset fails is closed
 //     instead (a running statement is cancelled first).
+//   - A connection closed instead leaves the pool only once its server
+//     process has exited (the server closes the socket as the process
+//     exits): the call returns at once, the pool keeps counting the
+//     connection meanwhile (PoolStat.Closing; WaitClosed waits for it).
+//     So a call whose deadline passes mid-statement never lets the pool
+//     open a replacement while the old backend still counts against the
+//     role's CONNECTION LIMIT, and a cancel storm is never refused with
+//     53300.
 //   - DB time is the wall time of the work as the client saw it, recorded
 //     by the call itself whether it succeeded, failed or panicked.
 //

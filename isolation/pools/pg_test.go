@@ -342,6 +342,7 @@ func TestL5FailingTagIsBounded(t *testing.T) {
 	if st := lim.TenantStat("a"); st.InFlight != 0 || st.Admitted != st.Released {
 		t.Errorf("limiter slot not returned: %+v", st)
 	}
+	waitClosed(t, s)
 	if st := s.Stat().Pools[0]; st.TotalConns != 0 || st.Destroyed != calls.Load() || st.TagFailures != calls.Load() {
 		t.Errorf("pool stat %+v: want every failed connection destroyed", st)
 	}
@@ -377,6 +378,7 @@ func TestL5LedgerDoesNotDependOnReset(t *testing.T) {
 	if len(u) != 1 || u[0].Tenant != "a" || u[0].DBTime < 50*time.Millisecond || u[0].DBTime != res.DBTime {
 		t.Errorf("ledger %+v, want a's ≥ 50ms", u)
 	}
+	waitClosed(t, s)
 	if st := s.Stat().Pools[0]; st.Destroyed != 1 || st.TotalConns != 0 {
 		t.Errorf("pool stat %+v: want the unreset connection destroyed", st)
 	}
@@ -812,8 +814,12 @@ func TestPanicReturnsSlotAndConnection(t *testing.T) {
 	if st := lim.TenantStat("a"); st.InFlight != 0 {
 		t.Errorf("limiter slot kept after panic: %+v", st)
 	}
-	if st := s.Stat().Pools[0]; st.Borrowed != 0 || st.Destroyed != 1 || st.AcquiredConns != 0 {
+	if st := s.Stat().Pools[0]; st.Borrowed != 0 || st.Destroyed != 1 {
 		t.Errorf("pool stat %+v: want the connection destroyed", st)
+	}
+	waitClosed(t, s)
+	if st := s.Stat().Pools[0]; st.Closing != 0 || st.AcquiredConns != 0 {
+		t.Errorf("pool stat %+v: want the connection closed", st)
 	}
 	// The statement was cancelled on the server, not left running.
 	if !eventually(2*time.Second, func() bool {

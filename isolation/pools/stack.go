@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/noisysim/noisysim/isolation"
@@ -150,6 +153,7 @@ type Stack struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+	closing   sync.WaitGroup // destroyed connections still closing
 
 	// tag sets the tenant tag on a borrowed connection and reset restores
 	// a returned one; tests replace them to make these steps fail.
@@ -165,6 +169,7 @@ type pool struct {
 
 	borrowed    atomic.Int64
 	destroyed   atomic.Int64
+	closing     atomic.Int64
 	tagFailures atomic.Int64
 }
 
@@ -527,21 +532,59 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished bool) {
 	conn.Release()
 }
 
-// destroyTimeout bounds closing a connection that will not be reused.
-const destroyTimeout = time.Second
+// closeTimeout bounds the close of a connection given up on: the wait for
+// its server process to exit (pgx gives its own asynchronous close as long).
+const closeTimeout = 15 * time.Second
 
-// destroy takes conn out of its pool and closes it; a running statement is
-// cancelled first so that the server stops working on it.
+// destroy takes conn out of service. The call goes on at once; the pool
+// keeps counting the connection until its server process has exited: a
+// running statement is cancelled, the session terminated, and the socket
+// read until the server closes it, which PostgreSQL does only as the
+// process exits. Until then the backend still counts against its role's
+// CONNECTION LIMIT; freeing the pool's slot earlier (pgx closes a
+// connection whose context ended mid-statement asynchronously) would let
+// the pool open a replacement beside it and the server refuse that with
+// 53300. After closeTimeout the slot is freed anyway.
 func (s *Stack) destroy(p *pool, conn *pgxpool.Conn, why string, err error) {
 	p.destroyed.Add(1)
-	pc := conn.Hijack()
-	ctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
-	defer cancel()
-	if !pc.IsClosed() && pc.PgConn().IsBusy() {
-		_ = pc.PgConn().CancelRequest(ctx)
-	}
-	_ = pc.Close(ctx)
+	p.closing.Add(1)
+	s.closing.Add(1)
 	s.log.Debug("connection destroyed", "pool", p.cfg.Name, "reason", why, "err", err)
+	go func() {
+		defer s.closing.Done()
+		defer p.closing.Add(-1)
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		pc := conn.Conn()
+		if !pc.IsClosed() {
+			terminate(ctx, pc.PgConn())
+			_ = pc.Close(ctx)
+		}
+		select {
+		case <-pc.PgConn().CleanupDone(): // pgx's own close, if it had one under way
+		case <-ctx.Done():
+		}
+		conn.Hijack() // frees the pool's slot
+	}()
+}
+
+// terminate cancels pc's running statement, if any, ends its session and
+// reads the socket until the server closes it (its process has exited) or
+// ctx ends. pc must be open; close it afterwards.
+func terminate(ctx context.Context, pc *pgconn.PgConn) {
+	if pc.IsBusy() {
+		_ = pc.CancelRequest(ctx)
+	}
+	nc := pc.Conn()
+	deadline, _ := ctx.Deadline()
+	if nc.SetDeadline(deadline) != nil {
+		return
+	}
+	msg, _ := (&pgproto3.Terminate{}).Encode(nil)
+	if _, err := nc.Write(msg); err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, nc)
 }
 
 // count adds err to tenant × class's error counters.
@@ -581,6 +624,10 @@ type PoolStat struct {
 	// returning them (broken, panic, open transaction, failed tag or
 	// reset).
 	Destroyed int64
+	// Closing is how many of those are still closing: their server process
+	// has not exited yet, so the pool still counts them (in AcquiredConns
+	// and TotalConns) and opens no replacement. WaitClosed waits for 0.
+	Closing int64
 	// TagFailures is how many borrow-time tag attempts failed.
 	TagFailures int64
 }
@@ -618,7 +665,7 @@ func (s *Stack) Stat() Stat {
 			Name: p.cfg.Name, Node: p.cfg.Node, AppName: p.cfg.AppName, Addr: p.addr, Standby: p.standby,
 			MaxConns: ps.MaxConns(), TotalConns: ps.TotalConns(), IdleConns: ps.IdleConns(), AcquiredConns: ps.AcquiredConns(),
 			AcquireCount: ps.AcquireCount(), EmptyAcquireCount: ps.EmptyAcquireCount(), CanceledAcquireCount: ps.CanceledAcquireCount(),
-			Borrowed: p.borrowed.Load(), Destroyed: p.destroyed.Load(), TagFailures: p.tagFailures.Load(),
+			Borrowed: p.borrowed.Load(), Destroyed: p.destroyed.Load(), Closing: p.closing.Load(), TagFailures: p.tagFailures.Load(),
 		})
 	}
 	st.Limiters = map[Class]limiter.Stat{}
@@ -659,14 +706,38 @@ func (s *Stack) Errors(tenant string, c Class) map[ErrorClass]int64 {
 	return out
 }
 
+// WaitClosed waits until every connection the Stack gave up on is closed
+// and its server process has exited (Stat's Closing is 0 in every pool), or
+// returns ctx.Err(). A call returns as soon as it has failed; the
+// connection it leaves behind is closed after it (see PoolStat.Closing).
+func (s *Stack) WaitClosed(ctx context.Context) error {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := int64(0)
+		for _, p := range s.pools {
+			n += p.closing.Load()
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %d connections to close: %w", n, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // Close stops new calls (they return ErrClosed) and closes the pools. It
-// waits for calls in progress to return their connections. It is
-// idempotent and safe to call from several goroutines. It does not close
-// the limiters.
+// waits for calls in progress to return their connections and for the
+// connections given up on to close. It is idempotent and safe to call from
+// several goroutines. It does not close the limiters.
 func (s *Stack) Close() {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
 		s.closePools()
+		s.closing.Wait()
 	})
 }
 

@@ -80,7 +80,7 @@ func TestExternalErrors(t *testing.T) {
 		{"unknown topology", external.Config{Primary: p.DSN()}, backend.Spec{Topology: "ring"}, backend.ErrBadInput},
 		{"malformed DSN", external.Config{Primary: "postgres://u:pw@host:notaport/db"}, backend.Spec{}, backend.ErrBadInput},
 		{"server down", external.Config{Primary: down.DSN()}, backend.Spec{}, backend.ErrUnreachable},
-		{"wrong password", external.Config{Primary: wrongPassword(p)}, backend.Spec{}, backend.ErrUnreachable},
+		{"wrong password", external.Config{Primary: wrongPassword(p)}, backend.Spec{}, backend.ErrAuthFailed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,6 +93,9 @@ func TestExternalErrors(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error on several lines: %q", err)
+			}
+			if tc.want == backend.ErrAuthFailed && (!strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), "unreachable")) {
+				t.Errorf("wrong password: %q, want authentication failed, not unreachable", err)
 			}
 			for _, secret := range []string{p.Password, "s3cret-never-shown"} {
 				if strings.Contains(err.Error(), secret) {

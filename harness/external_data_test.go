@@ -1,0 +1,243 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
+	"github.com/noisysim/noisysim/harness/scenario"
+)
+
+// userDB is an existing database, as a user of noisysim would point an
+// external scenario at: a table orders of their own with one row, and a
+// role of their own.
+type userDB struct {
+	admin *pgx.Conn
+	role  string // the user's role, as pg_roles and its settings showed it before any run
+}
+
+const userOrders = `
+CREATE TABLE public.orders (id int PRIMARY KEY, customer text NOT NULL);
+INSERT INTO public.orders VALUES (1, 'the user''s only order');
+CREATE ROLE app_user LOGIN CONNECTION LIMIT 7 PASSWORD 'secret';
+ALTER ROLE app_user SET statement_timeout = '1234ms';
+GRANT SELECT ON public.orders TO app_user;`
+
+// roleState is everything about the user's role a run could change.
+const roleState = `SELECT r.rolname || ' ' || r.rolcanlogin || ' ' || r.rolconnlimit || ' ' || coalesce(r.rolpassword, '') || ' ' ||
+	coalesce((SELECT string_agg(s, ',') FROM pg_db_role_setting d, unnest(d.setconfig) s WHERE d.setrole = r.oid), '') || ' ' ||
+	coalesce(shobj_description(r.oid, 'pg_authid'), '') || ' ' ||
+	has_table_privilege(r.oid, 'public.orders', 'SELECT')
+	FROM pg_authid r WHERE rolname = 'app_user'`
+
+func newUserDB(t *testing.T, c backend.Cluster) *userDB {
+	t.Helper()
+	primary, _ := backend.First(c, backend.RolePrimary)
+	admin, err := pgx.Connect(t.Context(), primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	if _, err := admin.Exec(t.Context(), userOrders); err != nil {
+		t.Fatal(err)
+	}
+	u := &userDB{admin: admin}
+	if err := admin.QueryRow(t.Context(), roleState).Scan(&u.role); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NOISYSIM_TEST_USER_DSN", primary.DSN())
+	return u
+}
+
+// check fails t unless the user's table, its row and role are as they were
+// and nothing of noisysim is left: no schema, no role, no session.
+func (u *userDB) check(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var rows []string
+	r, err := u.admin.Query(ctx, "SELECT id || ' ' || customer FROM public.orders ORDER BY id")
+	if err != nil {
+		t.Fatalf("the user's table orders: %v", err)
+	}
+	rows, err = pgx.CollectRows(r, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(rows) != "[1 the user's only order]" {
+		t.Errorf("the user's orders hold %d rows %q, want their one row", len(rows), rows[:min(len(rows), 3)])
+	}
+	var role string
+	if err := u.admin.QueryRow(ctx, roleState).Scan(&role); err != nil {
+		t.Fatalf("the user's role: %v", err)
+	}
+	if role != u.role {
+		t.Errorf("the user's role changed:\n got %s\nwant %s", role, u.role)
+	}
+	left := func(what, sql string) {
+		r, err := u.admin.Query(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(r, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(names) > 0 {
+			t.Errorf("%s left behind: %v", what, names)
+		}
+	}
+	left("schemas", "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'noisysim%'")
+	left("roles", "SELECT rolname::text FROM pg_roles WHERE rolname LIKE 'noisysim%'")
+	left("tables", "SELECT oid::regclass::text FROM pg_class WHERE relkind IN ('r', 'p') AND relnamespace <> 'pg_catalog'::regnamespace AND relnamespace <> 'information_schema'::regnamespace AND oid <> 'public.orders'::regclass")
+	left("sessions", "SELECT usename::text FROM pg_stat_activity WHERE usename LIKE 'noisysim%' OR application_name LIKE 't:%'")
+}
+
+const onUserDB = `
+name: external
+seed: 5
+backend: {kind: external, primary_dsn: "${NOISYSIM_TEST_USER_DSN}"}
+tenants: {count: 5}
+data: {orders: 2000}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 100}
+phases: {warmup: 200ms, solo: 1s, run: 1s, drain: 500ms}
+configurations:
+  - {name: naive, mode: shared, expect: fail}
+  - {name: isolated, mode: isolated}
+assertions: {quiet_p99: {min_samples: 1000000}}
+`
+
+func parse(t *testing.T, text string) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Parse([]byte(text), "external.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// TestExternalDatabaseKeepsUserData runs scenarios against a database
+// noisysim did not start, which holds a table orders and a role of the
+// user's: after a run, a failed run and an interrupted one, the user's
+// table, row and role are as they were and nothing noisysim created is
+// left. A schema or role of the names noisysim would use that it did not
+// create makes the run refuse to start, touching nothing.
+func TestExternalDatabaseKeepsUserData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: scenario runs in -short mode")
+	}
+	c := localtest.Start(t, backend.Spec{})
+	u := newUserDB(t, c)
+	run := func(t *testing.T, sc *scenario.Scenario, opts harness.Options) error {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		_, err := harness.Run(ctx, sc, opts)
+		return err
+	}
+
+	t.Run("run", func(t *testing.T) {
+		if err := run(t, parse(t, onUserDB), harness.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		u.check(t)
+	})
+	t.Run("assertion fails", func(t *testing.T) {
+		if err := run(t, parse(t, onUserDB), harness.Options{Only: "naive"}); err != nil {
+			t.Fatal(err)
+		}
+		u.check(t)
+	})
+	t.Run("run fails", func(t *testing.T) {
+		// The server refuses the heavy role's work_mem: the run fails once
+		// the data set is loaded and the roles are being created.
+		sc := parse(t, strings.Replace(onUserDB, "{name: isolated, mode: isolated}",
+			"{name: isolated, mode: isolated, heavy: {role: {work_mem: 9000TB}}}", 1))
+		err := run(t, sc, harness.Options{})
+		if !errors.Is(err, harness.ErrRun) {
+			t.Fatalf("got %v, want a failed run", err)
+		}
+		u.check(t)
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var once sync.Once
+		_, err := harness.Run(ctx, parse(t, onUserDB), harness.Options{ProgressEvery: 50 * time.Millisecond,
+			Progress: func(p harness.Progress) {
+				if p.Phase == harness.PhaseRun && p.Elapsed > 300*time.Millisecond {
+					once.Do(cancel)
+				}
+			}})
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want the run cancelled", err)
+		}
+		u.check(t)
+	})
+	t.Run("kept", func(t *testing.T) {
+		// --keep leaves the schema and roles for a look; the next run
+		// takes them over (they carry noisysim's mark) and removes them.
+		if err := run(t, parse(t, onUserDB), harness.Options{Only: "isolated", Keep: true}); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := u.admin.QueryRow(t.Context(), "SELECT count(*) FROM noisysim.orders").Scan(&n); err != nil || n != 2000 {
+			t.Errorf("kept noisysim.orders: %d rows, %v; want 2000", n, err)
+		}
+		if err := run(t, parse(t, onUserDB), harness.Options{Only: "isolated"}); err != nil {
+			t.Fatal(err)
+		}
+		u.check(t)
+	})
+
+	refuse := []struct {
+		name, create, drop, want string
+	}{
+		{"schema", "CREATE SCHEMA noisysim; CREATE TABLE noisysim.orders (id int); INSERT INTO noisysim.orders VALUES (7)",
+			"DROP SCHEMA noisysim CASCADE", `schema "noisysim"`},
+		{"role", "CREATE ROLE noisysim_isolated_interactive CONNECTION LIMIT 3",
+			"DROP ROLE noisysim_isolated_interactive", `role "noisysim_isolated_interactive"`},
+	}
+	for _, tc := range refuse {
+		t.Run("refuses a "+tc.name+" it did not create", func(t *testing.T) {
+			if _, err := u.admin.Exec(t.Context(), tc.create); err != nil {
+				t.Fatal(err)
+			}
+			var before string
+			// Every schema, its comment, tables and rows, and every role of
+			// noisysim's names, with their settings.
+			state := `SELECT concat_ws('|',
+				(SELECT string_agg(nspname || ' ' || coalesce(obj_description(oid, 'pg_namespace'), ''), ',') FROM pg_namespace WHERE nspname LIKE 'noisysim%'),
+				(SELECT string_agg(c.oid::regclass::text || ' ' || c.reltuples, ',') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE nspname LIKE 'noisysim%'),
+				(SELECT string_agg(query_to_xml('SELECT * FROM ' || c.oid::regclass, false, false, '')::text, ',') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE nspname LIKE 'noisysim%' AND relkind = 'r'),
+				(SELECT string_agg(rolname || ' ' || rolcanlogin || ' ' || rolconnlimit || ' ' || coalesce(shobj_description(oid, 'pg_authid'), ''), ',') FROM pg_roles WHERE rolname LIKE 'noisysim%'))`
+			if err := u.admin.QueryRow(t.Context(), state).Scan(&before); err != nil {
+				t.Fatal(err)
+			}
+			err := run(t, parse(t, onUserDB), harness.Options{})
+			if !errors.Is(err, backend.ErrBadInput) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("got %v; want one line naming %s, as bad input", err, tc.want)
+			}
+			var after string
+			if err := u.admin.QueryRow(t.Context(), state).Scan(&after); err != nil {
+				t.Fatal(err)
+			}
+			if after != before {
+				t.Errorf("the user's %s changed: %q, was %q", tc.name, after, before)
+			}
+			if _, err := u.admin.Exec(t.Context(), tc.drop); err != nil {
+				t.Fatal(err)
+			}
+			u.check(t)
+		})
+	}
+}

@@ -1,0 +1,94 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/footprint"
+	"github.com/noisysim/noisysim/harness/promotion"
+)
+
+// removeTimeout bounds the removal of what a run created, which runs after
+// the run's context may have ended.
+const removeTimeout = time.Minute
+
+// footprintNodes are the nodes a run creates its schema and roles on: the
+// writable ones (replicas replay them, Citus propagates them to workers).
+func footprintNodes(c backend.Cluster) []backend.Node {
+	var out []backend.Node
+	for _, n := range c.Nodes() {
+		switch n.Role {
+		case backend.RolePrimary, backend.RoleCoordinator, backend.RoleShard:
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// roleNames are the login roles the scenario's run creates.
+func (r *runner) roleNames() []string {
+	switch {
+	case r.sc.HotSharding():
+		return nil // the hot-shard run logs in as the DSN's user
+	case r.sc.Promoting():
+		return promotion.RoleNames(r.sc)
+	}
+	var out []string
+	for i := range r.sc.Configurations {
+		for _, rc := range rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName()) {
+			out = append(out, rc.Name)
+		}
+	}
+	return out
+}
+
+// claim makes the run's schema on every writable node, refusing (before
+// anything is created) a schema or role of the run's names that noisysim
+// did not create. The returned remove drops what the run created, whatever
+// the run's outcome; it is a no-op with Options.Keep.
+func (r *runner) claim(ctx context.Context) (remove func(), err error) {
+	r.runID = fmt.Sprintf("%s-%d", r.started.UTC().Format("20060102T150405Z"), os.Getpid())
+	plan := footprint.Plan{Schema: r.sc.Data.SchemaName(), Roles: r.roleNames(), Run: r.runID}
+	var claimed []backend.Node
+	remove = func() {
+		if r.opts.Keep {
+			for _, n := range claimed {
+				r.log.Info("kept", "node", n.Name, "schema", plan.Schema, "roles", plan.Roles)
+			}
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		defer cancel()
+		for _, n := range claimed {
+			err := withConn(ctx, n, func(conn *pgx.Conn) error { return footprint.Remove(ctx, conn, plan) })
+			if err != nil {
+				r.log.Error("remove what the run created", "node", n.Name, "schema", plan.Schema, "roles", plan.Roles, "err", err)
+			}
+		}
+	}
+	for _, n := range footprintNodes(r.cluster) {
+		where := fmt.Sprintf("database %q on %s", n.Database, n.Name)
+		err := withConn(ctx, n, func(conn *pgx.Conn) error { return footprint.Claim(ctx, conn, where, plan) })
+		if err != nil {
+			remove()
+			return nil, fmt.Errorf("%w: %w", ErrRun, err)
+		}
+		claimed = append(claimed, n)
+	}
+	return remove, nil
+}
+
+// withConn runs f on a connection to n as its superuser.
+func withConn(ctx context.Context, n backend.Node, f func(*pgx.Conn) error) error {
+	conn, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		return fmt.Errorf("connect to %s %s: %w", n.Name, n.RedactedDSN(), err)
+	}
+	defer conn.Close(context.Background())
+	return f(conn)
+}

@@ -1,0 +1,28 @@
+// Package footprint keeps what noisysim creates on a database to what it
+// can find and remove again, and never touches anything else.
+//
+// A run's tables live in a schema of noisysim's own (DefaultSchema, or the
+// scenario's data.schema), and its login roles carry a comment that marks
+// them as noisysim's (Mark). The contract, step by step:
+//
+//   - Claim, before anything is created: when the schema or one of the
+//     roles the run will create exists without the mark, it returns a
+//     *ForeignError (backend.ErrBadInput) and changes nothing. A marked
+//     schema an earlier run left is dropped and made again, marked.
+//   - InSchema gives the nodes whose DSNs set search_path to the schema
+//     alone: unqualified names in noisysim's sessions resolve there.
+//   - EnsureRoles creates the roles (pools.EnsureRoles) and marks them in
+//     one transaction.
+//   - Remove, at the end of the run whatever its outcome: ends the marked
+//     roles' sessions, drops the schema if marked, revokes the roles'
+//     privileges and drops them. Unmarked objects are never dropped.
+//
+// Example:
+//
+//	p := footprint.Plan{Schema: footprint.DefaultSchema, Roles: []string{"noisysim_app"}, Run: runID}
+//	if err := footprint.Claim(ctx, admin, `database "app"`, p); err != nil {
+//		return err // a *ForeignError names what exists
+//	}
+//	defer footprint.Remove(context.WithoutCancel(ctx), admin, p)
+//	node = footprint.InSchema(node, p.Schema)
+package footprint

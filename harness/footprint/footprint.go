@@ -1,0 +1,283 @@
+package footprint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/isolation/pools"
+)
+
+// DefaultSchema is the schema noisysim creates its objects in when a
+// scenario names none (data.schema).
+const DefaultSchema = "noisysim"
+
+// markPrefix starts the comment on every schema and role noisysim creates;
+// an object whose comment does not start with it is not noisysim's.
+const markPrefix = "created by noisysim"
+
+// Mark returns the comment noisysim puts on a schema or role it creates in
+// run.
+func Mark(run string) string {
+	return markPrefix + " run " + run + "; removed at the end of the run unless kept"
+}
+
+func marked(comment *string) bool { return comment != nil && strings.HasPrefix(*comment, markPrefix) }
+
+// schemaName is what data.schema may be: a lower-case identifier that
+// needs no quoting, not in PostgreSQL's reserved pg_ prefix.
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ValidSchema returns an error saying what is wrong with name as the
+// schema of noisysim's objects, or nil.
+func ValidSchema(name string) error {
+	switch {
+	case !schemaName.MatchString(name):
+		return fmt.Errorf("must be a lower-case identifier (letters a-z, digits, '_', not starting with a digit, at most 63), got %q", name)
+	case strings.HasPrefix(name, "pg_") || name == "public" || name == "information_schema":
+		return fmt.Errorf("%q is PostgreSQL's own or the default schema of user tables; name a schema for noisysim alone", name)
+	}
+	return nil
+}
+
+// Plan is what one run creates on one database: a schema holding every
+// table it makes, and login roles (cluster-wide). Run names the run in the
+// mark.
+type Plan struct {
+	Schema string
+	Roles  []string
+	Run    string
+}
+
+// ForeignError reports objects a run would create that already exist and
+// were not created by noisysim: it refuses to touch them. It unwraps to
+// backend.ErrBadInput.
+type ForeignError struct {
+	// Where is the database, e.g. `database "app" on primary`.
+	Where string
+	// Objects are the objects found, e.g. `schema "noisysim"`.
+	Objects []string
+}
+
+func (e *ForeignError) Error() string {
+	verb, it := "exists", "it"
+	if len(e.Objects) > 1 {
+		verb, it = "exist", "them"
+	}
+	return fmt.Sprintf("%s: %s %s and noisysim did not create %s (no %q comment); noisysim will not touch %s: choose another data.schema or configuration name, or remove %s yourself",
+		e.Where, strings.Join(e.Objects, ", "), verb, it, markPrefix, it, it)
+}
+
+// Unwrap returns backend.ErrBadInput.
+func (e *ForeignError) Unwrap() error { return backend.ErrBadInput }
+
+// Querier runs a query: *pgx.Conn and pgx.Tx satisfy it.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// foreign returns p's schema and roles that exist on db without noisysim's
+// mark, and whether the schema exists with the mark.
+func foreign(ctx context.Context, db Querier, p Plan) (objects []string, ours bool, err error) {
+	rows, err := db.Query(ctx, `
+		SELECT 'schema', nspname::text, obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1
+		UNION ALL
+		SELECT 'role', rolname::text, shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = ANY($2)
+		ORDER BY 1 DESC, 2`, p.Schema, p.Roles)
+	if err != nil {
+		return nil, false, fmt.Errorf("read existing schema and roles: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind, name string
+		var comment *string
+		if err := rows.Scan(&kind, &name, &comment); err != nil {
+			return nil, false, err
+		}
+		switch {
+		case !marked(comment):
+			objects = append(objects, fmt.Sprintf("%s %q", kind, name))
+		case kind == "schema":
+			ours = true
+		}
+	}
+	return objects, ours, rows.Err()
+}
+
+// Claim makes p's schema on the database conn is connected to: it refuses,
+// with a *ForeignError and before changing anything, when the schema or
+// one of p.Roles exists without noisysim's mark; else it drops the schema
+// an earlier run left (kept, or cut off before its end), creates it again
+// and marks it, in one transaction. where names the database in errors.
+func Claim(ctx context.Context, conn *pgx.Conn, where string, p Plan) error {
+	if err := ValidSchema(p.Schema); err != nil {
+		return fmt.Errorf("schema: %w: %w", err, backend.ErrBadInput)
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		objects, ours, err := foreign(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		if len(objects) > 0 {
+			return &ForeignError{Where: where, Objects: objects}
+		}
+		schema := ident(p.Schema)
+		if ours {
+			if _, err := tx.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+				return fmt.Errorf("drop schema %s an earlier run left: %w", p.Schema, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+			return fmt.Errorf("create schema %s: %w", p.Schema, err)
+		}
+		if _, err := tx.Exec(ctx, "COMMENT ON SCHEMA "+schema+" IS "+literal(Mark(p.Run))); err != nil {
+			return fmt.Errorf("mark schema %s: %w", p.Schema, err)
+		}
+		return nil
+	})
+}
+
+// EnsureRoles creates or updates roles as pools.EnsureRoles does and marks
+// each as noisysim's for run, all in one transaction: a role is never left
+// created but unmarked. It refuses, with a *ForeignError and changing
+// nothing, when one of them exists without noisysim's mark.
+func EnsureRoles(ctx context.Context, conn *pgx.Conn, where, database, run string, roles ...pools.RoleConfig) (map[string]string, error) {
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = r.Name
+	}
+	var passwords map[string]string
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// No schema is checked here: no schema is named "".
+		objects, _, err := foreign(ctx, tx, Plan{Roles: names})
+		if err != nil {
+			return err
+		}
+		if len(objects) > 0 {
+			return &ForeignError{Where: where, Objects: objects}
+		}
+		if passwords, err = pools.EnsureRoles(ctx, tx, database, roles...); err != nil {
+			return err
+		}
+		for _, n := range names {
+			if _, err := tx.Exec(ctx, "COMMENT ON ROLE "+ident(n)+" IS "+literal(Mark(run))); err != nil {
+				return fmt.Errorf("mark role %s: %w", n, err)
+			}
+		}
+		return nil
+	})
+	return passwords, err
+}
+
+// SessionWait bounds how long Remove waits for the sessions of the roles it
+// drops to end.
+const SessionWait = 10 * time.Second
+
+// Remove undoes p on the database conn is connected to, taking only what
+// carries noisysim's mark: it ends the sessions of p's marked roles and
+// waits for them to go (up to SessionWait), drops p's schema with all it
+// holds, then revokes what was granted to the roles and drops them. A
+// schema or role without the mark is left as it is. It returns the first
+// error after trying every step.
+func Remove(ctx context.Context, conn *pgx.Conn, p Plan) error {
+	var errs []error
+	roles, err := markedRoles(ctx, conn, p.Roles)
+	errs = append(errs, err)
+	if len(roles) > 0 {
+		errs = append(errs, endSessions(ctx, conn, roles))
+	}
+	if p.Schema != "" {
+		var comment *string
+		err := conn.QueryRow(ctx, "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1", p.Schema).Scan(&comment)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			errs = append(errs, fmt.Errorf("read schema %s: %w", p.Schema, err))
+		case marked(comment):
+			if _, err := conn.Exec(ctx, "DROP SCHEMA "+ident(p.Schema)+" CASCADE"); err != nil {
+				errs = append(errs, fmt.Errorf("drop schema %s: %w", p.Schema, err))
+			}
+		}
+	}
+	for _, r := range roles {
+		if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(r)); err != nil {
+			errs = append(errs, fmt.Errorf("revoke role %s's privileges: %w", r, err))
+			continue
+		}
+		if _, err := conn.Exec(ctx, "DROP ROLE "+ident(r)); err != nil {
+			errs = append(errs, fmt.Errorf("drop role %s: %w", r, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// markedRoles returns those of names that exist with noisysim's mark.
+func markedRoles(ctx context.Context, db Querier, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	rows, err := db.Query(ctx, `SELECT rolname::text FROM pg_roles
+		WHERE rolname = ANY($1) AND starts_with(coalesce(shobj_description(oid, 'pg_authid'), ''), $2) ORDER BY 1`, names, markPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("read roles: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read roles: %w", err)
+	}
+	return out, nil
+}
+
+// endSessions terminates the sessions logged in as roles and waits until
+// none is left.
+func endSessions(ctx context.Context, conn *pgx.Conn, roles []string) error {
+	deadline := time.Now().Add(SessionWait)
+	for {
+		// Each round terminates what is left and counts it: a terminated
+		// backend shows until it has exited.
+		var left int
+		err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid))
+			FROM pg_stat_activity WHERE usename = ANY($1) AND pid <> pg_backend_pid()`, roles).Scan(&left)
+		if err != nil {
+			return fmt.Errorf("end the sessions of %s: %w", strings.Join(roles, ", "), err)
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sessions of %s still there after %s", strings.Join(roles, ", "), SessionWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// InSchema returns n whose DSNs set search_path to schema alone, so that
+// every unqualified table name of noisysim's sessions resolves in its own
+// schema (and fails there rather than finding a user's table of the same
+// name). pg_catalog is still searched first, as always.
+func InSchema(n backend.Node, schema string) backend.Node {
+	params := maps.Clone(n.Params)
+	if params == nil {
+		params = map[string]string{}
+	}
+	params["search_path"] = schema
+	n.Params = params
+	return n
+}
+
+// ident quotes one identifier.
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// literal quotes s as a string literal; s holds no backslash or NUL.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -1,0 +1,144 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTimelineParses(t *testing.T) {
+	src := "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10}\n  - {name: heavy, query: report, rate: 2, senders: dominant}\n" +
+		"configurations: [{name: a, mode: shared}]\n" +
+		"phases: {drain: 1s}\n" +
+		"timeline:\n" +
+		"  - {name: warm, length: 1s, senders: quiet, measure: false}\n" +
+		"  - {name: before, length: 2s, senders: quiet}\n" +
+		"  - {name: burst, length: 3s, rates: {heavy: 3, interactive: 0.5}}\n" +
+		"  - {name: some, length: 4s, senders: [1, 3]}\n" +
+		"assertions:\n  quiet_p99: {window: burst, baseline: before}\n" +
+		"faults: []\n"
+	s, err := Parse([]byte(src), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TimelineDerived() {
+		t.Error("TimelineDerived() = true for a file with a timeline")
+	}
+	want := []Phase{
+		{Name: "warm", Length: Duration(time.Second), Senders: PhaseSenders{Set: SendersQuiet}},
+		{Name: "before", Length: Duration(2 * time.Second), Senders: PhaseSenders{Set: SendersQuiet}, Measure: true},
+		{Name: "burst", Length: Duration(3 * time.Second), Senders: PhaseSenders{Set: SendersAll},
+			Rates: map[string]float64{"heavy": 3, "interactive": 0.5}, Measure: true},
+		{Name: "some", Length: Duration(4 * time.Second), Senders: PhaseSenders{Tenants: []int{1, 3}}, Measure: true},
+	}
+	if !reflect.DeepEqual(s.Steps(), want) {
+		t.Errorf("Steps() = %+v\nwant %+v", s.Steps(), want)
+	}
+	if got := s.PhaseStart(3); got != Duration(6*time.Second) {
+		t.Errorf("PhaseStart(3) = %s, want 6s", got)
+	}
+	if got := s.NoiseStart(); got != "burst" {
+		t.Errorf("NoiseStart() = %q, want burst (the first phase the dominant tenant sends in)", got)
+	}
+	if p := s.Steps()[2]; p.Rate("heavy") != 3 || p.Rate("other") != 1 {
+		t.Errorf("Rate: heavy %v other %v, want 3 and 1", p.Rate("heavy"), p.Rate("other"))
+	}
+	if ps := s.Steps()[3].Senders; !ps.Sends(1) || ps.Sends(2) || !ps.Sends(3) || ps.String() != "1,3" {
+		t.Errorf("senders [1, 3]: Sends(1,2,3) = %v %v %v, String %q", ps.Sends(1), ps.Sends(2), ps.Sends(3), ps.String())
+	}
+}
+
+func TestDefaultTimeline(t *testing.T) {
+	s, err := Load("testdata/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range s.Steps() {
+		got = append(got, fmt.Sprintf("%s %s %s %v", p.Name, p.Length, p.Senders, p.Measure))
+	}
+	want := []string{"solo_warmup 2s quiet false", "solo 10s quiet true", "warmup 2s all false", "run 20s all true"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("default timeline = %q, want %q", got, want)
+	}
+	if !s.TimelineDerived() || s.NoiseStart() != PhaseRunWarmup {
+		t.Errorf("derived %v, noise starts at %q; want true, %q", s.TimelineDerived(), s.NoiseStart(), PhaseRunWarmup)
+	}
+	// Without a warm-up, no warm-up phases.
+	if tl := DefaultTimeline(Phases{Solo: Duration(time.Second), Run: Duration(time.Second)}); len(tl) != 2 {
+		t.Errorf("DefaultTimeline without warm-up has %d phases, want 2", len(tl))
+	}
+}
+
+func TestTimelineInvalid(t *testing.T) {
+	const head = "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10}\nconfigurations: [{name: a, mode: shared}]\n"
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"empty", head + "timeline: []\n", []string{
+			"5:1 timeline: must have at least one phase",
+		}},
+		{"phase fields", head + "assertions: {quiet_p99: {window: b, baseline: b}}\ntimeline:\n" +
+			"  - {name: a, senders: some}\n" +
+			"  - {name: a, length: -1s, senders: [0, 2, 2, 99], rates: {intreactive: 2, interactive: -1}}\n" +
+			"  - {length: 1s, senders: x7}\n" +
+			"  - {name: b, length: 1s, senders: [a]}\n", []string{
+			"7:5 timeline[0].length: required",
+			"7:15 timeline[0].senders: unknown senders \"some\"",
+			"8:6 timeline[1].name: duplicate phase name \"a\" (first at line 7)",
+			"8:15 timeline[1].length: must be a duration > 0, got -1s",
+			"8:38 timeline[1].senders[0]: no such tenant 0: ids run from 1 to tenants.count (50)",
+			"8:44 timeline[1].senders[2]: duplicate tenant 2",
+			"8:47 timeline[1].senders[3]: no such tenant 99",
+			"8:60 timeline[1].rates.intreactive: unknown class \"intreactive\"; the scenario's classes are \"interactive\"",
+			"8:76 timeline[1].rates.interactive: must be a rate factor >= 0, got -1",
+			"9:5 timeline[2].name: required",
+			"9:18 timeline[2].senders: unknown senders \"x7\"",
+			"10:37 timeline[3].senders[0]: must be a tenant id (an integer), got \"a\"",
+		}},
+		{"windows", head + "timeline:\n  - {name: w, length: 1s, measure: false}\n  - {name: m, length: 1s}\n" +
+			"assertions: {quiet_p99: {window: after, baseline: w}}\nfaults: [{node: primary, action: stop, for: 1s, phase: nope}]\n", []string{
+			"8:26 assertions.quiet_p99.window: unknown window \"after\"; the timeline's measured phases are \"m\"",
+			"8:41 assertions.quiet_p99.baseline: phase \"w\" is not measured (measure: false)",
+			"9:1 faults: need backend kind docker",
+			"9:49 faults[0].phase: unknown phase \"nope\"; the timeline's phases are \"w\", \"m\"",
+		}},
+		{"nothing measured, phases given", head + "phases: {solo: 1s, drain: 1s}\ntimeline:\n  - {name: w, length: 1s, measure: false}\n", []string{
+			"5:10 phases.solo: the timeline gives the phases: with a timeline only phases.drain applies",
+			"6:1 timeline: no measured phase: set measure: true",
+			"6:1 timeline: no measured phase \"run\", which assertions.quiet_p99.window names by default",
+			"6:1 timeline: no measured phase \"solo\", which assertions.quiet_p99.baseline names by default",
+		}},
+		{"fault past the timeline", head + "backend: {kind: docker}\ntimeline:\n  - {name: m, length: 2s}\n  - {name: run, length: 1s}\n" +
+			"assertions: {quiet_p99: {baseline: m}}\nfaults: [{node: primary, action: stop, at: 2500ms, for: 1s}]\n", []string{
+			"10:52 faults[0].for: at + for (3.5s) must be <= the rest of the timeline from phase m (3s)",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml), "x.yaml")
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			checkPlaces(t, tc.yaml, e.Problems)
+			var got []string
+			for _, p := range e.Problems {
+				got = append(got, fmt.Sprintf("%d:%d %s: %s", p.Line, p.Col, p.Field, p.Msg))
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d problems, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("problem %d = %q, want prefix %q", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,354 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/metrics"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/limiter"
+	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/workload"
+)
+
+// step is one phase of the timeline as the run loop sees it: where it
+// starts and ends from the timeline's start, and the classes it sends.
+type step struct {
+	scenario.Phase
+	start, end time.Duration
+	// specs are the scenario's classes at the phase's rates (factor 0
+	// leaves the class out).
+	specs []workload.ClassSpec
+}
+
+// buildTimeline lays out the phases one after the other, each with the
+// scenario's classes at its rate factors.
+func buildTimeline(specs []workload.ClassSpec, phases []scenario.Phase) []step {
+	var steps []step
+	var at time.Duration
+	for _, p := range phases {
+		st := step{Phase: p, start: at, end: at + p.Length.Duration()}
+		for _, c := range specs {
+			if f := p.Rate(c.Name); f > 0 {
+				c.Rate *= f
+				st.specs = append(st.specs, c)
+			}
+		}
+		steps = append(steps, st)
+		at = st.end
+	}
+	return steps
+}
+
+// timelineSource is the open loop's arrivals over the whole timeline, drawn
+// as they are consumed: each phase's arrivals come from a workload.Stream
+// drawn with the scenario's seed over the phase's own span, at its rate
+// factors, kept for its senders and shifted to the phase's start. A phase
+// of the same classes and senders as another has the same arrivals, so the
+// quiet tenants of the default timeline send in "run" exactly what they
+// sent in "solo" over its length. Seq numbers the ops over the timeline.
+type timelineSource struct {
+	steps   []step
+	streams []*workload.Stream // nil for a phase that sends nothing
+	cur     int
+	seq     int64
+}
+
+var (
+	_ workload.Source = (*timelineSource)(nil)
+	_ workload.Sized  = (*timelineSource)(nil)
+)
+
+// newTimelineSource returns the timeline's arrivals from its start.
+func newTimelineSource(pop workload.Population, steps []step, seed int64) (*timelineSource, error) {
+	ts := &timelineSource{steps: steps, streams: make([]*workload.Stream, len(steps))}
+	for i, st := range steps {
+		if len(st.specs) == 0 {
+			continue
+		}
+		senders := st.Senders
+		s, err := workload.NewStream(pop, st.specs, st.Length.Duration(), seed,
+			func(op workload.Op) bool { return senders.Sends(op.Tenant) })
+		if err != nil {
+			return nil, fmt.Errorf("phase %s: %w", st.Name, err)
+		}
+		ts.streams[i] = s
+	}
+	return ts, nil
+}
+
+// Next returns the next arrival of the timeline.
+func (ts *timelineSource) Next() (workload.Op, bool) {
+	for ; ts.cur < len(ts.streams); ts.cur++ {
+		if s := ts.streams[ts.cur]; s != nil {
+			if op, ok := s.Next(); ok {
+				op.At += ts.steps[ts.cur].start
+				op.Seq = ts.seq
+				ts.seq++
+				return op, true
+			}
+		}
+	}
+	return workload.Op{}, false
+}
+
+// Duration is the timeline's length.
+func (ts *timelineSource) Duration() time.Duration {
+	if len(ts.steps) == 0 {
+		return 0
+	}
+	return ts.steps[len(ts.steps)-1].end
+}
+
+// Len is the number of arrivals over the timeline.
+func (ts *timelineSource) Len() int64 {
+	var n int64
+	for _, l := range ts.phaseLens() {
+		n += l
+	}
+	return n
+}
+
+// phaseLens returns the number of arrivals of each phase.
+func (ts *timelineSource) phaseLens() []int64 {
+	out := make([]int64, len(ts.streams))
+	for i, s := range ts.streams {
+		if s != nil {
+			out[i] = s.Len()
+		}
+	}
+	return out
+}
+
+// Hash identifies the timeline's arrivals: each phase's start and its
+// stream's hash (workload.Stream.Hash, which equals
+// workload.Schedule.Hash of the same draw).
+func (ts *timelineSource) Hash() string {
+	h := sha256.New()
+	io.WriteString(h, "noisysim timeline v1\x00")
+	for i, s := range ts.streams {
+		fmt.Fprintf(h, "%s\x00%d\x00", ts.steps[i].Name, ts.steps[i].start)
+		if s != nil {
+			io.WriteString(h, s.Hash())
+		}
+		io.WriteString(h, "\x00")
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// stepAt returns the index of the step whose span holds at (the last one
+// for at past the end).
+func stepAt(steps []step, at time.Duration) int {
+	i := sort.Search(len(steps), func(i int) bool { return steps[i].end > at })
+	return min(i, len(steps)-1)
+}
+
+// window is what one phase of one configuration's timeline measured.
+type window struct {
+	step  *step
+	rec   *metrics.Recorder
+	usage []pools.Usage // the ledger at the phase's start
+}
+
+// timelineRun is one configuration's run of the timeline.
+type timelineRun struct {
+	windows []*window
+	stats   workload.RunStats
+	// usageEnd is the ledger after the last phase; limits the limiters'
+	// counters at the timeline's start and end.
+	usageEnd               []pools.Usage
+	limitsBefore, limitsAt map[string]limiter.TenantStat
+	ex                     *executor
+	faults                 *faultRun
+}
+
+// window returns the window of the phase named name.
+func (tr *timelineRun) window(name string) (*window, bool) {
+	for _, w := range tr.windows {
+		if w.step.Name == name {
+			return w, true
+		}
+	}
+	return nil, false
+}
+
+// measured returns the measured windows in timeline order.
+func (tr *timelineRun) measured() []*window {
+	var out []*window
+	for _, w := range tr.windows {
+		if w.step.Measure {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// shares returns the ledger's DB time per tenant over window i.
+func (tr *timelineRun) shares(i int) map[string]*pools.Window {
+	end := tr.usageEnd
+	if i+1 < len(tr.windows) {
+		end = tr.windows[i+1].usage
+	}
+	return pools.UsageWindow(tr.windows[i].usage, end)
+}
+
+// runTimeline runs every phase of the timeline through st, in order, with
+// one load engine: the open loop over the whole timeline's schedule (the
+// closed loop phase by phase), each result recorded in the window of the
+// phase it was intended in. At each phase's start the ledger is read and
+// the faults counting from it are armed.
+func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st *stack, faults *faultRun) (*timelineRun, error) {
+	tr := &timelineRun{ex: &executor{r: r, stack: st}, faults: faults}
+	for i := range r.steps {
+		rec, err := metrics.New(metrics.Config{Classify: errorClass})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrRun, err)
+		}
+		tr.windows = append(tr.windows, &window{step: &r.steps[i], rec: rec})
+	}
+	exec := tr.ex.do
+	if faults != nil {
+		exec = faults.observe(exec)
+	}
+	tr.limitsBefore = st.limiterStat()
+	drain := max(r.sc.Phases.Drain.Duration(), time.Millisecond)
+	// begin marks phase i's start: progress, the ledger, faults.
+	begin := func(i int) {
+		w := tr.windows[i]
+		w.usage = st.Ledger().Usage()
+		r.setPhase(w.step.Name, c.Name, w.step.Length.Duration())
+		if faults != nil && slices.Contains(faults.phases, w.step.Name) {
+			faults.arm(w.step.Name)
+		}
+	}
+	var err error
+	if r.sc.Load.Model == scenario.ModelClosed {
+		for i, w := range tr.windows {
+			begin(i)
+			if len(w.step.specs) == 0 {
+				if !sleepUntil(ctx, time.Now().Add(w.step.Length.Duration())) {
+					err = ctx.Err()
+					break
+				}
+				continue
+			}
+			var cs workload.RunStats
+			cs, err = r.closedLoop(ctx, w.step, drain, exec, shifted(w.rec, w.step.start))
+			tr.stats = addStats(tr.stats, cs)
+			if err != nil {
+				break
+			}
+		}
+	} else {
+		rec := workload.RecorderFunc(func(res workload.Result) {
+			tr.windows[stepAt(r.steps, res.Op.At)].rec.Record(res)
+		})
+		t0 := time.Now()
+		done := make(chan struct{})
+		marks := make(chan struct{})
+		go func() {
+			defer close(marks)
+			for i, s := range r.steps {
+				if i > 0 && !sleepUntilOr(done, t0.Add(s.start)) {
+					return
+				}
+				begin(i)
+			}
+		}()
+		// The first phase begins before its first arrival.
+		var src *timelineSource
+		if src, err = newTimelineSource(r.pop, r.steps, r.sc.Seed); err == nil {
+			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
+		}
+		close(done)
+		<-marks
+	}
+	tr.usageEnd = st.Ledger().Usage()
+	tr.limitsAt = st.limiterStat()
+	for _, w := range tr.windows {
+		if w.usage == nil {
+			w.usage = tr.usageEnd // a phase the run did not reach
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return tr, fmt.Errorf("%w: timeline of %s: %w", ErrRun, c.Name, err)
+	}
+	return tr, nil
+}
+
+// sleepUntilOr waits until t; false if done was closed first.
+func sleepUntilOr(done <-chan struct{}, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-done:
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// shifted records results with their intended start moved by d, so that a
+// phase run on its own keeps timeline times.
+func shifted(rec workload.Recorder, d time.Duration) workload.Recorder {
+	return workload.RecorderFunc(func(res workload.Result) {
+		res.Op.At += d
+		rec.Record(res)
+	})
+}
+
+func addStats(a, b workload.RunStats) workload.RunStats {
+	if a.Start.IsZero() {
+		a.Start = b.Start
+	}
+	a.End = b.End
+	a.Scheduled += b.Scheduled
+	a.Issued += b.Issued
+	a.Completed += b.Completed
+	a.Errors += b.Errors
+	a.Dropped += b.Dropped
+	a.Incomplete += b.Incomplete
+	a.Unissued += b.Unissued
+	a.MaxLag = max(a.MaxLag, b.MaxLag)
+	return a
+}
+
+// closedLoop runs one phase with simulated users instead of a schedule:
+// the users of the tenants that send in the phase (each keeps about as
+// many users as in the whole population), picking among the phase's
+// classes.
+func (r *runner) closedLoop(ctx context.Context, s *step, drain time.Duration, exec workload.Executor, rec workload.Recorder) (workload.RunStats, error) {
+	l := r.sc.Load
+	pop := workload.Population{Config: r.pop.Config, Seed: r.pop.Seed}
+	kept := 0.0
+	for _, t := range r.pop.Tenants {
+		if s.Senders.Sends(t.ID) {
+			kept += t.Share
+		}
+	}
+	for _, t := range r.pop.Tenants {
+		if s.Senders.Sends(t.ID) {
+			t.Share /= kept
+			pop.Tenants = append(pop.Tenants, t)
+		}
+	}
+	users := max(1, int(math.Round(float64(l.Users)*kept)))
+	cs, err := workload.RunClosedLoop(ctx, workload.ClosedLoopConfig{
+		Users: users, ThinkTime: l.ThinkTime.Duration(), RetryQueries: l.RetryQueries, MaxRetries: l.MaxRetries,
+		Duration: s.Length.Duration(), Drain: drain, Logger: r.log,
+	}, pop, s.specs, exec, rec, r.sc.Seed)
+	return workload.RunStats{
+		Start: cs.Start, End: cs.End, Scheduled: cs.Queries, Issued: cs.Queries,
+		Completed: cs.Queries - cs.Incomplete, Errors: cs.Errors, Incomplete: cs.Incomplete,
+	}, err
+}
