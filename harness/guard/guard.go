@@ -94,10 +94,14 @@ func (g *Guard) SetOwnCgroups(ids []string) {
 }
 
 // Begin ends the open window, if any, and opens one named name; an empty
-// name opens none (a phase that is not measured).
+// name opens none (a phase that is not measured). Beginning the window that
+// is open keeps it open.
 func (g *Guard) Begin(name string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if name != "" && name == g.cur {
+		return
+	}
 	now := time.Now()
 	snap := g.snap()
 	g.closeLocked(now, snap)

@@ -109,6 +109,17 @@ func TestOwnCgroups(t *testing.T) {
 	}
 }
 
+func TestBeginSameWindowKeepsIt(t *testing.T) {
+	g := New(Options{})
+	g.Begin("move")
+	g.Begin("move")
+	g.Begin("after")
+	ws := g.End()
+	if len(ws) != 2 || ws[0].Window != "move" || ws[1].Window != "after" {
+		t.Errorf("windows %+v, want move then after", ws)
+	}
+}
+
 func TestNoProc(t *testing.T) {
 	g := New(Options{Proc: t.TempDir()})
 	g.Begin("x")
