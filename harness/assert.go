@@ -19,6 +19,7 @@ const (
 	AssertCleanBorrowed     = "clean_after_borrowed_connections"
 	AssertCleanTagged       = "clean_after_tagged_sessions"
 	AssertControlFails      = "control_fails"
+	AssertActionsOK         = "actions_ok"
 )
 
 // quietAll is the tenant label of the aggregate over all quiet tenants.

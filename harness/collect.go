@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -168,7 +169,7 @@ func windowStats(sums []metrics.Summary, planned int64, length time.Duration) re
 // every window, and the quiet_p99 window and baseline as the
 // configuration's own rows.
 func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun, took time.Duration) reports.Configuration {
-	out := reports.Configuration{Name: c.Name, Expect: string(c.Expect), Duration: took.Seconds()}
+	out := reports.Configuration{Name: c.Name, Expect: string(c.Expect), Duration: took.Seconds(), Series: tr.series, Actions: tr.actions}
 	planned := r.planned
 	if r.sc.Load.Model == scenario.ModelClosed {
 		planned = make([]int64, len(r.steps)) // users set the pace: no target rate
@@ -304,6 +305,22 @@ func (r *runner) assertions(c *scenario.Configuration, tr *timelineRun, clean cl
 	for _, w := range tr.measured() {
 		out = append(out, inWindow(w.step.Name, quietRejections(c.Name, w.rec.Summary()))...)
 		out = append(out, inWindow(w.step.Name, r.unexpectedErrors(c.Name, w.rec.Summary()))...)
+	}
+
+	if len(tr.actions) > 0 {
+		var failed int64
+		var errs []string
+		for _, act := range tr.actions {
+			if act.Error != "" {
+				failed++
+				errs = append(errs, act.Type+": "+act.Error)
+			}
+		}
+		detail := fmt.Sprintf("%d actions", len(tr.actions))
+		if len(errs) > 0 {
+			detail = strings.Join(errs, "; ")
+		}
+		out = append(out, countAssert(AssertActionsOK, c.Name, "", "", "<=", failed, 0, detail))
 	}
 
 	if a.CleanAfter {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/scenario"
 )
@@ -239,5 +240,69 @@ func TestExternalDatabaseKeepsUserData(t *testing.T) {
 			}
 			u.check(t)
 		})
+	}
+}
+
+const onUserCitus = `
+name: external-citus
+seed: 11
+backend: {kind: external, topology: citus, primary_dsn: "${NOISYSIM_TEST_USER_DSN}"}
+tenants: {count: 20}
+data: {orders: 4000, days: 30, customers: 20}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 10}
+configurations:
+  - {name: citus, mode: shared}
+hot_shard: {shards: 8, rate: 100, solo: 1s, before: 2s, after: 1s, apply: true}
+`
+
+// TestExternalCitusKeepsUserData runs a hot-shard scenario, ladder
+// included, on an existing Citus cluster whose coordinator holds a
+// distributed table orders of the user's: afterwards its rows are all
+// there, and neither the coordinator nor a worker holds anything of
+// noisysim's.
+func TestExternalCitusKeepsUserData(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: scenario runs in -short mode")
+	}
+	c := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus, Nodes: 2})
+	coord, _ := backend.First(c, backend.RoleCoordinator)
+	admin, err := pgx.Connect(t.Context(), coord.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(t.Context(), `
+		CREATE TABLE public.orders (tenant_id bigint, id bigint, customer text, PRIMARY KEY (tenant_id, id));
+		SELECT create_distributed_table('public.orders', 'tenant_id', shard_count => 4);
+		INSERT INTO public.orders SELECT 1, g, 'mine' FROM generate_series(1, 100) g`); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NOISYSIM_TEST_USER_DSN", coord.DSN())
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	if _, err := harness.Run(ctx, parse(t, onUserCitus), harness.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := admin.QueryRow(t.Context(), "SELECT count(*) FROM public.orders WHERE customer = 'mine'").Scan(&rows); err != nil || rows != 100 {
+		t.Errorf("the user's distributed orders: %d rows, %v; want 100", rows, err)
+	}
+	for _, n := range c.Nodes() {
+		conn, err := pgx.Connect(t.Context(), n.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var left string
+		err = conn.QueryRow(t.Context(), `SELECT concat_ws(' ',
+			(SELECT string_agg(nspname, ',') FROM pg_namespace WHERE nspname = 'noisysim'),
+			(SELECT string_agg(rolname, ',') FROM pg_roles WHERE rolname LIKE 'noisysim%'))`).Scan(&left)
+		conn.Close(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left != "" {
+			t.Errorf("%s: left behind: %s", n.Name, left)
+		}
 	}
 }

@@ -111,16 +111,20 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 		}
 	}
 	for _, rec := range res.Steps {
-		note("step %s: %.2f s, shards per worker after %v, worker load (busy backends: ledger DB time through the placements) before %s after %s",
-			rec.Step, rec.Took.Seconds(), rec.After.Shards, fmtLoad(rec.Before.Load), fmtLoad(rec.After.Load))
+		note("step %s: %.2f s, shards per worker after %s, worker load (busy backends: ledger DB time through the placements) before %s after %s",
+			rec.Step, rec.Took.Seconds(), fmtCounts(rec.After.Shards), fmtLoad(rec.Before.Load), fmtLoad(rec.After.Load))
 	}
 	for _, s := range res.Advice {
 		note("advice: %s", s)
 	}
 	if len(res.Steps) > 0 {
-		note("ladder %d steps in %.1f s; writer %d acknowledged, %d lost, %d duplicated, longest pause %.0f ms, errors %v",
+		errs := "none"
+		if len(res.Writes.Errors) > 0 {
+			errs = fmtCounts(res.Writes.Errors)
+		}
+		note("ladder %d steps in %.1f s; writer %d acknowledged, %d lost, %d duplicated, longest pause %.0f ms, errors: %s",
 			len(res.Steps), res.LadderTook.Seconds(), res.Writes.Acked, res.Writes.Lost, res.Writes.Duplicated,
-			float64(res.Writes.MaxPause)/1e6, res.Writes.Errors)
+			float64(res.Writes.MaxPause)/1e6, errs)
 	}
 	// Two configurations: "before" (tenant 1 hot, before the ladder) and
 	// "after"; each shows the quiet tenants against their solo baseline.
@@ -248,6 +252,18 @@ func hotShardSection(cfg hotshard.Config, res hotshard.Result, applied bool) *re
 }
 
 // fmtLoad formats a per-worker load map in worker order.
+// fmtCounts formats counts by name as "a=1 b=2", in name order.
+func fmtCounts(m map[string]int) string {
+	var b strings.Builder
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s=%d", k, m[k])
+	}
+	return b.String()
+}
+
 func fmtLoad(m map[string]float64) string {
 	if m == nil {
 		return "-"

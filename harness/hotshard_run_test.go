@@ -3,6 +3,7 @@ package harness
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +37,9 @@ func TestHotShardReport(t *testing.T) {
 		},
 		Workers: []string{"w1", "w2"},
 		Alerts:  []citus.Alert{{Kind: "worker-skew", Subject: "w1", Value: 4, Threshold: 1.5}},
+		Steps: []citus.Record{{Step: citus.Step{Action: citus.ActionIsolate, Tenant: "1"}, Took: time.Second,
+			Before: citus.Snapshot{Shards: map[string]int{"w1": 17, "w2": 16}}, After: citus.Snapshot{Shards: map[string]int{"w1": 18, "w2": 16}}}},
+		Writes: hotshard.Writes{Acked: 100, Errors: map[string]int{"40P01": 2}},
 		Assertions: []hotshard.Assertion{
 			{Name: hotshard.AssertDetected, OK: true, Observed: 0.5, Limit: 3.5, Unit: "s", Op: "<="},
 			{Name: hotshard.AssertZeroLoss, OK: false, Observed: 1, Op: "=="},
@@ -63,9 +67,15 @@ func TestHotShardReport(t *testing.T) {
 		"hot worker's share of worker load: 60.0% before, 35.0% after",
 		"before, at 0.5 1.0 s: worker skew 5.0x 4.2x; shard skew 30.0x 28.5x; tenant 1's share of DB time 61% 59%",
 		"after, at 0.5 s: worker skew 1.1x; shard skew 2.0x; tenant 1's share of DB time 58%",
+		"ladder 1 steps in 0.0 s; writer 100 acknowledged, 0 lost, 0 duplicated, longest pause 0 ms, errors: 40P01=2",
 	} {
 		if !slices.Contains(rep.Notes, want) {
 			t.Errorf("no note %q in %q", want, rep.Notes)
+		}
+	}
+	for _, n := range rep.Notes {
+		if strings.Contains(n, "map[") {
+			t.Errorf("note in Go map syntax: %q", n)
 		}
 	}
 	if rep.Backend != "local citus (coordinator + 2 workers, 32 shards)" {

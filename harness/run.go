@@ -288,7 +288,10 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	for i := range r.sc.Configurations {
 		cr, err := r.runConfiguration(ctx, &r.sc.Configurations[i])
 		if err != nil {
-			return nil, err
+			if cr.report.Name != "" {
+				rep.Configurations = append(rep.Configurations, cr.report)
+			}
+			return r.interrupted(ctx, rep, err)
 		}
 		rep.Configurations = append(rep.Configurations, cr.report)
 		rep.Assertions = append(rep.Assertions, cr.assertions...)
@@ -308,6 +311,26 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	rep.Notes = r.notes
 	rep.Duration = time.Since(r.started).Seconds()
 	return rep, nil
+}
+
+// interrupted returns, for a run whose ctx ended (the first Ctrl-C), rep
+// with what was measured until then, marked incomplete, beside err; for any
+// other error, err alone.
+func (r *runner) interrupted(ctx context.Context, rep *reports.Report, err error) (*reports.Report, error) {
+	if ctx.Err() == nil {
+		return nil, err
+	}
+	r.progressMu.Lock()
+	p := r.progress
+	r.progressMu.Unlock()
+	rep.Incomplete = "interrupted during " + p.Phase
+	if p.Configuration != "" {
+		rep.Incomplete += " of " + p.Configuration
+	}
+	rep.Passed = false
+	rep.Notes = r.notes
+	rep.Duration = time.Since(r.started).Seconds()
+	return rep, err
 }
 
 func (r *runner) topology() backend.Topology {
@@ -510,10 +533,12 @@ type executor struct {
 	r     *runner
 	stack *stack
 	seen  sync.Map // tenant string → *[2]atomic.Int64 (queue_full, wait_exceeded)
+	calls atomic.Int64
 }
 
 func (e *executor) do(ctx context.Context, op workload.Op) error {
 	e.r.issued.Add(1)
+	e.calls.Add(1)
 	c := e.r.classes[op.Class]
 	tenant := strconv.Itoa(op.Tenant)
 	class := pools.Class(c.IsolationClass)
@@ -595,6 +620,13 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	}
 	tr, err := r.runTimeline(ctx, c, st, faults)
 	faultReports := faults.finish()
+	if err != nil && ctx.Err() != nil && tr != nil {
+		// Interrupted: the windows as measured until then, no assertions.
+		res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
+		res.report.Faults = faultReports
+		res.report.Incomplete = true
+		return res, err
+	}
 	if err != nil {
 		return configResult{}, err
 	}

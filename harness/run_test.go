@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,6 +86,14 @@ func TestRunSmall(t *testing.T) {
 			if clean != 3 {
 				t.Errorf("%d clean-after assertions, want 3", clean)
 			}
+			for _, pt := range cfg.Series {
+				if len(pt.Limiters) != 2 || pt.Limiters[0].Class != "heavy" || pt.Limiters[1].Class != "interactive" {
+					t.Errorf("point at %.1f s: limiters %+v, want heavy and interactive", pt.At, pt.Limiters)
+				}
+			}
+			if len(cfg.Series) == 0 {
+				t.Error("no series")
+			}
 			if rep.ScheduleHash == "" || rep.Seed != 7 {
 				t.Errorf("seed %d hash %q", rep.Seed, rep.ScheduleHash)
 			}
@@ -100,12 +109,16 @@ data: {orders: 2000}
 classes:
   - {name: lookup, isolation_class: interactive, query: lookup, rate: 200}
   - {name: page, isolation_class: interactive, query: page, rate: 50}
+  - {name: hold, isolation_class: heavy, query: sleep, sleep: 300ms, rate: 20, senders: dominant}
 phases: {drain: 1s}
 timeline:
   - {name: warm, length: 300ms, measure: false}
   - {name: base, length: 1s, senders: quiet}
   - {name: two, length: 1s, senders: [2, 3], rates: {page: 0}}
-  - {name: burst, length: 1s, rates: {lookup: 2}}
+  - name: burst
+    length: 1s
+    rates: {lookup: 2}
+    actions: [{type: terminate_sessions, at: 500ms, tenant: 1}]
 configurations:
   - {name: shared, mode: shared}
 assertions: {quiet_p99: {window: burst, baseline: base, min_samples: 10, factor: 100, slack: 1s}}
@@ -181,5 +194,39 @@ func TestRunTimeline(t *testing.T) {
 	}
 	if len(cfg.Solo) == 0 || len(cfg.Tenants) == 0 {
 		t.Error("the configuration's rows are not those of the quiet_p99 window and baseline")
+	}
+	// The action ran in burst, 0.5 s after its start (2.3 s), and ended
+	// tenant 1's sessions, busy with 300 ms sleeps.
+	if len(cfg.Actions) != 1 {
+		t.Fatalf("%d actions in the report, want 1", len(cfg.Actions))
+	}
+	if a := cfg.Actions[0]; a.Phase != "burst" || a.Type != "terminate_sessions" || a.Error != "" ||
+		a.At < 2.75 || a.At > 3.3 || a.Before["sessions"] < 1 || !strings.Contains(a.Detail, "terminated") {
+		t.Errorf("action = %+v; want terminate_sessions in burst at about 2.8 s, sessions before >= 1", a)
+	}
+	ok := false
+	for _, a := range rep.Assertions {
+		ok = ok || a.Name == harness.AssertActionsOK && a.Passed
+	}
+	if !ok {
+		t.Error("no passed actions_ok assertion")
+	}
+	// A point per second over the 3.3 s timeline, each in a phase, with
+	// requests and DB time.
+	if len(cfg.Series) < 3 {
+		t.Fatalf("%d points in the series, want one per second of the timeline (3)", len(cfg.Series))
+	}
+	phases := map[string]bool{"warm": true, "base": true, "two": true, "burst": true}
+	withDBTime := 0
+	for _, pt := range cfg.Series {
+		if !phases[pt.Window] || pt.Rate <= 0 || len(pt.Limiters) != 0 {
+			t.Errorf("point %+v: want a phase, requests and no limiter (mode shared)", pt)
+		}
+		if len(pt.TopDBTime) > 0 {
+			withDBTime++ // a second may see no request finish on a loaded machine
+		}
+	}
+	if withDBTime == 0 {
+		t.Error("no point ranks tenants by DB time")
 	}
 }

@@ -6,15 +6,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
 )
 
@@ -167,6 +171,8 @@ type timelineRun struct {
 	limitsBefore, limitsAt map[string]limiter.TenantStat
 	ex                     *executor
 	faults                 *faultRun
+	series                 []reports.Point
+	actions                []reports.ActionResult
 }
 
 // window returns the window of the phase named name.
@@ -219,14 +225,20 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	}
 	tr.limitsBefore = st.limiterStat()
 	drain := max(r.sc.Phases.Drain.Duration(), time.Millisecond)
+	acts := &actionRun{env: ActionEnv{Cluster: r.cluster, Logger: r.log}, t0: time.Now()}
+	var current atomic.Int32 // the phase running, for the series
+	stopSeries := r.sampleSeries(st, tr, &current)
+	defer stopSeries()
 	// begin marks phase i's start: progress, the ledger, faults.
 	begin := func(i int) {
+		current.Store(int32(i))
 		w := tr.windows[i]
 		w.usage = st.Ledger().Usage()
 		r.setPhase(w.step.Name, c.Name, w.step.Length.Duration())
 		if faults != nil && slices.Contains(faults.phases, w.step.Name) {
 			faults.arm(w.step.Name)
 		}
+		acts.start(ctx, w.step)
 	}
 	var err error
 	if r.sc.Load.Model == scenario.ModelClosed {
@@ -270,6 +282,8 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		close(done)
 		<-marks
 	}
+	tr.actions = acts.finish()
+	stopSeries()
 	tr.usageEnd = st.Ledger().Usage()
 	tr.limitsAt = st.limiterStat()
 	for _, w := range tr.windows {
@@ -284,6 +298,49 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		return tr, fmt.Errorf("%w: timeline of %s: %w", ErrRun, c.Name, err)
 	}
 	return tr, nil
+}
+
+// seriesEvery is the step of a configuration's series.
+const seriesEvery = time.Second
+
+// sampleSeries adds a point to tr.series every seriesEvery until the
+// returned func is called (once or more): the requests issued, the ledger's
+// top tenants and the limiters over the last step.
+func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32) (stop func()) {
+	t0 := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(seriesEvery)
+		defer tick.Stop()
+		lastCalls, lastUsage, lastRejected := tr.ex.calls.Load(), st.Ledger().Usage(), map[pools.Class]int64{}
+		for class, l := range st.limiters {
+			lastRejected[class] = l.Stat().Total.Rejected()
+		}
+		last := t0
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-tick.C:
+				calls, usage := tr.ex.calls.Load(), st.Ledger().Usage()
+				pt := reports.Point{Window: r.steps[current.Load()].Name, At: now.Sub(t0).Seconds(),
+					Rate:      float64(calls-lastCalls) / now.Sub(last).Seconds(),
+					TopDBTime: topShares(pools.UsageWindow(lastUsage, usage), 5)}
+				for _, class := range slices.Sorted(maps.Keys(st.limiters)) {
+					ls := st.limiters[class].Stat().Total
+					pt.Limiters = append(pt.Limiters, reports.LimiterPoint{Class: string(class), InFlight: int64(ls.InFlight),
+						Queued: int64(ls.Queued), Rejected: ls.Rejected() - lastRejected[class]})
+					lastRejected[class] = ls.Rejected()
+				}
+				tr.series = append(tr.series, pt)
+				lastCalls, lastUsage, last = calls, usage, now
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-finished }) }
 }
 
 // sleepUntilOr waits until t; false if done was closed first.

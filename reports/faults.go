@@ -128,7 +128,7 @@ func (t *textWriter) faults(c Configuration) {
 		}
 		tw.Flush()
 		if more := len(ts) - faultTenantsShown; more > 0 {
-			t.p("    %d more tenants with errors or stalls in report.json\n", more)
+			t.p("    %d more tenants with errors or stalls in %s\n", more, t.opts.fullReport())
 		}
 	}
 	t.p("  %s\n", faultLegend)

@@ -12,6 +12,10 @@ import (
 // each configuration expected to fail.
 const JUnitExpectationCase = "expected_to_fail"
 
+// JUnitCompleteCase is the failing testcase WriteJUnit adds, in a suite
+// named "run", to an incomplete report (Report.Incomplete).
+const JUnitCompleteCase = "complete"
+
 // WriteJUnit writes r to w as JUnit XML (junit.xml) for CI systems: one
 // testsuite per configuration, one testcase per assertion (named
 // "name/tenant/class", classname "scenario.configuration"). A failed
@@ -151,6 +155,15 @@ func junitDocument(r *Report) junitSuites {
 		doc.Failures += s.Failures
 		doc.Skipped += s.Skipped
 		doc.Suites = append(doc.Suites, s)
+	}
+	if r.Incomplete != "" {
+		// A run cut short fails in CI whatever its assertions said so far.
+		doc.Suites = append(doc.Suites, junitSuite{Name: "run", Tests: 1, Failures: 1, Cases: []junitCase{{
+			Name: JUnitCompleteCase, Classname: r.Scenario, Time: "0",
+			Failure: &junitFailure{Message: "the run is incomplete: " + r.Incomplete, Type: JUnitCompleteCase},
+		}}})
+		doc.Tests++
+		doc.Failures++
 	}
 	return doc
 }

@@ -39,7 +39,11 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 
 	p("# noisysim report: %s\n\n", md(r.Scenario))
 	p("| | |\n|---|---|\n")
-	p("| Result | **%s** |\n", passFail(r.Passed))
+	if r.Incomplete != "" {
+		p("| Result | **INCOMPLETE**: %s; what was measured until then, no verdict |\n", md(r.Incomplete))
+	} else {
+		p("| Result | **%s** |\n", passFail(r.Passed))
+	}
 	if r.File != "" {
 		p("| Scenario file | `%s` |\n", md(r.File))
 	}
@@ -62,12 +66,20 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 
 	p("| Configuration | Expect | Assertions | Met expectation |\n|---|---|---|---|\n")
 	for _, c := range r.Configurations {
+		if c.Incomplete {
+			p("| %s | %s | incomplete: not evaluated | - |\n", md(c.Name), expectation(c))
+			continue
+		}
 		p("| %s | %s | %s | %s |\n", md(c.Name), expectation(c), passFail(c.Passed), yesNo(c.AsExpected()))
 	}
 
 	for _, c := range r.Configurations {
 		p("\n## Configuration %s\n\n", md(c.Name))
-		p("Expect %s; assertions %s; %s.", expectation(c), passFail(c.Passed), asExpectedWords(c))
+		if c.Incomplete {
+			p("Expect %s; cut short: the rows cover the part measured, no assertion was evaluated.", expectation(c))
+		} else {
+			p("Expect %s; assertions %s; %s.", expectation(c), passFail(c.Passed), asExpectedWords(c))
+		}
 		if c.Duration > 0 {
 			p(" Noisy phase %s.", fmtSeconds(c.Duration))
 		}
@@ -84,6 +96,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 				p("| %s | %s | %s |\n", md(s.Tenant), fmtMS(s.DBTime), fmtShare(s.Share))
 			}
 		}
+		mdActions(w, c)
 		mdFaults(w, c)
 	}
 	mdHotShard(w, r.HotShard)

@@ -27,22 +27,14 @@ func normalized(r *Report) *Report {
 		c.Solo = sortedRows(c.Solo)
 		c.QuietAll = sortedRows(c.QuietAll)
 		c.SoloQuietAll = sortedRows(c.SoloQuietAll)
-		c.Stats.RejectedByReason = maps.Clone(c.Stats.RejectedByReason)
-		c.Stats.ErrorsByClass = maps.Clone(c.Stats.ErrorsByClass)
-		c.TopDBTime = slices.Clone(c.TopDBTime)
-		slices.SortStableFunc(c.TopDBTime, func(a, b Share) int {
-			return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(b.DBTime, a.DBTime), natural(a.Tenant, b.Tenant))
-		})
+		c.Stats = clonedStats(c.Stats)
+		c.TopDBTime = rankedShares(c.TopDBTime)
 		c.Windows = slices.Clone(c.Windows)
 		for j, w := range c.Windows {
 			w.Tenants = sortedRows(w.Tenants)
 			w.QuietAll = sortedRows(w.QuietAll)
-			w.Stats.RejectedByReason = maps.Clone(w.Stats.RejectedByReason)
-			w.Stats.ErrorsByClass = maps.Clone(w.Stats.ErrorsByClass)
-			w.TopDBTime = slices.Clone(w.TopDBTime)
-			slices.SortStableFunc(w.TopDBTime, func(a, b Share) int {
-				return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(b.DBTime, a.DBTime), natural(a.Tenant, b.Tenant))
-			})
+			w.Stats = clonedStats(w.Stats)
+			w.TopDBTime = rankedShares(w.TopDBTime)
 			c.Windows[j] = w
 		}
 		c.Intervals = slices.Clone(c.Intervals)
@@ -63,6 +55,22 @@ func normalized(r *Report) *Report {
 		)
 	})
 	return &n
+}
+
+// clonedStats returns s with its maps copied.
+func clonedStats(s RunStats) RunStats {
+	s.RejectedByReason = maps.Clone(s.RejectedByReason)
+	s.ErrorsByClass = maps.Clone(s.ErrorsByClass)
+	return s
+}
+
+// rankedShares returns a copy of shares, largest share first.
+func rankedShares(shares []Share) []Share {
+	out := slices.Clone(shares)
+	slices.SortStableFunc(out, func(a, b Share) int {
+		return cmp.Or(cmp.Compare(b.Share, a.Share), cmp.Compare(b.DBTime, a.DBTime), natural(a.Tenant, b.Tenant))
+	})
+	return out
 }
 
 func sortedRows(rows []TenantRow) []TenantRow {

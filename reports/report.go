@@ -70,6 +70,11 @@ type Report struct {
 	// Machine is the nodes' CPU budgets and the disturbance guard's
 	// figures; nil when neither applied.
 	Machine *Machine `json:"machine,omitempty"`
+	// Incomplete, when set, says why the run stopped before its end, e.g.
+	// "interrupted during run of naive": the report holds what was
+	// measured until then (a configuration cut short is marked Incomplete
+	// and has no assertions), Passed is false and no verdict was reached.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 // Configuration is the result of one configuration (e.g. "naive",
@@ -110,11 +115,21 @@ type Configuration struct {
 	// Windows are the timeline's phases in order, each with its own rows,
 	// measured (asserted on) or not (a warm-up). Optional.
 	Windows []Window `json:"windows,omitempty"`
-	// Intervals is an optional time series over the timeline.
+	// Intervals is an optional time series over the timeline: latency per
+	// second of the dominant tenant and of the quiet tenants merged.
 	Intervals []Interval `json:"intervals,omitempty"`
+	// Series is an optional time series over the timeline, one point per
+	// second: request rate, DB-time shares of the top tenants, limiters.
+	Series []Point `json:"series,omitempty"`
+	// Actions are the timeline's actions, in start order. Optional.
+	Actions []ActionResult `json:"actions,omitempty"`
 	// Faults are the node faults injected during the timeline, in
 	// injection order. Optional.
 	Faults []Fault `json:"faults,omitempty"`
+	// Incomplete is true when the configuration's run was cut short (see
+	// Report.Incomplete): its rows cover the part measured and its
+	// assertions were not evaluated.
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 // Window is one phase of a configuration's timeline: what its arrivals
@@ -200,6 +215,47 @@ type Share struct {
 	DBTime float64 `json:"db_time_ms"`
 	// Share is 0..1 of all database time.
 	Share float64 `json:"share"`
+}
+
+// ActionResult is one action of a configuration's timeline.
+type ActionResult struct {
+	// Phase is the phase that started it; Type its kind.
+	Phase string `json:"phase"`
+	Type  string `json:"type"`
+	// At is when it started, in seconds from the timeline's start; Took
+	// how long it ran, in seconds.
+	At   float64 `json:"at_s"`
+	Took float64 `json:"took_s"`
+	// Detail says what it did.
+	Detail string `json:"detail,omitempty"`
+	// Before and After are its figures, by name, before and after it.
+	Before map[string]float64 `json:"before,omitempty"`
+	After  map[string]float64 `json:"after,omitempty"`
+	// Error is why it failed; empty when it succeeded.
+	Error string `json:"error,omitempty"`
+}
+
+// Point is one second of a configuration's timeline.
+type Point struct {
+	// Window is the phase running at the point's end.
+	Window string `json:"window"`
+	// At is the end of the second, in seconds from the timeline's start.
+	At float64 `json:"at_s"`
+	// Rate is the requests issued in the second, per second.
+	Rate float64 `json:"rate_per_s"`
+	// TopDBTime ranks the tenants by DB time in the second (the top 5).
+	TopDBTime []Share `json:"top_db_time,omitempty"`
+	// Limiters are each limited class's limiter at the point's end
+	// (in flight, queued) and over the second (rejected).
+	Limiters []LimiterPoint `json:"limiters,omitempty"`
+}
+
+// LimiterPoint is one class's limiter in a Point.
+type LimiterPoint struct {
+	Class    string `json:"class"`
+	InFlight int64  `json:"in_flight"`
+	Queued   int64  `json:"queued"`
+	Rejected int64  `json:"rejected"`
 }
 
 // Interval is one point of a time series. Tenant and Class may be empty
@@ -408,6 +464,30 @@ func (r *Report) Validate() error {
 			for k, sh := range w.TopDBTime {
 				finite(fmt.Sprintf("%s.top_db_time[%d].db_time_ms", q, k), sh.DBTime)
 				share(fmt.Sprintf("%s.top_db_time[%d].share", q, k), sh.Share)
+			}
+		}
+		for j, a := range c.Actions {
+			q := fmt.Sprintf("%s.actions[%d]", p, j)
+			finite(q+".at_s", a.At)
+			finite(q+".took_s", a.Took)
+			for _, m := range []map[string]float64{a.Before, a.After} {
+				for _, k := range slices.Sorted(maps.Keys(m)) {
+					finite(q+"."+k, m[k])
+				}
+			}
+		}
+		for j, pt := range c.Series {
+			q := fmt.Sprintf("%s.series[%d]", p, j)
+			finite(q+".at_s", pt.At)
+			finite(q+".rate_per_s", pt.Rate)
+			for k, sh := range pt.TopDBTime {
+				finite(fmt.Sprintf("%s.top_db_time[%d].db_time_ms", q, k), sh.DBTime)
+				share(fmt.Sprintf("%s.top_db_time[%d].share", q, k), sh.Share)
+			}
+			for k, l := range pt.Limiters {
+				nonNegative(fmt.Sprintf("%s.limiters[%d].in_flight", q, k), l.InFlight)
+				nonNegative(fmt.Sprintf("%s.limiters[%d].queued", q, k), l.Queued)
+				nonNegative(fmt.Sprintf("%s.limiters[%d].rejected", q, k), l.Rejected)
 			}
 		}
 		for j, iv := range c.Intervals {

@@ -20,6 +20,9 @@ const (
 	// DefaultMaxListed is how many non-passing assertions of one outcome the
 	// terminal lists per configuration.
 	DefaultMaxListed = 10
+	// DefaultFullReport is where the text says the figures it leaves out
+	// are (TextOptions.FullReport).
+	DefaultFullReport = "report.json"
 )
 
 // TextOptions tune WriteText. The zero value gives the defaults.
@@ -39,6 +42,17 @@ type TextOptions struct {
 	// of the side-by-side table. Empty means the first assertion, in report
 	// order, in ms with op "<=" on that tenant and class.
 	LimitAssertion string
+	// FullReport completes "N more quiet tenants in …": where the figures
+	// the text leaves out can be read, e.g. "out/report.json", or how to
+	// get them when no report is written. Empty means DefaultFullReport.
+	FullReport string
+}
+
+func (o TextOptions) fullReport() string {
+	if o.FullReport == "" {
+		return DefaultFullReport
+	}
+	return o.FullReport
 }
 
 func (o TextOptions) topQuiet() int {
@@ -148,6 +162,9 @@ func (t *textWriter) header() {
 	t.p("schedule  %s\n", r.ScheduleHash)
 	t.p("backend   %s\n", r.Backend)
 	t.p("started   %s, duration %s\n", r.StartedAt.Format(time.RFC3339), fmtSeconds(r.Duration))
+	if r.Incomplete != "" {
+		t.p("INCOMPLETE: %s; what was measured until then, no verdict\n", r.Incomplete)
+	}
 	for _, n := range r.Notes {
 		t.p("note: %s\n", n)
 	}
@@ -384,7 +401,7 @@ func (t *textWriter) sideBySide() {
 	if len(classes) > 0 {
 		t.p("%s: %s", QuietAll, quietNote(classes, t.merged))
 		if hidden := quiet - len(shown); hidden > 0 {
-			t.p("; %d more quiet tenants in report.json", hidden)
+			t.p("; %d more quiet tenants in %s", hidden, t.opts.fullReport())
 		}
 		t.p("\n")
 	}
@@ -428,6 +445,9 @@ func (t *textWriter) configuration(c Configuration) {
 	if c.Duration > 0 {
 		t.p("timeline %s\n", fmtSeconds(c.Duration))
 	}
+	for _, a := range c.Actions {
+		t.p("action %s\n", actionLine(a))
+	}
 	shown, quiet := t.quietLeaders(c.Tenants, t.opts.topQuiet())
 	visible := map[string]bool{t.dominant: true}
 	for _, name := range shown {
@@ -447,7 +467,7 @@ func (t *textWriter) configuration(c Configuration) {
 	}
 	tw.Flush()
 	if hidden := quiet - len(shown); hidden > 0 {
-		t.p("%d more quiet tenants in report.json\n", hidden)
+		t.p("%d more quiet tenants in %s\n", hidden, t.opts.fullReport())
 	}
 	if len(c.TopDBTime) > 0 {
 		n := min(len(c.TopDBTime), t.opts.topQuiet()+1)
@@ -522,9 +542,17 @@ func (t *textWriter) verdict() {
 	t.p("\n== Verdict ==\n")
 	tw := t.table()
 	for _, c := range t.r.Configurations {
+		if c.Incomplete {
+			row(tw, c.Name, "expect "+expectation(c), "incomplete: not evaluated")
+			continue
+		}
 		row(tw, c.Name, "expect "+expectation(c), "assertions "+passFail(c.Passed), asExpectedWords(c))
 	}
 	tw.Flush()
+	if t.r.Incomplete != "" {
+		t.p("RESULT: INCOMPLETE (%s)\n", t.r.Incomplete)
+		return
+	}
 	if d := t.r.Machine.Disturbed(); len(d) > 0 {
 		var names []string
 		for _, w := range d {

@@ -416,6 +416,14 @@ func TestTextQuietAllPrecedence(t *testing.T) {
 			if !strings.Contains(out, "\n"+note+"; 3 more quiet tenants in report.json\n") {
 				t.Errorf("footnote %q missing:\n%s", note, out)
 			}
+			// Where the full figures are is the caller's to say.
+			var b strings.Builder
+			if err := WriteText(&b, r, TextOptions{FullReport: "out/report.json"}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), "; 3 more quiet tenants in out/report.json\n") || strings.Contains(b.String(), " in report.json") {
+				t.Errorf("FullReport not used:\n%s", b.String())
+			}
 		})
 	}
 }

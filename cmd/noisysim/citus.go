@@ -139,6 +139,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	ladder := citus.Ladder{DB: conn, Table: *table, Mode: citus.TransferMode(*mode), Thresholds: th, Log: a.log}
+	names := layoutNames(layout)
 
 	if sub == "isolate" {
 		// The user chose the tenant: act whatever its measured share.
@@ -148,7 +149,8 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 			ladder.Thresholds.Dedicate = 1e-9
 		}
 		records, _, err := ladder.Run(ctx, load, *tenant, 0)
-		printRecords(a.stdout, records)
+		names.table(a.stdout)
+		printRecords(a.stdout, names, records)
 		if err != nil {
 			return err
 		}
@@ -160,7 +162,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "tenant %s: shard %d on %s, isolated %v (%d step(s) run)\n", *tenant, shard, after.Placements[shard], after.Single[shard], len(records))
+		fmt.Fprintf(a.stdout, "tenant %s: shard %d on %s, isolated %v (%d step(s) run)\n", *tenant, shard, names.name(after.Placements[shard]), after.Single[shard], len(records))
 		return nil
 	}
 
@@ -197,7 +199,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	plan := citus.Decide(state, th)
-	printState(a.stdout, "before", layout, load, plan)
+	printState(a.stdout, "before", names, layout, load, plan)
 	if !*apply {
 		if len(plan.Steps) > 0 {
 			fmt.Fprintf(a.stdout, "plan only: run again with --apply to act\n")
@@ -205,12 +207,12 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		return nil
 	}
 	records, advice, err := ladder.Run(ctx, load, "", 0)
-	printRecords(a.stdout, records)
+	printRecords(a.stdout, names, records)
 	if err != nil {
 		return err
 	}
 	for _, s := range advice {
-		fmt.Fprintf(a.stdout, "advice: %s\n", s)
+		fmt.Fprintf(a.stdout, "advice: %s\n", names.rename(s.String()))
 	}
 	after, err := citus.Inspect(ctx, conn, *table)
 	if err != nil {
@@ -224,7 +226,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	printState(a.stdout, "after", after, loadAfter, citus.Decide(stateAfter, th))
+	printState(a.stdout, "after", names, after, loadAfter, citus.Decide(stateAfter, th))
 	return nil
 }
 
@@ -252,7 +254,16 @@ func connectWorkers(ctx context.Context, cfg *pgx.ConnConfig, l citus.Layout) (m
 	return conns, closeAll, nil
 }
 
-func printState(w io.Writer, when string, l citus.Layout, load citus.Load, p citus.Plan) {
+// layoutNames names l's workers worker1… (see workerNames).
+func layoutNames(l citus.Layout) workerNames {
+	var addrs []string
+	for _, w := range l.Workers {
+		addrs = append(addrs, w.Name)
+	}
+	return newWorkerNames(addrs)
+}
+
+func printState(w io.Writer, when string, names workerNames, l citus.Layout, load citus.Load, p citus.Plan) {
 	counts := map[string]int{}
 	for _, wk := range l.Placements {
 		counts[wk]++
@@ -263,13 +274,13 @@ func printState(w io.Writer, when string, l citus.Layout, load citus.Load, p cit
 	}
 	fmt.Fprintf(w, "%s: %d samples over %.1f s\n", when, load.Samples, load.Duration.Seconds())
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "  worker\tshards\tactive\tshare\ttakes shards\n")
+	fmt.Fprintf(tw, "  worker\taddress\tshards\tactive\tshare\ttakes shards\n")
 	for _, wk := range l.Workers {
 		share := 0.0
 		if total > 0 {
 			share = load.Workers[wk.Name] / total * 100
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%.2f\t%.1f%%\t%v\n", wk.Name, counts[wk.Name], load.Workers[wk.Name], share, wk.ShouldHaveShards)
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%.2f\t%.1f%%\t%s\n", names.name(wk.Name), wk.Name, counts[wk.Name], load.Workers[wk.Name], share, yesNo(wk.ShouldHaveShards))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "  worker skew %s (shared workers), shard skew %s\n", fmtSkew(p.WorkerSkew), fmtSkew(p.ShardSkew))
@@ -309,10 +320,10 @@ func printState(w io.Writer, when string, l citus.Layout, load citus.Load, p cit
 			total*100, l.Table, strings.Join(tags, ", "))
 	}
 	for _, al := range p.Alerts {
-		fmt.Fprintf(w, "  alert %s\n", al)
+		fmt.Fprintf(w, "  alert %s\n", names.rename(al.String()))
 	}
 	for i, s := range p.Steps {
-		fmt.Fprintf(w, "  step %d: %s\n", i+1, s)
+		fmt.Fprintf(w, "  step %d: %s\n", i+1, names.rename(s.String()))
 	}
 }
 
@@ -332,15 +343,26 @@ func fmtSkew(s float64) string {
 	return fmt.Sprintf("%.2fx", s)
 }
 
-func printRecords(w io.Writer, records []citus.Record) {
-	for _, r := range records {
+func printRecords(w io.Writer, names workerNames, records []citus.Record) {
+	for i, r := range records {
 		state := "done"
 		if r.Skipped {
 			state = "already done"
 		}
-		fmt.Fprintf(w, "%s in %.2f s (%s); shards per worker before %v, after %v\n", r.Step, r.Took.Seconds(), state, r.Before.Shards, r.After.Shards)
+		fmt.Fprintf(w, "step %d: %s in %.2f s (%s)\n", i+1, names.rename(r.Step.String()), r.Took.Seconds(), state)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		if r.Before.Load != nil {
-			fmt.Fprintf(w, "  worker load (active backends) before %v, after %v\n", r.Before.Load, r.After.Load)
+			fmt.Fprintf(tw, "  worker\tshards before\tafter\tload before\tafter\t\n")
+		} else {
+			fmt.Fprintf(tw, "  worker\tshards before\tafter\t\n")
 		}
+		for _, a := range names.addrs {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t", names.name(a), r.Before.Shards[a], r.After.Shards[a])
+			if r.Before.Load != nil {
+				fmt.Fprintf(tw, "%.2f\t%.2f\t", r.Before.Load[a], r.After.Load[a])
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
 	}
 }

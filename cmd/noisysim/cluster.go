@@ -215,6 +215,11 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 			c.PassFile(), primary.DSNFor(primary.User, ""), c.Dir())
 		return nil
 	}
+	primary, _ := backend.First(c, backend.RolePrimary)
+	if !*showPassword {
+		fmt.Fprintf(a.stdout, "The password shows as xxxxx; it is in the cluster's password file:\n  connect: PGPASSFILE=%s psql '%s'\n  (or start the cluster with --show-password to print the DSNs with it)\n",
+			c.PassFile(), primary.DSNFor(primary.User, ""))
+	}
 	fmt.Fprintf(a.stdout, "Press Ctrl-C to stop the cluster and remove its files.\n")
 	<-ctx.Done()
 	fmt.Fprintf(a.stderr, "noisysim: stopping cluster\n")

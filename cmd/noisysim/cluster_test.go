@@ -301,6 +301,13 @@ func TestClusterUpSIGTERM(t *testing.T) {
 	if len(mentioning(filepath.Base(dir)+"/")) < 4 {
 		t.Fatalf("expected the cluster's processes to be visible, got %v", mentioning(dir))
 	}
+	// The password is masked, and the output says where it is.
+	out, _ := c.output()
+	for _, want := range []string{"xxxxx", "PGPASSFILE=" + dir + "/pgpass psql", "--show-password"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster up output lacks %q:\n%s", want, out)
+		}
+	}
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	if code := c.wait(t); code != 0 {
 		_, e := c.output()
@@ -407,6 +414,38 @@ func TestClusterUpSIGKILL(t *testing.T) {
 	assertNothingLeft(t, base, []string{dir, dir2}, append(pids, pids2...))
 }
 
+// After kill -9 of noisysim, cluster down --dir removes the directory it
+// left (its owner is dead); one whose owner runs stays its owner's.
+func TestClusterDownDeadOwner(t *testing.T) {
+	needPostgres(t)
+	base := privateBase(t)
+	c := startCLI(t, nil, "cluster", "up", "--base-dir", base)
+	c.waitLine(t, "Press Ctrl-C")
+	dir := c.clusterDir(t)
+	pids := clusterPIDs(t, dir)
+
+	// While its owner runs, the directory is not cluster down's.
+	busy := startCLI(t, nil, "cluster", "down", "--dir", dir)
+	if code := busy.wait(t); code != exitUsage {
+		t.Errorf("cluster down --dir of a running cluster: exit %d, want 2", code)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("cluster down removed a running cluster's dir: %v", err)
+	}
+
+	c.cmd.Process.Kill()
+	c.wait(t)
+	down := startCLI(t, nil, "cluster", "down", "--dir", dir)
+	if code := down.wait(t); code != 0 {
+		_, e := down.output()
+		t.Fatalf("cluster down --dir after kill -9: exit %d\n%s", code, e)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still there after cluster down: %v", dir, err)
+	}
+	assertNothingLeft(t, base, []string{dir}, pids)
+}
+
 func contains(xs []int, x int) bool {
 	for _, y := range xs {
 		if x == y {
@@ -450,6 +489,10 @@ func TestClusterKeepAndDown(t *testing.T) {
 	if code := down.wait(t); code != 0 {
 		_, e := down.output()
 		t.Fatalf("cluster down: exit %d\n%s", code, e)
+	}
+	// cluster down returns once every server process is gone.
+	if live := procs(func(pid, _ int, _ string) bool { return contains(pids, pid) }); len(live) > 0 {
+		t.Errorf("server processes %v still there when cluster down returned", live)
 	}
 	assertNothingLeft(t, base, []string{dir}, pids)
 	again := startCLI(t, nil, "cluster", "down", "--base-dir", base)

@@ -88,6 +88,11 @@ func dockerClusterUp(ctx context.Context, a *app, spec backend.Spec, image strin
 		}
 		return nil
 	}
+	if !showPassword {
+		fmt.Fprintf(a.stdout, "The password shows as xxxxx; it is in each container's environment (POSTGRES_PASSWORD):\n"+
+			"    docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' %s | grep POSTGRES_PASSWORD\n"+
+			"  (or start the cluster with --show-password to print the DSNs with it)\n", c.ContainerName(c.Nodes()[0].Name))
+	}
 	fmt.Fprintf(a.stdout, "Press Ctrl-C to stop the cluster and remove its containers.\n")
 	<-ctx.Done()
 	fmt.Fprintf(a.stderr, "noisysim: removing cluster\n")

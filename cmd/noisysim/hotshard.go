@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -134,10 +136,20 @@ func runHotShard(ctx context.Context, c backend.Cluster, cfg hotshard.Config) (h
 }
 
 func printHotShard(w io.Writer, res hotshard.Result) {
+	addrs := slices.Clone(res.Workers)
+	for _, r := range res.Steps {
+		addrs = slices.AppendSeq(addrs, maps.Keys(r.Before.Shards))
+		addrs = slices.AppendSeq(addrs, maps.Keys(r.After.Shards))
+	}
+	names := newWorkerNames(addrs)
+	if len(names.addrs) > 0 {
+		fmt.Fprintf(w, "workers:\n")
+		names.table(w)
+	}
 	if res.DetectedOK {
 		fmt.Fprintf(w, "detected %.2f s after tenant 1 started:\n", res.Detected.Seconds())
 		for _, al := range res.Alerts {
-			fmt.Fprintf(w, "  alert %s\n", al)
+			fmt.Fprintf(w, "  alert %s\n", names.rename(al.String()))
 		}
 	} else {
 		fmt.Fprintf(w, "no alert fired\n")
@@ -152,7 +164,7 @@ func printHotShard(w io.Writer, res hotshard.Result) {
 		shard hotshard.Shard
 	}{{"before", res.ShardBefore}, {"after", res.ShardAfter}} {
 		if s.shard.ID != 0 {
-			fmt.Fprintf(w, "tenant 1's shard %-6s %d on %s, %d bytes, isolated %v\n", s.when, s.shard.ID, s.shard.Worker, s.shard.Bytes, s.shard.Isolated)
+			fmt.Fprintf(w, "tenant 1's shard %-6s %d on %s, %d bytes, isolated %v\n", s.when, s.shard.ID, names.name(s.shard.Worker), s.shard.Bytes, s.shard.Isolated)
 		}
 	}
 	for _, win := range []struct {
@@ -169,24 +181,69 @@ func printHotShard(w io.Writer, res hotshard.Result) {
 		}
 		fmt.Fprintln(w)
 	}
+	printWindowLoads(w, names, res)
 	for i, s := range res.Plan.Steps {
-		fmt.Fprintf(w, "plan %d: %s\n", i+1, s)
+		fmt.Fprintf(w, "plan %d: %s\n", i+1, names.rename(s.String()))
 	}
-	printRecords(w, res.Steps)
+	printRecords(w, names, res.Steps)
 	for _, s := range res.Advice {
-		fmt.Fprintf(w, "advice: %s\n", s)
+		fmt.Fprintf(w, "advice: %s\n", names.rename(s.String()))
 	}
 	if len(res.Steps) > 0 {
-		fmt.Fprintf(w, "ladder: %d steps in %.1f s; writer %d acknowledged, %d lost, %d duplicated, longest pause %.0f ms, errors %v\n",
-			len(res.Steps), res.LadderTook.Seconds(), res.Writes.Acked, res.Writes.Lost, res.Writes.Duplicated, ms(res.Writes.MaxPause), res.Writes.Errors)
+		fmt.Fprintf(w, "ladder: %d steps in %.1f s; writer %d acknowledged, %d lost, %d duplicated, longest pause %.0f ms, errors: %s\n",
+			len(res.Steps), res.LadderTook.Seconds(), res.Writes.Acked, res.Writes.Lost, res.Writes.Duplicated, ms(res.Writes.MaxPause), counts(res.Writes.Errors))
 	}
 	for _, as := range res.Assertions {
 		mark := "ok  "
 		if !as.OK {
 			mark = "FAIL"
 		}
-		fmt.Fprintf(w, "%s %-20s %s\n", mark, as.Name, as.Detail)
+		fmt.Fprintf(w, "%s %-20s %s\n", mark, as.Name, names.rename(as.Detail))
 	}
+}
+
+// printWindowLoads prints each worker's load per measured window as a
+// table: from the ledger, and sampled in pg_stat_activity.
+func printWindowLoads(w io.Writer, names workerNames, res hotshard.Result) {
+	type col struct {
+		name string
+		load map[string]float64
+	}
+	var cols []col
+	for _, win := range []struct {
+		name string
+		w    hotshard.Window
+	}{{"solo", res.Solo}, {"before", res.Before}, {"after", res.After}} {
+		if win.w.Workers != nil {
+			cols = append(cols, col{win.name, win.w.Workers})
+		}
+	}
+	for _, win := range []struct {
+		name string
+		w    hotshard.Window
+	}{{"solo", res.Solo}, {"before", res.Before}, {"after", res.After}} {
+		if win.w.Sampled != nil {
+			cols = append(cols, col{win.name + " sampled", win.w.Sampled})
+		}
+	}
+	if len(cols) == 0 || len(names.addrs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "load per worker (mean busy backends: ledger DB time through the placements; sampled: pg_stat_activity):\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "  worker\t")
+	for _, c := range cols {
+		fmt.Fprintf(tw, "%s\t", c.name)
+	}
+	fmt.Fprintln(tw)
+	for _, a := range names.addrs {
+		fmt.Fprintf(tw, "  %s\t", names.name(a))
+		for _, c := range cols {
+			fmt.Fprintf(tw, "%.2f\t", c.load[a])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -35,6 +35,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/bench"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/isolation/citus"
@@ -53,6 +54,7 @@ type command struct {
 // commands is the one place subcommands are registered. To add one, write
 // its run function in its own file and add a line here.
 var commands = []command{
+	{"bench", "measure noisysim against pgbench on one server: maximum rate, fixed rate, memory", runBench},
 	{"citus", "hot shard on Citus: plan [--apply], isolate --tenant X, hot-shard (local experiment)", runCitus},
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
@@ -93,6 +95,8 @@ var exitCodes = []struct {
 	{citus.ErrNotCitus, exitUsage},
 	{citus.ErrNotDistributed, exitUsage},
 	{runlock.ErrHeld, exitUsage},
+	{bench.ErrInvalid, exitUsage},
+	{bench.ErrNoPgBench, exitUsage},
 }
 
 // exitCode returns the exit code for the error a command returned.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -151,22 +152,42 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if prog != nil {
 		prog.finish()
 	}
-	if err != nil {
+	if err != nil && (rep == nil || rep.Incomplete == "") {
 		return err
 	}
-	if err := reports.WriteText(a.stdout, rep, reports.TextOptions{TopQuiet: *top}); err != nil {
-		return err
+	// An interrupted run (err set, rep incomplete) still shows and writes
+	// what it measured, then fails with the interruption (exit 1).
+	if werr := reports.WriteText(a.stdout, rep, textOptions(*top, *out)); werr != nil {
+		return errors.Join(err, werr)
 	}
 	if *out != "" {
-		if err := reports.WriteDir(*out, rep); err != nil {
-			return err
+		if werr := reports.WriteDir(*out, rep); werr != nil {
+			return errors.Join(err, werr)
 		}
-		fmt.Fprintf(a.stdout, "reports written to %s\n", *out)
+		if err != nil {
+			fmt.Fprintf(a.stdout, "partial reports (incomplete) written to %s\n", *out)
+		} else {
+			fmt.Fprintf(a.stdout, "reports written to %s\n", *out)
+		}
+	}
+	if err != nil {
+		return err
 	}
 	if !rep.Passed {
 		return fmt.Errorf("%w: scenario %s (see the assertions above)", errAssertionFailed, sc.Name)
 	}
 	return nil
+}
+
+// textOptions are the terminal report's options: the tables name top
+// quiet tenants and send the reader for the rest to out's report.json, or,
+// without --out, say how to write one.
+func textOptions(top int, out string) reports.TextOptions {
+	o := reports.TextOptions{TopQuiet: top, FullReport: "report.json (write it with --out DIR)"}
+	if out != "" {
+		o.FullReport = filepath.Join(out, "report.json")
+	}
+	return o
 }
 
 func configNames(sc *scenario.Scenario) string {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
@@ -155,6 +158,9 @@ func TestRunCIGate(t *testing.T) {
 		if len(rep.Assertions) == 0 {
 			t.Fatal("no assertions in report.json")
 		}
+		if !strings.Contains(text, " more quiet tenants in "+filepath.Join(dir, "report.json")) {
+			t.Errorf("the text does not send the reader to %s for the other quiet tenants", filepath.Join(dir, "report.json"))
+		}
 		for _, a := range rep.Assertions {
 			if a.Tenant == nil || a.Class == nil || a.Observed == nil || a.Limit == nil || a.Passed == nil {
 				t.Fatalf("assertion %s lacks a required field", a.Name)
@@ -182,8 +188,76 @@ func TestRunCIGate(t *testing.T) {
 		}
 	})
 	t.Run("only naive", func(t *testing.T) {
-		if _, code := run(t, "--only", "naive"); code != exitAssertion {
+		text, code := run(t, "--only", "naive")
+		if code != exitAssertion {
 			t.Errorf("exit %d, want 99: the control must fail on its own", code)
+		}
+		// No --out: no report.json to send the reader to, but how to write one.
+		if !strings.Contains(text, " more quiet tenants in report.json (write it with --out DIR)") {
+			t.Errorf("without --out, the text does not say how to see the other quiet tenants:\n%s", text)
+		}
+	})
+	// The first Ctrl-C in the middle of the run phase: exit 1, and the
+	// text and the reports hold what was measured, marked incomplete.
+	t.Run("interrupted", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "report")
+		cmd := exec.Command(bin, "run", "../../scenarios/ci-gate.yaml", "--only", "naive", "--out", dir)
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderr)
+		var errText strings.Builder
+		for sc.Scan() {
+			errText.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "run (naive)") {
+				break
+			}
+		}
+		time.Sleep(2 * time.Second)
+		if err := cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		rest, _ := io.ReadAll(stderr)
+		errText.Write(rest)
+		err = cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitError {
+			t.Fatalf("exit %v, want 1\nstdout:\n%s\nstderr:\n%s", err, out.String(), errText.String())
+		}
+		if !strings.Contains(out.String(), "INCOMPLETE: interrupted during run of naive") || !strings.Contains(out.String(), "partial reports (incomplete) written to "+dir) {
+			t.Errorf("stdout does not show the partial report:\n%s", out.String())
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Passed         bool   `json:"passed"`
+			Incomplete     string `json:"incomplete"`
+			Configurations []struct {
+				Name       string            `json:"name"`
+				Incomplete bool              `json:"incomplete"`
+				Tenants    []json.RawMessage `json:"tenants"`
+			} `json:"configurations"`
+		}
+		if err := json.Unmarshal(raw, &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep.Passed || rep.Incomplete != "interrupted during run of naive" || len(rep.Configurations) != 1 ||
+			!rep.Configurations[0].Incomplete || len(rep.Configurations[0].Tenants) == 0 {
+			t.Errorf("report.json: passed %v, incomplete %q, configurations %+v; want naive's measured rows, marked incomplete",
+				rep.Passed, rep.Incomplete, rep.Configurations)
+		}
+		for _, f := range []string{"report.md", "junit.xml"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 	t.Run("only isolated", func(t *testing.T) {
@@ -191,4 +265,13 @@ func TestRunCIGate(t *testing.T) {
 			t.Errorf("exit %d, want 0", code)
 		}
 	})
+}
+
+func TestTextOptionsSayWhereTheReportIs(t *testing.T) {
+	if got := textOptions(5, "").FullReport; !strings.Contains(got, "--out DIR") {
+		t.Errorf("without --out: %q, want how to write a report (--out DIR)", got)
+	}
+	if got := textOptions(5, "out").FullReport; got != filepath.Join("out", "report.json") {
+		t.Errorf("with --out out: %q, want out/report.json", got)
+	}
 }

@@ -1,8 +1,6 @@
 package scenario
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,24 +74,7 @@ func TestFaultsInvalid(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.yaml), "x.yaml")
-			var e *Error
-			if !errors.As(err, &e) || !errors.Is(err, ErrInvalid) {
-				t.Fatalf("err = %v, want *Error", err)
-			}
-			checkPlaces(t, tc.yaml, e.Problems)
-			var got []string
-			for _, p := range e.Problems {
-				got = append(got, fmt.Sprintf("%d:%d %s: %s", p.Line, p.Col, p.Field, p.Msg))
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d problems, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
-			}
-			for i := range got {
-				if !strings.HasPrefix(got[i], tc.want[i]) {
-					t.Errorf("problem %d = %q, want prefix %q", i, got[i], tc.want[i])
-				}
-			}
+			wantProblems(t, tc.yaml, tc.want)
 		})
 	}
 }

@@ -480,24 +480,7 @@ func TestValidateMore(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.yaml), "x.yaml")
-			var e *Error
-			if !errors.As(err, &e) {
-				t.Fatalf("err = %v, want *Error", err)
-			}
-			checkPlaces(t, tc.yaml, e.Problems)
-			var got []string
-			for _, p := range e.Problems {
-				got = append(got, fmt.Sprintf("%d:%d %s: %s", p.Line, p.Col, p.Field, p.Msg))
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d problems, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
-			}
-			for i := range got {
-				if !strings.HasPrefix(got[i], tc.want[i]) {
-					t.Errorf("problem %d = %q, want prefix %q", i, got[i], tc.want[i])
-				}
-			}
+			wantProblems(t, tc.yaml, tc.want)
 		})
 	}
 }
@@ -724,5 +707,30 @@ func TestLoadModel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// wantProblems parses src, which must be invalid, and checks its problems:
+// each at its field's place, as "line:col field: msg" starting with the
+// matching entry of want, in order.
+func wantProblems(t *testing.T, src string, want []string) {
+	t.Helper()
+	_, err := Parse([]byte(src), "x.yaml")
+	var e *Error
+	if !errors.As(err, &e) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want *Error", err)
+	}
+	checkPlaces(t, src, e.Problems)
+	var got []string
+	for _, p := range e.Problems {
+		got = append(got, fmt.Sprintf("%d:%d %s: %s", p.Line, p.Col, p.Field, p.Msg))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range got {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d = %q, want prefix %q", i, got[i], want[i])
+		}
 	}
 }

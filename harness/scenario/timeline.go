@@ -41,6 +41,8 @@ type Phase struct {
 	// Measure makes the phase a window assertions may name. Default true;
 	// false for a warm-up.
 	Measure bool `yaml:"measure"`
+	// Actions start with the phase, each At after its start. Optional.
+	Actions []Action `yaml:"actions"`
 }
 
 // PhaseSenders is who sends in a phase: a sender set (Set) or a list of
@@ -266,12 +268,17 @@ func (c *checker) timeline(s *Scenario) {
 		if p.Measure {
 			measured++
 		}
+		c.actions(s, i, p)
 	}
 	if measured == 0 && !derived {
 		c.add("timeline", "no measured phase: set measure: true on at least one phase, or assertions have no window")
 	}
 	if s.Promoting() || s.HotSharding() {
-		return // their windows are their own sections' (solo, before, after)
+		// Their windows are their own sections' (solo, before, after).
+		if !derived {
+			c.add("timeline", "not used by promotion and hot-shard scenarios: their sections set their windows")
+		}
+		return
 	}
 	window, baseline := s.Assertions.QuietP99.QuietWindows()
 	c.window("assertions.quiet_p99.window", window, s)

@@ -1,10 +1,8 @@
 package scenario
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 )
@@ -114,6 +112,9 @@ func TestTimelineInvalid(t *testing.T) {
 			"6:1 timeline: no measured phase \"run\", which assertions.quiet_p99.window names by default",
 			"6:1 timeline: no measured phase \"solo\", which assertions.quiet_p99.baseline names by default",
 		}},
+		{"timeline in a promotion scenario", head + "backend: {topology: shards}\npromotion: {}\ntimeline:\n  - {name: m, length: 2s}\n", []string{
+			"7:1 timeline: not used by promotion and hot-shard scenarios",
+		}},
 		{"fault past the timeline", head + "backend: {kind: docker}\ntimeline:\n  - {name: m, length: 2s}\n  - {name: run, length: 1s}\n" +
 			"assertions: {quiet_p99: {baseline: m}}\nfaults: [{node: primary, action: stop, at: 2500ms, for: 1s}]\n", []string{
 			"10:52 faults[0].for: at + for (3.5s) must be <= the rest of the timeline from phase m (3s)",
@@ -121,24 +122,58 @@ func TestTimelineInvalid(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.yaml), "x.yaml")
-			var e *Error
-			if !errors.As(err, &e) {
-				t.Fatalf("err = %v, want *Error", err)
-			}
-			checkPlaces(t, tc.yaml, e.Problems)
-			var got []string
-			for _, p := range e.Problems {
-				got = append(got, fmt.Sprintf("%d:%d %s: %s", p.Line, p.Col, p.Field, p.Msg))
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d problems, want %d:\n%s", len(got), len(tc.want), strings.Join(got, "\n"))
-			}
-			for i := range got {
-				if !strings.HasPrefix(got[i], tc.want[i]) {
-					t.Errorf("problem %d = %q, want prefix %q", i, got[i], tc.want[i])
-				}
-			}
+			wantProblems(t, tc.yaml, tc.want)
+		})
+	}
+}
+
+func TestActionsParse(t *testing.T) {
+	src := "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10}\nconfigurations: [{name: a, mode: shared}]\n" +
+		"timeline:\n  - {name: solo, length: 2s, senders: quiet}\n" +
+		"  - name: run\n    length: 3s\n    actions:\n      - {type: terminate_sessions, at: 1s, tenant: 1}\n"
+	s, err := Parse([]byte(src), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := s.Steps()[1].Actions
+	if len(as) != 1 || as[0].Type != ActionTerminateSessions || as[0].At != Duration(time.Second) {
+		t.Fatalf("actions = %+v", as)
+	}
+	if cfg, ok := as[0].Config.(*TerminateSessions); !ok || cfg.Tenant != 1 {
+		t.Errorf("config = %#v, want *TerminateSessions{Tenant: 1}", as[0].Config)
+	}
+}
+
+func TestActionsInvalid(t *testing.T) {
+	const head = "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10}\nconfigurations: [{name: a, mode: shared}]\n" +
+		"timeline:\n  - {name: solo, length: 2s, senders: quiet}\n  - name: run\n    length: 3s\n    actions:\n"
+	tests := []struct {
+		name string
+		yaml string
+		want []string
+	}{
+		{"fields", head +
+			"      - {type: terminate_session, tenant: 1}\n" +
+			"      - {type: terminate_sessions, at: 3s}\n" +
+			"      - {type: terminate_sessions, tenant: 77, at: -1s}\n" +
+			"      - {at: 1s}\n", []string{
+			"10:10 timeline[1].actions[0].type: unknown action \"terminate_session\"; known actions: terminate_sessions",
+			"11:9 timeline[1].actions[1].tenant: required: the tenant whose sessions end, 1..50",
+			"11:36 timeline[1].actions[1].at: must be within the phase (length 3s), got 3s",
+			"12:36 timeline[1].actions[2].tenant: no such tenant 77",
+			"12:48 timeline[1].actions[2].at: must be a duration >= 0, got -1s",
+			"13:9 timeline[1].actions[3]: required: type",
+		}},
+		{"unknown key", head + "      - {type: terminate_sessions, tenant: 1, node: primary}\n", []string{
+			"10:47 timeline[1].actions[0].node: unknown key \"node\" of action terminate_sessions; its keys are type, at, tenant",
+		}},
+		{"not a mapping", head + "      - terminate\n", []string{
+			"10:9 timeline[1].actions[0]: must be a mapping with a type",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wantProblems(t, tc.yaml, tc.want)
 		})
 	}
 }

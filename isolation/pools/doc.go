@@ -41,6 +41,15 @@
 //     open a replacement while the old backend still counts against the
 //     role's CONNECTION LIMIT, and a cancel storm is never refused with
 //     53300.
+//   - Query does it in one round trip: the tag goes with the statement in
+//     one pgx batch, as set_config(..., true), local to the statement's
+//     implicit transaction (it ends with the statement, committed or not:
+//     an idle connection never shows it), and the reset follows in the
+//     same flight, unawaited; its reply is read before the connection's
+//     next use (a failed reset closes the connection then). The first
+//     call of a statement on a connection prepares it, tagged as above;
+//     a statement PostgreSQL refuses in a transaction block (VACUUM) runs
+//     on its own.
 //   - DB time is the wall time of the work as the client saw it, recorded
 //     by the call itself whether it succeeded, failed or panicked.
 //

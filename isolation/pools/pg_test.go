@@ -313,74 +313,149 @@ func TestL5SequentialBorrowsUseOneConnection(t *testing.T) {
 	}
 }
 
+// TestL5FailingTagIsBounded: a tag that fails every time gives up after at
+// most pool size + 1 attempts with a *TagError and gives the limiter slot
+// back; one broken connection is replaced. Query tags in the same round trip
+// as its statement (the failing tag is a statement the server refuses);
+// WithConn tags on its own (the failing tag is injected).
 func TestL5FailingTagIsBounded(t *testing.T) {
 	db := startDB(t, backend.TopologySingle)
 	dsns, _ := db.roles(t, testRole("app", 0))
-	lim, err := limiter.New(limiter.Config{MaxPerTenant: 1, MaxQueue: 0, MaxWait: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := onePool(dsns["app"], 10)
-	cfg.Classes[Interactive] = ClassConfig{Pool: string(Interactive), Limiter: lim}
-	s := newStack(t, cfg)
+	for _, path := range []string{"Query", "WithConn"} {
+		t.Run(path, func(t *testing.T) {
+			lim, err := limiter.New(limiter.Config{MaxPerTenant: 1, MaxQueue: 0, MaxWait: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := onePool(dsns["app"], 10)
+			cfg.Classes[Interactive] = ClassConfig{Pool: string(Interactive), Limiter: lim}
+			s := newStack(t, cfg)
+			call := func() error {
+				if path == "Query" {
+					_, err := s.Query(t.Context(), Interactive, "a", "SELECT 1")
+					return err
+				}
+				_, err := s.WithConn(t.Context(), Interactive, "a", func(ctx context.Context, conn *pgx.Conn) error {
+					_, err := conn.Exec(ctx, "SELECT 1")
+					return err
+				})
+				return err
+			}
+			// Query prepares its statement on a connection's first call,
+			// tagged as WithConn tags: warm one connection up so that the
+			// tag goes with the statement.
+			if path == "Query" {
+				if err := call(); err != nil {
+					t.Fatal(err)
+				}
+			}
 
-	var calls atomic.Int64
-	s.tag = func(context.Context, *pgx.Conn, string) error {
-		calls.Add(1)
-		return errors.New("injected tag failure")
-	}
-	start := time.Now()
-	_, err = s.Query(t.Context(), Interactive, "a", "SELECT 1")
-	var tagErr *TagError
-	if !errors.Is(err, ErrTagFailed) || !errors.As(err, &tagErr) {
-		t.Fatalf("err = %v, want a *TagError", err)
-	}
-	if n := calls.Load(); n > 11 || int64(tagErr.Attempts) != n {
-		t.Errorf("%d tag attempts (error says %d), want ≤ pool size + 1 = 11", n, tagErr.Attempts)
-	}
-	t.Logf("gave up after %d attempts in %s", calls.Load(), time.Since(start))
-	if st := lim.TenantStat("a"); st.InFlight != 0 || st.Admitted != st.Released {
-		t.Errorf("limiter slot not returned: %+v", st)
-	}
-	waitClosed(t, s)
-	if st := s.Stat().Pools[0]; st.TotalConns != 0 || st.Destroyed != calls.Load() || st.TagFailures != calls.Load() {
-		t.Errorf("pool stat %+v: want every failed connection destroyed", st)
-	}
+			var calls atomic.Int64
+			failing := func(context.Context, *pgx.Conn, string) error {
+				calls.Add(1)
+				return errors.New("injected tag failure")
+			}
+			s.tag = failing
+			if path == "Query" {
+				s.queryTagSQL = "SELECT set_config('application_name', $1, true) WHERE 1/0 = 1"
+			}
+			start := time.Now()
+			err = call()
+			var tagErr *TagError
+			if !errors.Is(err, ErrTagFailed) || !errors.As(err, &tagErr) {
+				t.Fatalf("err = %v, want a *TagError", err)
+			}
+			waitClosed(t, s)
+			st := s.Stat().Pools[0]
+			if path == "Query" {
+				calls.Store(st.TagFailures)
+			}
+			if n := calls.Load(); n > 11 || n < 1 || int64(tagErr.Attempts) != n {
+				t.Errorf("%d tag attempts (error says %d), want 1..11 (pool size + 1)", n, tagErr.Attempts)
+			}
+			t.Logf("gave up after %d attempts in %s", calls.Load(), time.Since(start))
+			if st := lim.TenantStat("a"); st.InFlight != 0 || st.Admitted != st.Released {
+				t.Errorf("limiter slot not returned: %+v", st)
+			}
+			if st.TotalConns != 0 || st.Destroyed != calls.Load() || st.TagFailures != calls.Load() {
+				t.Errorf("pool stat %+v: want every failed connection destroyed", st)
+			}
 
-	// A connection that fails once is replaced; the call succeeds and the
-	// slot is free again (cap 1, no queue: a held slot would reject).
-	calls.Store(0)
-	s.tag = func(ctx context.Context, c *pgx.Conn, tenant string) error {
-		if calls.Add(1) == 1 {
-			return errors.New("injected: first connection broken")
-		}
-		return setTag(ctx, c, tenant)
-	}
-	if _, err := s.Query(t.Context(), Interactive, "a", "SELECT 1"); err != nil {
-		t.Fatalf("with one failing connection: %v", err)
-	}
-	if calls.Load() != 2 {
-		t.Errorf("%d tag attempts, want 2", calls.Load())
+			// A connection that fails once is replaced; the call succeeds
+			// and the slot is free again (cap 1, no queue: a held slot
+			// would reject).
+			s.queryTagSQL = tagLocalSQL
+			calls.Store(0)
+			s.tag = func(ctx context.Context, c *pgx.Conn, tenant string) error {
+				if calls.Add(1) == 1 {
+					return errors.New("injected: first connection broken")
+				}
+				return setTag(ctx, c, tenant)
+			}
+			if err := call(); err != nil {
+				t.Fatalf("with one failing connection: %v", err)
+			}
+			if calls.Load() != 2 {
+				t.Errorf("%d tag attempts, want 2", calls.Load())
+			}
+		})
 	}
 }
 
+// TestL5LedgerDoesNotDependOnReset: a failed reset is not the caller's
+// failure, the DB time is in the ledger, and the connection is destroyed:
+// at once when the reset is waited for (WithConn), before the connection's
+// next use when it is not (Query).
 func TestL5LedgerDoesNotDependOnReset(t *testing.T) {
 	db := startDB(t, backend.TopologySingle)
 	dsns, _ := db.roles(t, testRole("app", 0))
-	s := newStack(t, onePool(dsns["app"], 2))
-	s.reset = func(context.Context, *pgx.Conn) error { return errors.New("injected reset failure") }
-
-	res, err := s.Query(t.Context(), Interactive, "a", "SELECT pg_sleep(0.05)")
-	if err != nil {
-		t.Fatalf("a failed reset is not the caller's failure: %v", err)
-	}
-	u := s.Ledger().Usage()
-	if len(u) != 1 || u[0].Tenant != "a" || u[0].DBTime < 50*time.Millisecond || u[0].DBTime != res.DBTime {
-		t.Errorf("ledger %+v, want a's ≥ 50ms", u)
-	}
-	waitClosed(t, s)
-	if st := s.Stat().Pools[0]; st.Destroyed != 1 || st.TotalConns != 0 {
-		t.Errorf("pool stat %+v: want the unreset connection destroyed", st)
+	for _, path := range []string{"Query", "WithConn"} {
+		t.Run(path, func(t *testing.T) {
+			s := newStack(t, onePool(dsns["app"], 2))
+			s.reset = func(context.Context, *pgx.Conn) error { return errors.New("injected reset failure") }
+			var res Result
+			var err error
+			var before []Usage
+			if path == "Query" {
+				// Warm up (the first call prepares the statement, and is
+				// reset as WithConn), then fail the reset Query sends.
+				if _, err := s.Query(t.Context(), Interactive, "a", "SELECT pg_sleep(0.05)"); err != nil {
+					t.Fatal(err)
+				}
+				before = s.Ledger().Usage()
+				s.queryResetSQL = "RESET ALL; SELECT 1/0"
+				res, err = s.Query(t.Context(), Interactive, "a", "SELECT pg_sleep(0.05)")
+			} else {
+				res, err = s.WithConn(t.Context(), Interactive, "a", func(ctx context.Context, conn *pgx.Conn) error {
+					_, err := conn.Exec(ctx, "SELECT pg_sleep(0.05)")
+					return err
+				})
+			}
+			if err != nil {
+				t.Fatalf("a failed reset is not the caller's failure: %v", err)
+			}
+			u := UsageWindow(before, s.Ledger().Usage())
+			if len(u) != 1 || u["a"] == nil || u["a"].Total < 50*time.Millisecond || u["a"].Total != res.DBTime {
+				t.Errorf("ledger window %+v, want a's ≥ 50ms, the call's %v", u, res.DBTime)
+			}
+			if path == "Query" {
+				// The next use reads the failed reset, destroys the
+				// connection and runs on a fresh one.
+				s.queryResetSQL = queryResetSQL
+				if _, err := s.Query(t.Context(), Interactive, "b", "SELECT 1"); err != nil {
+					t.Fatalf("the call after a failed reset: %v", err)
+				}
+				waitClosed(t, s)
+				if st := s.Stat().Pools[0]; st.Destroyed < 1 || st.TotalConns > 1 {
+					t.Errorf("pool stat %+v: want the unreset connection destroyed", st)
+				}
+				return
+			}
+			waitClosed(t, s)
+			if st := s.Stat().Pools[0]; st.Destroyed != 1 || st.TotalConns != 0 {
+				t.Errorf("pool stat %+v: want the unreset connection destroyed", st)
+			}
+		})
 	}
 }
 
@@ -1049,5 +1124,84 @@ func TestReplicaConflict(t *testing.T) {
 	}
 	if got := s.Errors("analyst", Heavy); got[ErrorReplicaConflict] != 1 || len(got) != 1 {
 		t.Errorf("Errors = %v, want one replica_conflict", got)
+	}
+}
+
+// TestQueryBatchedKeepsGuarantees checks Query once its statement is
+// prepared on the connection (the tag goes with the statement and the reset
+// follows unawaited): the tenant shows while the statement runs, the idle
+// connection shows the pool's name, settings the statement changed do not
+// reach the next borrower (L6 through Query), and a statement that refuses
+// a transaction block still runs, tagged.
+func TestQueryBatchedKeepsGuarantees(t *testing.T) {
+	db := startDB(t, backend.TopologySingle)
+	dsns, _ := db.roles(t, testRole("app", 2*time.Second))
+	s := newStack(t, onePool(dsns["app"], 1))
+	ctx := t.Context()
+	const sleep = "SELECT pg_sleep($1::float8)"
+	if _, err := s.Query(ctx, Interactive, "warm", sleep, 0.0); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Query(context.Background(), Interactive, "tenant-7", sleep, 0.5)
+		done <- err
+	}()
+	ok := eventually(2*time.Second, func() bool {
+		groups, err := Activity(ctx, db.admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range groups {
+			if g.ApplicationName == "t:tenant-7" && g.Active == 1 {
+				return true
+			}
+		}
+		return false
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatal("pg_stat_activity never showed t:tenant-7 active during its batched query")
+	}
+	var app, state string
+	if err := queryRow(ctx, db.admin, "SELECT application_name, state FROM pg_stat_activity WHERE usename = 'app' AND backend_type = 'client backend'",
+		nil, &app, &state); err != nil {
+		t.Fatal(err)
+	}
+	if app != "noisysim-interactive" {
+		t.Errorf("returned backend shows application_name %q (%s), want noisysim-interactive", app, state)
+	}
+
+	// L6 through Query: the second call is batched.
+	const setTimeout = "SELECT set_config('statement_timeout', $1, false)"
+	for range 2 {
+		if _, err := s.Query(ctx, Interactive, "A", setTimeout, "0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var shown string
+	if _, err := s.WithConn(ctx, Interactive, "B", func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, "SHOW statement_timeout").Scan(&shown)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if shown != "2s" {
+		t.Errorf("B: SHOW statement_timeout = %s after A's batched SET, want the role's 2s", shown)
+	}
+
+	// VACUUM refuses a transaction block: Query runs it on its own.
+	if _, err := db.admin.Exec(ctx, "CREATE TABLE vac (id int); GRANT ALL ON vac TO app"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Query(ctx, Interactive, "A", "VACUUM vac"); err != nil {
+			t.Fatalf("VACUUM through Query: %v", err)
+		}
+	}
+	if st := s.Stat().Pools[0]; st.Destroyed != 0 || st.TotalConns != 1 {
+		t.Errorf("pool stat %+v: want one connection, none destroyed", st)
 	}
 }

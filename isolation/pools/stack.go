@@ -105,7 +105,8 @@ type Result struct {
 	// saw it and as recorded in the ledger.
 	DBTime time.Duration
 	// Wait is the time from the call to a tagged connection: limiter wait,
-	// pool acquire and tagging.
+	// pool acquire and tagging. Query tags in the same round trip as its
+	// statement: its Wait ends at the acquire, and the tag is in DBTime.
 	Wait time.Duration
 	// Pool is the name of the pool that served the call.
 	Pool string
@@ -156,9 +157,14 @@ type Stack struct {
 	closing   sync.WaitGroup // destroyed connections still closing
 
 	// tag sets the tenant tag on a borrowed connection and reset restores
-	// a returned one; tests replace them to make these steps fail.
+	// a returned one (WithConn, Tx); tests replace them to make these steps
+	// fail.
 	tag   func(ctx context.Context, c *pgx.Conn, tenant string) error
 	reset func(ctx context.Context, c *pgx.Conn) error
+	// queryTagSQL tags Query's statement in the same round trip and
+	// queryResetSQL is the simple-protocol part of the reset Query sends on
+	// return without waiting; tests replace them with failing statements.
+	queryTagSQL, queryResetSQL string
 }
 
 type pool struct {
@@ -210,13 +216,15 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 		return nil, fmt.Errorf("new isolation stack: %w", err)
 	}
 	s := &Stack{
-		classes:      map[Class]*class{},
-		ledger:       ledger,
-		log:          cfg.Logger,
-		resetTimeout: cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
-		router:       cfg.Router,
-		tag:          setTag,
-		reset:        resetSession,
+		classes:       map[Class]*class{},
+		ledger:        ledger,
+		log:           cfg.Logger,
+		resetTimeout:  cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
+		router:        cfg.Router,
+		tag:           setTag,
+		reset:         resetSession,
+		queryTagSQL:   tagLocalSQL,
+		queryResetSQL: queryResetSQL,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -300,6 +308,12 @@ func openPool(ctx context.Context, pc PoolConfig) (*pool, error) {
 	config.MaxConns = pc.Size
 	config.MinConns = 0
 	config.ConnConfig.RuntimeParams["application_name"] = cmp.Or(pc.AppName, AppNamePrefix+pc.Name)
+	// A connection whose reset reply is still unread is not pinged: the
+	// ping would read the reset's reply as its own. borrow reads it first,
+	// which checks the connection as a ping would.
+	config.ShouldPing = func(_ context.Context, pp pgxpool.ShouldPingParams) bool {
+		return !resetPending(pp.Conn) && pp.IdleDuration > time.Second
+	}
 	p := &pool{
 		cfg:  pc,
 		addr: net.JoinHostPort(config.ConnConfig.Host, strconv.Itoa(int(config.ConnConfig.Port))),
@@ -332,33 +346,169 @@ func (s *Stack) Placement(c Class) (Placement, bool) {
 // single statement; args are bound as parameters. The returned Result is
 // filled as far as the call got, also on error.
 //
+// Query costs one round trip: the tag goes with the statement, in the same
+// implicit transaction ("SELECT set_config('application_name', 't:<tenant>',
+// true)" then the statement, one Sync), so pg_stat_activity shows the tenant
+// while the statement runs and the tag ends with the statement's transaction,
+// whatever it did; if the tag fails the statement does not run. The reset
+// follows in the same flight (the server runs it right after the
+// statement); its reply is not waited for but read before the connection's
+// next use. The first call of a statement on a connection prepares it,
+// tagged and reset as WithConn does (three round trips). A statement PostgreSQL refuses to
+// run inside a transaction block (SQLSTATE 25001, e.g. VACUUM) is run again
+// on its own, tagged and reset as WithConn does.
+//
 // Errors: ErrUnknownClass, ErrClosed, the limiter's rejection (errors.Is
 // limiter.ErrLimited), *AcquireTimeoutError, *TagError, the caller's
 // context error, or the statement's error (*pgconn.PgError for a server
 // error), each wrapped; Classify names them.
 func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...any) (Result, error) {
 	var n int64
-	res, err := s.run(ctx, c, tenant, func(ctx context.Context, conn *pgx.Conn) error {
-		rows, err := conn.Query(ctx, sql, args...)
-		if err != nil {
-			return err
-		}
+	drain := func(rows pgx.Rows) error {
 		for rows.Next() {
 		}
 		rows.Close()
 		n = rows.CommandTag().RowsAffected()
 		return rows.Err()
+	}
+	if !batchable(args) {
+		res, err := s.run(ctx, c, tenant, false, func(ctx context.Context, conn *pgx.Conn) error {
+			rows, err := conn.Query(ctx, sql, args...)
+			if err != nil {
+				return err
+			}
+			return drain(rows)
+		})
+		res.Rows = n
+		return res, err
+	}
+	res, err := s.run(ctx, c, tenant, true, func(ctx context.Context, conn *pgx.Conn) error {
+		// alone tags conn for the session, runs the statement on its own
+		// and has it reset before the connection goes back, as WithConn.
+		alone := func(prepare bool) error {
+			if err := collectReset(ctx, conn); err != nil {
+				return &batchTagError{err: err}
+			}
+			if err := s.tag(ctx, conn, tenant); err != nil {
+				return &batchTagError{err: err}
+			}
+			if prepare {
+				if _, err := conn.Prepare(ctx, sql, sql); err != nil {
+					return &syncReset{err: err}
+				}
+				markPrepared(conn, sql)
+				if err := prepareUnlock(ctx, conn); err != nil {
+					return &syncReset{err: err}
+				}
+			}
+			rows, err := conn.Query(ctx, sql, args...)
+			if err != nil {
+				return &syncReset{err: err}
+			}
+			return &syncReset{err: drain(rows)}
+		}
+		// The batch must not prepare the statement itself: it would do so
+		// in a round trip of its own, before the tag, and a Parse waiting
+		// on a lock would show untagged. The first call on a connection
+		// prepares it, tagged; later ones find it prepared.
+		if !isPrepared(conn, sql) {
+			return alone(numPrepared(conn) < maxPrepared)
+		}
+		b := &pgx.Batch{}
+		b.Queue(s.queryTagSQL, TagPrefix+tenant)
+		b.Queue(sql, args...)
+		br := conn.SendBatch(ctx, b)
+		// The reset follows in the same flight, before the results are
+		// read: the server runs it right after the statement, and its
+		// reply is read at the connection's next use.
+		if err := sendReset(conn, s.queryResetSQL); err != nil {
+			br.Close()
+			return &batchTagError{err: err}
+		}
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return &batchTagError{err: err}
+		}
+		rows, err := br.Query()
+		if err == nil {
+			err = drain(rows)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == sqlstateActiveSQLTransaction {
+			return alone(false) // not in a transaction block: on its own
+		}
+		return err
 	})
 	res.Rows = n
 	return res, err
 }
+
+// maxPrepared bounds the statements Query prepares on one connection;
+// beyond it, new statements run as WithConn runs them.
+const maxPrepared = 256
+
+// preparedKey holds, in a connection's CustomData, the set of statements
+// Query prepared on it (pgx keeps them until deallocated; the reset does not
+// deallocate).
+const preparedKey = "noisysim.prepared"
+
+func preparedSet(c *pgx.Conn) map[string]struct{} {
+	cd := c.PgConn().CustomData()
+	m, _ := cd[preparedKey].(map[string]struct{})
+	if m == nil {
+		m = map[string]struct{}{}
+		cd[preparedKey] = m
+	}
+	return m
+}
+
+func isPrepared(c *pgx.Conn, sql string) bool {
+	_, ok := preparedSet(c)[sql]
+	return ok
+}
+
+func markPrepared(c *pgx.Conn, sql string) { preparedSet(c)[sql] = struct{}{} }
+func numPrepared(c *pgx.Conn) int          { return len(preparedSet(c)) }
+
+// sqlstateActiveSQLTransaction is PostgreSQL's "cannot run inside a
+// transaction block" (and "within a pipeline").
+const sqlstateActiveSQLTransaction = "25001"
+
+// batchable reports whether args can be queued in a pgx.Batch as they are:
+// no argument is one of pgx's per-query options.
+func batchable(args []any) bool {
+	for _, a := range args {
+		switch a.(type) {
+		case pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID, pgx.QueryRewriter:
+			return false
+		}
+	}
+	return true
+}
+
+// batchTagError is a failed tag in Query's batch: the statement did not
+// run, so run may try another connection.
+type batchTagError struct{ err error }
+
+func (e *batchTagError) Error() string { return e.err.Error() }
+func (e *batchTagError) Unwrap() error { return e.err }
+
+// syncReset wraps the outcome of work that tagged the connection outside a
+// transaction: run resets it before returning, as for WithConn.
+type syncReset struct{ err error }
+
+func (e *syncReset) Error() string { return fmt.Sprint(e.err) }
+func (e *syncReset) Unwrap() error { return e.err }
 
 // Tx runs fn inside one transaction for tenant in class: it begins with
 // opts, commits when fn returns nil and rolls back otherwise (also on
 // panic). fn must not keep tx after it returns. Errors are those of Query,
 // plus fn's own error (returned as is, wrapped) and the commit's.
 func (s *Stack) Tx(ctx context.Context, c Class, tenant string, opts pgx.TxOptions, fn func(ctx context.Context, tx pgx.Tx) error) (Result, error) {
-	return s.run(ctx, c, tenant, func(ctx context.Context, conn *pgx.Conn) error {
+	return s.run(ctx, c, tenant, false, func(ctx context.Context, conn *pgx.Conn) error {
 		return pgx.BeginTxFunc(ctx, conn, opts, func(tx pgx.Tx) error { return fn(ctx, tx) })
 	})
 }
@@ -370,11 +520,15 @@ func (s *Stack) Tx(ctx context.Context, c Class, tenant string, opts pgx.TxOptio
 // cursors) is reset before the connection goes back to the pool; a
 // connection left inside a transaction is closed instead.
 func (s *Stack) WithConn(ctx context.Context, c Class, tenant string, fn func(ctx context.Context, conn *pgx.Conn) error) (Result, error) {
-	return s.run(ctx, c, tenant, fn)
+	return s.run(ctx, c, tenant, false, fn)
 }
 
-// run is the one path from a call to a connection.
-func (s *Stack) run(ctx context.Context, c Class, tenant string, fn func(context.Context, *pgx.Conn) error) (res Result, err error) {
+// run is the one path from a call to a connection. With batched, fn tags
+// the connection itself in the same round trip as its statement and sends
+// the reset without waiting (Query): a *batchTagError from fn means the
+// statement did not run, and another connection is tried as for a failed
+// tag; unless fn returns a *syncReset, no reset is run on return.
+func (s *Stack) run(ctx context.Context, c Class, tenant string, batched bool, fn func(context.Context, *pgx.Conn) error) (res Result, err error) {
 	cl, ok := s.classes[c]
 	if !ok {
 		return res, fmt.Errorf("run %q call: %w", c, ErrUnknownClass)
@@ -417,23 +571,71 @@ func (s *Stack) run(ctx context.Context, c Class, tenant string, fn func(context
 		}
 	}
 	res.Pool = p.cfg.Name
-	conn, err := s.borrow(ctx, cl, p, tenant)
-	res.Wait = time.Since(start)
-	if err != nil {
-		return res, err
+	if !batched {
+		conn, err := s.borrow(ctx, cl, p, tenant, true)
+		res.Wait = time.Since(start)
+		if err != nil {
+			return res, err
+		}
+		return s.work(ctx, c, tenant, p, conn, false, fn, res)
 	}
+	// The tag goes with the statement: a connection whose tag fails is
+	// destroyed and another tried, at most Size+1 times in all, as borrow
+	// does.
+	attempts := int(p.cfg.Size) + 1
+	var last error
+	for range attempts {
+		conn, err := s.borrow(ctx, cl, p, tenant, false)
+		res.Wait = time.Since(start)
+		if err != nil {
+			return res, err
+		}
+		var tagErr *batchTagError
+		res, err = s.work(ctx, c, tenant, p, conn, true, fn, res)
+		if !errors.As(err, &tagErr) {
+			return res, err
+		}
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("tag connection from pool %s: %w", p.cfg.Name, ctx.Err())
+		}
+		last = tagErr.err
+	}
+	return res, &TagError{Pool: p.cfg.Name, Attempts: attempts, Err: last}
+}
 
+// work runs fn on conn, records its DB time in the ledger and gives conn
+// back, also on panic. With batched, a *batchTagError from fn destroys conn
+// (counted as a tag failure) and is returned as is.
+func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn *pgxpool.Conn, batched bool, fn func(context.Context, *pgx.Conn) error, in Result) (res Result, err error) {
+	res = in
 	finished := false
+	deferReset := batched
 	began := time.Now()
 	defer func() {
 		// Runs on return and on panic: the ledger never depends on the
 		// reset, and the connection goes back before the limiter slot.
 		res.DBTime = time.Since(began)
+		var tagErr *batchTagError
+		if errors.As(err, &tagErr) {
+			// The statement did not run: nothing for the ledger.
+			p.borrowed.Add(-1)
+			p.tagFailures.Add(1)
+			s.destroy(p, conn, "tag failed", tagErr.err)
+			return
+		}
 		s.ledger.Record(tenant, c, res.DBTime)
-		s.giveBack(p, conn, finished)
+		s.giveBack(p, conn, finished, deferReset)
 	}()
 	err = fn(ctx, conn.Conn())
 	finished = true
+	var sr *syncReset
+	if errors.As(err, &sr) {
+		deferReset, err = false, sr.err
+	}
+	var tagErr *batchTagError
+	if errors.As(err, &tagErr) {
+		return res, err
+	}
 	if err != nil {
 		return res, fmt.Errorf("run %s call: %w", c, err)
 	}
@@ -444,7 +646,12 @@ func (s *Stack) run(ctx context.Context, c Class, tenant string, fn func(context
 // cannot be tagged is destroyed and another one tried, at most Size+1 times
 // in all (so a pool whose every connection is broken still gets one fresh
 // attempt), never more.
-func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string) (*pgxpool.Conn, error) {
+//
+// Before anything else, the reply of a reset sent without waiting when the
+// connection was last returned is read; a connection whose reset failed is
+// destroyed and another tried, within the same attempts. Without tag, the
+// caller tags the connection itself.
+func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string, tag bool) (*pgxpool.Conn, error) {
 	actx := ctx
 	if p.cfg.AcquireTimeout > 0 {
 		var cancel context.CancelFunc
@@ -460,6 +667,21 @@ func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string) (
 				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
 			}
 			return nil, fmt.Errorf("acquire connection from pool %s: %w", p.cfg.Name, err)
+		}
+		if err := collectReset(actx, conn.Conn()); err != nil {
+			s.destroy(p, conn, "reset failed", err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("read reset of connection from pool %s: %w", p.cfg.Name, ctx.Err())
+			}
+			if errors.Is(actx.Err(), context.DeadlineExceeded) {
+				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
+			}
+			last = err
+			continue
+		}
+		if !tag {
+			p.borrowed.Add(1)
+			return conn, nil
 		}
 		if err := s.tag(actx, conn.Conn(), tenant); err != nil {
 			p.tagFailures.Add(1)
@@ -485,6 +707,10 @@ func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string) (
 // 63 bytes and replaces non-ASCII bytes with '?'.
 const tagSQL = "SELECT set_config('application_name', $1, false)"
 
+// tagLocalSQL is Query's tag: local to the implicit transaction it shares
+// with the statement, so it ends with the statement, committed or not.
+const tagLocalSQL = "SELECT set_config('application_name', $1, true)"
+
 func setTag(ctx context.Context, c *pgx.Conn, tenant string) error {
 	_, err := c.Exec(ctx, tagSQL, TagPrefix+tenant)
 	return err
@@ -502,11 +728,13 @@ func resetSession(ctx context.Context, c *pgx.Conn) error {
 	return err
 }
 
-// giveBack resets conn and releases it to its pool, synchronously, or
-// destroys it when it cannot be reused: the work did not finish (panic), the
-// connection broke, is still busy or inside a transaction, or the reset
-// failed.
-func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished bool) {
+// giveBack resets conn and releases it to its pool, or destroys it when it
+// cannot be reused: the work did not finish (panic), the connection broke,
+// is still busy or inside a transaction, or the reset failed. With
+// deferReset the work already sent the reset without waiting for its reply
+// (borrow reads it before the connection's next use); otherwise the reset
+// is run and waited for here.
+func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, deferReset bool) {
 	p.borrowed.Add(-1)
 	pc := conn.Conn()
 	switch {
@@ -523,6 +751,10 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished bool) {
 		s.destroy(p, conn, "transaction left open", nil)
 		return
 	}
+	if deferReset {
+		conn.Release() // Query sent the reset with its statement
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.resetTimeout)
 	defer cancel()
 	if err := s.reset(ctx, pc); err != nil {
@@ -530,6 +762,97 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished bool) {
 		return
 	}
 	conn.Release()
+}
+
+// resetPendingKey holds, in a connection's CustomData, the number of
+// ReadyForQuery messages a reset sent without waiting still owes.
+const resetPendingKey = "noisysim.reset_pending"
+
+// unlockKey marks, in a connection's CustomData, that unlockSQL is prepared
+// on it as unlockStmt.
+const unlockKey = "noisysim.unlock_prepared"
+
+// queryResetSQL is resetSQL without its one SELECT, which sendReset runs
+// as a prepared statement: planning it on every return cost more than the
+// rest of the reset together.
+const (
+	queryResetSQL = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; RESET ROLE; " +
+		"UNLISTEN *; DISCARD TEMP; DISCARD SEQUENCES"
+	unlockSQL  = "SELECT pg_advisory_unlock_all()"
+	unlockStmt = "noisysim_advisory_unlock_all"
+)
+
+// prepareUnlock prepares unlockSQL on c once.
+func prepareUnlock(ctx context.Context, c *pgx.Conn) error {
+	cd := c.PgConn().CustomData()
+	if cd[unlockKey] != nil {
+		return nil
+	}
+	if _, err := c.Prepare(ctx, unlockStmt, unlockSQL); err != nil {
+		return err
+	}
+	cd[unlockKey] = true
+	return nil
+}
+
+// sendReset sends the reset without waiting for its reply and marks the
+// connection so that collectReset reads it: sql as one simple-protocol
+// query, then, when it is prepared on c, unlockStmt (else sql must hold the
+// whole reset, as resetSQL does).
+func sendReset(c *pgx.Conn, sql string) error {
+	pg := c.PgConn()
+	fe := pg.Frontend()
+	owed := 1
+	if pg.CustomData()[unlockKey] != nil {
+		fe.SendQuery(&pgproto3.Query{String: sql})
+		fe.SendBind(&pgproto3.Bind{PreparedStatement: unlockStmt})
+		fe.SendExecute(&pgproto3.Execute{})
+		fe.SendSync(&pgproto3.Sync{})
+		owed = 2
+	} else {
+		fe.SendQuery(&pgproto3.Query{String: resetSQL})
+	}
+	if err := fe.Flush(); err != nil {
+		return fmt.Errorf("send reset: %w", err)
+	}
+	pg.CustomData()[resetPendingKey] = owed
+	return nil
+}
+
+// resetPending reports whether c has a reset reply to read.
+func resetPending(c *pgx.Conn) bool {
+	return c != nil && c.PgConn().CustomData()[resetPendingKey] != nil
+}
+
+// collectReset reads the reply of the reset sendReset sent, up to its last
+// ReadyForQuery, and returns the first error the server reported in it. It
+// does nothing for a connection without a pending reset.
+func collectReset(ctx context.Context, c *pgx.Conn) error {
+	if !resetPending(c) {
+		return nil
+	}
+	pg := c.PgConn()
+	owed, _ := pg.CustomData()[resetPendingKey].(int)
+	delete(pg.CustomData(), resetPendingKey)
+	var first error
+	for owed > 0 {
+		msg, err := pg.ReceiveMessage(ctx)
+		if err != nil {
+			return fmt.Errorf("read reset reply: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			if first == nil {
+				first = fmt.Errorf("reset: %w", pgconn.ErrorResponseToPgError(m))
+			}
+		case *pgproto3.ReadyForQuery:
+			owed--
+			if first == nil && m.TxStatus != 'I' {
+				first = fmt.Errorf("reset left transaction status %q", m.TxStatus)
+			}
+		}
+	}
+	return first
 }
 
 // closeTimeout bounds the close of a connection given up on: the wait for

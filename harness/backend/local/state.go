@@ -154,6 +154,17 @@ func serversUnder(dir string) []int {
 	return out
 }
 
+// aliveOf returns the pids of pids that are alive.
+func aliveOf(pids []int) []int {
+	var out []int
+	for _, p := range pids {
+		if alive(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	if pid <= 0 {
@@ -171,9 +182,11 @@ func alive(pid int) bool {
 }
 
 // StopKept stops the cluster in dir that was started WithKeep and detached
-// (what `noisysim cluster down` does): `pg_ctl stop -m fast`, then
-// `-m immediate`, then SIGKILL, for each node; then it removes dir. It returns
-// an error wrapping ErrNotKept when dir holds no kept cluster.
+// (what `noisysim cluster down` does), or one whose noisysim died without
+// tearing down (kill -9): `pg_ctl stop -m fast`, then `-m immediate`, then
+// SIGKILL, for each node; it waits until every server process has exited,
+// then removes dir. It returns an error wrapping ErrNotKept when dir holds
+// no cluster, or one whose owner still runs.
 func (b *Backend) StopKept(ctx context.Context, dir string) error {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
@@ -183,13 +196,29 @@ func (b *Backend) StopKept(ctx context.Context, dir string) error {
 		return fmt.Errorf("stop kept cluster %s: %w (%w)", dir, ErrNotKept, err)
 	}
 	if !st.Keep {
-		return fmt.Errorf("stop kept cluster %s: it was not started with --keep and belongs to pid %d: %w", dir, st.OwnerPID, ErrNotKept)
+		// A cluster of a noisysim that died without tearing down (kill -9)
+		// is removed like a kept one; one whose owner runs is its owner's.
+		switch {
+		case st.PIDNamespace != pidNamespace():
+			return fmt.Errorf("stop kept cluster %s: it was not started with --keep and belongs to pid %d of another pid namespace: %w", dir, st.OwnerPID, ErrNotKept)
+		case alive(st.OwnerPID):
+			return fmt.Errorf("stop kept cluster %s: it was not started with --keep and belongs to pid %d, which still runs: %w", dir, st.OwnerPID, ErrNotKept)
+		}
+		b.log.Debug("owner of the cluster is gone: removing it", "dir", dir, "owner_pid", st.OwnerPID)
 	}
 	u, err := serverUser(st.ServerUser)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	// Every server process, to wait for each to be gone: a postmaster
+	// leaves pg_ctl's view (its pid file) before it has exited.
+	var procs []int
+	for _, n := range st.Nodes {
+		for _, p := range postmastersOf(n.PID, n.DataDir) {
+			procs = append(append(procs, p), descendants(p)...)
+		}
+	}
 	// Replicas first, as Close does.
 	for i := len(st.Nodes) - 1; i >= 0; i-- {
 		n := st.Nodes[i]
@@ -229,9 +258,16 @@ func (b *Backend) StopKept(ctx context.Context, dir string) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(aliveOf(procs)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(pollInterval)
+	}
+	if live := aliveOf(procs); len(live) > 0 {
+		return fmt.Errorf("stop kept cluster %s: server processes %v still run after 10 s; not removed", dir, live)
+	}
 	// Never remove the files under a server still running (one started by
 	// hand, or a state file that no longer tells the truth).
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for len(serversUnder(dir)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(pollInterval)
 	}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/bench"
+)
+
+const benchUsage = `usage: noisysim bench [--dsn DSN] [flags]
+
+Measures noisysim's own cost on one server, in one run: pgbench and
+noisysim's open loop (through the naive isolation stack) each at its maximum
+on the data set's point lookup, both held at --rate, and the RSS of a long
+run with many tenants and classes. Without --dsn it starts a throwaway local
+cluster; with --dsn it loads the data set (tables tenants and orders,
+replaced) into that database: give it a scratch one.
+
+Goals: noisysim's maximum ≥ 0.9 × pgbench's; at --rate, drops < 0.1% and p99
+≤ 2 × pgbench's; memory: RSS < 500 MB and flat after the warm-up. With
+--check a missed goal exits 99.
+
+flags:
+`
+
+func runBench(ctx context.Context, a *app, args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
+	var cfg bench.Config
+	dsn := fs.String("dsn", "", "database to measure (default: start a local cluster)")
+	fs.StringVar(&cfg.PgBench, "pgbench", bench.DefaultPgBench, "pgbench binary")
+	fs.DurationVar(&cfg.Duration, "duration", bench.DefaultDuration, "length of each throughput step")
+	fs.IntVar(&cfg.PoolSize, "pool", bench.DefaultPoolSize, "pgbench clients (-c) and noisysim's pool size")
+	fs.IntVar(&cfg.Threads, "threads", bench.DefaultThreads, "pgbench threads (-j)")
+	fs.IntVar(&cfg.Tenants, "tenants", bench.DefaultTenants, "tenants of the throughput steps")
+	fs.Float64Var(&cfg.FixedRate, "rate", bench.DefaultFixedRate, "fixed rate (ops/s) of the comparison; negative skips it")
+	fs.Float64Var(&cfg.Overload, "overload", bench.DefaultOverload, "noisysim's maximum is measured offering this × pgbench's maximum")
+	fs.BoolVar(&cfg.SkipThroughput, "skip-throughput", false, "skip the maximum and fixed-rate steps")
+	fs.IntVar(&cfg.MemTenants, "memory-tenants", bench.DefaultMemTenants, "tenants of the memory step")
+	fs.IntVar(&cfg.MemClasses, "memory-classes", bench.DefaultMemClasses, "classes of the memory step")
+	fs.Float64Var(&cfg.MemRate, "memory-rate", bench.DefaultMemRate, "rate (ops/s) of the memory step")
+	fs.DurationVar(&cfg.MemDuration, "memory-duration", bench.DefaultMemDuration, "length of the memory step; negative skips it")
+	fs.DurationVar(&cfg.SampleEvery, "sample-every", bench.DefaultSampleEvery, "RSS sampling interval")
+	fs.DurationVar(&cfg.MemWarmup, "memory-warmup", 0, "time after which RSS must stay flat (default: 1m or a tenth of the step)")
+	fs.IntVar(&cfg.Orders, "orders", bench.DefaultOrders, "rows of the data set")
+	fs.Int64Var(&cfg.Seed, "seed", 1, "seed of the populations and schedules")
+	jsonOut := fs.String("json", "", "also write the figures as JSON to this file")
+	check := fs.Bool("check", false, "exit 99 when a goal is missed")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	if err := parseFlags(a, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("bench: unexpected argument %q", fs.Arg(0))
+	}
+	cfg.Logger = a.log
+	// 0 means a default in bench.Config; given on the command line it is
+	// a mistake.
+	var zero []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "duration", "pool", "threads", "tenants", "rate", "overload", "memory-tenants", "memory-classes",
+			"memory-rate", "memory-duration", "sample-every", "orders":
+			if v, err := strconv.ParseFloat(strings.TrimSuffix(f.Value.String(), "s"), 64); err == nil && v == 0 {
+				zero = append(zero, "--"+f.Name)
+			}
+		}
+	})
+	if len(zero) > 0 {
+		return usagef("bench: %s: must not be 0", strings.Join(zero, ", "))
+	}
+	// Check the flags before any cluster starts.
+	if err := cfg.Validate(); err != nil {
+		return usagef("bench: %v", err)
+	}
+	if _, err := os.Stat(cfg.PgBench); err != nil {
+		return fmt.Errorf("bench: --pgbench %s: %w: %w", cfg.PgBench, bench.ErrNoPgBench, err)
+	}
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return usagef("bench: --cpuprofile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench: start CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	target := *dsn
+	if target == "" {
+		b := local.New(local.WithLogger(a.log))
+		td := a.teardown.add(b.CloseAll, b.KillAll)
+		defer a.teardown.finish(td)
+		c, err := b.Start(ctx, backend.Spec{})
+		if err != nil {
+			return fmt.Errorf("start local cluster: %w", err)
+		}
+		primary, _ := backend.First(c, backend.RolePrimary)
+		target = primary.DSN()
+		fmt.Fprintf(a.stdout, "local cluster: %s\n", primary)
+	}
+	res, err := bench.Run(ctx, target, cfg)
+	printBench(a.stdout, res)
+	if *jsonOut != "" {
+		if werr := writeJSON(*jsonOut, res); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if missed := benchMissed(res); *check && len(missed) > 0 {
+		return fmt.Errorf("bench: %d goal(s) missed: %v: %w", len(missed), missed, errAssertionFailed)
+	}
+	return nil
+}
+
+func writeJSON(path string, res bench.Result) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// benchMissed names the goals res misses.
+func benchMissed(res bench.Result) []string {
+	var missed []string
+	if res.PgBenchMax.Rate > 0 && res.MaxRatio < 0.9 {
+		missed = append(missed, "maximum rate ≥ 0.9 × pgbench")
+	}
+	if res.NoisysimFixed.Scheduled > 0 {
+		if res.NoisysimFixed.DropShare >= 0.001 {
+			missed = append(missed, "drops < 0.1% at the fixed rate")
+		}
+		if res.P99Ratio > 2 || res.P99Ratio == 0 {
+			missed = append(missed, "p99 ≤ 2 × pgbench at the fixed rate")
+		}
+	}
+	if m := res.Memory; len(m.Samples) > 0 {
+		if m.MaxRSS >= bench.DefaultMemoryBudget {
+			missed = append(missed, "RSS < 500 MB")
+		}
+		if m.Growth > 1.2 {
+			missed = append(missed, "RSS flat after the warm-up (≤ 1.2×)")
+		}
+	}
+	return missed
+}
+
+func printBench(w io.Writer, res bench.Result) {
+	cfg := res.Config
+	mark := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "MISSED"
+	}
+	if res.PgBenchMax.Rate > 0 {
+		fmt.Fprintf(w, "query: %s\n", res.Query)
+		fmt.Fprintf(w, "maximum    pgbench  %9.0f tps    (%v)\n", res.PgBenchMax.Rate, res.PgBenchMax.Args)
+		if n := res.NoisysimMax; n.Scheduled > 0 {
+			fmt.Fprintf(w, "maximum    noisysim %9.0f ops/s  (open loop offered %.0f/s, pgxpool of %d; %d dropped, %d errors)\n",
+				n.Rate, n.Offered, cfg.PoolSize, n.Dropped, n.Errors)
+			fmt.Fprintf(w, "maximum    ratio    %9.2f        goal ≥ 0.90: %s\n", res.MaxRatio, mark(res.MaxRatio >= 0.9))
+		}
+		if n := res.StackMax; n.Scheduled > 0 {
+			fmt.Fprintf(w, "maximum    stack    %9.0f ops/s  (the same through the naive isolation stack; %d dropped, %d errors): %.2f × pgbench\n",
+				n.Rate, n.Dropped, n.Errors, res.StackMaxRatio)
+		}
+	}
+	if p, n := res.PgBenchFixed, res.NoisysimFixed; p.Rate > 0 {
+		fmt.Fprintf(w, "at %.0f/s  pgbench  %9.0f tps    p50 %s  p99 %s  (avg %s, from the scheduled start)\n",
+			cfg.FixedRate, p.Rate, msStr(p.P50), msStr(p.P99), msStr(p.LatencyAvg))
+		if n.Scheduled > 0 {
+			fmt.Fprintf(w, "at %.0f/s  noisysim %9.0f ops/s  p50 %s  p99 %s  drops %d of %d (%.3f%%, goal < 0.1%%: %s), %d errors, max lag %s\n",
+				cfg.FixedRate, n.Rate, msStr(n.P50), msStr(n.P99), n.Dropped, n.Scheduled, n.DropShare*100, mark(n.DropShare < 0.001), n.Errors, msStr(n.MaxLag))
+			fmt.Fprintf(w, "at %.0f/s  p99 ratio %8.2f        goal ≤ 2: %s\n", cfg.FixedRate, res.P99Ratio, mark(res.P99Ratio > 0 && res.P99Ratio <= 2))
+		}
+		if n := res.StackFixed; n.Scheduled > 0 {
+			fmt.Fprintf(w, "at %.0f/s  stack    %9.0f ops/s  p50 %s  p99 %s  drops %d (%.3f%%), %d errors; p99 %.2f × pgbench\n",
+				cfg.FixedRate, n.Rate, msStr(n.P50), msStr(n.P99), n.Dropped, n.DropShare*100, n.Errors, res.StackP99Ratio)
+		}
+	}
+	if m := res.Memory; len(m.Samples) > 0 {
+		fmt.Fprintf(w, "memory     %d tenants × %d classes at %.0f/s for %v: %.0f ops/s, %d dropped, %d errors, p99 %s\n",
+			m.Tenants, m.Classes, m.Rate, m.Duration, m.Run.Rate, m.Run.Dropped, m.Run.Errors, msStr(m.Run.P99))
+		for _, s := range m.Samples {
+			fmt.Fprintf(w, "memory     %8v  RSS %6.1f MB  heap %6.1f MB\n", s.Elapsed.Round(time.Second), mb(s.RSS), mb(s.HeapInuse))
+		}
+		fmt.Fprintf(w, "memory     max RSS %.1f MB (goal < 500 MB: %s); last/after warm-up %.2f (goal ≤ 1.2: %s)\n",
+			mb(m.MaxRSS), mark(m.MaxRSS < bench.DefaultMemoryBudget), m.Growth, mark(m.Growth > 0 && m.Growth <= 1.2))
+	}
+}
+
+func msStr(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
+func mb(b uint64) float64 { return math.Round(float64(b)/(1<<20)*10) / 10 }

@@ -1,0 +1,473 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/metrics"
+	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/workload"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultPgBench      = "/usr/lib/postgresql/15/bin/pgbench"
+	DefaultDuration     = 10 * time.Second
+	DefaultPoolSize     = 8
+	DefaultThreads      = 2
+	DefaultTenants      = 50
+	DefaultFixedRate    = 20000
+	DefaultOverload     = 1.5
+	DefaultMemTenants   = 10000
+	DefaultMemClasses   = 3
+	DefaultMemRate      = 5000
+	DefaultMemDuration  = 10 * time.Minute
+	DefaultSampleEvery  = 10 * time.Second
+	DefaultMemWarmup    = time.Minute
+	DefaultOrders       = 200000
+	DefaultMemoryBudget = 500 << 20
+)
+
+// ErrInvalid marks an unusable Config; the CLI exits 2 on it.
+var ErrInvalid = errors.New("invalid bench configuration")
+
+// Config tunes Run. The zero value runs every step with the defaults.
+type Config struct {
+	// PgBench is the pgbench binary. "" means DefaultPgBench.
+	PgBench string
+	// Duration is the length of each throughput step (pgbench and noisysim
+	// at their maximum, then both at FixedRate). 0 means DefaultDuration.
+	Duration time.Duration
+	// PoolSize is pgbench's client count (-c) and the size of noisysim's
+	// naive pool. 0 means DefaultPoolSize.
+	PoolSize int
+	// Threads is pgbench's -j. 0 means DefaultThreads.
+	Threads int
+	// Tenants is the tenant count of the throughput steps. 0 means
+	// DefaultTenants.
+	Tenants int
+	// FixedRate is the rate (ops/s) both tools are held at in the
+	// fixed-rate step. 0 means DefaultFixedRate; negative skips the step.
+	FixedRate float64
+	// Overload is how far above pgbench's maximum noisysim's open loop is
+	// offered work to find its own maximum (offered = Overload × pgbench's
+	// rate). 0 means DefaultOverload; it must be > 1.
+	Overload float64
+	// SkipThroughput skips the maximum and fixed-rate steps.
+	SkipThroughput bool
+	// MemTenants × MemClasses series at MemRate ops/s for MemDuration, RSS
+	// sampled every SampleEvery: the memory step. Zero values mean the
+	// defaults; a negative MemDuration skips the step.
+	MemTenants  int
+	MemClasses  int
+	MemRate     float64
+	MemDuration time.Duration
+	SampleEvery time.Duration
+	// MemWarmup is the time after which the RSS must stay flat. 0 means
+	// DefaultMemWarmup (or a tenth of MemDuration if that is shorter).
+	MemWarmup time.Duration
+	// Orders is the number of rows of the data set. 0 means DefaultOrders.
+	Orders int
+	// Seed seeds the populations and schedules.
+	Seed int64
+	// Logger receives progress records. nil means silent.
+	Logger *slog.Logger
+}
+
+// Validate reports every unusable field of c (after defaults), joined; each
+// error wraps ErrInvalid.
+func (c Config) Validate() error { return c.fill() }
+
+func (c *Config) fill() error {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.PgBench == "" {
+		c.PgBench = DefaultPgBench
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	def(&c.PoolSize, DefaultPoolSize)
+	def(&c.Threads, DefaultThreads)
+	def(&c.Tenants, DefaultTenants)
+	def(&c.MemTenants, DefaultMemTenants)
+	def(&c.MemClasses, DefaultMemClasses)
+	def(&c.Orders, DefaultOrders)
+	if c.FixedRate == 0 {
+		c.FixedRate = DefaultFixedRate
+	}
+	if c.Overload == 0 {
+		c.Overload = DefaultOverload
+	}
+	if c.MemRate == 0 {
+		c.MemRate = DefaultMemRate
+	}
+	if c.MemDuration == 0 {
+		c.MemDuration = DefaultMemDuration
+	}
+	if c.SampleEvery == 0 {
+		c.SampleEvery = DefaultSampleEvery
+	}
+	if c.MemWarmup == 0 {
+		c.MemWarmup = min(DefaultMemWarmup, c.MemDuration/10)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	// Fields are named with the bench command's flag.
+	flags := map[string]string{"Duration": "--duration", "PoolSize": "--pool", "Threads": "--threads", "Tenants": "--tenants",
+		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
+		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every"}
+	bad := func(field string, v any, why string) {
+		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
+	}
+	if c.Duration < time.Second {
+		bad("Duration", c.Duration, "must be at least 1s")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"PoolSize", c.PoolSize}, {"Threads", c.Threads}, {"MemClasses", c.MemClasses}} {
+		if f.v < 1 {
+			bad(f.name, f.v, "must be ≥ 1")
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Tenants", c.Tenants}, {"MemTenants", c.MemTenants}} {
+		if f.v < 2 || f.v > workload.MaxTenants {
+			bad(f.name, f.v, fmt.Sprintf("want 2..%d tenants", workload.MaxTenants))
+		}
+	}
+	if c.Orders < max(c.Tenants, c.MemTenants) {
+		bad("Orders", c.Orders, "need at least one order per tenant")
+	}
+	if c.Threads > c.PoolSize {
+		bad("Threads", c.Threads, "pgbench needs at least as many clients (PoolSize) as threads")
+	}
+	finite := func(name string, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v > workload.MaxRate {
+			bad(name, v, "must be a finite rate in ops/s")
+		}
+	}
+	finite("FixedRate", c.FixedRate)
+	finite("MemRate", c.MemRate)
+	finite("Overload", c.Overload)
+	if !(c.Overload > 1) {
+		bad("Overload", c.Overload, "must be > 1")
+	}
+	if !(c.MemRate > 0) {
+		bad("MemRate", c.MemRate, "must be > 0")
+	}
+	if c.SampleEvery <= 0 {
+		bad("SampleEvery", c.SampleEvery, "must be > 0")
+	}
+	return errors.Join(errs...)
+}
+
+// Result holds every figure of one Run. Rates are ops/s (pgbench:
+// transactions/s of the one-statement script), latencies are measured from
+// the intended start on both sides.
+type Result struct {
+	Config Config `json:"-"`
+	// Query is the statement both tools run.
+	Query string
+	// PgBenchMax is pgbench unthrottled (-M prepared -c PoolSize -j Threads).
+	PgBenchMax PgBenchRun
+	// NoisysimMax is noisysim's open loop through a bare pgxpool pool of
+	// PoolSize (the generator alone), offered Overload × PgBenchMax.Rate;
+	// StackMax the same through the naive isolation stack (one pool of
+	// PoolSize, tagging and reset), as `noisysim run` drives a shared
+	// configuration.
+	NoisysimMax, StackMax OpenLoopRun
+	// MaxRatio is NoisysimMax.Rate / PgBenchMax.Rate (goal ≥ 0.9);
+	// StackMaxRatio is StackMax.Rate / PgBenchMax.Rate.
+	MaxRatio, StackMaxRatio float64
+	// PgBenchFixed, NoisysimFixed and StackFixed are held at
+	// Config.FixedRate.
+	PgBenchFixed              PgBenchRun
+	NoisysimFixed, StackFixed OpenLoopRun
+	// P99Ratio is NoisysimFixed.P99 / PgBenchFixed.P99 (goal ≤ 2);
+	// StackP99Ratio is StackFixed.P99 / PgBenchFixed.P99.
+	P99Ratio, StackP99Ratio float64
+	// Memory is the memory step.
+	Memory MemoryRun
+}
+
+// OpenLoopRun is one run of noisysim's open loop.
+type OpenLoopRun struct {
+	Offered   float64 // ops/s scheduled
+	Rate      float64 // completed ops/s over the run (start to last completion)
+	Scheduled int64
+	Completed int64
+	Errors    int64
+	Dropped   int64
+	// DropShare is Dropped / Scheduled.
+	DropShare float64
+	P50, P99  time.Duration
+	MaxLag    time.Duration
+	Took      time.Duration
+}
+
+// Run loads the data set into the database at dsn (replacing the tables
+// tenants and orders, as `noisysim run` does), then runs the steps Config
+// selects: pgbench and noisysim at their maximum, both at FixedRate, and the
+// memory step. It returns the figures so far with the first error.
+func Run(ctx context.Context, dsn string, cfg Config) (Result, error) {
+	if err := cfg.fill(); err != nil {
+		return Result{}, fmt.Errorf("bench: %w", err)
+	}
+	res := Result{Config: cfg, Query: lookupSQL}
+	log := cfg.Logger
+	tenants := max(cfg.Tenants, cfg.MemTenants)
+	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: tenants}, cfg.Seed)
+	if err != nil {
+		return res, fmt.Errorf("bench: %w: %w", ErrInvalid, err)
+	}
+	shares := make([]float64, pop.Len())
+	for i, t := range pop.Tenants {
+		shares[i] = t.Share
+	}
+	params := dataset.Params{Orders: dataset.Counts(shares, int64(cfg.Orders)), Customers: 100}
+	if err := load(ctx, dsn, params); err != nil {
+		return res, err
+	}
+	log.Info("data set loaded", "tenants", tenants, "orders", cfg.Orders)
+
+	if !cfg.SkipThroughput {
+		if err := throughput(ctx, dsn, cfg, params, &res); err != nil {
+			return res, err
+		}
+	}
+	if cfg.MemDuration > 0 {
+		if res.Memory, err = memory(ctx, dsn, cfg, params); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// lookupSQL is dataset.KindLookup's statement, the one both tools run.
+const lookupSQL = `SELECT id, created_at, amount, status, customer FROM orders WHERE tenant_id = $1 AND id = $2`
+
+func load(ctx context.Context, dsn string, p dataset.Params) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("bench: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: p.Orders, Days: 365, Customers: p.Customers}, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		return fmt.Errorf("bench: load data set: %w", err)
+	}
+	return nil
+}
+
+func throughput(ctx context.Context, dsn string, cfg Config, params dataset.Params, res *Result) error {
+	log := cfg.Logger
+	// The throughput steps use the first cfg.Tenants tenants; every one of
+	// them has order 1, which pgbench looks up.
+	script := fmt.Sprintf("\\set tenant random(1, %d)\nSELECT id, created_at, amount, status, customer FROM orders WHERE tenant_id = :tenant AND id = 1;\n", cfg.Tenants)
+	pb := pgBench{bin: cfg.PgBench, dsn: dsn, clients: cfg.PoolSize, threads: cfg.Threads, script: script}
+	var err error
+	log.Info("pgbench at its maximum", "duration", cfg.Duration)
+	if res.PgBenchMax, err = pb.run(ctx, cfg.Duration, 0); err != nil {
+		return err
+	}
+	offered := cfg.Overload * res.PgBenchMax.Rate
+	log.Info("noisysim open loop at its maximum", "offered", offered)
+	if res.NoisysimMax, err = openLoop(ctx, dsn, cfg, params, false, cfg.Tenants, 1, offered, cfg.Duration, nil); err != nil {
+		return err
+	}
+	res.MaxRatio = res.NoisysimMax.Rate / res.PgBenchMax.Rate
+	log.Info("noisysim open loop through the stack at its maximum", "offered", offered)
+	if res.StackMax, err = openLoop(ctx, dsn, cfg, params, true, cfg.Tenants, 1, offered, cfg.Duration, nil); err != nil {
+		return err
+	}
+	res.StackMaxRatio = res.StackMax.Rate / res.PgBenchMax.Rate
+	if cfg.FixedRate < 0 {
+		return nil
+	}
+	log.Info("pgbench at a fixed rate", "rate", cfg.FixedRate)
+	if res.PgBenchFixed, err = pb.run(ctx, cfg.Duration, cfg.FixedRate); err != nil {
+		return err
+	}
+	log.Info("noisysim open loop at a fixed rate", "rate", cfg.FixedRate)
+	if res.NoisysimFixed, err = openLoop(ctx, dsn, cfg, params, false, cfg.Tenants, 1, cfg.FixedRate, cfg.Duration, nil); err != nil {
+		return err
+	}
+	if res.StackFixed, err = openLoop(ctx, dsn, cfg, params, true, cfg.Tenants, 1, cfg.FixedRate, cfg.Duration, nil); err != nil {
+		return err
+	}
+	if res.PgBenchFixed.P99 > 0 {
+		res.P99Ratio = float64(res.NoisysimFixed.P99) / float64(res.PgBenchFixed.P99)
+		res.StackP99Ratio = float64(res.StackFixed.P99) / float64(res.PgBenchFixed.P99)
+	}
+	return nil
+}
+
+// openLoop runs dataset lookups for the first tenants tenants in classes
+// classes at rate ops/s for d through a naive stack (one pool of
+// cfg.PoolSize), as `noisysim run` runs a shared configuration, or, without
+// viaStack, through a bare pgxpool pool of cfg.PoolSize. tick, if not nil,
+// is called every cfg.SampleEvery while the run lasts.
+func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params, viaStack bool, tenants, classes int, rate float64, d time.Duration, tick func(elapsed time.Duration)) (OpenLoopRun, error) {
+	out := OpenLoopRun{Offered: rate}
+	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: tenants}, cfg.Seed)
+	if err != nil {
+		return out, fmt.Errorf("bench: %w: %w", ErrInvalid, err)
+	}
+	specs := make([]workload.ClassSpec, classes)
+	for i := range specs {
+		specs[i] = workload.ClassSpec{Name: "lookup" + strconv.Itoa(i+1), Rate: rate / float64(classes)}
+	}
+	src, err := workload.NewStream(pop, specs, d, cfg.Seed, nil)
+	if err != nil {
+		return out, fmt.Errorf("bench: %w: %w", ErrInvalid, err)
+	}
+	stack, err := pools.New(ctx, pools.Config{
+		Pools:   []pools.PoolConfig{{Name: "shared", DSN: dsn, Size: int32(cfg.PoolSize)}},
+		Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "shared"}},
+	})
+	if err != nil {
+		return out, fmt.Errorf("bench: open the naive stack: %w", err)
+	}
+	defer stack.Close()
+	rec, err := metrics.New(metrics.Config{Interval: -1})
+	if err != nil {
+		return out, err
+	}
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return out, fmt.Errorf("bench: %w", err)
+	}
+	pc.MaxConns = int32(cfg.PoolSize)
+	bare, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return out, fmt.Errorf("bench: open pool: %w", err)
+	}
+	defer bare.Close()
+	exec := func(ctx context.Context, op workload.Op) error {
+		q, err := dataset.Query(dataset.KindLookup, op.Tenant, op.Seq, params)
+		if err != nil {
+			return err
+		}
+		if !viaStack {
+			rows, err := bare.Query(ctx, q.SQL, q.Args...)
+			if err != nil {
+				return err
+			}
+			rows.Close()
+			return rows.Err()
+		}
+		_, err = stack.Query(ctx, pools.Interactive, strconv.Itoa(op.Tenant), q.SQL, q.Args...)
+		return err
+	}
+	if tick != nil {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer close(stop)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			t := time.NewTicker(cfg.SampleEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					tick(time.Since(t0))
+				}
+			}
+		}()
+	}
+	stats, err := workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Logger: cfg.Logger})
+	if err != nil {
+		return out, fmt.Errorf("bench: open loop: %w", err)
+	}
+	sum := rec.Merged(nil)
+	out.Scheduled, out.Completed, out.Errors, out.Dropped = stats.Scheduled, stats.Completed, stats.Errors, stats.Dropped
+	out.Took = stats.End.Sub(stats.Start)
+	out.Rate = float64(stats.Completed) / out.Took.Seconds()
+	if stats.Scheduled > 0 {
+		out.DropShare = float64(stats.Dropped) / float64(stats.Scheduled)
+	}
+	out.P50, out.P99, out.MaxLag = sum.P50, sum.P99, stats.MaxLag
+	if stats.Errors > 0 {
+		cfg.Logger.Warn("open loop ops failed", "errors", stats.Errors, "by_class", sum.ErrorsByClass)
+	}
+	return out, nil
+}
+
+// MemoryRun is the memory step: RSS and Go heap sampled during a long run.
+type MemoryRun struct {
+	Tenants, Classes int
+	Rate             float64
+	Duration         time.Duration
+	Run              OpenLoopRun
+	Samples          []MemorySample
+	// MaxRSS is the largest RSS sampled (bytes).
+	MaxRSS uint64
+	// WarmRSS is the first RSS sampled at or after the warm-up and LastRSS
+	// the last one; Growth is LastRSS / WarmRSS (flat: close to 1).
+	WarmRSS, LastRSS uint64
+	Growth           float64
+}
+
+// MemorySample is one sample of the process's memory.
+type MemorySample struct {
+	Elapsed time.Duration
+	// RSS is the process's resident set size (bytes, /proc/self/status
+	// VmRSS); 0 where /proc is not available.
+	RSS uint64
+	// HeapInuse is the Go heap in use (bytes, runtime.MemStats).
+	HeapInuse uint64
+}
+
+func memory(ctx context.Context, dsn string, cfg Config, params dataset.Params) (MemoryRun, error) {
+	m := MemoryRun{Tenants: cfg.MemTenants, Classes: cfg.MemClasses, Rate: cfg.MemRate, Duration: cfg.MemDuration}
+	debug.FreeOSMemory() // start from what this step needs, not what earlier steps left
+	sample := func(elapsed time.Duration) {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		s := MemorySample{Elapsed: elapsed, RSS: rss(), HeapInuse: ms.HeapInuse}
+		m.Samples = append(m.Samples, s)
+		cfg.Logger.Info("memory", "elapsed", elapsed.Round(time.Second), "rss_mb", s.RSS>>20, "heap_mb", s.HeapInuse>>20)
+	}
+	cfg.Logger.Info("memory step", "tenants", cfg.MemTenants, "classes", cfg.MemClasses, "rate", cfg.MemRate, "duration", cfg.MemDuration)
+	var err error
+	m.Run, err = openLoop(ctx, dsn, cfg, params, true, cfg.MemTenants, cfg.MemClasses, cfg.MemRate, cfg.MemDuration, sample)
+	if err != nil {
+		return m, err
+	}
+	for _, s := range m.Samples {
+		m.MaxRSS = max(m.MaxRSS, s.RSS)
+		if m.WarmRSS == 0 && s.Elapsed >= cfg.MemWarmup {
+			m.WarmRSS = s.RSS
+		}
+		m.LastRSS = s.RSS
+	}
+	if m.WarmRSS > 0 {
+		m.Growth = float64(m.LastRSS) / float64(m.WarmRSS)
+	}
+	return m, nil
+}

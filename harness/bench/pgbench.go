@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// ErrNoPgBench marks a pgbench binary that cannot be run; the CLI exits 2
+// on it.
+var ErrNoPgBench = errors.New("pgbench not available")
+
+// PgBenchRun is one pgbench run.
+type PgBenchRun struct {
+	// Args are pgbench's arguments (the DSN left out).
+	Args []string
+	// Rate is pgbench's tps (without initial connection time).
+	Rate         float64
+	Transactions int64
+	Failed       int64
+	// LatencyAvg is pgbench's "latency average"; at a fixed rate it is
+	// measured from each transaction's scheduled start.
+	LatencyAvg time.Duration
+	// P50 and P99 come from the per-transaction log (fixed-rate runs
+	// only): each transaction's time plus its schedule lag, i.e. from its
+	// scheduled start, as noisysim measures from the intended start.
+	P50, P99 time.Duration
+}
+
+// pgBench runs one script with pgbench.
+type pgBench struct {
+	bin, dsn         string
+	clients, threads int
+	script           string
+}
+
+// run runs pgbench for d, unthrottled when rate is 0 and held at rate
+// transactions/s otherwise (then with a per-transaction log for P50/P99).
+func (p pgBench) run(ctx context.Context, d time.Duration, rate float64) (PgBenchRun, error) {
+	dir, err := os.MkdirTemp("", "noisysim-bench-")
+	if err != nil {
+		return PgBenchRun{}, fmt.Errorf("bench: pgbench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "lookup.sql")
+	if err := os.WriteFile(script, []byte(p.script), 0o600); err != nil {
+		return PgBenchRun{}, fmt.Errorf("bench: pgbench: %w", err)
+	}
+	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(p.clients), "-j", strconv.Itoa(p.threads),
+		"-T", strconv.Itoa(max(1, int(d.Round(time.Second).Seconds())))}
+	if rate > 0 {
+		args = append(args, "-R", strconv.FormatFloat(rate, 'f', -1, 64), "-l", "--log-prefix", filepath.Join(dir, "log"))
+	}
+	out := PgBenchRun{Args: append(slices.Clone(args), "-f", "lookup.sql")}
+	if rate > 0 {
+		out.Args = slices.DeleteFunc(out.Args, func(a string) bool { return strings.HasPrefix(a, dir) })
+		out.Args = slices.DeleteFunc(out.Args, func(a string) bool { return a == "--log-prefix" })
+	}
+	args = append(args, "-f", script)
+	dsn, password := splitPassword(p.dsn)
+	cmd := exec.CommandContext(ctx, p.bin, append(args, dsn)...)
+	cmd.Env = os.Environ()
+	if password != "" {
+		cmd.Env = append(cmd.Env, "PGPASSWORD="+password)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("bench: pgbench: %w", ctx.Err())
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return out, fmt.Errorf("bench: run %s: %w: %w", p.bin, ErrNoPgBench, err)
+		}
+		return out, fmt.Errorf("bench: pgbench %s: %w: %s", strings.Join(out.Args, " "), err, lastLines(stderr.String(), 3))
+	}
+	if err := parsePgBench(stdout.String(), &out); err != nil {
+		return out, fmt.Errorf("bench: pgbench output: %w", err)
+	}
+	if rate > 0 {
+		if err := readPgBenchLogs(dir, &out); err != nil {
+			return out, fmt.Errorf("bench: pgbench log: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// splitPassword moves the password out of a URL DSN, so that it is passed
+// in PGPASSWORD rather than on pgbench's command line.
+func splitPassword(dsn string) (string, string) {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return dsn, ""
+	}
+	pw, ok := u.User.Password()
+	if !ok {
+		return dsn, ""
+	}
+	u.User = url.User(u.User.Username())
+	return u.String(), pw
+}
+
+var (
+	tpsLine     = regexp.MustCompile(`(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
+	txLine      = regexp.MustCompile(`(?m)^number of transactions actually processed: ([0-9]+)`)
+	failedLine  = regexp.MustCompile(`(?m)^number of failed transactions: ([0-9]+)`)
+	latencyLine = regexp.MustCompile(`(?m)^latency average = ([0-9.]+) ms`)
+)
+
+// parsePgBench reads pgbench's summary (PostgreSQL 15's format).
+func parsePgBench(s string, out *PgBenchRun) error {
+	m := tpsLine.FindStringSubmatch(s)
+	if m == nil {
+		return fmt.Errorf("no tps line in %q", lastLines(s, 5))
+	}
+	out.Rate, _ = strconv.ParseFloat(m[1], 64)
+	if m = txLine.FindStringSubmatch(s); m != nil {
+		out.Transactions, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if m = failedLine.FindStringSubmatch(s); m != nil {
+		out.Failed, _ = strconv.ParseInt(m[1], 10, 64)
+	}
+	if m = latencyLine.FindStringSubmatch(s); m != nil {
+		ms, _ := strconv.ParseFloat(m[1], 64)
+		out.LatencyAvg = time.Duration(ms * float64(time.Millisecond))
+	}
+	return nil
+}
+
+// readPgBenchLogs reads the per-transaction logs pgbench -l wrote in dir
+// (one per thread): "client_id transaction_no time script_no time_epoch
+// time_us schedule_lag", times in µs; a transaction's latency is time +
+// schedule_lag.
+func readPgBenchLogs(dir string, out *PgBenchRun) error {
+	files, err := filepath.Glob(filepath.Join(dir, "log.*"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no per-transaction log in %s", dir)
+	}
+	h := hdr.New(1, int64(5*time.Minute/time.Microsecond), 3)
+	for _, f := range files {
+		if err := func() error {
+			fh, err := os.Open(f)
+			if err != nil {
+				return err
+			}
+			defer fh.Close()
+			sc := bufio.NewScanner(fh)
+			for sc.Scan() {
+				fs := strings.Fields(sc.Text())
+				if len(fs) < 7 {
+					continue // "skipped" or a malformed line
+				}
+				us, err1 := strconv.ParseInt(fs[2], 10, 64)
+				lag, err2 := strconv.ParseInt(fs[6], 10, 64)
+				if err1 != nil || err2 != nil {
+					continue
+				}
+				_ = h.RecordValue(max(1, us+lag))
+			}
+			return sc.Err()
+		}(); err != nil {
+			return err
+		}
+	}
+	if h.TotalCount() == 0 {
+		return fmt.Errorf("per-transaction logs in %s hold no transaction", dir)
+	}
+	out.P50 = time.Duration(h.ValueAtQuantile(50)) * time.Microsecond
+	out.P99 = time.Duration(h.ValueAtQuantile(99)) * time.Microsecond
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

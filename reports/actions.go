@@ -1,0 +1,40 @@
+package reports
+
+import (
+	"bufio"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// actionLine says what one action did, on one line: its type, phase, start,
+// length, detail, figures before → after, and error.
+func actionLine(a ActionResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s in %s at %s, took %s", a.Type, a.Phase, fmtSeconds(a.At), fmtSeconds(a.Took))
+	if a.Detail != "" {
+		b.WriteString(": " + a.Detail)
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Before)) {
+		fmt.Fprintf(&b, "; %s %g", k, a.Before[k])
+		if v, ok := a.After[k]; ok {
+			fmt.Fprintf(&b, " → %g", v)
+		}
+	}
+	if a.Error != "" {
+		b.WriteString("; FAILED: " + a.Error)
+	}
+	return b.String()
+}
+
+// mdActions writes a configuration's actions as a list.
+func mdActions(w *bufio.Writer, c Configuration) {
+	if len(c.Actions) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n### Actions\n\n")
+	for _, a := range c.Actions {
+		fmt.Fprintf(w, "- %s\n", md(actionLine(a)))
+	}
+}
