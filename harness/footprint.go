@@ -49,13 +49,21 @@ func (r *runner) roleNames() []string {
 
 // claim makes the run's schema on every writable node, refusing (before
 // anything is created) a schema or role of the run's names that noisysim
-// did not create. The returned remove drops what the run created, whatever
-// the run's outcome; it is a no-op with Options.Keep.
+// did not create, or that another noisysim run still uses. A holder
+// session per node (footprint.Holding) marks the run as running until
+// remove. The returned remove drops what the run created, whatever the
+// run's outcome (not with Options.Keep), then closes the holders.
 func (r *runner) claim(ctx context.Context) (remove func(), err error) {
 	r.runID = fmt.Sprintf("%s-%d", r.started.UTC().Format("20060102T150405Z"), os.Getpid())
 	plan := footprint.Plan{Schema: r.sc.Data.SchemaName(), Roles: r.roleNames(), Run: r.runID}
 	var claimed []backend.Node
+	var holders []*pgx.Conn
 	remove = func() {
+		defer func() {
+			for _, h := range holders {
+				h.Close(context.Background())
+			}
+		}()
 		if r.opts.Keep {
 			for _, n := range claimed {
 				r.log.Info("kept", "node", n.Name, "schema", plan.Schema, "roles", plan.Roles)
@@ -73,8 +81,13 @@ func (r *runner) claim(ctx context.Context) (remove func(), err error) {
 	}
 	for _, n := range footprintNodes(r.cluster) {
 		where := fmt.Sprintf("database %q on %s", n.Database, n.Name)
-		err := withConn(ctx, n, func(conn *pgx.Conn) error { return footprint.Claim(ctx, conn, where, plan) })
+		h, err := pgx.Connect(ctx, footprint.Holding(n, r.runID).DSN())
 		if err != nil {
+			remove()
+			return nil, fmt.Errorf("%w: connect to %s %s: %w", ErrRun, n.Name, n.RedactedDSN(), err)
+		}
+		holders = append(holders, h)
+		if err := footprint.Claim(ctx, h, where, plan); err != nil {
 			remove()
 			return nil, fmt.Errorf("%w: %w", ErrRun, err)
 		}

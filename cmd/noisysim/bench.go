@@ -21,11 +21,13 @@ import (
 const benchUsage = `usage: noisysim bench [--dsn DSN] [flags]
 
 Measures noisysim's own cost on one server, in one run: pgbench and
-noisysim's open loop (through the naive isolation stack) each at its maximum
-on the data set's point lookup, both held at --rate, and the RSS of a long
+noisysim's open loop (through a bare pgxpool pool) each at its maximum
+on the data set's point lookup (noisysim also through the naive isolation
+stack), all held at --rate, and the RSS of a long
 run with many tenants and classes. Without --dsn it starts a throwaway local
-cluster; with --dsn it loads the data set (tables tenants and orders,
-replaced) into that database: give it a scratch one.
+cluster; with --dsn it loads the data set into its own schema,
+noisysim_bench, of that database and drops it at the end (a schema of that
+name that noisysim did not create is refused, exit 2).
 
 Goals: noisysim's maximum ≥ 0.9 × pgbench's; at --rate, drops < 0.1% and p99
 ≤ 2 × pgbench's; memory: RSS < 500 MB and flat after the warm-up. With

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/url"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/workload"
@@ -226,10 +228,11 @@ type OpenLoopRun struct {
 	Took      time.Duration
 }
 
-// Run loads the data set into the database at dsn (replacing the tables
-// tenants and orders, as `noisysim run` does), then runs the steps Config
-// selects: pgbench and noisysim at their maximum, both at FixedRate, and the
-// memory step. It returns the figures so far with the first error.
+// Run loads the data set into schema Schema of the database at dsn (it
+// refuses a schema of that name it did not create, and drops it at the
+// end), then runs the steps Config selects: pgbench and noisysim at their
+// maximum, both at FixedRate, and the memory step. It returns the figures so
+// far with the first error.
 func Run(ctx context.Context, dsn string, cfg Config) (Result, error) {
 	if err := cfg.fill(); err != nil {
 		return Result{}, fmt.Errorf("bench: %w", err)
@@ -246,13 +249,28 @@ func Run(ctx context.Context, dsn string, cfg Config) (Result, error) {
 		shares[i] = t.Share
 	}
 	params := dataset.Params{Orders: dataset.Counts(shares, int64(cfg.Orders)), Customers: 100}
-	if err := load(ctx, dsn, params); err != nil {
+	plan := footprint.Plan{Schema: Schema, Run: "bench"}
+	if err := load(ctx, dsn, plan, params); err != nil {
 		return res, err
 	}
+	defer func() {
+		// Drop what bench created, whatever happened.
+		conn, err := pgx.Connect(context.WithoutCancel(ctx), dsn)
+		if err != nil {
+			log.Warn("bench: connect to drop schema "+Schema, "err", err)
+			return
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		if err := footprint.Remove(context.WithoutCancel(ctx), conn, plan); err != nil {
+			log.Warn("bench: drop schema "+Schema, "err", err)
+		}
+	}()
+	raw := dsn // pgbench's: libpq takes no search_path in a DSN; its script names the schema
+	dsn = withSearchPath(dsn, Schema)
 	log.Info("data set loaded", "tenants", tenants, "orders", cfg.Orders)
 
 	if !cfg.SkipThroughput {
-		if err := throughput(ctx, dsn, cfg, params, &res); err != nil {
+		if err := throughput(ctx, raw, dsn, cfg, params, &res); err != nil {
 			return res, err
 		}
 	}
@@ -267,24 +285,43 @@ func Run(ctx context.Context, dsn string, cfg Config) (Result, error) {
 // lookupSQL is dataset.KindLookup's statement, the one both tools run.
 const lookupSQL = `SELECT id, created_at, amount, status, customer FROM orders WHERE tenant_id = $1 AND id = $2`
 
-func load(ctx context.Context, dsn string, p dataset.Params) error {
+// Schema is the schema bench creates its tables in (and drops at the end);
+// it refuses to start when the schema exists and noisysim did not create it.
+const Schema = "noisysim_bench"
+
+// withSearchPath returns dsn whose pgx sessions resolve unqualified names in
+// schema alone.
+func withSearchPath(dsn, schema string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " search_path=" + schema
+}
+
+func load(ctx context.Context, dsn string, plan footprint.Plan, p dataset.Params) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("bench: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := dataset.Load(ctx, conn, dataset.Spec{Orders: p.Orders, Days: 365, Customers: p.Customers}, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+	if err := footprint.Claim(ctx, conn, "the bench database", plan); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if err := dataset.Load(ctx, conn, dataset.Spec{Schema: plan.Schema, Orders: p.Orders, Days: 365, Customers: p.Customers}, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 		return fmt.Errorf("bench: load data set: %w", err)
 	}
 	return nil
 }
 
-func throughput(ctx context.Context, dsn string, cfg Config, params dataset.Params, res *Result) error {
+func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params dataset.Params, res *Result) error {
 	log := cfg.Logger
 	// The throughput steps use the first cfg.Tenants tenants; every one of
 	// them has order 1, which pgbench looks up.
-	script := fmt.Sprintf("\\set tenant random(1, %d)\nSELECT id, created_at, amount, status, customer FROM orders WHERE tenant_id = :tenant AND id = 1;\n", cfg.Tenants)
-	pb := pgBench{bin: cfg.PgBench, dsn: dsn, clients: cfg.PoolSize, threads: cfg.Threads, script: script}
+	script := fmt.Sprintf("\\set tenant random(1, %d)\nSELECT id, created_at, amount, status, customer FROM %s.orders WHERE tenant_id = :tenant AND id = 1;\n", cfg.Tenants, Schema)
+	pb := pgBench{bin: cfg.PgBench, dsn: pgbenchDSN, clients: cfg.PoolSize, threads: cfg.Threads, script: script}
 	var err error
 	log.Info("pgbench at its maximum", "duration", cfg.Duration)
 	if res.PgBenchMax, err = pb.run(ctx, cfg.Duration, 0); err != nil {

@@ -10,6 +10,7 @@
 //
 // Rates are ops/s; latencies are measured from each op's intended (pgbench:
 // scheduled) start, so a generator that falls behind shows it. Run loads
-// the data set (tables tenants and orders, replaced) into the database it is
-// given: point it at a scratch database.
+// the data set into its own schema, Schema ("noisysim_bench"), of the
+// database it is given and drops it at the end; it refuses to start when a
+// schema of that name exists that noisysim did not create.
 package bench

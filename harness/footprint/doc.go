@@ -7,8 +7,10 @@
 //
 //   - Claim, before anything is created: when the schema or one of the
 //     roles the run will create exists without the mark, it returns a
-//     *ForeignError (backend.ErrBadInput) and changes nothing. A marked
-//     schema an earlier run left is dropped and made again, marked.
+//     *ForeignError (backend.ErrBadInput) and changes nothing; when they
+//     carry the mark of another run that still runs (its holder session,
+//     Holding, is connected), a *BusyError. A marked schema an earlier run
+//     left is dropped and made again, marked.
 //   - InSchema gives the nodes whose DSNs set search_path to the schema
 //     alone: unqualified names in noisysim's sessions resolve there.
 //   - EnsureRoles creates the roles (pools.EnsureRoles) and marks them in

@@ -31,6 +31,34 @@ func Mark(run string) string {
 
 func marked(comment *string) bool { return comment != nil && strings.HasPrefix(*comment, markPrefix) }
 
+// markedBy returns the run a mark names ("" for an object without one).
+func markedBy(comment *string) string {
+	if !marked(comment) {
+		return ""
+	}
+	run, _, _ := strings.Cut(strings.TrimPrefix(*comment, markPrefix+" run "), ";")
+	return run
+}
+
+// HolderName is the application_name of the session a run keeps open on
+// every database it creates objects in, for as long as it runs (Holding):
+// a run finding objects marked by a run whose holder is connected leaves
+// them alone (*BusyError).
+// It has no space: backend.Node's DSNs would carry it as "+", which the
+// driver does not decode.
+func HolderName(run string) string { return "noisysim-run-" + run }
+
+// Holding returns n whose DSNs name the session as run's holder.
+func Holding(n backend.Node, run string) backend.Node {
+	params := maps.Clone(n.Params)
+	if params == nil {
+		params = map[string]string{}
+	}
+	params["application_name"] = HolderName(run)
+	n.Params = params
+	return n
+}
+
 // schemaName is what data.schema may be: a lower-case identifier that
 // needs no quoting, not in PostgreSQL's reserved pg_ prefix.
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -78,55 +106,96 @@ func (e *ForeignError) Error() string {
 // Unwrap returns backend.ErrBadInput.
 func (e *ForeignError) Unwrap() error { return backend.ErrBadInput }
 
-// Querier runs a query: *pgx.Conn and pgx.Tx satisfy it.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+// BusyError reports objects a run would create that another noisysim run,
+// still running, created and uses: taking them over would break that run.
+// It unwraps to backend.ErrBadInput.
+type BusyError struct {
+	Where   string
+	Objects []string
+	// Run is the run that holds them.
+	Run string
 }
 
-// foreign returns p's schema and roles that exist on db without noisysim's
-// mark, and whether the schema exists with the mark.
-func foreign(ctx context.Context, db Querier, p Plan) (objects []string, ours bool, err error) {
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("%s: %s in use by noisysim run %s, which is still running (session %q): wait for it to end, or choose another data.schema or configuration name",
+		e.Where, strings.Join(e.Objects, ", "), e.Run, HolderName(e.Run))
+}
+
+// Unwrap returns backend.ErrBadInput.
+func (e *BusyError) Unwrap() error { return backend.ErrBadInput }
+
+// Querier runs queries: *pgx.Conn and pgx.Tx satisfy it.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// foreign checks p's schema and roles on db: a *ForeignError for those
+// that exist without noisysim's mark, a *BusyError for those marked by
+// another run whose holder session is connected; else whether the schema
+// exists (with the mark).
+func foreign(ctx context.Context, db Querier, where string, p Plan) (schemaExists bool, err error) {
 	rows, err := db.Query(ctx, `
 		SELECT 'schema', nspname::text, obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = $1
 		UNION ALL
 		SELECT 'role', rolname::text, shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = ANY($2)
 		ORDER BY 1 DESC, 2`, p.Schema, p.Roles)
 	if err != nil {
-		return nil, false, fmt.Errorf("read existing schema and roles: %w", err)
+		return false, fmt.Errorf("read existing schema and roles: %w", err)
 	}
-	defer rows.Close()
+	var objects []string
+	byRun := map[string][]string{}
 	for rows.Next() {
 		var kind, name string
 		var comment *string
 		if err := rows.Scan(&kind, &name, &comment); err != nil {
-			return nil, false, err
+			rows.Close()
+			return false, err
 		}
-		switch {
+		object := fmt.Sprintf("%s %q", kind, name)
+		switch run := markedBy(comment); {
 		case !marked(comment):
-			objects = append(objects, fmt.Sprintf("%s %q", kind, name))
-		case kind == "schema":
-			ours = true
+			objects = append(objects, object)
+		case run != p.Run:
+			byRun[run] = append(byRun[run], object)
+		}
+		schemaExists = schemaExists || kind == "schema"
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read existing schema and roles: %w", err)
+	}
+	if len(objects) > 0 {
+		return false, &ForeignError{Where: where, Objects: objects}
+	}
+	for run, objects := range byRun {
+		var live bool
+		err := db.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = $1)", HolderName(run)).Scan(&live)
+		if err != nil {
+			return false, fmt.Errorf("read sessions: %w", err)
+		}
+		if live {
+			return false, &BusyError{Where: where, Objects: objects, Run: run}
 		}
 	}
-	return objects, ours, rows.Err()
+	return schemaExists, nil
 }
 
 // Claim makes p's schema on the database conn is connected to: it refuses,
-// with a *ForeignError and before changing anything, when the schema or
-// one of p.Roles exists without noisysim's mark; else it drops the schema
-// an earlier run left (kept, or cut off before its end), creates it again
-// and marks it, in one transaction. where names the database in errors.
+// before changing anything, when the schema or one of p.Roles exists
+// without noisysim's mark (*ForeignError) or is marked by another run whose
+// holder session (Holding) is connected (*BusyError); else it drops the
+// schema an earlier run left (kept, or cut off before its end), creates it
+// again and marks it, in one transaction. where names the database in
+// errors. conn should be p.Run's holder, kept open until the run ends.
 func Claim(ctx context.Context, conn *pgx.Conn, where string, p Plan) error {
 	if err := ValidSchema(p.Schema); err != nil {
 		return fmt.Errorf("schema: %w: %w", err, backend.ErrBadInput)
 	}
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		objects, ours, err := foreign(ctx, tx, p)
+		ours, err := foreign(ctx, tx, where, p)
 		if err != nil {
 			return err
-		}
-		if len(objects) > 0 {
-			return &ForeignError{Where: where, Objects: objects}
 		}
 		schema := ident(p.Schema)
 		if ours {
@@ -146,8 +215,9 @@ func Claim(ctx context.Context, conn *pgx.Conn, where string, p Plan) error {
 
 // EnsureRoles creates or updates roles as pools.EnsureRoles does and marks
 // each as noisysim's for run, all in one transaction: a role is never left
-// created but unmarked. It refuses, with a *ForeignError and changing
-// nothing, when one of them exists without noisysim's mark.
+// created but unmarked. It refuses, changing nothing, when one of them
+// exists without noisysim's mark (*ForeignError) or is held by another
+// live run (*BusyError).
 func EnsureRoles(ctx context.Context, conn *pgx.Conn, where, database, run string, roles ...pools.RoleConfig) (map[string]string, error) {
 	names := make([]string, len(roles))
 	for i, r := range roles {
@@ -156,13 +226,10 @@ func EnsureRoles(ctx context.Context, conn *pgx.Conn, where, database, run strin
 	var passwords map[string]string
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		// No schema is checked here: no schema is named "".
-		objects, _, err := foreign(ctx, tx, Plan{Roles: names})
-		if err != nil {
+		if _, err := foreign(ctx, tx, where, Plan{Roles: names, Run: run}); err != nil {
 			return err
 		}
-		if len(objects) > 0 {
-			return &ForeignError{Where: where, Objects: objects}
-		}
+		var err error
 		if passwords, err = pools.EnsureRoles(ctx, tx, database, roles...); err != nil {
 			return err
 		}

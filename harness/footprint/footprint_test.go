@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -124,9 +125,33 @@ func TestClaimEnsureRemove(t *testing.T) {
 	if _, err := session.Exec(ctx, "SELECT * FROM t"); err != nil {
 		t.Fatalf("a role's session does not find its table unqualified: %v", err)
 	}
-	// A second Claim (a run after one that was kept) takes the marked
-	// schema over: its tables are gone.
-	if err := footprint.Claim(ctx, conn, "primary", p); err != nil {
+	// Another run, while r1's holder session is connected, leaves r1's
+	// schema and roles alone; once r1 is gone it takes them over (a run
+	// after one that was kept, or cut off): the schema's tables are gone.
+	holder, err := pgx.Connect(ctx, footprint.Holding(primary, "r1").DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2 := p
+	p2.Run = "r2"
+	var be *footprint.BusyError
+	if err := footprint.Claim(ctx, conn, "primary", p2); !errors.As(err, &be) || be.Run != "r1" || !errors.Is(err, backend.ErrBadInput) {
+		t.Fatalf("Claim while r1 runs: %v", err)
+	}
+	if _, err := footprint.EnsureRoles(ctx, conn, "primary", "postgres", "r2", pools.RoleConfig{Name: "nsim_b"}); !errors.As(err, &be) {
+		t.Fatalf("EnsureRoles while r1 runs: %v", err)
+	}
+	if s := one("SELECT to_regclass('nsim.t')"); s != "nsim.t" {
+		t.Fatalf("a refused Claim touched r1's schema")
+	}
+	holder.Close(ctx)
+	for deadline := time.Now().Add(5 * time.Second); one("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'noisysim-run-r1'") != "0"; {
+		if time.Now().After(deadline) {
+			t.Fatal("r1's holder session is still there")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := footprint.Claim(ctx, conn, "primary", p2); err != nil {
 		t.Fatal(err)
 	}
 	if s := one("SELECT to_regclass('nsim.t')"); s != "" {
