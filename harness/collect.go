@@ -500,6 +500,9 @@ func (r *runner) setPhase(phase, config string, total time.Duration) {
 	r.phaseStart = time.Now()
 	r.issued.Store(0)
 	r.progressMu.Unlock()
+	if r.guard != nil {
+		r.guard.Begin(r.guardWindow(phase, config))
+	}
 }
 
 func (r *runner) snapshot(last *int64, lastAt *time.Time) Progress {

@@ -67,6 +67,9 @@ type Report struct {
 	// HotShard is the hot-shard run's measurements, for a scenario with a
 	// hot_shard section; nil otherwise.
 	HotShard *HotShard `json:"hot_shard,omitempty"`
+	// Machine is the nodes' CPU budgets and the disturbance guard's
+	// figures; nil when neither applied.
+	Machine *Machine `json:"machine,omitempty"`
 	// Incomplete, when set, says why the run stopped before its end, e.g.
 	// "interrupted during run of naive": the report holds what was
 	// measured until then (a configuration cut short is marked Incomplete
