@@ -19,6 +19,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/footprint"
+	"github.com/noisysim/noisysim/harness/guard"
 	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/limiter"
@@ -77,6 +78,13 @@ type Options struct {
 	// roles) in place at the end, for a look; false removes it whatever
 	// the run's outcome (see package footprint).
 	Keep bool
+	// MaxForeignCPU is the disturbance guard's threshold in CPUs (see
+	// package guard); 0 means guard.DefaultMaxForeignCPU, negative turns
+	// the guard off.
+	MaxForeignCPU float64
+	// Concurrent, when not empty, is put in the report: the run was
+	// measured beside other measured runs.
+	Concurrent string
 }
 
 // ErrRun marks a run that could not complete (as opposed to one whose
@@ -127,13 +135,18 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		return nil, err
 	}
 	defer remove()
-	if sc.Promoting() {
-		return runPromotion(ctx, r)
+	r.watchMachine()
+	var rep *reports.Report
+	switch {
+	case sc.Promoting():
+		rep, err = runPromotion(ctx, r)
+	case sc.HotSharding():
+		rep, err = runHotShard(ctx, r)
+	default:
+		rep, err = r.run(ctx)
 	}
-	if sc.HotSharding() {
-		return runHotShard(ctx, r)
-	}
-	return r.run(ctx)
+	r.machineReport(rep)
+	return rep, err
 }
 
 // runPromotion hands a scenario with a promotion section to its runner.
@@ -194,6 +207,7 @@ type runner struct {
 	issued     atomic.Int64
 	phaseStart time.Time
 	passwords  map[string]string
+	guard      *guard.Guard // nil: off
 }
 
 // plan draws the population and the schedules: everything seeded.
@@ -272,6 +286,11 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	}
 
 	for i := range r.sc.Configurations {
+		if i > 0 {
+			if err := r.settle(ctx, r.sc.Configurations[i-1].Name); err != nil {
+				return r.interrupted(ctx, rep, err)
+			}
+		}
 		cr, err := r.runConfiguration(ctx, &r.sc.Configurations[i])
 		if err != nil {
 			if cr.report.Name != "" {

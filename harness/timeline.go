@@ -334,6 +334,10 @@ func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32)
 						Queued: int64(ls.Queued), Rejected: ls.Rejected() - lastRejected[class]})
 					lastRejected[class] = ls.Rejected()
 				}
+				for _, ps := range st.Stat().Pools {
+					pt.Pools = append(pt.Pools, reports.PoolPoint{Name: ps.Name, Node: ps.Addr, Standby: ps.Standby,
+						Borrowed: int64(ps.AcquiredConns), Max: int64(ps.MaxConns)})
+				}
 				tr.series = append(tr.series, pt)
 				lastCalls, lastUsage, last = calls, usage, now
 			}

@@ -62,6 +62,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 	if len(r.Notes) > 0 {
 		p("\n")
 	}
+	writeMachine(p, r.Machine)
 
 	p("| Configuration | Expect | Assertions | Met expectation |\n|---|---|---|---|\n")
 	for _, c := range r.Configurations {

@@ -67,6 +67,9 @@ type Report struct {
 	// HotShard is the hot-shard run's measurements, for a scenario with a
 	// hot_shard section; nil otherwise.
 	HotShard *HotShard `json:"hot_shard,omitempty"`
+	// Machine is the nodes' CPU budgets and the disturbance guard's
+	// figures; nil when neither applied.
+	Machine *Machine `json:"machine,omitempty"`
 	// Incomplete, when set, says why the run stopped before its end, e.g.
 	// "interrupted during run of naive": the report holds what was
 	// measured until then (a configuration cut short is marked Incomplete
@@ -245,6 +248,20 @@ type Point struct {
 	// Limiters are each limited class's limiter at the point's end
 	// (in flight, queued) and over the second (rejected).
 	Limiters []LimiterPoint `json:"limiters,omitempty"`
+	// Pools are each pool's connections in use at the point's end, with
+	// the node it runs on: the load per node where there are several.
+	Pools []PoolPoint `json:"pools,omitempty"`
+}
+
+// PoolPoint is one pool in a Point.
+type PoolPoint struct {
+	Name string `json:"name"`
+	// Node is the pool's server address; Standby says it is a replica.
+	Node    string `json:"node"`
+	Standby bool   `json:"standby,omitempty"`
+	// Borrowed and Max are the connections in use and the pool's size.
+	Borrowed int64 `json:"borrowed"`
+	Max      int64 `json:"max"`
 }
 
 // LimiterPoint is one class's limiter in a Point.
@@ -480,6 +497,9 @@ func (r *Report) Validate() error {
 			for k, sh := range pt.TopDBTime {
 				finite(fmt.Sprintf("%s.top_db_time[%d].db_time_ms", q, k), sh.DBTime)
 				share(fmt.Sprintf("%s.top_db_time[%d].share", q, k), sh.Share)
+			}
+			for k, pl := range pt.Pools {
+				nonNegative(fmt.Sprintf("%s.pools[%d].borrowed", q, k), pl.Borrowed)
 			}
 			for k, l := range pt.Limiters {
 				nonNegative(fmt.Sprintf("%s.limiters[%d].in_flight", q, k), l.InFlight)

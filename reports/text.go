@@ -168,6 +168,20 @@ func (t *textWriter) header() {
 	for _, n := range r.Notes {
 		t.p("note: %s\n", n)
 	}
+	if m := r.Machine; m != nil {
+		if m.NodeCPU != nil {
+			t.p("node cpu  %s\n", m.NodeCPU.line())
+		}
+		if m.Concurrent != "" {
+			t.p("CONCURRENT: %s\n", m.Concurrent)
+		}
+		if len(m.Windows) > 0 {
+			t.p("machine   CPU outside the run per window (disturbed above %.2f CPU):\n", m.MaxForeignCPU)
+			for _, w := range m.Windows {
+				t.p("  %s\n", w.line())
+			}
+		}
+	}
 }
 
 func (t *textWriter) label(tenant string) string {
@@ -537,6 +551,15 @@ func (t *textWriter) verdict() {
 	tw.Flush()
 	if t.r.Incomplete != "" {
 		t.p("RESULT: INCOMPLETE (%s)\n", t.r.Incomplete)
+		return
+	}
+	if d := t.r.Machine.Disturbed(); len(d) > 0 {
+		var names []string
+		for _, w := range d {
+			names = append(names, w.Window)
+		}
+		t.p("RESULT: %s, DISTURBED: other processes used more than %.2f CPU during %s; the figures may not be the system's own\n",
+			passFail(t.r.Passed), t.r.Machine.MaxForeignCPU, strings.Join(names, ", "))
 		return
 	}
 	t.p("RESULT: %s\n", passFail(t.r.Passed))

@@ -6,11 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/backend/local"
 )
 
@@ -22,6 +26,7 @@ func runCluster(ctx context.Context, a *app, args []string) error {
 	usage := func(w io.Writer) {
 		fmt.Fprintf(w, `Usage:
   noisysim cluster up [--backend local|docker] [--topology single|replica|primaries|citus] [--keep] [--show-password] [--setting k=v ...]
+                      [--node-cpu CPUS] [--role-cpu ROLE=CPUS ...] [--node-cpu-optional]
   noisysim cluster down [--dir DIR] | --backend docker [--run ID | --all]
 
 up starts a throwaway PostgreSQL cluster, prints its nodes and DSNs and waits
@@ -29,7 +34,15 @@ for Ctrl-C, then stops it and removes its files. With --keep it returns and
 leaves the cluster running; 'cluster down' stops it. With --backend docker,
 'cluster down' removes the clusters started with --keep, --run ID one run,
 --all every noisysim cluster on the daemon (also those other processes are
-running); an unknown --run, or no kept cluster, exits 2.
+running); an unknown --run, or no kept cluster, exits 2. 'cluster down' also
+removes what a noisysim killed with SIGKILL left behind (directories, CPU
+budget groups).
+
+--node-cpu gives every node its own CPU budget (0.4 = 40%% of one core; a
+cgroup per node for local processes, Docker's CPU quota for containers),
+--role-cpu overrides it per role. Where budgets cannot be enforced (not
+root, no writable cgroup cpu controller) up exits 2, or with
+--node-cpu-optional starts without them and says so.
 `)
 	}
 	if len(args) == 0 {
@@ -48,6 +61,53 @@ running); an unknown --run, or no kept cluster, exits 2.
 	}
 	usage(a.stderr)
 	return usagef("cluster: unknown subcommand %q", args[0])
+}
+
+// roleCPUFlag collects repeated --role-cpu role=cpus.
+type roleCPUFlag map[backend.Role]float64
+
+func (r roleCPUFlag) String() string { return "" }
+
+func (r roleCPUFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("want role=cpus, got %q", v)
+	}
+	cpus, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+	if err != nil {
+		return fmt.Errorf("want role=cpus, got %q: %v", v, err)
+	}
+	role := backend.Role(strings.TrimSpace(k))
+	switch role {
+	case backend.RolePrimary, backend.RoleReplica, backend.RoleCoordinator, backend.RoleWorker:
+	default:
+		return fmt.Errorf("unknown role %q (want primary, replica, coordinator or worker)", role)
+	}
+	r[role] = cpus
+	return nil
+}
+
+// printCPU prints the cluster's CPU budgets, if any were asked for.
+func printCPU(w io.Writer, c backend.Cluster) {
+	r, ok := c.(backend.CPUReporter)
+	if !ok {
+		return
+	}
+	st := r.CPUBudgets()
+	switch {
+	case st.Skipped != "":
+		fmt.Fprintf(w, "  running WITHOUT CPU budgets: %s\n", st.Skipped)
+	case st.Mechanism != "":
+		var parts []string
+		for _, n := range st.Nodes {
+			v := "no budget"
+			if n.CPUs > 0 {
+				v = cgroup.FormatCPU(n.CPUs) + " CPU"
+			}
+			parts = append(parts, n.Node+" "+v)
+		}
+		fmt.Fprintf(w, "  CPU budgets (%s): %s\n", st.Mechanism, strings.Join(parts, ", "))
+	}
 }
 
 // settingsFlag collects repeated --setting name=value.
@@ -78,6 +138,10 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	image := fs.String("image", "", "container image of every node (backend docker; default: the official images)")
 	settings := settingsFlag{}
 	fs.Var(settings, "setting", "server setting name=value, repeatable (e.g. --setting max_connections=200)")
+	nodeCPU := fs.Float64("node-cpu", 0, "CPU budget of every node in CPUs, e.g. 0.4 (0: none)")
+	roleCPU := roleCPUFlag{}
+	fs.Var(roleCPU, "role-cpu", "CPU budget of a role's nodes, role=cpus, repeatable (e.g. --role-cpu worker=0.5)")
+	cpuOptional := fs.Bool("node-cpu-optional", false, "start without CPU budgets where the machine cannot enforce them")
 	if err := parseFlags(a, fs, args); err != nil {
 		return err
 	}
@@ -90,7 +154,16 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	if *nodes != 0 && backend.Topology(*topology) != backend.TopologyPrimaries {
 		return usagef("cluster up: --nodes applies only to --topology %s, not %q", backend.TopologyPrimaries, *topology)
 	}
-	spec := backend.Spec{Topology: backend.Topology(*topology), Nodes: *nodes}
+	spec := backend.Spec{Topology: backend.Topology(*topology), Nodes: *nodes,
+		CPU: backend.CPUBudget{Node: *nodeCPU, Roles: roleCPU, Optional: *cpuOptional}}
+	if err := cgroup.CheckCPU(*nodeCPU); err != nil {
+		return usagef("cluster up: --node-cpu: %v", err)
+	}
+	for _, r := range slices.Sorted(maps.Keys(roleCPU)) {
+		if err := cgroup.CheckCPU(roleCPU[r]); err != nil {
+			return usagef("cluster up: --role-cpu %s: %v", r, err)
+		}
+	}
 	if len(settings) > 0 {
 		spec.Settings = settings
 	}
@@ -125,6 +198,7 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(tw, "  %s\t%s\tpid %d\t%s\n", n.Name, n.Role, n.PID, dsn)
 	}
 	tw.Flush()
+	printCPU(a.stdout, c)
 	if *timings {
 		printTimings(a.stdout, st)
 	}
@@ -191,6 +265,11 @@ func clusterDown(ctx context.Context, a *app, args []string) error {
 	default:
 		return usagef("cluster down: --backend %q: want local or docker", *kind)
 	}
+	b := local.New(local.WithLogger(a.log), local.WithBaseDir(*baseDir))
+	swept := b.Sweep()
+	for _, d := range swept {
+		fmt.Fprintf(a.stdout, "removed %s, left by a noisysim that did not tear down\n", d)
+	}
 	if *dir == "" {
 		kept, err := local.KeptClusters(*baseDir)
 		if err != nil {
@@ -198,6 +277,9 @@ func clusterDown(ctx context.Context, a *app, args []string) error {
 		}
 		switch len(kept) {
 		case 0:
+			if len(swept) > 0 {
+				return nil
+			}
 			return fmt.Errorf("cluster down: no kept cluster found: %w", local.ErrNotKept)
 		case 1:
 			*dir = kept[0]
@@ -205,7 +287,6 @@ func clusterDown(ctx context.Context, a *app, args []string) error {
 			return usagef("cluster down: several kept clusters, choose one with --dir: %s", strings.Join(kept, " "))
 		}
 	}
-	b := local.New(local.WithLogger(a.log))
 	if err := b.StopKept(ctx, *dir); err != nil {
 		if errors.Is(err, local.ErrNotKept) {
 			return fmt.Errorf("cluster down: %w", err)

@@ -37,6 +37,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/bench"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/directory"
 )
@@ -93,6 +94,7 @@ var exitCodes = []struct {
 	{directory.ErrTargetNotEmpty, exitUsage},
 	{citus.ErrNotCitus, exitUsage},
 	{citus.ErrNotDistributed, exitUsage},
+	{runlock.ErrHeld, exitUsage},
 	{bench.ErrInvalid, exitUsage},
 	{bench.ErrNoPgBench, exitUsage},
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/guard"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -33,6 +36,13 @@ its roles carry a comment marking them as noisysim's; both are removed at
 the end of the run, also when it fails or is interrupted, unless --keep. A
 run refuses to start when that schema or one of those roles exists and
 noisysim did not create it.
+
+A measured run holds a machine-wide lock (/tmp/noisysim-measure.lock, or
+$NOISYSIM_LOCK_FILE): a second run waits for it, or with --no-wait exits 2
+naming the run holding it; --allow-concurrent measures beside it and the
+report says so. During each measured window noisysim measures the CPU used
+outside its own processes and its servers (and steal time); a window above
+--max-foreign-cpu is marked DISTURBED, and so is the verdict line.
 
 Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
 usage (also: the schema or a role exists and is not noisysim's), 1 any
@@ -51,6 +61,10 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
 	image := fs.String("image", "", "container image of every node (backend docker)")
 	apply := fs.Bool("apply", false, "hot_shard scenarios: run the policy ladder (sets hot_shard.apply)")
+	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
+	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the report says so)")
+	repeat := fs.Int("repeat", 1, "run the scenario N times with seeds seed, seed+1, …; print the verdict counts and each configuration's quiet (all) p99 / limit as a distribution")
+	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
 	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
@@ -86,11 +100,39 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		}
 	}
 
+	if math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0) {
+		return usagef("run: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
+	}
+	if *repeat < 1 || *repeat > maxRepeat {
+		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
+	}
+	if *noWait && *allowConcurrent {
+		return usagef("run: --no-wait and --allow-concurrent exclude each other")
+	}
+	concurrent := ""
+	if *allowConcurrent {
+		concurrent = "measured with --allow-concurrent, without the machine-wide lock"
+		if h, held := runlock.Held(runlock.Path()); held {
+			concurrent += "; another measured run was going at the start: " + h.String()
+		}
+	} else {
+		lock, err := runlock.Acquire(ctx, runlock.Path(), runlock.Options{What: "noisysim run " + sc.Name, NoWait: *noWait,
+			OnWait: func(h runlock.Holder) {
+				fmt.Fprintf(a.stderr, "noisysim: waiting for the measured run of %s to finish (--no-wait exits instead, --allow-concurrent measures beside it)\n", h)
+			}})
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+	}
+
 	var prog *progress
 	opts := harness.Options{
-		Only:   *only,
-		Keep:   *keep,
-		Logger: a.log,
+		Only:          *only,
+		Keep:          *keep,
+		Logger:        a.log,
+		MaxForeignCPU: *maxForeign,
+		Concurrent:    concurrent,
 		OnCluster: func(c backend.Cluster) {
 			kill := c.Close
 			if k, ok := c.(interface{ Kill() error }); ok {
@@ -99,9 +141,12 @@ func runRun(ctx context.Context, a *app, args []string) error {
 			a.teardown.add(c.Close, kill)
 		},
 	}
-	if !*noProgress {
+	if !*noProgress && *repeat == 1 {
 		prog = newProgress(a.stderr)
 		opts.Progress = prog.update
+	}
+	if *repeat > 1 {
+		return runRepeat(ctx, a, sc, opts, *repeat, *out)
 	}
 	rep, err := harness.Run(ctx, sc, opts)
 	if prog != nil {

@@ -82,6 +82,73 @@ type Spec struct {
 	// (TopologyPrimaries). 0 means the topology's default; fixed topologies
 	// ignore it.
 	Nodes int
+	// CPU gives each node its own CPU budget. The zero value sets none.
+	CPU CPUBudget
+}
+
+// CPUBudget gives nodes their own share of the machine's CPU, so that one
+// machine behaves like several smaller ones: a node at 0.4 CPU gets 40 ms
+// of CPU time every 100 ms, however idle the rest of the machine is. Local
+// processes get it through a cgroup per node, containers through Docker's
+// CPU quota.
+type CPUBudget struct {
+	// Node is every node's budget in CPUs (0.4 = 40% of one core). 0 means
+	// no budget.
+	Node float64
+	// Roles overrides Node for the nodes of a role, e.g. {worker: 0.5}; 0
+	// for a role means no budget for it.
+	Roles map[Role]float64
+	// Optional starts the cluster without budgets where the machine cannot
+	// enforce them (no writable cgroup cpu controller); the cluster's
+	// CPUBudgets says so. false fails Start instead.
+	Optional bool
+}
+
+// For returns the budget of a node of role r, 0 for none.
+func (b CPUBudget) For(r Role) float64 {
+	if v, ok := b.Roles[r]; ok {
+		return v
+	}
+	return b.Node
+}
+
+// Any reports whether some node gets a budget.
+func (b CPUBudget) Any() bool {
+	if b.Node > 0 {
+		return true
+	}
+	for _, v := range b.Roles {
+		if v > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// NodeCPU is one node's CPU budget as enforced.
+type NodeCPU struct {
+	Node string `json:"node"`
+	// CPUs is the budget read back from the kernel (or the container
+	// engine), 0 for none.
+	CPUs float64 `json:"cpus"`
+}
+
+// CPUStat says how a cluster's CPU budgets are enforced.
+type CPUStat struct {
+	// Mechanism is e.g. "cgroup v1 /sys/fs/cgroup/cpu" or "docker cpu
+	// quota"; empty when no budget is enforced.
+	Mechanism string `json:"mechanism,omitempty"`
+	// Nodes are the budgets per node, in node order.
+	Nodes []NodeCPU `json:"nodes,omitempty"`
+	// Skipped, when not empty, says why budgets that were asked for (with
+	// CPUBudget.Optional) are not enforced.
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// CPUReporter is implemented by clusters that can give nodes CPU budgets.
+type CPUReporter interface {
+	// CPUBudgets returns how the cluster's budgets are enforced.
+	CPUBudgets() CPUStat
 }
 
 // Node is one PostgreSQL server of a cluster.

@@ -320,6 +320,9 @@ type Summary struct {
 	P50, P90, P99, P999, Max, Mean time.Duration
 	// Service time (from the actual start) of ops that started.
 	ServiceP50, ServiceP99, ServiceMax time.Duration
+	// P99CI is the distribution-free 95% confidence interval of P99 (see
+	// QuantileCI): a limit inside it makes a verdict on P99 marginal.
+	P99CI QuantileCI
 }
 
 // Summary returns one Summary per key, sorted by tenant then class.
@@ -408,6 +411,7 @@ func summarize(k Key, ss []*series) Summary {
 	capAt := func(v int64, m time.Duration) time.Duration { return min(time.Duration(v), m) }
 	sum.P50, sum.P90, sum.P99, sum.P999 = capAt(p[0], sum.Max), capAt(p[1], sum.Max), capAt(p[2], sum.Max), capAt(p[3], sum.Max)
 	sum.Mean = time.Duration(latSum / sum.Count)
+	sum.P99CI = QuantileCIOf(lat, 0.99, DefaultConfidence, sum.Max)
 	if svc.TotalCount() > 0 {
 		p = svc.ValueAtPercentilesSlice([]float64{50, 99})
 		sum.ServiceP50, sum.ServiceP99 = capAt(p[0], sum.ServiceMax), capAt(p[1], sum.ServiceMax)

@@ -129,6 +129,12 @@ func TestRecorderOutcomes(t *testing.T) {
 	want := metrics.Summary{Tenant: 1, Class: "interactive", Count: 6, Errors: 3,
 		ErrorsByClass: map[string]int64{"rejected": 2, "other": 1}, Dropped: 1, Incomplete: 2,
 		Max: 900 * ms, Mean: (3*ms + 3*ms + 900*ms + 800*ms) / 6, ServiceMax: 700 * ms}
+	// Six samples: the p99's interval has no upper bound (Hi is the
+	// largest sample), its lower bound is the 5th sample.
+	if ci := one.P99CI; ci.HiBounded || !ci.LoBounded || ci.LoRank != 5 || ci.Hi != 900*ms || !within(ci.Lo, 800*ms) {
+		t.Errorf("p99 interval of 6 samples = %+v, want X(5) ≈ 800ms and no upper bound", ci)
+	}
+	one.P99CI = metrics.QuantileCI{}
 	one.P50, one.P90, one.P99, one.P999, one.ServiceP50, one.ServiceP99 = 0, 0, 0, 0, 0, 0
 	if !reflect.DeepEqual(one, want) {
 		t.Errorf("tenant 1:\n got %+v\nwant %+v", one, want)

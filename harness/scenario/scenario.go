@@ -150,18 +150,46 @@ type Backend struct {
 	// kind docker 2..32; kind external takes the coordinator's workers.
 	// Default 4.
 	Workers int `yaml:"workers"`
+	// NodeCPU gives every node its own CPU budget, in CPUs (0.4 = 40% of
+	// one core), so that one machine behaves like several: a cgroup per
+	// node for kind local, Docker's CPU quota for kind docker. 0 (the
+	// default) means none; otherwise 0.01..1024.
+	NodeCPU float64 `yaml:"node_cpu"`
+	// NodeCPURoles overrides NodeCPU for the nodes of a role (primary,
+	// replica, coordinator, worker, shard); 0 means no budget for it.
+	NodeCPURoles map[backend.Role]float64 `yaml:"node_cpu_roles"`
+	// NodeCPUOptional runs without budgets where the machine cannot
+	// enforce them (not root, no writable cgroup cpu controller), and the
+	// report says so; false (the default) exits 2 there.
+	NodeCPUOptional bool `yaml:"node_cpu_optional"`
+}
+
+// CPU returns the nodes' CPU budgets as the backends take them.
+func (b Backend) CPU() backend.CPUBudget {
+	roles := b.NodeCPURoles
+	if len(roles) > 0 {
+		roles = map[backend.Role]float64{}
+		for r, v := range b.NodeCPURoles {
+			if r == backend.RoleShard {
+				// Topology shards' nodes are primaries of the local backend.
+				r = backend.RolePrimary
+			}
+			roles[r] = v
+		}
+	}
+	return backend.CPUBudget{Node: b.NodeCPU, Roles: roles, Optional: b.NodeCPUOptional}
 }
 
 // Spec returns the backend.Spec for a local backend: the topology and the
 // settings.
 func (b Backend) Spec() backend.Spec {
 	if b.Topology == TopologyShards {
-		return backend.Spec{Topology: backend.TopologyPrimaries, Nodes: b.Shards, Settings: b.Settings}
+		return backend.Spec{Topology: backend.TopologyPrimaries, Nodes: b.Shards, Settings: b.Settings, CPU: b.CPU()}
 	}
 	if b.Topology == TopologyCitus {
-		return backend.Spec{Topology: TopologyCitus, Nodes: b.Workers, Settings: b.Settings}
+		return backend.Spec{Topology: TopologyCitus, Nodes: b.Workers, Settings: b.Settings, CPU: b.CPU()}
 	}
-	return backend.Spec{Topology: b.Topology, Settings: b.Settings}
+	return backend.Spec{Topology: b.Topology, Settings: b.Settings, CPU: b.CPU()}
 }
 
 // Distribution is the power law the tenants' shares follow.

@@ -413,6 +413,19 @@ func TestValidateMore(t *testing.T) {
 			"8:3 backend.topology: replica needs backend.replica_dsn",
 			"9:3 backend.settings: only for kind local",
 		}},
+		{"node cpu", head + shared + "backend:\n  node_cpu: 0.005\n  node_cpu_roles: {leader: 1, replica: .nan, worker: 2000}\n", []string{
+			"6:3 backend.node_cpu: bad CPU budget: 0.005 CPU is below the minimum 0.01 CPU",
+			"7:20 backend.node_cpu_roles.leader: unknown node role \"leader\"",
+			"7:31 backend.node_cpu_roles.replica: bad CPU budget: NaN is not a number of CPUs",
+			"7:46 backend.node_cpu_roles.worker: bad CPU budget: 2000 CPU is above the maximum 1024",
+		}},
+		{"node cpu on external", head + shared + "backend: {kind: external, primary_dsn: x, node_cpu: 0.5, node_cpu_roles: {primary: 1}}\n", []string{
+			"5:43 backend.node_cpu: only for kind local or docker",
+			"5:58 backend.node_cpu_roles: only for kind local or docker",
+		}},
+		{"node cpu optional alone", head + shared + "backend: {node_cpu_optional: true}\n", []string{
+			"5:11 backend.node_cpu_optional: set, but no node_cpu",
+		}},
 		{"external without DSN", head + shared + "backend: {kind: external, replica_dsn: 'x', topology: single}\n", []string{
 			"5:1 backend.primary_dsn: required for kind external",
 			"5:45 backend.topology: single, but backend.replica_dsn is set",

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/workload"
 )
@@ -214,6 +216,29 @@ func (c *checker) backend(b *Backend) {
 		if b.Images[r] == "" {
 			c.add("backend.images."+string(r), "empty image: leave the role out to keep backend.image")
 		}
+	}
+	if err := cgroup.CheckCPU(b.NodeCPU); err != nil {
+		c.add("backend.node_cpu", "%v", err)
+	}
+	cpuRoles := slices.Sorted(maps.Keys(b.NodeCPURoles))
+	for _, r := range cpuRoles {
+		f := "backend.node_cpu_roles." + string(r)
+		oneOf(c, f, "node role", r, backend.RolePrimary, backend.RoleReplica,
+			backend.RoleCoordinator, backend.RoleWorker, backend.RoleShard)
+		if err := cgroup.CheckCPU(b.NodeCPURoles[r]); err != nil {
+			c.add(f, "%v", err)
+		}
+	}
+	if b.Kind == BackendExternal {
+		if b.NodeCPU != 0 {
+			c.add("backend.node_cpu", "only for kind local or docker: noisysim cannot budget the CPU of a server it did not start")
+		}
+		if len(b.NodeCPURoles) > 0 {
+			c.add("backend.node_cpu_roles", "only for kind local or docker: noisysim cannot budget the CPU of a server it did not start")
+		}
+	}
+	if b.NodeCPUOptional && b.NodeCPU == 0 && len(b.NodeCPURoles) == 0 {
+		c.add("backend.node_cpu_optional", "set, but no node_cpu or node_cpu_roles gives a budget")
 	}
 	switch b.Kind {
 	case BackendLocal, BackendDocker:

@@ -36,6 +36,7 @@ type Cluster struct {
 	settings map[string]string
 	topology backend.Topology
 	keep     bool
+	cpu      backend.CPUBudget
 	network  string
 	ready    time.Duration
 
@@ -401,6 +402,8 @@ func (c *Cluster) run(ctx context.Context, p nodePlan, image string, port int) (
 		},
 		HostConfigModifier: func(hc *dcontainer.HostConfig) {
 			hc.PortBindings = network.PortMap{pgPortSpec: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(port)}}}
+			// Docker's --cpus: a CFS quota on the container's cgroup.
+			hc.NanoCPUs = nanoCPUs(c.cpu.For(p.role))
 		},
 	}
 	ready := "database system is ready to accept connections"

@@ -232,6 +232,9 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 	if err := checkSettings(spec.Settings); err != nil {
 		return nil, err
 	}
+	if err := checkCPU(spec.CPU); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.startLimit)
 	defer cancel()
 	began := time.Now()
@@ -249,6 +252,7 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 		settings: spec.Settings,
 		topology: spec.Topology,
 		keep:     b.keep,
+		cpu:      spec.CPU,
 	}
 	if c.topology == "" {
 		c.topology = backend.TopologySingle

@@ -28,6 +28,7 @@ type Cluster struct {
 	password string
 	citus    bool // TopologyCitus: servers get PGPASSFILE for node-to-node connections
 	ready    time.Duration
+	cpu      *cpuGroups // nil: no CPU budgets asked for
 
 	template        string
 	templateCreated bool
@@ -274,6 +275,11 @@ func (c *Cluster) teardown(grace time.Duration) error {
 			})
 		}
 		wg.Wait()
+	}
+	// The groups go before the directory: a sweep takes a group without
+	// its cluster directory for a leftover.
+	if err := c.removeCPU(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.dir != "" {
 		if err := os.RemoveAll(c.dir); err != nil {

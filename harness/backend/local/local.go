@@ -183,6 +183,9 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 	if err != nil {
 		return nil, err
 	}
+	if err := checkCPU(spec.CPU); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, b.startLimit)
 	defer cancel()
 	began := time.Now()
@@ -238,6 +241,16 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 	b.sweep(b.baseDir)
 	b.track(c, true)
 	if err := c.makeDir(b.baseDir); err != nil {
+		b.track(c, false)
+		return nil, err
+	}
+	err = c.setupCPU(spec.CPU, plans)
+	if err == nil {
+		err = c.writeState()
+	}
+	if err != nil {
+		c.removeCPU()
+		os.RemoveAll(c.dir)
 		b.track(c, false)
 		return nil, err
 	}

@@ -288,11 +288,17 @@ func (n *node) spawn() (int64, error) {
 		return 0, fmt.Errorf("start postgres for %s: %w", n.Name, errClosing)
 	}
 	deathsig := !c.keep
-	if deathsig {
-		err = deathSpawner.start(cmd)
-	} else {
+	group := c.cpuGroup(n.Name)
+	switch {
+	case deathsig:
+		err = deathSpawner.start(cmd, group)
+	case group != nil:
 		// A kept server must survive us and the terminal: new session,
 		// no parent-death signal.
+		cmd.SysProcAttr.Setpgid = false
+		cmd.SysProcAttr.Setsid = true
+		err = group.Start(cmd, (*exec.Cmd).Start)
+	default:
 		cmd.SysProcAttr.Setpgid = false
 		cmd.SysProcAttr.Setsid = true
 		err = cmd.Start()

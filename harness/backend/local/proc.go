@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/noisysim/noisysim/harness/backend/cgroup"
 )
 
 // DefaultServerUser is the system user PostgreSQL runs as when noisysim runs
@@ -101,6 +103,7 @@ var deathSpawner spawner
 
 type spawnReq struct {
 	cmd   *exec.Cmd
+	group *cgroup.Group // nil: none
 	reply chan error
 }
 
@@ -111,9 +114,10 @@ type spawner struct {
 	done chan struct{}
 }
 
-// start starts cmd from the locked thread with Pdeathsig set. On success the
+// start starts cmd from the locked thread with Pdeathsig set, in group
+// when not nil (the thread joins it for the fork only). On success the
 // caller must call release once cmd has been waited for.
-func (s *spawner) start(cmd *exec.Cmd) error {
+func (s *spawner) start(cmd *exec.Cmd, group *cgroup.Group) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.reqs == nil {
@@ -123,7 +127,7 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
 	reply := make(chan error)
-	s.reqs <- spawnReq{cmd, reply}
+	s.reqs <- spawnReq{cmd, group, reply}
 	if err := <-reply; err != nil {
 		s.stopIfIdle()
 		return err
@@ -154,6 +158,10 @@ func (s *spawner) loop(reqs <-chan spawnReq, done chan<- struct{}) {
 	// because no child forked from it is alive by then.
 	runtime.LockOSThread()
 	for r := range reqs {
+		if r.group != nil {
+			r.reply <- r.group.StartOnThread(r.cmd, (*exec.Cmd).Start)
+			continue
+		}
 		r.reply <- r.cmd.Start()
 	}
 	close(done)

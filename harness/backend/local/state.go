@@ -27,6 +27,8 @@ type clusterState struct {
 	BinDir       string      `json:"bin_dir"`
 	ServerUser   string      `json:"server_user"`
 	Nodes        []nodeState `json:"nodes"`
+	// Cgroup is where the nodes' CPU budgets live; nil for none.
+	Cgroup *cgroupState `json:"cgroup,omitempty"`
 }
 
 type nodeState struct {
@@ -46,7 +48,7 @@ func pidNamespace() string {
 func (c *Cluster) writeState() error {
 	st := clusterState{
 		Format: 1, OwnerPID: os.Getpid(), Keep: c.keep, PIDNamespace: pidNamespace(),
-		BinDir: c.bin.Dir, ServerUser: c.user.name,
+		BinDir: c.bin.Dir, ServerUser: c.user.name, Cgroup: c.cgroupState(),
 	}
 	c.mu.Lock()
 	for _, n := range c.nodes {
@@ -272,16 +274,24 @@ func (b *Backend) StopKept(ctx context.Context, dir string) error {
 	if live := serversUnder(dir); len(live) > 0 {
 		return fmt.Errorf("stop kept cluster %s: postgres processes %v still run in it; not removed", dir, live)
 	}
+	if err := st.Cgroup.remove(); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove cluster dir: %w", err)
 	}
 	return nil
 }
 
-// sweep removes cluster directories under base left by a noisysim process
-// that died without tearing down (SIGKILL, a crash): not kept, owner process
-// gone in this pid namespace, no server of theirs still running.
-func (b *Backend) sweep(base string) {
+// Sweep removes what noisysim processes that died without tearing down
+// (SIGKILL, a crash) left in the backend's base directory: the directories
+// and CPU budget groups of clusters that were not kept, whose owner process
+// is gone and none of whose servers still runs. It returns the directories
+// removed. Start sweeps too.
+func (b *Backend) Sweep() []string { return b.sweep(b.baseDir) }
+
+func (b *Backend) sweep(base string) (removed []string) {
+	defer sweepCPU(base)
 	dirs, _ := filepath.Glob(filepath.Join(base, "noisysim-*"))
 	ns := pidNamespace()
 	for _, d := range dirs {
@@ -298,8 +308,14 @@ func (b *Backend) sweep(base string) {
 		if running {
 			continue
 		}
+		if err := st.Cgroup.remove(); err != nil {
+			b.log.Debug("leftover cluster's CPU groups not removed", "dir", d, "err", err)
+			continue
+		}
 		if err := os.RemoveAll(d); err == nil {
 			b.log.Debug("removed leftover cluster dir", "dir", d, "owner_pid", st.OwnerPID)
+			removed = append(removed, d)
 		}
 	}
+	return removed
 }

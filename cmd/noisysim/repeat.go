@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// maxRepeat bounds --repeat.
+const maxRepeat = 1000
+
+// repeatRun is one run of a --repeat series.
+type repeatRun struct {
+	seed      int64
+	passed    bool
+	disturbed bool
+	margins   map[string]float64 // configuration → quiet (all) p99 / its limit
+	err       error
+}
+
+// runRepeat runs sc n times, seed sc.Seed, sc.Seed+1, …, prints a line per
+// run, then the verdict counts and each configuration's margin (its quiet
+// (all) p99 over its limit) as a distribution. With out, run i's reports go
+// to out/run-i. It returns errAssertionFailed (exit 99) if any run failed,
+// and stops at the first run that could not complete.
+func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.Options, n int, out string) error {
+	base := sc.Seed
+	var runs []repeatRun
+	for i := range n {
+		one := *sc
+		one.Seed = base + int64(i)
+		rep, err := harness.Run(ctx, &one, opts)
+		if err != nil {
+			return fmt.Errorf("run %d of %d (seed %d): %w", i+1, n, one.Seed, err)
+		}
+		r := repeatRun{seed: one.Seed, passed: rep.Passed, disturbed: len(rep.Machine.Disturbed()) > 0, margins: margins(rep)}
+		runs = append(runs, r)
+		fmt.Fprintf(a.stdout, "run %d/%d  seed %d  %s%s\n", i+1, n, one.Seed, passFail(rep.Passed), marginWords(sc, r))
+		if out != "" {
+			dir := filepath.Join(out, "run-"+strconv.Itoa(i+1))
+			if err := reports.WriteDir(dir, rep); err != nil {
+				return err
+			}
+		}
+	}
+	writeRepeatSummary(a.stdout, sc, runs)
+	if out != "" {
+		fmt.Fprintf(a.stdout, "reports written to %s/run-1 … run-%d\n", out, n)
+	}
+	for _, r := range runs {
+		if !r.passed {
+			return fmt.Errorf("%w: scenario %s: %d of %d runs failed", errAssertionFailed, sc.Name, countFailed(runs), n)
+		}
+	}
+	return nil
+}
+
+func countFailed(runs []repeatRun) int {
+	n := 0
+	for _, r := range runs {
+		if !r.passed {
+			n++
+		}
+	}
+	return n
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// margins returns, per configuration, the largest quiet (all) p99 over its
+// limit among the classes (the quiet_p99 assertions on the merged quiet
+// tenants).
+func margins(rep *reports.Report) map[string]float64 {
+	m := map[string]float64{}
+	for _, as := range rep.Assertions {
+		if as.Name != harness.AssertQuietP99 || as.Tenant != reports.QuietAll || !(as.Limit > 0) || math.IsNaN(as.Observed) {
+			continue
+		}
+		r := as.Observed / as.Limit
+		if cur, ok := m[as.Configuration]; !ok || r > cur {
+			m[as.Configuration] = r
+		}
+	}
+	return m
+}
+
+func marginWords(sc *scenario.Scenario, r repeatRun) string {
+	var parts []string
+	for _, c := range sc.Configurations {
+		if v, ok := r.margins[c.Name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2fx", c.Name, v))
+		}
+	}
+	s := ""
+	if len(parts) > 0 {
+		s = "  quiet (all) p99 / limit: " + strings.Join(parts, ", ")
+	}
+	if r.disturbed {
+		s += "  DISTURBED"
+	}
+	return s
+}
+
+// writeRepeatSummary prints the verdict counts and the margins'
+// distribution per configuration.
+func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun) {
+	failed, disturbed := countFailed(runs), 0
+	for _, r := range runs {
+		if r.disturbed {
+			disturbed++
+		}
+	}
+	fmt.Fprintf(w, "\n== %d runs of %s (seeds %d..%d) ==\n", len(runs), sc.Name, runs[0].seed, runs[len(runs)-1].seed)
+	fmt.Fprintf(w, "verdicts: %d PASS, %d FAIL; %d disturbed\n", len(runs)-failed, failed, disturbed)
+	fmt.Fprintf(w, "quiet (all) p99 / its limit (above 1 fails the bound; a control expected to fail wants it well above):\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "configuration\texpect\tmin\tp50\tmax\tall (seed order)")
+	for _, c := range sc.Configurations {
+		var vals []float64
+		for _, r := range runs {
+			if v, ok := r.margins[c.Name]; ok {
+				vals = append(vals, v)
+			}
+		}
+		if len(vals) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\n", c.Name, c.Expect)
+			continue
+		}
+		all := make([]string, len(vals))
+		for i, v := range vals {
+			all[i] = strconv.FormatFloat(v, 'f', 2, 64)
+		}
+		sorted := slices.Sorted(slices.Values(vals))
+		fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.2fx\t%.2fx\t%s\n", c.Name, c.Expect, sorted[0], median(sorted), sorted[len(sorted)-1], strings.Join(all, " "))
+	}
+	tw.Flush()
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}

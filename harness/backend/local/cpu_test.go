@@ -1,0 +1,183 @@
+package local_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/cgroup"
+	"github.com/noisysim/noisysim/harness/backend/local"
+)
+
+// needCgroups skips t with one line where CPU budgets cannot be written.
+func needCgroups(t *testing.T) cgroup.Hierarchy {
+	t.Helper()
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	return h
+}
+
+// cpuGroupOf returns pid's group in the cpu hierarchy, relative to its root.
+func cpuGroupOf(t *testing.T, h cgroup.Hierarchy, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if (h.Version == cgroup.V1 && slices.Contains(strings.Split(f[1], ","), "cpu")) || (h.Version == cgroup.V2 && f[0] == "0") {
+			return f[2]
+		}
+	}
+	return ""
+}
+
+func TestCPUBudgets(t *testing.T) {
+	needPostgres(t)
+	h := needCgroups(t)
+	base := privateBase(t)
+	spec := backend.Spec{Topology: backend.TopologyReplica, CPU: backend.CPUBudget{Node: 0.3, Roles: map[backend.Role]float64{backend.RoleReplica: 0.42}}}
+	c, err := local.Start(t.Context(), spec, local.WithBaseDir(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st := c.CPUBudgets()
+	want := []backend.NodeCPU{{Node: "primary", CPUs: 0.3}, {Node: "replica1", CPUs: 0.42}}
+	if !slices.Equal(st.Nodes, want) || st.Skipped != "" || !strings.Contains(st.Mechanism, "cgroup v") {
+		t.Fatalf("CPUBudgets() = %+v, want %v", st, want)
+	}
+	top := "/noisysim/" + filepath.Base(c.Dir())
+	var groups []string
+	for _, n := range c.Stat().Nodes {
+		kids := childrenOf(n.PID)
+		if len(kids) == 0 {
+			t.Fatalf("postmaster of %s has no children", n.Name)
+		}
+		// The postmaster and every child it forked (the backends of
+		// connections too) are in the node's group.
+		conn := connect(t, n.DSN())
+		var backendPID int
+		if err := conn.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&backendPID); err != nil {
+			t.Fatal(err)
+		}
+		for _, pid := range append([]int{n.PID, backendPID}, kids...) {
+			if !processAlive(pid) {
+				continue // a short-lived child that has exited
+			}
+			if got := cpuGroupOf(t, h, pid); got != top+"/"+n.Name {
+				t.Errorf("%s: pid %d is in cpu group %q, want %q", n.Name, pid, got, top+"/"+n.Name)
+			}
+		}
+		g := h.Group(strings.TrimPrefix(top+"/"+n.Name, "/"))
+		lim, err := g.Limit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := map[string]float64{"primary": 0.3, "replica1": 0.42}[n.Name]; lim.CPUs() != w {
+			t.Errorf("%s: the kernel holds %v, want %g CPU", n.Name, lim, w)
+		}
+		groups = append(groups, g.Path)
+	}
+	if got := cpuGroupOf(t, h, os.Getpid()); strings.HasPrefix(got, top) {
+		t.Errorf("the test process itself is in %s", got)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range append(groups, filepath.Dir(groups[0])) {
+		if _, err := os.Stat(g); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("cgroup %s left after Close (%v)", g, err)
+		}
+	}
+}
+
+func TestCPUBudgetBadInput(t *testing.T) {
+	needPostgres(t)
+	for _, tc := range []struct {
+		name string
+		cpu  backend.CPUBudget
+	}{
+		{"below the kernel's minimum", backend.CPUBudget{Node: 0.005}},
+		{"negative role budget", backend.CPUBudget{Roles: map[backend.Role]float64{backend.RoleReplica: -1}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := privateBase(t)
+			_, err := local.Start(t.Context(), backend.Spec{CPU: tc.cpu}, local.WithBaseDir(base))
+			var ce *local.CPUBudgetError
+			if !errors.As(err, &ce) || !errors.Is(err, backend.ErrBadInput) || !errors.Is(err, cgroup.ErrBadBudget) {
+				t.Fatalf("Start = %v, want a *CPUBudgetError that is bad input", err)
+			}
+			if dirs, procs := leftovers(t, base); len(dirs)+len(procs) > 0 {
+				t.Errorf("left: dirs %v, processes %v", dirs, procs)
+			}
+		})
+	}
+}
+
+// A start that fails after the groups were made removes them.
+func TestCPUBudgetFailedStartRemovesGroups(t *testing.T) {
+	needPostgres(t)
+	h := needCgroups(t)
+	base := privateBase(t)
+	before := cgroupsUnder(h)
+	_, err := local.Start(t.Context(), backend.Spec{CPU: backend.CPUBudget{Node: 0.5}, Settings: map[string]string{"shared_buffers": "lots"}}, local.WithBaseDir(base))
+	if !errors.Is(err, backend.ErrBadInput) {
+		t.Fatalf("Start with a bad setting = %v, want bad input", err)
+	}
+	if after := cgroupsUnder(h); !slices.Equal(after, before) {
+		t.Errorf("cpu groups before %v, after a failed start %v", before, after)
+	}
+	if dirs, procs := leftovers(t, base); len(dirs)+len(procs) > 0 {
+		t.Errorf("left: dirs %v, processes %v", dirs, procs)
+	}
+}
+
+// cgroupsUnder lists the cluster groups under noisysim's parent group.
+func cgroupsUnder(h cgroup.Hierarchy) []string {
+	entries, _ := os.ReadDir(h.Group("noisysim").Path)
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func TestCPUBudgetsKept(t *testing.T) {
+	needPostgres(t)
+	h := needCgroups(t)
+	base := privateBase(t)
+	b := local.New(local.WithBaseDir(base), local.WithKeep(true))
+	c, err := b.StartCluster(t.Context(), backend.Spec{CPU: backend.CPUBudget{Node: 0.25}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n := c.Stat().Nodes[0]
+	group := "/noisysim/" + filepath.Base(c.Dir()) + "/primary"
+	if got := cpuGroupOf(t, h, n.PID); got != group {
+		t.Errorf("kept postmaster in %q, want %q", got, group)
+	}
+	if err := c.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.StopKept(t.Context(), c.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(h.Root, group)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cgroup %s left after StopKept (%v)", group, err)
+	}
+}

@@ -1,0 +1,73 @@
+package harness
+
+import (
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/guard"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// watchMachine starts the disturbance guard unless Options turn it off.
+func (r *runner) watchMachine() {
+	if r.opts.MaxForeignCPU < 0 {
+		return
+	}
+	var own []string
+	if c, ok := r.cluster.(interface{ ContainerIDs() []string }); ok {
+		own = c.ContainerIDs()
+	}
+	r.guard = guard.New(guard.Options{MaxForeignCPU: r.opts.MaxForeignCPU, OwnCgroups: own})
+}
+
+// guardWindow names the guard's window for a phase, "" for a phase that is
+// not measured (start, data load, a timeline phase with measure false, the
+// hot-shard load and warm-up).
+func (r *runner) guardWindow(phase, config string) string {
+	for _, s := range r.steps {
+		if s.Name == phase && !s.Measure {
+			return ""
+		}
+	}
+	switch {
+	case phase == PhaseStart || phase == PhaseLoad:
+		return ""
+	case phase == "hot-shard":
+		if config == "load" || config == "warmup" {
+			return ""
+		}
+		return config
+	case config == "":
+		return phase
+	}
+	return phase + " (" + config + ")"
+}
+
+// machineReport puts the nodes' CPU budgets, the concurrency note and the
+// guard's windows into rep.
+func (r *runner) machineReport(rep *reports.Report) {
+	var windows []reports.WindowLoad
+	if r.guard != nil {
+		windows = r.guard.End()
+	}
+	if rep == nil {
+		return
+	}
+	m := &reports.Machine{Concurrent: r.opts.Concurrent, Windows: windows}
+	if r.guard != nil {
+		m.MaxForeignCPU = r.guard.MaxForeignCPU()
+	}
+	if c, ok := r.cluster.(backend.CPUReporter); ok {
+		if st := c.CPUBudgets(); st.Mechanism != "" || st.Skipped != "" {
+			nc := &reports.NodeCPU{Mechanism: st.Mechanism, Skipped: st.Skipped}
+			for _, n := range st.Nodes {
+				nc.Nodes = append(nc.Nodes, reports.NodeBudget{Node: n.Node, CPUs: n.CPUs})
+			}
+			m.NodeCPU = nc
+			if st.Skipped != "" {
+				rep.Notes = append(rep.Notes, "running WITHOUT the CPU budgets asked for: "+st.Skipped)
+			}
+		}
+	}
+	if m.NodeCPU != nil || m.Concurrent != "" || len(m.Windows) > 0 {
+		rep.Machine = m
+	}
+}

@@ -1,0 +1,126 @@
+package runlock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary run with RUNLOCK_HOLD=path takes the lock, says so and
+// holds it until killed.
+func TestMain(m *testing.M) {
+	if p := os.Getenv("RUNLOCK_HOLD"); p != "" {
+		l, err := Acquire(context.Background(), p, Options{What: "holder"})
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(3)
+		}
+		os.Stdout.WriteString("held\n")
+		time.Sleep(time.Minute)
+		l.Release()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// hold starts another process holding the lock at path.
+func hold(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "RUNLOCK_HOLD="+path)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "held\n" {
+		t.Fatalf("holder: %q, %v", line, err)
+	}
+	return cmd
+}
+
+func TestNoWaitNamesTheHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	h := hold(t, path)
+	_, err := Acquire(t.Context(), path, Options{NoWait: true})
+	var he *HeldError
+	if !errors.As(err, &he) || !errors.Is(err, ErrHeld) {
+		t.Fatalf("Acquire with the lock held = %v, want *HeldError", err)
+	}
+	if he.Holder.PID != h.Process.Pid || he.Holder.What != "holder" || he.Holder.Since.IsZero() {
+		t.Errorf("holder %+v, want pid %d, what holder, a start time", he.Holder, h.Process.Pid)
+	}
+	if got, held := Held(path); !held || got.PID != h.Process.Pid {
+		t.Errorf("Held = %+v, %v; want pid %d", got, held, h.Process.Pid)
+	}
+}
+
+// A waiting run gets the lock once the holder dies, even by SIGKILL.
+func TestWaitThenAcquireAfterKill(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	h := hold(t, path)
+	waited := make(chan Holder, 1)
+	got := make(chan error, 1)
+	go func() {
+		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(h Holder) { waited <- h }})
+		if err == nil {
+			defer l.Release()
+		}
+		got <- err
+	}()
+	select {
+	case w := <-waited:
+		if w.PID != h.Process.Pid {
+			t.Errorf("waiting on %+v, want pid %d", w, h.Process.Pid)
+		}
+	case err := <-got:
+		t.Fatalf("Acquire returned %v while the lock was held", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire did not report waiting")
+	}
+	h.Process.Signal(syscall.SIGKILL)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Acquire after the holder died: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire still waits 10 s after the holder was killed")
+	}
+}
+
+func TestWaitCancelled(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	hold(t, path)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err := Acquire(ctx, path, Options{Poll: 10 * time.Millisecond})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with ctx ending = %v, want DeadlineExceeded", err)
+	}
+}
+
+func TestReleaseFrees(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	l, err := Acquire(t.Context(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	l.Release()
+	l2, err := Acquire(t.Context(), path, Options{NoWait: true})
+	if err != nil {
+		t.Fatalf("Acquire after Release: %v", err)
+	}
+	l2.Release()
+	if _, held := Held(path); held {
+		t.Error("Held after Release")
+	}
+}
