@@ -242,7 +242,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, td *
 			mainUsage(stdout, fs)
 			return nil
 		}
-		name, rest = rest[0], []string{"--help"} // help CMD is CMD --help
+		name, rest = rest[0], append(rest[1:], "--help") // help CMD [SUB] is CMD [SUB] --help
 	}
 	for _, c := range commands {
 		if c.name == name {
