@@ -52,6 +52,60 @@ func (r *runner) cleanAfter(ctx context.Context, st *stack) (cleanState, error) 
 	return cs, nil
 }
 
+// settleLimit bounds the wait for the previous configuration's statements
+// to end before the next configuration's timeline starts.
+const settleLimit = time.Minute
+
+// settle waits until no session of noisysim's roles runs a statement on any
+// node (what the previous configuration, prev, left running, such as
+// reports its clients gave up on, would load the next one's baseline), for
+// at most settleLimit; it notes how long it waited, or that it gave up.
+func (r *runner) settle(ctx context.Context, prev string) error {
+	t0 := time.Now()
+	for {
+		var busy int64
+		for _, n := range r.cluster.Nodes() {
+			b, err := activeSessions(ctx, n)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrRun, err)
+			}
+			busy += b
+		}
+		waited := time.Since(t0)
+		switch {
+		case busy == 0:
+			if waited > time.Second {
+				r.note("waited %.1f s for the statements %s left running to end", waited.Seconds(), prev)
+			}
+			return nil
+		case waited > settleLimit:
+			r.note("%d statements %s left running still ran after %s: the next configuration starts beside them", busy, prev, settleLimit)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrRun, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// activeSessions counts the sessions of noisysim's roles running a
+// statement on node.
+func activeSessions(ctx context.Context, node backend.Node) (int64, error) {
+	conn, err := pgx.Connect(ctx, node.DSN())
+	if err != nil {
+		return 0, fmt.Errorf("connect to %s: %w", node.Name, err)
+	}
+	defer conn.Close(context.Background())
+	var n int64
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename LIKE 'noisysim\_%' AND state <> 'idle' AND pid <> pg_backend_pid()`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("read pg_stat_activity on %s: %w", node.Name, err)
+	}
+	return n, nil
+}
+
 // taggedSessions counts sessions on node whose application_name carries a
 // tenant tag.
 func taggedSessions(ctx context.Context, node backend.Node) (int64, error) {

@@ -286,6 +286,11 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	}
 
 	for i := range r.sc.Configurations {
+		if i > 0 {
+			if err := r.settle(ctx, r.sc.Configurations[i-1].Name); err != nil {
+				return r.interrupted(ctx, rep, err)
+			}
+		}
 		cr, err := r.runConfiguration(ctx, &r.sc.Configurations[i])
 		if err != nil {
 			if cr.report.Name != "" {

@@ -41,6 +41,10 @@ func TestIncompleteReport(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
 	}
+	// The section of the configuration cut short judges nothing either.
+	if want := "== " + last.Name + ": expect " + expectation(*last) + ", cut short: not evaluated =="; !strings.Contains(text.String(), want) {
+		t.Errorf("text lacks the header %q:\n%s", want, text.String())
+	}
 	if strings.Contains(text.String(), "RESULT: FAIL") || strings.Contains(text.String(), "RESULT: PASS") {
 		t.Errorf("text gives a verdict:\n%s", text.String())
 	}

@@ -440,7 +440,11 @@ func (t *textWriter) worstSideBySide(class string, solo map[rowKey]TenantRow, so
 }
 
 func (t *textWriter) configuration(c Configuration) {
-	t.p("\n== %s: expect %s, assertions %s, %s ==\n", c.Name, expectation(c), passFail(c.Passed), asExpectedWords(c))
+	if c.Incomplete {
+		t.p("\n== %s: expect %s, cut short: not evaluated ==\n", c.Name, expectation(c))
+	} else {
+		t.p("\n== %s: expect %s, assertions %s, %s ==\n", c.Name, expectation(c), passFail(c.Passed), asExpectedWords(c))
+	}
 	t.p("%s\n", statsLine(c.Stats))
 	if c.Duration > 0 {
 		t.p("timeline %s\n", fmtSeconds(c.Duration))

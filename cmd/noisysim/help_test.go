@@ -25,13 +25,13 @@ func TestHelpOnStdout(t *testing.T) {
 			}
 		}
 	}
-	// help CMD is CMD --help.
-	for _, cmd := range []string{"run", "cluster", "citus", "tenant", "validate"} {
+	// help CMD [SUB] is CMD [SUB] --help.
+	for _, cmd := range [][]string{{"run"}, {"cluster"}, {"cluster", "up"}, {"cluster", "down"}, {"citus"}, {"citus", "hot-shard"}, {"tenant"}, {"validate"}} {
 		var out, errOut bytes.Buffer
 		var want, wantErr bytes.Buffer
-		realMain([]string{cmd, "--help"}, &want, &wantErr)
-		if code := realMain([]string{"help", cmd}, &out, &errOut); code != exitOK || out.String() != want.String() || errOut.Len() != 0 {
-			t.Errorf("noisysim help %s: exit %d, stderr %q; want exit 0 and the command's help", cmd, code, errOut.String())
+		realMain(append(append([]string(nil), cmd...), "--help"), &want, &wantErr)
+		if code := realMain(append([]string{"help"}, cmd...), &out, &errOut); code != exitOK || out.String() != want.String() || errOut.Len() != 0 {
+			t.Errorf("noisysim help %s: exit %d, stderr %q; want exit 0 and the help of %[1]s --help", strings.Join(cmd, " "), code, errOut.String())
 		}
 	}
 	for _, args := range [][]string{

@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -139,8 +140,8 @@ func main() {
 // realMain runs noisysim with args and returns the exit code. It owns signal
 // handling and the last-resort teardown on panic.
 func realMain(args []string, stdout, stderr io.Writer) (code int) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	td := &teardown{}
 	// exitMu decides who ends the process: realMain returning its code, or
 	// the immediate stop on a second signal (exit 1). Whoever locks it first
@@ -160,7 +161,7 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 			return
 		}
 		fmt.Fprintf(stderr, "noisysim: %v: stopping (send it again to stop immediately)\n", s)
-		cancel()
+		cancel(&stoppedError{signal: s})
 		if s, ok = <-sigs; !ok {
 			return
 		}
@@ -180,10 +181,40 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 
 	err := dispatch(ctx, args, stdout, stderr, td)
 	td.run(false)
+	if stopped, ok := context.Cause(ctx).(*stoppedError); ok && err != nil {
+		stopped.err = err
+		err = stopped
+	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "noisysim: %v\n", err)
 	}
 	return exitCode(err)
+}
+
+// stoppedError is what a command that failed after the first signal
+// returns: the signal stopped it, whatever error the cancellation caused.
+// It does not unwrap: a stopped command exits 1.
+type stoppedError struct {
+	signal os.Signal
+	err    error // the command's error
+}
+
+func (e *stoppedError) Error() string {
+	name := e.signal.String()
+	switch e.signal {
+	case syscall.SIGINT:
+		name = "SIGINT"
+	case syscall.SIGTERM:
+		name = "SIGTERM"
+	}
+	msg := "stopped by " + name
+	if e.err == nil {
+		return msg
+	}
+	if at := strings.TrimSuffix(e.err.Error(), ": "+context.Canceled.Error()); at != context.Canceled.Error() {
+		msg += " (" + at + ")"
+	}
+	return msg
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, td *teardown) error {
@@ -211,7 +242,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer, td *
 			mainUsage(stdout, fs)
 			return nil
 		}
-		name, rest = rest[0], []string{"--help"} // help CMD is CMD --help
+		name, rest = rest[0], append(rest[1:], "--help") // help CMD [SUB] is CMD [SUB] --help
 	}
 	for _, c := range commands {
 		if c.name == name {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/noisysim/noisysim/harness/backend"
@@ -33,6 +35,8 @@ func TestExitCode(t *testing.T) {
 		{"target not empty", fmt.Errorf("move: %w", &directory.TargetNotEmptyError{Tenant: "1"}), 2},
 		{"assertion", fmt.Errorf("run: %w", errAssertionFailed), 99},
 		{"assertion beats bad input", errors.Join(errAssertionFailed, backend.ErrBadInput), 99},
+		// A signal stopped it: exit 1, whatever the cancellation caused.
+		{"stopped", &stoppedError{signal: syscall.SIGTERM, err: fmt.Errorf("connect: %w", backend.ErrBadInput)}, 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,5 +92,22 @@ func TestTeardownRunsNewestFirstAndForgets(t *testing.T) {
 	td.run(true)
 	if got := strings.Join(order, ","); got != "c,a,c!,a!" {
 		t.Fatalf("order = %s, want c,a,c!,a!", got)
+	}
+}
+
+// After a signal, the last line says what stopped the command and where,
+// not a bare "context canceled".
+func TestStoppedErrorSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		err  *stoppedError
+		want string
+	}{
+		{&stoppedError{signal: syscall.SIGINT, err: fmt.Errorf("run scenario: timeline of naive: %w", context.Canceled)}, "stopped by SIGINT (run scenario: timeline of naive)"},
+		{&stoppedError{signal: syscall.SIGTERM, err: context.Canceled}, "stopped by SIGTERM"},
+		{&stoppedError{signal: syscall.SIGINT, err: errors.New("read pg_stat_activity: conn closed")}, "stopped by SIGINT (read pg_stat_activity: conn closed)"},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("%q, want %q", got, tc.want)
+		}
 	}
 }

@@ -230,6 +230,11 @@ func TestRunCIGate(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != exitError {
 			t.Fatalf("exit %v, want 1\nstdout:\n%s\nstderr:\n%s", err, out.String(), errText.String())
 		}
+		// The last line says why the run stopped, not a bare "context canceled".
+		lines := strings.Split(strings.TrimSpace(errText.String()), "\n")
+		if last := lines[len(lines)-1]; !strings.HasPrefix(last, "noisysim: stopped by SIGINT") || strings.HasSuffix(last, "context canceled") {
+			t.Errorf("last line on stderr %q, want it to say the run was stopped by the interrupt", last)
+		}
 		if !strings.Contains(out.String(), "INCOMPLETE: interrupted during run of naive") || !strings.Contains(out.String(), "partial reports (incomplete) written to "+dir) {
 			t.Errorf("stdout does not show the partial report:\n%s", out.String())
 		}

@@ -257,6 +257,7 @@ func Remove(ctx context.Context, conn *pgx.Conn, p Plan) error {
 	var errs []error
 	roles, err := markedRoles(ctx, conn, p.Roles)
 	errs = append(errs, err)
+	errs = append(errs, joinRoles(ctx, conn, roles))
 	if len(roles) > 0 {
 		errs = append(errs, endSessions(ctx, conn, roles))
 	}
@@ -280,6 +281,28 @@ func Remove(ctx context.Context, conn *pgx.Conn, p Plan) error {
 		}
 		if _, err := conn.Exec(ctx, "DROP ROLE "+ident(r)); err != nil {
 			errs = append(errs, fmt.Errorf("drop role %s: %w", r, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// joinRoles makes the current user a member of each of roles it does not
+// have the privileges of: a user with CREATEROLE but not superuser may
+// then end the roles' sessions and DROP OWNED BY them, which PostgreSQL
+// allows only to a role's members. The membership goes with the role.
+func joinRoles(ctx context.Context, conn *pgx.Conn, roles []string) error {
+	var errs []error
+	for _, r := range roles {
+		var member bool
+		if err := conn.QueryRow(ctx, "SELECT pg_has_role($1, 'USAGE')", r).Scan(&member); err != nil {
+			errs = append(errs, fmt.Errorf("read membership of role %s: %w", r, err))
+			continue
+		}
+		if member {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "GRANT "+ident(r)+" TO CURRENT_USER"); err != nil {
+			errs = append(errs, fmt.Errorf("join role %s to remove it: %w", r, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -165,3 +165,56 @@ func TestClaimEnsureRemove(t *testing.T) {
 		t.Errorf("left after Remove: %q", s)
 	}
 }
+
+// What the README asks of an external database's user, CREATEROLE and
+// CREATE on the database, is enough to create the footprint and remove it
+// again, sessions of its roles included.
+func TestRemoveAsCreateRole(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	primary, _ := backend.First(c, backend.RolePrimary)
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, `CREATE ROLE creator LOGIN CREATEROLE PASSWORD 'creator-pw'; GRANT CREATE ON DATABASE `+primary.Database+` TO creator`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, primary.DSNFor("creator", "creator-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+
+	p := footprint.Plan{Schema: "nsim", Roles: []string{"nsim_a"}, Run: "r1"}
+	if err := footprint.Claim(ctx, conn, "primary", p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE nsim.t (id int)"); err != nil {
+		t.Fatal(err)
+	}
+	pw, err := footprint.EnsureRoles(ctx, conn, "primary", primary.Database, "r1",
+		pools.RoleConfig{Name: "nsim_a", Schemas: []string{"nsim"}, ReadTables: []string{"nsim.t"}})
+	if err != nil {
+		t.Fatalf("EnsureRoles as a CREATEROLE user: %v", err)
+	}
+	session, err := pgx.Connect(ctx, footprint.InSchema(primary, "nsim").DSNFor("nsim_a", pw["nsim_a"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close(context.Background())
+	if err := footprint.Remove(ctx, conn, p); err != nil {
+		t.Fatalf("Remove as a CREATEROLE user: %v", err)
+	}
+	var left string
+	err = admin.QueryRow(ctx, `SELECT coalesce((SELECT string_agg(nspname, ',') FROM pg_namespace WHERE nspname LIKE 'nsim%'), '') ||
+		coalesce((SELECT string_agg(rolname, ',') FROM pg_roles WHERE rolname LIKE 'nsim%'), '') ||
+		coalesce((SELECT string_agg(usename, ',') FROM pg_stat_activity WHERE usename LIKE 'nsim%'), '')`).Scan(&left)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left != "" {
+		t.Errorf("left after Remove: %q", left)
+	}
+}

@@ -392,7 +392,7 @@ func TestValidateMore(t *testing.T) {
 			"7:6 classes[4].name: must be letters, digits",
 			"7:66 classes[4].sleep: must be a duration > 0, got -1ms",
 		}},
-		{"configurations", head + "configurations:\n  - {name: naive, mode: shared, heavy: {pool_size: 3}, shared: {pool_size: 10, role: {connection_limit: 5}}}\n  - {name: naive, mode: isolated, shared: {pool_size: 3}, interactive: {target: standby, limiter: {max_queue: 3, max_wait: 0s, max_per_tenant: 0}}}\n  - {mode: isolated, expect: maybe}\n  - {name: b}\n", []string{
+		{"configurations", head + "configurations:\n  - {name: naive, mode: shared, heavy: {pool_size: 3}, shared: {pool_size: 10, role: {connection_limit: 5}}}\n  - {name: naive, mode: isolated, shared: {pool_size: 3}, interactive: {target: standby, limiter: {max_queue: 3, max_wait: 0s, max_per_tenant: 0}}}\n  - {mode: isolated, expect: maybe}\n  - {name: b}\n  - {name: a_name_of_43_characters_which_is_too_long_x, mode: shared}\n", []string{
 			"5:33 configurations[0].heavy: only for mode isolated",
 			"5:87 configurations[0].shared.role.connection_limit: 5 is below the pool_size 10",
 			"6:6 configurations[1].name: duplicate configuration name \"naive\" (first at line 5)",
@@ -403,6 +403,7 @@ func TestValidateMore(t *testing.T) {
 			"7:5 configurations[2].name: required",
 			"7:22 configurations[2].expect: unknown expectation \"maybe\"",
 			"8:5 configurations[3].mode: required: mode shared or isolated",
+			"9:6 configurations[4].name: at most 42 characters",
 		}},
 		{"missing lists", "name: x\n", []string{
 			"0:0 classes: required: at least one class",

@@ -152,6 +152,11 @@ func (c *checker) between(field string, v, min, max int) {
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
+// MaxConfigurationName is the longest configuration name: the longest role
+// noisysim makes of it, noisysim_<name>_interactive, must fit PostgreSQL's
+// 63-byte names (a longer one would be cut, and two roles could meet).
+const MaxConfigurationName = 63 - len("noisysim_") - len("_interactive")
+
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 func (c *checker) name(field, v string) bool {
@@ -481,7 +486,9 @@ func (c *checker) configurations(cs []Configuration) {
 		cf := &cs[i]
 		p := fmt.Sprintf("configurations[%d]", i)
 		if c.name(p+".name", cf.Name) {
-			if prev, dup := first[cf.Name]; dup {
+			if len(cf.Name) > MaxConfigurationName {
+				c.add(p+".name", "at most %d characters (noisysim names its roles noisysim_<name>_interactive, and PostgreSQL's names are at most 63), got %d", MaxConfigurationName, len(cf.Name))
+			} else if prev, dup := first[cf.Name]; dup {
 				c.add(p+".name", "duplicate configuration name %q (first at %s)", cf.Name, c.where(prev))
 			} else {
 				first[cf.Name] = p

@@ -1205,3 +1205,37 @@ func TestQueryBatchedKeepsGuarantees(t *testing.T) {
 		t.Errorf("pool stat %+v: want one connection, none destroyed", st)
 	}
 }
+
+// A role with CREATEROLE but not superuser (what an external database's
+// DSN often has) creates and converges the roles; a role that gained a
+// superuser-only attribute is set back by a superuser.
+func TestEnsureRolesAsCreateRole(t *testing.T) {
+	db := startDB(t, backend.TopologySingle)
+	ctx := t.Context()
+	if _, err := db.admin.Exec(ctx, `CREATE ROLE creator LOGIN CREATEROLE PASSWORD 'creator-pw'`); err != nil {
+		t.Fatal(err)
+	}
+	creator := connect(t, db.primary.DSNFor("creator", "creator-pw"))
+	interactive, heavy := DefaultRoles()
+	for i := range 2 {
+		if _, err := EnsureRoles(ctx, creator, db.primary.Database, interactive, heavy); err != nil {
+			t.Fatalf("EnsureRoles #%d as a CREATEROLE role: %v", i+1, err)
+		}
+	}
+	if got := scalar[int](t, db.admin, "SELECT rolconnlimit FROM pg_roles WHERE rolname = $1", InteractiveRoleName); got != 40 {
+		t.Errorf("interactive connection limit = %d, want 40", got)
+	}
+
+	if _, err := db.admin.Exec(ctx, `ALTER ROLE `+ident(HeavyRoleName)+` REPLICATION BYPASSRLS`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureRoles(ctx, creator, db.primary.Database, heavy); err == nil {
+		t.Error("a CREATEROLE role converged a REPLICATION role: want PostgreSQL's refusal")
+	}
+	if _, err := EnsureRoles(ctx, db.admin, db.primary.Database, heavy); err != nil {
+		t.Fatalf("EnsureRoles as superuser: %v", err)
+	}
+	if scalar[bool](t, db.admin, "SELECT rolreplication OR rolbypassrls FROM pg_roles WHERE rolname = $1", HeavyRoleName) {
+		t.Error("heavy role kept REPLICATION or BYPASSRLS after EnsureRoles")
+	}
+}

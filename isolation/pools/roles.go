@@ -186,12 +186,18 @@ func (r RoleConfig) statements(database, verifier string) []roleStatement {
 	if limit == 0 {
 		limit = -1
 	}
-	attrs := fmt.Sprintf("LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS NOINHERIT CONNECTION LIMIT %d PASSWORD %s",
-		limit, literal(verifier))
+	// PostgreSQL lets only a superuser name SUPERUSER, REPLICATION or
+	// BYPASSRLS in ALTER ROLE, even to switch them off: they are cleared
+	// only on a role that has one, so that a CREATEROLE admin converges
+	// the roles it made.
+	attrs := fmt.Sprintf("LOGIN NOCREATEDB NOCREATEROLE NOINHERIT CONNECTION LIMIT %d PASSWORD %s", limit, literal(verifier))
 	out := []roleStatement{
 		{what: "create role", create: true, sql: fmt.Sprintf(
-			`DO $noisysim$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %s) THEN CREATE ROLE %s %s; END IF; END $noisysim$`,
+			`DO $noisysim$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %s) THEN CREATE ROLE %s NOSUPERUSER NOREPLICATION NOBYPASSRLS %s; END IF; END $noisysim$`,
 			literal(r.Name), role, attrs)},
+		{what: "clear superuser attributes", sql: fmt.Sprintf(
+			`DO $noisysim$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = %s AND (rolsuper OR rolreplication OR rolbypassrls)) THEN ALTER ROLE %s NOSUPERUSER NOREPLICATION NOBYPASSRLS; END IF; END $noisysim$`,
+			literal(r.Name), role)},
 		{what: "alter role", sql: fmt.Sprintf("ALTER ROLE %s %s", role, attrs)},
 	}
 	set := func(name, value string) {

@@ -1,0 +1,61 @@
+package harness
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
+)
+
+// TestSettleWaitsForLeftovers starts a statement of a noisysim role that
+// runs 1.5 s, as a report a configuration gave up on would, and checks
+// that settle waits for it to end and says so.
+func TestSettleWaitsForLeftovers(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	primary := c.Nodes()[0]
+	admin, err := pgx.Connect(ctx, primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, `CREATE ROLE noisysim_left_over LOGIN PASSWORD 'pw'`); err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.Connect(ctx, primary.DSNFor("noisysim_left_over", "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer left.Close(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := left.Exec(ctx, `SELECT pg_sleep(1.5)`); done <- err }()
+	time.Sleep(300 * time.Millisecond) // the statement is running
+
+	r := &runner{cluster: c, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	t0 := time.Now()
+	if err := r.settle(ctx, "naive"); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(t0); waited < time.Second {
+		t.Errorf("settle returned after %s, before the 1.5 s statement ended", waited)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(r.notes) != 1 || !strings.Contains(r.notes[0], "statements naive left running to end") {
+		t.Errorf("notes = %q, want one saying how long settle waited", r.notes)
+	}
+	// Nothing running: no wait, no note.
+	t0 = time.Now()
+	if err := r.settle(ctx, "naive"); err != nil || time.Since(t0) > time.Second || len(r.notes) != 1 {
+		t.Errorf("idle settle: err %v after %s, notes %q", err, time.Since(t0), r.notes)
+	}
+}
