@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/isolation/directory"
 )
 
@@ -114,15 +115,20 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 	if _, ok := nodes.dsn[*to]; !ok {
 		return usagef("tenant move: --to %q is not one of the --node names (%s)", *to, nodes)
 	}
+	if *catalogDSN == "" {
+		*catalogDSN = nodes.dsn[nodes.names[0]]
+	}
+	// Every DSN logs in before anything is written: a wrong password or
+	// database is bad input (exit 2), said as the server said it.
+	if err := checkLogins(ctx, nodes, *catalogDSN); err != nil {
+		return err
+	}
 	tableList := strings.Split(*tables, ",")
 	// The tenant id is checked against the target's tables before anything
 	// is written: a value its tenant column cannot hold would leave the
 	// tenant stuck in the catalog.
 	if err := checkTenant(ctx, nodes.dsn[*to], tableList, *column, *tenant); err != nil {
 		return err
-	}
-	if *catalogDSN == "" {
-		*catalogDSN = nodes.dsn[nodes.names[0]]
 	}
 	cat, err := directory.OpenCatalog(ctx, *catalogDSN, a.log)
 	if err != nil {
@@ -184,6 +190,23 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "  delete  %d rows at %s\n", fig.DeletedRows, fig.Source)
 	return nil
+}
+
+// checkLogins connects once to each node and to the catalog.
+func checkLogins(ctx context.Context, nodes *nodeFlags, catalogDSN string) error {
+	check := func(what, dsn string) error {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return fmt.Errorf("tenant move: %w", backend.ConnectError(ctx, what, err))
+		}
+		return conn.Close(context.Background())
+	}
+	for _, name := range nodes.names {
+		if err := check("node "+name, nodes.dsn[name]); err != nil {
+			return err
+		}
+	}
+	return check("the catalog (--catalog)", catalogDSN)
 }
 
 // checkTenant connects to the node at dsn and checks that tenant is a value

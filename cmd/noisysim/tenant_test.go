@@ -326,3 +326,26 @@ func TestTenantReadme(t *testing.T) {
 		}
 	}
 }
+
+// A node's DSN with a wrong password is bad input: exit 2, saying what the
+// server said, before anything is written.
+func TestTenantMoveWrongPassword(t *testing.T) {
+	nodes := twoNodes(t)
+	for _, wrong := range []int{1, 0} {
+		dsn := func(i int) string {
+			if i == wrong {
+				return nodes[i].DSNFor(nodes[i].User, "wrong-password")
+			}
+			return nodes[i].DSN()
+		}
+		var out, errOut bytes.Buffer
+		code := realMain([]string{"tenant", "move", "--install", "--tenant", "2", "--to", nodes[1].Name, "--grace", "0s",
+			"--node", nodes[0].Name + "=" + dsn(0), "--node", nodes[1].Name + "=" + dsn(1)}, &out, &errOut)
+		if code != exitUsage || !strings.Contains(errOut.String(), "authentication failed") {
+			t.Errorf("wrong password on node %d: exit %d, stderr %q; want 2 and \"authentication failed\"", wrong, code, errOut.String())
+		}
+		if s := catalogState(t, nodes[0]); s != "none" {
+			t.Errorf("wrong password on node %d: the catalog was created: %s", wrong, s)
+		}
+	}
+}

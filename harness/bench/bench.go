@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/metrics"
@@ -304,7 +305,7 @@ func withSearchPath(dsn, schema string) string {
 func load(ctx context.Context, dsn string, plan footprint.Plan, p dataset.Params) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("bench: connect: %w", err)
+		return fmt.Errorf("bench: %w", backend.ConnectError(ctx, "the bench database", err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := footprint.Claim(ctx, conn, "the bench database", plan); err != nil {

@@ -67,3 +67,13 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// A DSN with a wrong password is bad input, said as the server said it.
+func TestRunWrongPassword(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	primary, _ := backend.First(c, backend.RolePrimary)
+	_, err := bench.Run(t.Context(), primary.DSNFor(primary.User, "wrong-password"), bench.Config{Duration: time.Second})
+	if !errors.Is(err, backend.ErrAuthFailed) || !strings.Contains(err.Error(), "authentication failed") {
+		t.Errorf("err = %v, want backend.ErrAuthFailed", err)
+	}
+}
