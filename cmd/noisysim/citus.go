@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -142,6 +143,10 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 	names := layoutNames(layout)
 
 	if sub == "isolate" {
+		// A tenant the column's type refuses (abc for bigint) is bad input.
+		if _, err := layout.TenantShard(ctx, conn, *tenant); errors.Is(err, citus.ErrNotKey) {
+			return usagef("citus isolate: --tenant: %v", err)
+		}
 		// The user chose the tenant: act whatever its measured share.
 		load := citus.Load{Tenants: map[string]float64{*tenant: 1}}
 		ladder.Thresholds = citus.Thresholds{Skew: th.Skew, Isolate: 1e-9, Dedicate: 1, Cluster: 1}

@@ -95,6 +95,14 @@ func TestCitusPlanAndIsolate(t *testing.T) {
 		!strings.Contains(stderr.String(), "not a distributed table") {
 		t.Errorf("plan --table nosuch: exit %d, want 2 saying it is not a distributed table; stderr:\n%s", got, stderr.String())
 	}
+	// A tenant the bigint column refuses is bad input naming the flag and
+	// the type, not the server's 22P02.
+	stdout.Reset()
+	stderr.Reset()
+	if got := realMain([]string{"citus", "isolate", "--tenant", "abc"}, &stdout, &stderr); got != exitUsage ||
+		!strings.Contains(stderr.String(), "--tenant") || !strings.Contains(stderr.String(), "(type bigint)") {
+		t.Errorf("isolate --tenant abc: exit %d, want 2 naming --tenant and the column's type bigint; stderr:\n%s", got, stderr.String())
+	}
 	out := run("plan", "--for", "300ms")
 	if !strings.Contains(out, "worker skew") || strings.Contains(out, "step 1") {
 		t.Errorf("idle plan: want figures and no step:\n%s", out)

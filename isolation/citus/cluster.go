@@ -48,6 +48,10 @@ var ErrNotDistributed = errors.New("not a distributed table")
 // coordinator.
 var ErrNotCitus = errors.New("no citus extension in this database: give the DSN of a Citus coordinator")
 
+// ErrNotKey means a tenant is not a value of the distribution column's type
+// (abc for a bigint column): the server refused the cast (SQLSTATE class 22).
+var ErrNotKey = errors.New("not a value of the distribution column")
+
 // Distribution says which tables to distribute.
 type Distribution struct {
 	// Tables are distributed on Column, co-located with the first one.
@@ -247,10 +251,14 @@ var typeRE = regexp.MustCompile(`^[a-z][a-z0-9_ ]*(\([0-9, ]+\))?$`)
 
 // TenantShard returns the shard of l.Table holding tenant
 // (get_shard_id_for_distribution_column, the tenant cast to the
-// distribution column's type).
+// distribution column's type). A tenant the column's type refuses is
+// ErrNotKey (wrapped), naming the type.
 func (l Layout) TenantShard(ctx context.Context, db DB, tenant string) (int64, error) {
 	var id int64
 	err := db.QueryRow(ctx, "SELECT get_shard_id_for_distribution_column($1::regclass, $2::text::"+l.columnType+")", l.Table, tenant).Scan(&id)
+	if isDataException(err) {
+		return 0, fmt.Errorf("tenant %q is %w of %s (type %s): %w", tenant, ErrNotKey, l.Table, l.columnType, err)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("find shard of tenant %s: %w", tenant, err)
 	}
