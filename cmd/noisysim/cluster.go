@@ -210,12 +210,12 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 		a.teardown.forget(td)
-		primary, _ := backend.First(c, backend.RolePrimary)
+		primary := entryNode(c.Nodes())
 		fmt.Fprintf(a.stdout, "The cluster keeps running.\n  connect: PGPASSFILE=%s psql '%s'\n  stop:    noisysim cluster down --dir %s\n",
 			c.PassFile(), primary.DSNFor(primary.User, ""), c.Dir())
 		return nil
 	}
-	primary, _ := backend.First(c, backend.RolePrimary)
+	primary := entryNode(c.Nodes())
 	if !*showPassword {
 		fmt.Fprintf(a.stdout, "The password shows as xxxxx; it is in the cluster's password file:\n  connect: PGPASSFILE=%s psql '%s'\n  (or start the cluster with --show-password to print the DSNs with it)\n",
 			c.PassFile(), primary.DSNFor(primary.User, ""))
@@ -228,6 +228,22 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	}
 	fmt.Fprintf(a.stderr, "noisysim: cluster stopped and removed\n")
 	return nil
+}
+
+// entryNode is the node the connect hint names: the primary, or a Citus
+// cluster's coordinator, else the first node.
+func entryNode(nodes []backend.Node) backend.Node {
+	for _, role := range []backend.Role{backend.RolePrimary, backend.RoleCoordinator} {
+		for _, n := range nodes {
+			if n.Role == role {
+				return n
+			}
+		}
+	}
+	if len(nodes) == 0 {
+		return backend.Node{}
+	}
+	return nodes[0]
 }
 
 func printTimings(w io.Writer, st local.Stat) {

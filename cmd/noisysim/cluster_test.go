@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
 )
 
@@ -535,5 +536,21 @@ func TestClusterUpBadInput(t *testing.T) {
 			}
 			assertNothingLeft(t, base, nil, nil)
 		})
+	}
+}
+
+// The connect hint of cluster up names a node that takes connections: a
+// Citus cluster has a coordinator and workers, no primary.
+func TestEntryNode(t *testing.T) {
+	citus := []backend.Node{{Name: "worker1", Role: backend.RoleWorker}, {Name: "coordinator", Role: backend.RoleCoordinator}}
+	replica := []backend.Node{{Name: "replica", Role: backend.RoleReplica}, {Name: "primary", Role: backend.RolePrimary}}
+	shards := []backend.Node{{Name: "shard1", Role: backend.RoleShard}}
+	for _, tc := range []struct {
+		nodes []backend.Node
+		want  string
+	}{{citus, "coordinator"}, {replica, "primary"}, {shards, "shard1"}} {
+		if got := entryNode(tc.nodes).Name; got != tc.want {
+			t.Errorf("entryNode(%v) = %q, want %q", tc.nodes, got, tc.want)
+		}
 	}
 }
