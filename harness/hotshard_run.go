@@ -64,7 +64,15 @@ func hotShardReport(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Res
 		Dominant: "1",
 		HotShard: hotShardSection(cfg, res, h.Apply),
 	}
-	note := func(format string, args ...any) { rep.Notes = append(rep.Notes, fmt.Sprintf(format, args...)) }
+	// Workers are named worker1… with their addresses in one note, as the
+	// CLI names them; every other note uses the short names.
+	names := reports.NewWorkerNames(res.Workers)
+	if len(names.Addrs) > 0 {
+		rep.Notes = append(rep.Notes, "workers: "+names.List())
+	}
+	note := func(format string, args ...any) {
+		rep.Notes = append(rep.Notes, names.Rename(fmt.Sprintf(format, args...)))
+	}
 	if res.DetectedOK {
 		note("detected %.2f s after tenant 1 started", res.Detected.Seconds())
 	}

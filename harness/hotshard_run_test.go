@@ -62,8 +62,8 @@ func TestHotShardReport(t *testing.T) {
 	}
 	for _, want := range []string{
 		"tenant 1: 60.0% of cluster DB time (isolation stack ledger); cross-checks: 0.0% of the tagged backends sampled on the coordinator",
-		"tenant 1's orders shard before: 102041 on w1, 3.0 MB (citus_shards)",
-		"tenant 1's orders shard after: 102076 on w1, 2.5 MB, isolated true (citus_shards)",
+		"tenant 1's orders shard before: 102041 on worker1, 3.0 MB (citus_shards)",
+		"tenant 1's orders shard after: 102076 on worker1, 2.5 MB, isolated true (citus_shards)",
 		"hot worker's share of worker load: 60.0% before, 35.0% after",
 		"before, at 0.5 1.0 s: worker skew 5.0x 4.2x; shard skew 30.0x 28.5x; tenant 1's share of DB time 61% 59%",
 		"after, at 0.5 s: worker skew 1.1x; shard skew 2.0x; tenant 1's share of DB time 58%",
@@ -76,6 +76,25 @@ func TestHotShardReport(t *testing.T) {
 	for _, n := range rep.Notes {
 		if strings.Contains(n, "map[") {
 			t.Errorf("note in Go map syntax: %q", n)
+		}
+	}
+	// Workers by address: named worker1… with their address once.
+	res.Workers = []string{"127.0.0.1:34731", "127.0.0.1:9702"}
+	res.ShardBefore.Worker = "127.0.0.1:34731"
+	res.Alerts[0].Subject = "127.0.0.1:34731"
+	res.Steps[0].After.Shards = map[string]int{"127.0.0.1:34731": 18, "127.0.0.1:9702": 16}
+	named := hotShardReport(sc, hotshard.Config{Rate: 200, Before: 5 * time.Second, After: 5 * time.Second}, res, time.Now())
+	if n := named.Notes[0]; n != "workers: worker1 127.0.0.1:9702, worker2 127.0.0.1:34731" {
+		t.Errorf("first note = %q, want the workers with their addresses", n)
+	}
+	for _, want := range []string{"tenant 1's orders shard before: 102041 on worker2, 3.0 MB (citus_shards)", "alert worker-skew: worker2"} {
+		if !slices.ContainsFunc(named.Notes, func(n string) bool { return strings.HasPrefix(n, want) }) {
+			t.Errorf("no note %q in %q", want, named.Notes)
+		}
+	}
+	for _, n := range named.Notes[1:] {
+		if strings.Contains(n, "127.0.0.1") {
+			t.Errorf("note names a worker by address: %q", n)
 		}
 	}
 	if rep.Backend != "local citus (coordinator + 2 workers, 32 shards)" {

@@ -167,11 +167,18 @@ func mdHotShard(w *bufio.Writer, h *HotShard) {
 		return
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	// Workers are named worker1… (NewWorkerNames), with their addresses
+	// once, as the CLI names them.
+	workers := hotShardWorkers(h)
+	names := NewWorkerNames(workers)
 	p("\n## Hot shard\n\n")
+	if len(names.Addrs) > 0 {
+		p("Workers: %s.\n\n", md(names.List()))
+	}
 	if h.DetectedAfter != nil {
 		p("Detected %s after tenant %s started", fmtSeconds(*h.DetectedAfter), md(h.HotTenant))
 		if len(h.Alerts) > 0 {
-			p(": %s", md(strings.Join(h.Alerts, "; ")))
+			p(": %s", md(names.Rename(strings.Join(h.Alerts, "; "))))
 		}
 		p(".\n\n")
 	} else {
@@ -184,15 +191,14 @@ func mdHotShard(w *bufio.Writer, h *HotShard) {
 	}
 	p(".\n\n")
 	p("| Shard | Id | Worker | Size | Isolated |\n|---|--:|---|--:|---|\n")
-	p("| before | %d | %s | %s | %s |\n", h.ShardBefore.ID, md(h.ShardBefore.Worker), FormatBytes(h.ShardBefore.Bytes), yesNo(h.ShardBefore.Isolated))
+	p("| before | %d | %s | %s | %s |\n", h.ShardBefore.ID, md(names.Name(h.ShardBefore.Worker)), FormatBytes(h.ShardBefore.Bytes), yesNo(h.ShardBefore.Isolated))
 	if s := h.ShardAfter; s != nil {
-		p("| after | %d | %s | %s | %s |\n", s.ID, md(s.Worker), FormatBytes(s.Bytes), yesNo(s.Isolated))
+		p("| after | %d | %s | %s | %s |\n", s.ID, md(names.Name(s.Worker)), FormatBytes(s.Bytes), yesNo(s.Isolated))
 	}
 
-	workers := hotShardWorkers(h)
 	p("\n### Load per worker\n\nMean busy backends: DB time from the ledger through the placements (sampled pg_stat_activity in brackets); the timeline adds the hot tenant's shard's load.\n\n")
 	p("| Window | Length | %s | Skew | Hot worker share | Tenant %s share | Quiet p50 ms | Quiet p99 ms | Queries | Dropped | Errors |\n",
-		strings.Join(mdAll(workers), " | "), md(h.HotTenant))
+		strings.Join(mdAll(names, workers), " | "), md(h.HotTenant))
 	p("|---|--:|%s--:|--:|--:|--:|--:|--:|--:|--:|\n", strings.Repeat("--:|", len(workers)))
 	for _, win := range h.Windows {
 		cells := make([]string, len(workers))
@@ -208,7 +214,7 @@ func mdHotShard(w *bufio.Writer, h *HotShard) {
 			skew, share, fmtShare(win.HotShare), fmtMS(win.QuietP50), fmtMS(win.QuietP99), win.Queries, win.Dropped, win.Errors)
 	}
 	if len(h.Timeline) > 0 {
-		p("\n### Timeline\n\n| Phase | At | %s | Tenant %s's shard | Worker skew | Shard skew | Tenant %s share |\n", strings.Join(mdAll(workers), " | "), md(h.HotTenant), md(h.HotTenant))
+		p("\n### Timeline\n\n| Phase | At | %s | Tenant %s's shard | Worker skew | Shard skew | Tenant %s share |\n", strings.Join(mdAll(names, workers), " | "), md(h.HotTenant), md(h.HotTenant))
 		p("|---|--:|%s--:|--:|--:|--:|\n", strings.Repeat("--:|", len(workers)))
 		for _, pt := range h.Timeline {
 			cells := make([]string, len(workers))
@@ -226,21 +232,21 @@ func mdHotShard(w *bufio.Writer, h *HotShard) {
 	if len(h.Plan) > 0 && len(h.Steps) == 0 {
 		p("\n### Plan (not applied)\n\n")
 		for i, s := range h.Plan {
-			p("%d. %s\n", i+1, md(s))
+			p("%d. %s\n", i+1, md(names.Rename(s)))
 		}
 	}
 	if len(h.Steps) > 0 {
 		p("\n### Ladder (%s)\n\n| # | Step | Took | Shards per worker after |\n|--:|---|--:|---|\n", fmtSeconds(h.Ladder))
 		for i, s := range h.Steps {
-			step := s.Step
+			step := names.Rename(s.Step)
 			if s.Skipped {
 				step += " (already done)"
 			}
-			p("| %d | %s | %s | %s |\n", i+1, md(step), fmtSeconds(s.Took), md(fmtCounts(s.ShardsAfter)))
+			p("| %d | %s | %s | %s |\n", i+1, md(step), fmtSeconds(s.Took), md(names.Rename(fmtCounts(s.ShardsAfter))))
 		}
 	}
 	for _, a := range h.Advice {
-		p("\nAdvice: %s\n", md(a))
+		p("\nAdvice: %s\n", md(names.Rename(a)))
 	}
 	if wr := h.Writes; wr != nil {
 		p("\nChecked writer: %d acknowledged, %d lost, %d duplicated; longest pause %s ms ending %s into the ladder",
@@ -252,10 +258,24 @@ func mdHotShard(w *bufio.Writer, h *HotShard) {
 	}
 }
 
-// hotShardWorkers returns every worker named in h's windows and timeline,
-// sorted.
+// hotShardWorkers returns every worker named in h's windows, timeline,
+// shard placements and ladder steps, sorted.
 func hotShardWorkers(h *HotShard) []string {
 	set := map[string]bool{}
+	if h.ShardBefore.Worker != "" {
+		set[h.ShardBefore.Worker] = true
+	}
+	if h.ShardAfter != nil && h.ShardAfter.Worker != "" {
+		set[h.ShardAfter.Worker] = true
+	}
+	for _, s := range h.Steps {
+		for k := range s.ShardsBefore {
+			set[k] = true
+		}
+		for k := range s.ShardsAfter {
+			set[k] = true
+		}
+	}
 	add := func(m map[string]float64) {
 		for k := range m {
 			set[k] = true
@@ -272,10 +292,11 @@ func hotShardWorkers(h *HotShard) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
-func mdAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = md(s)
+// mdAll is the short names of workers, for Markdown.
+func mdAll(names WorkerNames, workers []string) []string {
+	out := make([]string, len(workers))
+	for i, s := range workers {
+		out[i] = md(names.Name(s))
 	}
 	return out
 }

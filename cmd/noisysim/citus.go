@@ -154,7 +154,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 			ladder.Thresholds.Dedicate = 1e-9
 		}
 		records, _, err := ladder.Run(ctx, load, *tenant, 0)
-		names.table(a.stdout)
+		names.Table(a.stdout)
 		printRecords(a.stdout, names, records)
 		if err != nil {
 			return err
@@ -167,7 +167,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "tenant %s: shard %d on %s, isolated %v (%d step(s) run)\n", *tenant, shard, names.name(after.Placements[shard]), after.Single[shard], len(records))
+		fmt.Fprintf(a.stdout, "tenant %s: shard %d on %s, isolated %v (%d step(s) run)\n", *tenant, shard, names.Name(after.Placements[shard]), after.Single[shard], len(records))
 		return nil
 	}
 
@@ -217,7 +217,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	for _, s := range advice {
-		fmt.Fprintf(a.stdout, "advice: %s\n", names.rename(s.String()))
+		fmt.Fprintf(a.stdout, "advice: %s\n", names.Rename(s.String()))
 	}
 	after, err := citus.Inspect(ctx, conn, *table)
 	if err != nil {
@@ -285,7 +285,7 @@ func printState(w io.Writer, when string, names workerNames, l citus.Layout, loa
 		if total > 0 {
 			share = load.Workers[wk.Name] / total * 100
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%.2f\t%.1f%%\t%s\n", names.name(wk.Name), wk.Name, counts[wk.Name], load.Workers[wk.Name], share, yesNo(wk.ShouldHaveShards))
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%.2f\t%.1f%%\t%s\n", names.Name(wk.Name), wk.Name, counts[wk.Name], load.Workers[wk.Name], share, yesNo(wk.ShouldHaveShards))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "  worker skew %s (shared workers), shard skew %s\n", fmtSkew(p.WorkerSkew), fmtSkew(p.ShardSkew))
@@ -325,10 +325,10 @@ func printState(w io.Writer, when string, names workerNames, l citus.Layout, loa
 			total*100, l.Table, strings.Join(tags, ", "))
 	}
 	for _, al := range p.Alerts {
-		fmt.Fprintf(w, "  alert %s\n", names.rename(al.String()))
+		fmt.Fprintf(w, "  alert %s\n", names.Rename(al.String()))
 	}
 	for i, s := range p.Steps {
-		fmt.Fprintf(w, "  step %d: %s\n", i+1, names.rename(s.String()))
+		fmt.Fprintf(w, "  step %d: %s\n", i+1, names.Rename(s.String()))
 	}
 }
 
@@ -354,15 +354,15 @@ func printRecords(w io.Writer, names workerNames, records []citus.Record) {
 		if r.Skipped {
 			state = "already done"
 		}
-		fmt.Fprintf(w, "step %d: %s in %.2f s (%s)\n", i+1, names.rename(r.Step.String()), r.Took.Seconds(), state)
+		fmt.Fprintf(w, "step %d: %s in %.2f s (%s)\n", i+1, names.Rename(r.Step.String()), r.Took.Seconds(), state)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		if r.Before.Load != nil {
 			fmt.Fprintf(tw, "  worker\tshards before\tafter\tload before\tafter\t\n")
 		} else {
 			fmt.Fprintf(tw, "  worker\tshards before\tafter\t\n")
 		}
-		for _, a := range names.addrs {
-			fmt.Fprintf(tw, "  %s\t%d\t%d\t", names.name(a), r.Before.Shards[a], r.After.Shards[a])
+		for _, a := range names.Addrs {
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t", names.Name(a), r.Before.Shards[a], r.After.Shards[a])
 			if r.Before.Load != nil {
 				fmt.Fprintf(tw, "%.2f\t%.2f\t", r.Before.Load[a], r.After.Load[a])
 			}

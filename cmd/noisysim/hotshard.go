@@ -142,14 +142,14 @@ func printHotShard(w io.Writer, res hotshard.Result) {
 		addrs = slices.AppendSeq(addrs, maps.Keys(r.After.Shards))
 	}
 	names := newWorkerNames(addrs)
-	if len(names.addrs) > 0 {
+	if len(names.Addrs) > 0 {
 		fmt.Fprintf(w, "workers:\n")
-		names.table(w)
+		names.Table(w)
 	}
 	if res.DetectedOK {
 		fmt.Fprintf(w, "detected %.2f s after tenant 1 started:\n", res.Detected.Seconds())
 		for _, al := range res.Alerts {
-			fmt.Fprintf(w, "  alert %s\n", names.rename(al.String()))
+			fmt.Fprintf(w, "  alert %s\n", names.Rename(al.String()))
 		}
 	} else {
 		fmt.Fprintf(w, "no alert fired\n")
@@ -164,7 +164,7 @@ func printHotShard(w io.Writer, res hotshard.Result) {
 		shard hotshard.Shard
 	}{{"before", res.ShardBefore}, {"after", res.ShardAfter}} {
 		if s.shard.ID != 0 {
-			fmt.Fprintf(w, "tenant 1's shard %-6s %d on %s, %d bytes, isolated %v\n", s.when, s.shard.ID, names.name(s.shard.Worker), s.shard.Bytes, s.shard.Isolated)
+			fmt.Fprintf(w, "tenant 1's shard %-6s %d on %s, %d bytes, isolated %v\n", s.when, s.shard.ID, names.Name(s.shard.Worker), s.shard.Bytes, s.shard.Isolated)
 		}
 	}
 	for _, win := range []struct {
@@ -183,11 +183,11 @@ func printHotShard(w io.Writer, res hotshard.Result) {
 	}
 	printWindowLoads(w, names, res)
 	for i, s := range res.Plan.Steps {
-		fmt.Fprintf(w, "plan %d: %s\n", i+1, names.rename(s.String()))
+		fmt.Fprintf(w, "plan %d: %s\n", i+1, names.Rename(s.String()))
 	}
 	printRecords(w, names, res.Steps)
 	for _, s := range res.Advice {
-		fmt.Fprintf(w, "advice: %s\n", names.rename(s.String()))
+		fmt.Fprintf(w, "advice: %s\n", names.Rename(s.String()))
 	}
 	if len(res.Steps) > 0 {
 		fmt.Fprintf(w, "ladder: %d steps in %.1f s; writer %d acknowledged, %d lost, %d duplicated, longest pause %.0f ms, errors: %s\n",
@@ -198,7 +198,7 @@ func printHotShard(w io.Writer, res hotshard.Result) {
 		if !as.OK {
 			mark = "FAIL"
 		}
-		fmt.Fprintf(w, "%s %-20s %s\n", mark, as.Name, names.rename(as.Detail))
+		fmt.Fprintf(w, "%s %-20s %s\n", mark, as.Name, names.Rename(as.Detail))
 	}
 }
 
@@ -226,7 +226,7 @@ func printWindowLoads(w io.Writer, names workerNames, res hotshard.Result) {
 			cols = append(cols, col{win.name + " sampled", win.w.Sampled})
 		}
 	}
-	if len(cols) == 0 || len(names.addrs) == 0 {
+	if len(cols) == 0 || len(names.Addrs) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "load per worker (mean busy backends: ledger DB time through the placements; sampled: pg_stat_activity):\n")
@@ -236,8 +236,8 @@ func printWindowLoads(w io.Writer, names workerNames, res hotshard.Result) {
 		fmt.Fprintf(tw, "%s\t", c.name)
 	}
 	fmt.Fprintln(tw)
-	for _, a := range names.addrs {
-		fmt.Fprintf(tw, "  %s\t", names.name(a))
+	for _, a := range names.Addrs {
+		fmt.Fprintf(tw, "  %s\t", names.Name(a))
 		for _, c := range cols {
 			fmt.Fprintf(tw, "%.2f\t", c.load[a])
 		}
