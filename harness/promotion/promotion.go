@@ -164,7 +164,11 @@ func Run(ctx context.Context, sc *scenario.Scenario, cluster backend.Cluster, op
 	defer r.close()
 	rep, err := r.run(ctx)
 	if err != nil {
-		return nil, nil, err
+		if rep != nil { // interrupted: what was measured, incomplete
+			rep.StartedAt = started.UTC()
+			rep.Duration = time.Since(started).Seconds()
+		}
+		return rep, nil, err
 	}
 	rep.StartedAt = started.UTC()
 	rep.Duration = time.Since(started).Seconds()

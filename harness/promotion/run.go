@@ -122,7 +122,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	})
 	mBefore, err := r.runWindow(ctx, WindowBefore, before)
 	if err != nil {
-		return nil, err
+		return r.interrupted(ctx, WindowBefore, err)
 	}
 	stopTrigger()
 	triggered := false
@@ -139,7 +139,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 				done = true
 			default:
 				if _, err := r.runWindow(ctx, WindowMove, chunk); err != nil {
-					return nil, err
+					return r.interrupted(ctx, WindowMove, err, mBefore)
 				}
 			}
 		}
@@ -152,14 +152,14 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	}
 	r.out.Move = mr.fig
 	if err := r.router.Refresh(ctx); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrRun, err)
+		return r.interrupted(ctx, WindowMove, fmt.Errorf("%w: %w", ErrRun, err), mBefore)
 	}
 	r.window.Store(WindowAfter)
 	dbAfterStart := r.dbTime()
 	snapAfter := r.router.Snapshot()
 	mAfter, err := r.runWindow(ctx, WindowAfter, after)
 	if err != nil {
-		return nil, err
+		return r.interrupted(ctx, WindowAfter, err, mBefore)
 	}
 	loadAfter := r.load(WindowAfter, smp, dbAfterStart, r.dbTime(), snapAfter)
 	r.window.Store("")
@@ -177,6 +177,29 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	}
 	r.quiet(mBefore.rec, mAfter.rec, snapBefore)
 	return r.report(mBefore, mAfter, triggered), nil
+}
+
+// interrupted returns, for a run whose ctx ended during window (the first
+// Ctrl-C), a report of the windows measured until then (done: before,
+// then after), marked incomplete and with no assertions, beside err; for
+// any other error, err alone.
+func (r *runner) interrupted(ctx context.Context, window string, err error, done ...*measured) (*reports.Report, error) {
+	if ctx.Err() == nil {
+		return nil, err
+	}
+	rep := &reports.Report{
+		Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, ScheduleHash: r.hash,
+		Backend:  fmt.Sprintf("local shards (%d nodes)", len(r.nodes)),
+		Dominant: r.tenant, Incomplete: "interrupted during the " + window + " window",
+	}
+	names := []string{WindowBefore, WindowAfter}
+	for i, m := range done {
+		c := r.configuration(names[i], m)
+		c.Passed = false
+		rep.Configurations = append(rep.Configurations, c)
+	}
+	rep.Notes = r.notes
+	return rep, err
 }
 
 func (r *runner) graceOrNone() time.Duration {

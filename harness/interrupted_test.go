@@ -1,0 +1,52 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
+	"github.com/noisysim/noisysim/harness/scenario"
+)
+
+// TestRunPromotionInterrupted: a promotion scenario stopped (the first
+// Ctrl-C) once its before window is measured returns that window in a
+// report marked incomplete, beside the interruption.
+func TestRunPromotionInterrupted(t *testing.T) {
+	sc, err := scenario.Load("../scenarios/tenant-promotion.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Promotion.Before = scenario.Duration(3 * time.Second)
+	c := localtest.Start(t, sc.Backend.Spec())
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	stop, stopped := context.WithCancel(ctx)
+	defer stopped()
+	rep, err := harness.Run(stop, sc, harness.Options{Cluster: c, ProgressEvery: 50 * time.Millisecond, Progress: func(p harness.Progress) {
+		if p.Phase == "move" || p.Phase == "after" {
+			stopped()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the interruption", err)
+	}
+	if rep == nil {
+		t.Fatal("no report: what was measured is lost")
+	}
+	if rep.Passed || !strings.HasPrefix(rep.Incomplete, "interrupted during the ") {
+		t.Errorf("passed %v, incomplete %q: want an incomplete report", rep.Passed, rep.Incomplete)
+	}
+	if len(rep.Configurations) != 1 || rep.Configurations[0].Name != "before" || len(rep.Configurations[0].Tenants) == 0 {
+		t.Fatalf("configurations = %+v, want the measured before window", rep.Configurations)
+	}
+	if err := rep.Validate(); err != nil {
+		t.Errorf("invalid report (noisysim run --out would not write it): %v", err)
+	}
+	if len(rep.Assertions) != 0 {
+		t.Errorf("%d assertions on an interrupted run, want none", len(rep.Assertions))
+	}
+}
