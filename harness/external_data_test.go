@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -185,16 +186,26 @@ func TestExternalDatabaseKeepsUserData(t *testing.T) {
 		u.check(t)
 	})
 	t.Run("kept", func(t *testing.T) {
-		// --keep leaves the schema and roles for a look; the next run
-		// takes them over (they carry noisysim's mark) and removes them.
-		if err := run(t, parse(t, onUserDB), harness.Options{Only: "isolated", Keep: true}); err != nil {
+		// --keep leaves the schema and roles for a look, and the report
+		// says what it left; the next run takes them over (they carry
+		// noisysim's mark) and removes them, the roles of configurations
+		// it does not run too.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		rep, err := harness.Run(ctx, parse(t, onUserDB), harness.Options{Only: "isolated", Keep: true})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(rep.Notes, func(s string) bool {
+			return strings.Contains(s, "--keep") && strings.Contains(s, `schema "noisysim"`) && strings.Contains(s, "noisysim_isolated_interactive")
+		}) {
+			t.Errorf("the report's notes do not say what --keep left: %q", rep.Notes)
 		}
 		var n int
 		if err := u.admin.QueryRow(t.Context(), "SELECT count(*) FROM noisysim.orders").Scan(&n); err != nil || n != 2000 {
 			t.Errorf("kept noisysim.orders: %d rows, %v; want 2000", n, err)
 		}
-		if err := run(t, parse(t, onUserDB), harness.Options{Only: "isolated"}); err != nil {
+		if err := run(t, parse(t, onUserDB), harness.Options{Only: "naive"}); err != nil {
 			t.Fatal(err)
 		}
 		u.check(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/promotion"
+	"github.com/noisysim/noisysim/harness/scenario"
 )
 
 // removeTimeout bounds the removal of what a run created, which runs after
@@ -92,6 +94,13 @@ func (r *runner) claim(ctx context.Context) (remove func(), err error) {
 			return nil, fmt.Errorf("%w: %w", ErrRun, err)
 		}
 		claimed = append(claimed, n)
+		if r.opts.Keep && r.sc.Backend.Kind == scenario.BackendExternal {
+			what := fmt.Sprintf("schema %q", plan.Schema)
+			if len(plan.Roles) > 0 {
+				what += " and roles " + strings.Join(plan.Roles, ", ")
+			}
+			r.note("kept after the run (--keep) in %s: %s; the next run removes them", where, what)
+		}
 		// Roles of runs that are over, under whatever names (a run stopped
 		// at once by a second signal, or killed): best effort.
 		stale, err := footprint.RemoveStaleRoles(ctx, h)
