@@ -92,6 +92,14 @@ func (r *runner) claim(ctx context.Context) (remove func(), err error) {
 			return nil, fmt.Errorf("%w: %w", ErrRun, err)
 		}
 		claimed = append(claimed, n)
+		// Roles of runs that are over, under whatever names (a run stopped
+		// at once by a second signal, or killed): best effort.
+		stale, err := footprint.RemoveStaleRoles(ctx, h)
+		if err != nil {
+			r.log.Warn("remove roles earlier noisysim runs left", "node", n.Name, "roles", stale, "err", err)
+		} else if len(stale) > 0 {
+			r.log.Info("removed roles earlier noisysim runs left", "node", n.Name, "roles", stale)
+		}
 	}
 	return remove, nil
 }

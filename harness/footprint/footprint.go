@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -284,6 +285,49 @@ func Remove(ctx context.Context, conn *pgx.Conn, p Plan) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RemoveStaleRoles removes, as Remove does, every role on conn's server
+// that carries noisysim's mark and whose run is over (its holder session is
+// gone): the roles of a run stopped at once by a second signal, killed, or
+// kept, whatever their names. Roles of a live run, and roles without the
+// mark, are left alone. It returns the roles it removed.
+func RemoveStaleRoles(ctx context.Context, conn *pgx.Conn) ([]string, error) {
+	rows, err := conn.Query(ctx, `SELECT rolname::text, shobj_description(oid, 'pg_authid') FROM pg_roles
+		WHERE starts_with(coalesce(shobj_description(oid, 'pg_authid'), ''), $1) ORDER BY 1`, markPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("read roles: %w", err)
+	}
+	byRun := map[string][]string{}
+	for rows.Next() {
+		var name string
+		var comment *string
+		if err := rows.Scan(&name, &comment); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read roles: %w", err)
+		}
+		byRun[markedBy(comment)] = append(byRun[markedBy(comment)], name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read roles: %w", err)
+	}
+	var stale []string
+	for run, names := range byRun {
+		var live bool
+		err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE application_name = $1)", HolderName(run)).Scan(&live)
+		if err != nil {
+			return nil, fmt.Errorf("read sessions: %w", err)
+		}
+		if !live {
+			stale = append(stale, names...)
+		}
+	}
+	if len(stale) == 0 {
+		return nil, nil
+	}
+	slices.Sort(stale)
+	return stale, Remove(ctx, conn, Plan{Roles: stale})
 }
 
 // joinRoles makes the current user a member of each of roles it does not

@@ -218,3 +218,53 @@ func TestRemoveAsCreateRole(t *testing.T) {
 		t.Errorf("left after Remove: %q", left)
 	}
 }
+
+// Roles left by a run that is over (stopped at once, killed, kept) are
+// removed whatever their names; a live run's roles and a user's roles stay.
+func TestRemoveStaleRoles(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	primary, _ := backend.First(c, backend.RolePrimary)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE ROLE user_role; COMMENT ON ROLE user_role IS 'the application''s'"); err != nil {
+		t.Fatal(err)
+	}
+	passwords := map[string]string{}
+	for run, role := range map[string]string{"dead": "nsim_dead", "live": "nsim_live"} {
+		pw, err := footprint.EnsureRoles(ctx, conn, "primary", primary.Database, run, pools.RoleConfig{Name: role})
+		if err != nil {
+			t.Fatal(err)
+		}
+		passwords[role] = pw[role]
+	}
+	holder, err := pgx.Connect(ctx, footprint.Holding(primary, "live").DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	// A session of the dead run's role, still connected.
+	session, err := pgx.Connect(ctx, primary.DSNFor("nsim_dead", passwords["nsim_dead"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close(context.Background())
+
+	removed, err := footprint.RemoveStaleRoles(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(removed, ",") != "nsim_dead" {
+		t.Errorf("removed %q, want nsim_dead alone", removed)
+	}
+	var left string
+	if err := conn.QueryRow(ctx, "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname IN ('user_role', 'nsim_dead', 'nsim_live')").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != "nsim_live,user_role" {
+		t.Errorf("roles left %q, want nsim_live,user_role", left)
+	}
+}
