@@ -48,9 +48,35 @@ func runHotShard(ctx context.Context, r *runner) (*reports.Report, error) {
 	}
 	res, err := hotshard.Run(ctx, r.cluster, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: hot shard: %w", ErrRun, err)
+		err = fmt.Errorf("%w: hot shard: %w", ErrRun, err)
+		if ctx.Err() == nil {
+			return nil, err
+		}
+		// Interrupted (the first Ctrl-C): the windows measured so far.
+		r.progressMu.Lock()
+		during := r.progress.Configuration
+		r.progressMu.Unlock()
+		return hotShardInterrupted(r.sc, cfg, res, r.started, during), err
 	}
 	return hotShardReport(r.sc, cfg, res, r.started), nil
+}
+
+// hotShardInterrupted is the report of a hot-shard run interrupted during
+// phase: the windows it measured (those with queries), the assertions made
+// on them, the ladder's steps so far, marked incomplete with no verdict.
+func hotShardInterrupted(sc *scenario.Scenario, cfg hotshard.Config, res hotshard.Result, started time.Time, phase string) *reports.Report {
+	rep := hotShardReport(sc, cfg, res, started)
+	measured := map[string]bool{"solo": res.Solo.Queries > 0, hotShardBefore: res.Before.Queries > 0, hotShardAfter: res.After.Queries > 0}
+	rep.Configurations = slices.DeleteFunc(rep.Configurations, func(c reports.Configuration) bool { return !measured[c.Name] })
+	rep.Assertions = slices.DeleteFunc(rep.Assertions, func(a reports.Assertion) bool { return !measured[a.Configuration] })
+	h := rep.HotShard
+	h.Windows = slices.DeleteFunc(h.Windows, func(w reports.LoadWindow) bool { return !measured[w.Name] })
+	if res.ShardAfter.ID == 0 {
+		h.ShardAfter = nil
+	}
+	rep.Incomplete = "interrupted during the hot-shard " + cmp.Or(phase, "setup") + " phase"
+	rep.Passed = false
+	return rep
 }
 
 // hotShardReport turns a hot-shard result into a report.

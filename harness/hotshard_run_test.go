@@ -127,3 +127,37 @@ func TestHotShardReport(t *testing.T) {
 		t.Errorf("all assertions passed but the report did not")
 	}
 }
+
+// TestHotShardInterrupted: a hot-shard run interrupted in the ladder keeps
+// what it measured (solo and before, the detection on before, the steps
+// so far) in a report marked incomplete, with no after window.
+func TestHotShardInterrupted(t *testing.T) {
+	sc, err := scenario.Load("../scenarios/hot-shard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.HotShard.Apply = true
+	w := hotshard.Window{Queries: 1000, QuietCount: 400, QuietP99: 25 * time.Millisecond,
+		DBTime: map[string]time.Duration{"1": 3 * time.Second, "2": time.Second}, Shares: map[string]float64{"1": 0.75, "2": 0.25}}
+	res := hotshard.Result{Solo: w, Before: w, DetectedOK: true, Detected: time.Second,
+		ShardBefore: hotshard.Shard{ID: 102041, Worker: "127.0.0.1:9701"}, Workers: []string{"127.0.0.1:9701", "127.0.0.1:9702"},
+		Assertions: []hotshard.Assertion{{Name: hotshard.AssertDetected, OK: true, Observed: 1, Limit: 3.5, Unit: "s", Op: "<="}},
+		Steps:      []citus.Record{{Step: citus.Step{Action: citus.ActionIsolate, Tenant: "1"}, Took: time.Second}}}
+	rep := hotShardInterrupted(sc, hotshard.Config{Rate: 200, Before: 5 * time.Second, After: 5 * time.Second}, res, time.Now(), hotshard.PhaseLadder)
+	if err := rep.Validate(); err != nil {
+		t.Fatalf("invalid report: %v", err)
+	}
+	if rep.Passed || rep.Incomplete != "interrupted during the hot-shard ladder phase" {
+		t.Errorf("passed %v, incomplete %q: want an incomplete report", rep.Passed, rep.Incomplete)
+	}
+	if len(rep.Configurations) != 1 || rep.Configurations[0].Name != "before" || rep.Configurations[0].QuietAll[0].Count != 400 {
+		t.Errorf("configurations = %+v, want before alone", rep.Configurations)
+	}
+	if len(rep.Assertions) != 1 || rep.Assertions[0].Name != hotshard.AssertDetected {
+		t.Errorf("assertions = %+v, want the detection on before", rep.Assertions)
+	}
+	h := rep.HotShard
+	if len(h.Windows) != 2 || h.Windows[1].Name != "before" || h.ShardAfter != nil || len(h.Steps) != 1 {
+		t.Errorf("hot_shard section = %+v, want solo and before, no shard after, the step run", h)
+	}
+}

@@ -50,3 +50,45 @@ func TestRunPromotionInterrupted(t *testing.T) {
 		t.Errorf("%d assertions on an interrupted run, want none", len(rep.Assertions))
 	}
 }
+
+// TestRunHotShardInterrupted: a hot-shard scenario stopped (the first
+// Ctrl-C) in its ladder returns its solo and before windows in a report
+// marked incomplete, beside the interruption.
+func TestRunHotShardInterrupted(t *testing.T) {
+	sc, err := scenario.Load("../scenarios/hot-shard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Backend.Workers = 2
+	h := &sc.HotShard
+	h.Shards, h.Apply = 8, true
+	h.Solo, h.Before = scenario.Duration(time.Second), scenario.Duration(2*time.Second)
+	c := localtest.Start(t, sc.Backend.Spec())
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	stop, stopped := context.WithCancel(ctx)
+	defer stopped()
+	rep, err := harness.Run(stop, sc, harness.Options{Cluster: c, ProgressEvery: 20 * time.Millisecond, Progress: func(p harness.Progress) {
+		if p.Configuration == "ladder" || p.Configuration == "after" {
+			stopped()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want the interruption", err)
+	}
+	if rep == nil {
+		t.Fatal("no report: what was measured is lost")
+	}
+	if err := rep.Validate(); err != nil {
+		t.Errorf("invalid report (noisysim run --out would not write it): %v", err)
+	}
+	if rep.Passed || !strings.HasPrefix(rep.Incomplete, "interrupted during the hot-shard ") {
+		t.Errorf("passed %v, incomplete %q: want an incomplete report", rep.Passed, rep.Incomplete)
+	}
+	if len(rep.Configurations) != 1 || rep.Configurations[0].Name != "before" || rep.Configurations[0].Stats.Issued == 0 {
+		t.Fatalf("configurations = %+v, want the measured before window", rep.Configurations)
+	}
+	if rep.HotShard == nil || len(rep.HotShard.Windows) != 2 {
+		t.Errorf("hot_shard section = %+v, want the solo and before windows", rep.HotShard)
+	}
+}
