@@ -94,38 +94,19 @@ type Config struct {
 func (c Config) Validate() error { return c.fill() }
 
 func (c *Config) fill() error {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	if c.PgBench == "" {
-		c.PgBench = DefaultPgBench
-	}
-	if c.Duration == 0 {
-		c.Duration = DefaultDuration
-	}
-	def(&c.PoolSize, DefaultPoolSize)
-	def(&c.Threads, DefaultThreads)
-	def(&c.Tenants, DefaultTenants)
-	def(&c.MemTenants, DefaultMemTenants)
-	def(&c.MemClasses, DefaultMemClasses)
-	def(&c.Orders, DefaultOrders)
-	if c.FixedRate == 0 {
-		c.FixedRate = DefaultFixedRate
-	}
-	if c.Overload == 0 {
-		c.Overload = DefaultOverload
-	}
-	if c.MemRate == 0 {
-		c.MemRate = DefaultMemRate
-	}
-	if c.MemDuration == 0 {
-		c.MemDuration = DefaultMemDuration
-	}
-	if c.SampleEvery == 0 {
-		c.SampleEvery = DefaultSampleEvery
-	}
+	orDefault(&c.PgBench, DefaultPgBench)
+	orDefault(&c.Duration, DefaultDuration)
+	orDefault(&c.PoolSize, DefaultPoolSize)
+	orDefault(&c.Threads, DefaultThreads)
+	orDefault(&c.Tenants, DefaultTenants)
+	orDefault(&c.MemTenants, DefaultMemTenants)
+	orDefault(&c.MemClasses, DefaultMemClasses)
+	orDefault(&c.Orders, DefaultOrders)
+	orDefault(&c.FixedRate, DefaultFixedRate)
+	orDefault(&c.Overload, DefaultOverload)
+	orDefault(&c.MemRate, DefaultMemRate)
+	orDefault(&c.MemDuration, DefaultMemDuration)
+	orDefault(&c.SampleEvery, DefaultSampleEvery)
 	if c.MemWarmup == 0 {
 		c.MemWarmup = min(DefaultMemWarmup, c.MemDuration/10)
 	}
@@ -508,4 +489,12 @@ func memory(ctx context.Context, dsn string, cfg Config, params dataset.Params) 
 		m.Growth = float64(m.LastRSS) / float64(m.WarmRSS)
 	}
 	return m, nil
+}
+
+// orDefault sets *v to d when *v is its type's zero value.
+func orDefault[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
 }
