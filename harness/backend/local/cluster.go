@@ -134,7 +134,18 @@ func (c *Cluster) makeDir(base string) error {
 	if err != nil {
 		return fmt.Errorf("create cluster dir: %w", err)
 	}
-	c.dir = dir
+	// A Close or Kill may run while Start does (CloseAll from a signal): it
+	// reads c.dir under c.mu, and once it has begun no directory is made.
+	c.mu.Lock()
+	closing := c.closing
+	if !closing {
+		c.dir = dir
+	}
+	c.mu.Unlock()
+	if closing {
+		os.RemoveAll(dir)
+		return errClosing
+	}
 	if err := c.user.chown(dir); err != nil {
 		os.RemoveAll(dir)
 		return err
@@ -260,6 +271,7 @@ func (c *Cluster) teardown(grace time.Duration) error {
 	defer c.b.track(c, false)
 	c.mu.Lock()
 	c.closing = true // from here no node spawns a server (see node.spawn)
+	dir := c.dir     // no directory is made after closing (see makeDir)
 	c.mu.Unlock()
 	var errs []error
 	for _, tier := range [][]*node{c.filter(true), c.filter(false)} {
@@ -281,8 +293,8 @@ func (c *Cluster) teardown(grace time.Duration) error {
 	if err := c.removeCPU(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.dir != "" {
-		if err := os.RemoveAll(c.dir); err != nil {
+	if dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("remove cluster dir: %w", err))
 		}
 	}
