@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,57 @@ type ActionEnv struct {
 	Cluster backend.Cluster
 	// Logger receives the action's notes; never nil.
 	Logger *slog.Logger
+	// Schema is the schema of the run's data set (data.schema): a session
+	// opened on a node's DSN finds the tables there.
+	Schema string
+	// Ledger is the configuration's ledger of DB time per tenant; nil
+	// before a configuration runs.
+	Ledger *pools.Ledger
+	// DBTime returns each tenant's DB time in the configuration's ledger
+	// over about the last over (from the newest reading at least over
+	// old, read every second, or the oldest one), and the span it covers;
+	// nil outside a configuration's timeline.
+	DBTime func(over time.Duration) (map[string]time.Duration, time.Duration)
+}
+
+// ledgerRing keeps the ledger's readings of the last minute, one a
+// second, for ActionEnv.DBTime.
+type ledgerRing struct {
+	mu   sync.Mutex
+	read func() []pools.Usage
+	at   []time.Time
+	u    [][]pools.Usage
+}
+
+// ledgerKeep is how many readings a ledgerRing keeps.
+const ledgerKeep = 64
+
+func newLedgerRing(read func() []pools.Usage) *ledgerRing {
+	l := &ledgerRing{read: read}
+	l.add(time.Now(), read())
+	return l
+}
+
+func (l *ledgerRing) add(t time.Time, u []pools.Usage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.at, l.u = append(l.at, t), append(l.u, u)
+	if n := len(l.at); n > ledgerKeep {
+		l.at, l.u = slices.Clone(l.at[n-ledgerKeep:]), slices.Clone(l.u[n-ledgerKeep:])
+	}
+}
+
+// dbTime is ActionEnv.DBTime.
+func (l *ledgerRing) dbTime(over time.Duration) (map[string]time.Duration, time.Duration) {
+	now, cur := time.Now(), l.read()
+	l.mu.Lock()
+	i := len(l.at) - 1
+	for i > 0 && now.Sub(l.at[i]) < over {
+		i--
+	}
+	from, at := l.u[i], l.at[i]
+	l.mu.Unlock()
+	return dbTimes(pools.UsageWindow(from, cur)), now.Sub(at)
 }
 
 // ActionOutcome is what an action reports: a line for people and its

@@ -140,8 +140,6 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	switch {
 	case sc.Promoting():
 		rep, err = runPromotion(ctx, r)
-	case sc.HotSharding():
-		rep, err = runHotShard(ctx, r)
 	default:
 		rep, err = r.run(ctx)
 	}
@@ -208,6 +206,7 @@ type runner struct {
 	phaseStart time.Time
 	passwords  map[string]string
 	guard      *guard.Guard // nil: off
+	citus      *citusRun    // topology citus only
 }
 
 // plan draws the population and the schedules: everything seeded.
@@ -264,7 +263,13 @@ func (r *runner) note(format string, args ...any) {
 
 func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	var ok bool
-	if r.primary, ok = backend.First(r.cluster, backend.RolePrimary); !ok {
+	if r.sc.Citus() {
+		// The stacks run against the coordinator, which routes each
+		// tenant's queries to the worker holding its shard.
+		if r.primary, ok = backend.First(r.cluster, backend.RoleCoordinator); !ok {
+			return nil, fmt.Errorf("%w: the Citus cluster has no coordinator", ErrRun)
+		}
+	} else if r.primary, ok = backend.First(r.cluster, backend.RolePrimary); !ok {
 		return nil, fmt.Errorf("%w: the cluster has no primary node", ErrRun)
 	}
 	r.replica, r.hasReplica = backend.First(r.cluster, backend.RoleReplica)
@@ -277,6 +282,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
+	defer r.citus.close()
 	version, _ := r.serverVersion(ctx)
 
 	rep := &reports.Report{
@@ -339,6 +345,9 @@ func (r *runner) interrupted(ctx context.Context, rep *reports.Report, err error
 }
 
 func (r *runner) topology() backend.Topology {
+	if r.sc.Citus() {
+		return scenario.TopologyCitus
+	}
 	if r.hasReplica {
 		return backend.TopologyReplica
 	}
@@ -375,6 +384,18 @@ func (r *runner) load(ctx context.Context) error {
 		return fmt.Errorf("%w: load data set: %w", ErrRun, err)
 	}
 	r.log.Info("data set loaded", "orders", r.sc.Data.Orders, "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
+	if r.sc.Citus() {
+		// Distributed on the tenant column; the stacks log in as the
+		// coordinator's user (no role of noisysim's: Citus would need
+		// their passwords to reach the workers as them).
+		t0 = time.Now()
+		if err := distribute(ctx, conn, r.sc.Data.Citus.Shards); err != nil {
+			return fmt.Errorf("%w: %w", ErrRun, err)
+		}
+		r.log.Info("data set distributed", "shards", r.sc.Data.Citus.Shards, "took", time.Since(t0).Round(time.Millisecond))
+		r.note("citus: tenants and orders distributed on tenant_id in %d co-located shards; the configurations log in as the coordinator's user (role settings not applied)", r.sc.Data.Citus.Shards)
+		return r.openCitus(ctx)
+	}
 
 	var roles []pools.RoleConfig
 	for i := range r.sc.Configurations {
@@ -463,6 +484,9 @@ type stack struct {
 // newStack builds configuration c's isolation stack on the cluster.
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
 	dsn := func(node backend.Node, pool string) string {
+		if r.sc.Citus() {
+			return node.DSN()
+		}
 		role := roleName(c.Name, pool)
 		return node.DSNFor(role, r.passwords[role])
 	}

@@ -186,7 +186,8 @@ func (s *Scenario) problems() []Problem {
 	c.configurations(s.Configurations)
 	c.assertions(&s.Assertions)
 	c.promotion(s)
-	c.hotShard(s)
+	c.citus(s)
+	c.verdicts(s)
 	c.faults(s)
 	return sortProblems(c.ps)
 }

@@ -1,0 +1,74 @@
+package harness
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// Assertion names of the verdicts over windows.
+const (
+	AssertSkew       = "skew"
+	AssertHarmBefore = "harm_before"
+)
+
+// verdicts evaluates the assertions that judge a remedy over the windows
+// of one configuration's timeline: skew (per-worker load in a window) and
+// harm_before (the quiet tenants' p99 in the window before the remedy
+// must fail quiet_p99's bound over baseline).
+func (r *runner) verdicts(c *scenario.Configuration, tr *timelineRun, rule p99Rule, baseline string) []reports.Assertion {
+	a := r.sc.Assertions
+	var out []reports.Assertion
+	if a.Skew.Window != "" {
+		as := reports.Assertion{Name: AssertSkew, Configuration: c.Name, Window: a.Skew.Window, Limit: a.Skew.Max, Unit: "x", Op: "<="}
+		if skew, ok := r.windowSkew(tr, a.Skew.Window); ok {
+			as.Observed, as.Passed = skew, skew <= a.Skew.Max
+			as.Detail = "per-worker load (ledger DB time through the placements) max / median over the workers that take shards"
+			if skew == math.MaxFloat64 {
+				as.Detail = "one worker busy while most are idle: " + as.Detail
+			}
+		} else {
+			as.Detail = "no per-worker load: the window's placements could not be read"
+		}
+		out = append(out, as)
+	}
+	if w := a.HarmBefore.Window; w != "" {
+		win, ok1 := tr.window(w)
+		base, ok2 := tr.window(baseline)
+		if ok1 && ok2 {
+			solo := map[string]p99Sample{}
+			for _, s := range r.p99Samples(base.rec) {
+				if s.Tenant == quietAll {
+					solo[s.Class] = s
+				}
+			}
+			for _, s := range r.p99Samples(win.rec) {
+				if s.Tenant != quietAll {
+					continue
+				}
+				b := solo[s.Class]
+				as := reports.Assertion{Name: AssertHarmBefore, Configuration: c.Name, Window: w, Baseline: baseline,
+					Tenant: quietAll, Class: s.Class, Observed: ms(s.P99), Limit: ms(limitFor(rule, b.P99)), Unit: "ms", Op: ">"}
+				if s.Count < rule.MinSamples || b.Count < rule.MinSamples {
+					// Too few samples cannot show the harm: fail, not skip.
+					as.Detail = fmt.Sprintf("too few samples to show the harm (%s %d, %s %d, need %d)", baseline, b.Count, w, s.Count, rule.MinSamples)
+				} else {
+					as.Passed = as.Observed > as.Limit
+					as.Detail = fmt.Sprintf("the harm the remedy is judged on: %s p99 must exceed %s p99 %.2f ms × %.2f + %.2f ms (%.1f× %s)",
+						w, baseline, ms(b.P99), rule.Factor, ms(rule.Slack), ratio(s.P99.Seconds(), b.P99.Seconds()), baseline)
+				}
+				out = append(out, as)
+			}
+		}
+	}
+	return out
+}
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
