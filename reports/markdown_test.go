@@ -50,8 +50,8 @@ func TestMarkdownQuietAll(t *testing.T) {
 		section = section[:strings.Index(section[1:], "\n## ")+1]
 		noisy, solo, _ := strings.Cut(section, "### Solo baseline")
 		for _, part := range []struct {
-			text string
-			rows []TenantRow
+			text  string
+			rows  []TenantRow
 			marks map[rowKey]string
 		}{{noisy, c.QuietAll, rowMarks(r, c.Name, r.Dominant)}, {solo, c.SoloQuietAll, nil}} {
 			for _, q := range part.rows {
