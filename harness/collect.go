@@ -233,10 +233,10 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 		shares := tr.shares(i)
 		sums := w.rec.Summary()
 		rw := reports.Window{
-			Name: w.step.Name, Start: w.step.start.Seconds(), End: w.step.end.Seconds(),
+			Name: w.step.Name, Start: w.start.Seconds(), End: w.end.Seconds(),
 			Senders: w.step.Senders.String(), Measured: w.step.Measure,
 			Tenants: r.rows(sums, shares), QuietAll: r.quietAllRows(w.rec, shares),
-			Stats: windowStats(sums, planned[i], w.step.Length.Duration()), TopDBTime: topShares(shares, 10),
+			Stats: windowStats(sums, plannedIn(w, planned[i]), w.end-w.start), TopDBTime: topShares(shares, 10),
 		}
 		out.Windows = append(out.Windows, rw)
 		for _, iv := range intervals(w.rec) {
@@ -557,4 +557,14 @@ func (r *runner) startProgress() (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// plannedIn returns the arrivals window w was to send: planned, or for a
+// phase with until (drawn over its max) the arrivals it sent before it
+// ended.
+func plannedIn(w *window, planned int64) int64 {
+	if w.step.Until != "" && planned > 0 {
+		return w.sent
+	}
+	return planned
 }

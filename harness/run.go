@@ -213,6 +213,8 @@ type runner struct {
 	phaseStart time.Time
 	passwords  map[string]string
 	guard      *guard.Guard // nil: off
+	// routing places tenants on nodes (topology shards); nil otherwise.
+	routing *Routing
 }
 
 // plan draws the population and the schedules: everything seeded. The

@@ -247,6 +247,9 @@ type ActionResult struct {
 	After  map[string]float64 `json:"after,omitempty"`
 	// Error is why it failed; empty when it succeeded.
 	Error string `json:"error,omitempty"`
+	// FiredBy is the policy of the phase's watcher that fired the action;
+	// empty for an action the timeline lists.
+	FiredBy string `json:"fired_by,omitempty"`
 }
 
 // Point is one second of a configuration's timeline.

@@ -112,7 +112,10 @@ func oneOf[T ~string](c *checker, field, noun string, v T, want ...T) bool {
 	for i, w := range want {
 		list[i] = string(w)
 	}
-	alts := strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
+	alts := list[0]
+	if len(list) > 1 {
+		alts = strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
+	}
 	if v == "" {
 		c.add(field, "required: %s %s", noun, alts)
 	} else {
@@ -504,7 +507,7 @@ func (c *checker) arrivals(s *Scenario) {
 func (s *Scenario) timelineLength() Duration {
 	var d Duration
 	for _, p := range s.Steps() {
-		d += p.Length
+		d += p.Span()
 	}
 	return d
 }
