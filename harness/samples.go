@@ -93,7 +93,7 @@ func phaseArrivals(pop workload.Population, st step, seed int64) (map[pairKey]in
 		return out, nil
 	}
 	senders := st.Senders
-	s, err := workload.NewStream(pop, st.specs, st.Length.Duration(), seed,
+	s, err := workload.NewStream(pop, st.specs, st.Span().Duration(), seed,
 		func(op workload.Op) bool { return senders.Sends(op.Tenant) })
 	if err != nil {
 		return nil, fmt.Errorf("%w: phase %s: %w", scenario.ErrInvalid, st.Name, err)
@@ -165,6 +165,10 @@ func planSamples(pop workload.Population, specs []workload.ClassSpec, sc *scenar
 			top = top[:min(int(q.CheckTop), len(top))]
 		}
 		for _, i := range slices.Compact([]int{wi, bi}) {
+			if phases[i].Until != "" {
+				return nil, phases, fmt.Errorf("%w: %s: assertions.quiet_p99.check_top: phase %s ends on an event (until %s), so check_top cannot size it: give it a length",
+					scenario.ErrInvalid, sc.File, phases[i].Name, phases[i].Until)
+			}
 			from := phases[i].Length
 			if err := sizePhase(pop, specs, sc, phases, i, top, need); err != nil {
 				return nil, phases, err
