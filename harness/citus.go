@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -235,4 +236,58 @@ func (c *citusRun) close() {
 	if c != nil {
 		c.db.Close()
 	}
+}
+
+// citusWarmTenant tags the warm-up calls; it is no tenant of the data set,
+// and they end before the timeline's first ledger reading.
+const citusWarmTenant = "warmup"
+
+// warmCitus opens every pooled connection of configuration c's stack and
+// each one's Citus connections to every worker (a query on every shard),
+// so that no window pays for them: on a worker with a small CPU budget a
+// new connection costs tens of ms. Each call holds its connection until
+// all have one, for at most 5 s.
+func (r *runner) warmCitus(ctx context.Context, c *scenario.Configuration, st *stack) error {
+	sizes := map[string]int{}
+	for _, p := range st.Stat().Pools {
+		sizes[p.Name] = int(p.MaxConns)
+	}
+	byClass := map[pools.Class]int{pools.Interactive: sizes["shared"]}
+	if c.Mode != scenario.ModeShared {
+		byClass = map[pools.Class]int{pools.Interactive: sizes[string(pools.Interactive)], pools.Heavy: sizes[string(pools.Heavy)]}
+	}
+	var n int
+	for _, k := range byClass {
+		n += k
+	}
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	var g sync.WaitGroup
+	errs := make(chan error, n)
+	for class, k := range byClass {
+		for range k {
+			g.Go(func() {
+				_, err := st.WithConn(ctx, class, citusWarmTenant, func(ctx context.Context, conn *pgx.Conn) error {
+					_, err := conn.Exec(ctx, "SELECT count(*) FROM orders")
+					arrived.Done()
+					select {
+					case <-all:
+					case <-time.After(5 * time.Second):
+					}
+					return err
+				})
+				errs <- err
+			})
+		}
+	}
+	g.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return fmt.Errorf("%w: configuration %s: warm the pools on the coordinator: %w", ErrRun, c.Name, err)
+		}
+	}
+	return nil
 }

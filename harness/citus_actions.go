@@ -21,7 +21,7 @@ import (
 const (
 	// citusDecideOver is the span of ledger DB time the Citus actions
 	// decide on (tenant shares, shard loads) and report as "before".
-	citusDecideOver = 5 * time.Second
+	citusDecideOver = 10 * time.Second
 	// citusAfterSample is how long the Citus actions measure the load
 	// after their steps, for their "after" figures.
 	citusAfterSample = time.Second
@@ -88,7 +88,7 @@ func (a citusAction) thresholds() citus.Thresholds {
 	if a.kind == scenario.ActionBalance {
 		return citus.Thresholds{Skew: a.skew, Isolate: 2, Dedicate: 2, Cluster: 2}
 	}
-	return citus.Thresholds{Cluster: 2}
+	return citus.Thresholds{Isolate: citus.DefaultIsolate, Dedicate: citus.DefaultDedicate, Cluster: 2}
 }
 
 // wants reports whether step s is one of the action's.
@@ -138,7 +138,9 @@ func (a citusAction) Run(ctx context.Context, env ActionEnv) (o ActionOutcome, e
 
 	shares := sharesOf(dbT)
 	if a.tenant != "" {
-		shares[a.tenant] = 1
+		// The action names its tenant whatever its share: above the
+		// rungs it runs (isolate, dedicate), below a cluster of its own.
+		shares[a.tenant] = max(shares[a.tenant], citus.DefaultDedicate+0.01)
 	}
 	th := a.thresholds()
 	ladder := citus.Ladder{DB: conn, Table: citusAnchor, Mode: a.mode, Thresholds: th}

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
@@ -10,8 +11,9 @@ import (
 
 // Assertion names of the verdicts over windows.
 const (
-	AssertSkew       = "skew"
-	AssertHarmBefore = "harm_before"
+	AssertSkew         = "skew"
+	AssertHarmBefore   = "harm_before"
+	AssertDetectWithin = "detect_within"
 )
 
 // verdicts evaluates the assertions that judge a remedy over the windows
@@ -63,7 +65,64 @@ func (r *runner) verdicts(c *scenario.Configuration, tr *timelineRun, rule p99Ru
 			}
 		}
 	}
-	return out
+	if d := a.DetectWithin.Duration(); d > 0 {
+		out = append(out, r.detectWithin(c, tr, d))
+	}
+	return r.planOnly(tr, out)
+}
+
+// detectWithin asserts that the first detection of a policy came at most
+// d (+ its watch's every) after the start of the phase it watched.
+func (r *runner) detectWithin(c *scenario.Configuration, tr *timelineRun, d time.Duration) reports.Assertion {
+	as := reports.Assertion{Name: AssertDetectWithin, Configuration: c.Name, Unit: "s", Op: "<="}
+	for _, p := range r.sc.Steps() {
+		if p.Watch != nil {
+			if _, ok := p.Watch.Config.(*scenario.HotShardLadder); ok {
+				as.Window = p.Name
+				as.Limit = (d + p.Watch.Every.Duration()).Seconds()
+				break
+			}
+		}
+	}
+	for _, res := range tr.actions {
+		if res.Type == ResultDetect && res.Phase == as.Window {
+			as.Observed = res.Before["phase_elapsed_s"]
+			as.Passed = as.Observed <= as.Limit
+			as.Detail = res.Detail
+			return as
+		}
+	}
+	as.Detail = fmt.Sprintf("no alert in %s", as.Window)
+	return as
+}
+
+// planOnly marks as skipped the assertions on windows after a phase whose
+// policy only planned (no --apply): they would judge a remedy not run.
+func (r *runner) planOnly(tr *timelineRun, as []reports.Assertion) []reports.Assertion {
+	steps := r.sc.Steps()
+	after := -1
+	for i, p := range steps {
+		if p.Watch != nil {
+			if h, ok := p.Watch.Config.(*scenario.HotShardLadder); ok && h.PlanOnly() {
+				after = i
+				break
+			}
+		}
+	}
+	if after < 0 {
+		return as
+	}
+	for i := range as {
+		a := &as[i]
+		if a.Name != AssertQuietP99 && a.Name != AssertSkew {
+			continue
+		}
+		if j := r.sc.PhaseIndex(a.Window); j > after && !a.Skipped {
+			a.Skipped, a.Passed = true, true
+			a.Detail = fmt.Sprintf("plan only: %s's %s policy did not act (noisysim run --apply acts); %s", steps[after].Name, steps[after].Watch.Policy, a.Detail)
+		}
+	}
+	return as
 }
 
 func ratio(a, b float64) float64 {

@@ -227,6 +227,3 @@ func init() {
 	RegisterAction(ActionDedicateWorker, func() ActionConfig { return &DedicateWorker{} })
 	RegisterAction(ActionBalance, func() ActionConfig { return &Balance{} })
 }
-
-// SetApply TEMP
-func (s *Scenario) SetApply() bool { return false }

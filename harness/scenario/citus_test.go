@@ -83,3 +83,46 @@ func TestCitusInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestHotShardLadderPolicy: the shipped scenario detects in before and
+// plans in the ladder (apply from --apply); bad policy keys are named.
+func TestHotShardLadderPolicy(t *testing.T) {
+	s, err := Load("../../scenarios/hot-shard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, ladder := s.Timeline[2].Watch.Config.(*HotShardLadder), s.Timeline[3].Watch.Config.(*HotShardLadder)
+	if !before.DetectOnly || ladder.Apply || !ladder.PlanOnly() || before.PlanOnly() {
+		t.Fatalf("before %+v, ladder %+v: want detection, then a plan", before, ladder)
+	}
+	if !s.SetApply() || !ladder.Apply || before.Apply {
+		t.Errorf("SetApply: before %+v, ladder %+v: want the ladder alone to apply", before, ladder)
+	}
+	watch := strings.Replace(citusYAML, "{name: before, length: 1s}", "{name: before, length: 1s, watch: {policy: hot_shard_ladder, WATCH}}", 1)
+	for _, tc := range []struct {
+		name, keys, want string
+	}{
+		{"shares out of order", "isolate: 0.3, dedicate: 0.2", "timeline[1].watch.dedicate: the ladder needs isolate <= dedicate <= cluster"},
+		{"share out of range", "cluster: 1.5", "timeline[1].watch.cluster: must be a share in (0, 1), got 1.5"},
+		{"skew", "skew: 1", "timeline[1].watch.skew: must be > 1"},
+		{"mode", "mode: auto", `timeline[1].watch.mode: unknown shard transfer mode "auto"`},
+		{"apply and detect_only", "apply: true, detect_only: true", "timeline[1].watch.apply: not with detect_only"},
+		{"unknown key", "shards: 8", `unknown key "shards" of policy hot_shard_ladder`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(strings.Replace(strings.Replace(watch, "WATCH", tc.keys, 1), "CITUS", "", 1)), "x.yaml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v\nwant …%s…", err, tc.want)
+			}
+		})
+	}
+	single := strings.Replace(strings.Replace(watch, "WATCH", "every: 500ms", 1), "topology: citus", "topology: single", 1)
+	_, err = Parse([]byte(strings.Replace(single, "CITUS", "", 1)), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "timeline[1].watch.policy: hot_shard_ladder needs backend.topology citus (the topology is single)") {
+		t.Errorf("policy on single: err = %v", err)
+	}
+	_, err = Parse([]byte(strings.Replace(citusYAML, "CITUS", "  detect_within: 3s", 1)), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "assertions.detect_within: no phase watches with a detecting policy (hot_shard_ladder)") {
+		t.Errorf("detect_within without a watch: err = %v", err)
+	}
+}

@@ -21,8 +21,12 @@ func (c *checker) verdicts(s *Scenario) {
 			c.add("assertions.skew.max", "must be > 1 and finite (max / median), got %s", fmtFloat(a.Skew.Max))
 		}
 	}
-	if c.present("assertions.detect_within") && a.DetectWithin <= 0 {
-		c.add("assertions.detect_within", "must be a duration > 0, got %s", a.DetectWithin)
+	if c.present("assertions.detect_within") {
+		if a.DetectWithin <= 0 {
+			c.add("assertions.detect_within", "must be a duration > 0, got %s", a.DetectWithin)
+		} else if !detects(s) {
+			c.add("assertions.detect_within", "no phase watches with a detecting policy (%s): nothing detects", PolicyHotShardLadder)
+		}
 	}
 	if c.present("assertions.harm_before") {
 		_, baseline := a.QuietP99.QuietWindows()
@@ -35,4 +39,16 @@ func (c *checker) verdicts(s *Scenario) {
 			c.window("assertions.harm_before.window", w, s)
 		}
 	}
+}
+
+// detects reports whether a phase watches with a detecting policy.
+func detects(s *Scenario) bool {
+	for _, p := range s.Steps() {
+		if p.Watch != nil {
+			if _, ok := p.Watch.Config.(*HotShardLadder); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
