@@ -21,6 +21,17 @@ type ActionEnv struct {
 	Cluster backend.Cluster
 	// Logger receives the action's notes; never nil.
 	Logger *slog.Logger
+	// TenantKey returns tenant n's key (tenants.keys), as its sessions
+	// are tagged; nil means n itself.
+	TenantKey func(n int) string
+}
+
+// key returns tenant n's key.
+func (env ActionEnv) key(n int) string {
+	if env.TenantKey == nil {
+		return fmt.Sprint(n)
+	}
+	return env.TenantKey(n)
 }
 
 // ActionOutcome is what an action reports: a line for people and its
@@ -134,7 +145,7 @@ const tenantSessions = `FROM pg_stat_activity WHERE application_name = $1 AND us
 // Run terminates the tenant's sessions on every node and counts them
 // before and after.
 func (t terminateSessions) Run(ctx context.Context, env ActionEnv) (ActionOutcome, error) {
-	tag := pools.TagPrefix + fmt.Sprint(t.tenant)
+	tag := pools.TagPrefix + env.key(t.tenant)
 	var before, ended, after int64
 	for _, n := range env.Cluster.Nodes() {
 		conn, err := pgx.Connect(ctx, n.DSN())
@@ -156,7 +167,7 @@ func (t terminateSessions) Run(ctx context.Context, env ActionEnv) (ActionOutcom
 		before, ended, after = before+b, ended+e, after+a
 	}
 	return ActionOutcome{
-		Detail: fmt.Sprintf("terminated %d sessions of tenant %d", ended, t.tenant),
+		Detail: fmt.Sprintf("terminated %d sessions of tenant %s", ended, env.key(t.tenant)),
 		Before: map[string]float64{"sessions": float64(before)},
 		After:  map[string]float64{"sessions": float64(after)},
 	}, nil

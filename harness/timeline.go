@@ -225,7 +225,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	}
 	tr.limitsBefore = st.limiterStat()
 	drain := max(r.sc.Phases.Drain.Duration(), time.Millisecond)
-	acts := &actionRun{env: ActionEnv{Cluster: r.cluster, Logger: r.log}, t0: time.Now()}
+	acts := &actionRun{env: ActionEnv{Cluster: r.cluster, Logger: r.log, TenantKey: r.key}, t0: time.Now()}
 	var current atomic.Int32 // the phase running, for the series
 	stopSeries := r.sampleSeries(st, tr, &current)
 	defer stopSeries()

@@ -340,20 +340,9 @@ func (s *Script) exec(ctx context.Context, c Conn, e *env, cmd *command) error {
 		case <-t.C:
 		}
 	case cmdSQL:
-		args := make([]any, 0, len(cmd.params)+len(cmd.args))
-		for _, slot := range cmd.params {
-			v := e.vars[slot]
-			if !v.Set() {
-				return s.runErr(cmd, fmt.Errorf("undefined variable :%s", s.names[slot]))
-			}
-			args = append(args, v.Any())
-		}
-		for _, a := range cmd.args {
-			v, err := a(e)
-			if err != nil {
-				return s.runErr(cmd, err)
-			}
-			args = append(args, v.Any())
+		args, err := s.args(e, cmd)
+		if err != nil {
+			return err
 		}
 		if !cmd.gset {
 			if err := c.Exec(ctx, cmd.sql, args); err != nil {
@@ -375,4 +364,57 @@ func (s *Script) exec(ctx context.Context, c Conn, e *env, cmd *command) error {
 		}
 	}
 	return nil
+}
+
+// Single returns, for a script that is one SQL statement without \gset,
+// preceded by \set commands only (an inline class, or a one-query script),
+// that statement and its arguments after running the \set commands; ok is
+// false for any other script, which Run must run. It lets a caller send
+// the statement in one round trip with whatever it sends beside it.
+func (s *Script) Single(rng *rand.Rand, builtins []Value) (sql string, args []any, ok bool, err error) {
+	last := len(s.cmds) - 1
+	if last < 0 || s.cmds[last].kind != cmdSQL || s.cmds[last].gset {
+		return "", nil, false, nil
+	}
+	for _, c := range s.cmds[:last] {
+		if c.kind != cmdSet {
+			return "", nil, false, nil
+		}
+	}
+	if len(builtins) != s.nb {
+		return "", nil, false, fmt.Errorf("pgscript: %s takes %d builtins, got %d", s.File, s.nb, len(builtins))
+	}
+	e := &env{vars: make([]Value, len(s.names)), rng: rng, names: s.names}
+	copy(e.vars, builtins)
+	for i := range s.cmds[:last] {
+		if err := s.exec(context.Background(), nil, e, &s.cmds[i]); err != nil {
+			return "", nil, false, err
+		}
+	}
+	cmd := &s.cmds[last]
+	args, err = s.args(e, cmd)
+	if err != nil {
+		return "", nil, false, err
+	}
+	return cmd.sql, args, true, nil
+}
+
+// args evaluates a SQL command's bind arguments.
+func (s *Script) args(e *env, cmd *command) ([]any, error) {
+	args := make([]any, 0, len(cmd.params)+len(cmd.args))
+	for _, slot := range cmd.params {
+		v := e.vars[slot]
+		if !v.Set() {
+			return nil, s.runErr(cmd, fmt.Errorf("undefined variable :%s", s.names[slot]))
+		}
+		args = append(args, v.Any())
+	}
+	for _, a := range cmd.args {
+		v, err := a(e)
+		if err != nil {
+			return nil, s.runErr(cmd, err)
+		}
+		args = append(args, v.Any())
+	}
+	return args, nil
 }

@@ -258,3 +258,32 @@ func rewrite(sql string, line, col int, resolve resolver) (string, []int, *split
 	b.WriteString(sql[last:])
 	return b.String(), params, nil
 }
+
+// Statement is one SQL statement of a plain SQL file, where it starts.
+type Statement struct {
+	SQL       string
+	Line, Col int
+}
+
+// SplitSQL cuts a plain SQL file (a setup file) into its statements at
+// each ';' outside quotes, comments, dollar quotes and parentheses. A
+// backslash command (psql's \copy, ...) is an *Error of kind
+// ErrUnsupported; an unterminated quote or comment one of kind ErrSyntax.
+func SplitSQL(src []byte, file string) ([]Statement, error) {
+	pieces, perr := split(string(src))
+	if perr != nil {
+		return nil, &Error{File: file, Line: perr.line, Col: perr.col, Msg: perr.msg, Kind: perr.kind}
+	}
+	var out []Statement
+	for _, p := range pieces {
+		if p.meta {
+			name, _, _ := strings.Cut(p.text, " ")
+			return nil, &Error{File: file, Line: p.line, Col: p.col, Kind: ErrUnsupported,
+				Msg: fmt.Sprintf(`\%s: a setup file is plain SQL, run statement by statement; noisysim runs no psql meta-commands`, name)}
+		}
+		if p.text != "" {
+			out = append(out, Statement{SQL: p.text, Line: p.line, Col: p.col})
+		}
+	}
+	return out, nil
+}
