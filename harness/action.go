@@ -15,12 +15,22 @@ import (
 	"github.com/noisysim/noisysim/reports"
 )
 
-// ActionEnv is what an action may act on.
+// ActionEnv is what an action (and a watcher's policy) may act on and
+// read.
 type ActionEnv struct {
 	// Cluster is the run's cluster.
 	Cluster backend.Cluster
 	// Logger receives the action's notes; never nil.
 	Logger *slog.Logger
+	// Schema is the schema of the run's data set (data.schema): a session
+	// opened on a node's DSN finds the tables there.
+	Schema string
+	// Ledger is the configuration's ledger of DB time per tenant; nil
+	// before a configuration runs.
+	Ledger *pools.Ledger
+	// Routing is the routing of tenants to nodes of topology shards; nil
+	// for the other topologies, where every tenant is on every node.
+	Routing *Routing
 	// TenantKey returns tenant n's key (tenants.keys), as its sessions
 	// are tagged; nil means n itself.
 	TenantKey func(n int) string
@@ -32,6 +42,11 @@ func (env ActionEnv) key(n int) string {
 		return fmt.Sprint(n)
 	}
 	return env.TenantKey(n)
+}
+
+// actionEnv is the ActionEnv of a configuration running on stack st.
+func (r *runner) actionEnv(st *stack) ActionEnv {
+	return ActionEnv{Cluster: r.cluster, Logger: r.log, Schema: r.sc.Data.SchemaName(), Ledger: st.Ledger(), Routing: r.routing, TenantKey: r.key}
 }
 
 // ActionOutcome is what an action reports: a line for people and its
@@ -81,35 +96,80 @@ type actionRun struct {
 	wg  sync.WaitGroup
 	mu  sync.Mutex
 	out []reports.ActionResult
+	// byPhase counts, per phase, its actions and its watcher still
+	// running.
+	byPhase map[string]*sync.WaitGroup
 }
 
 // start runs phase s's actions, each At after now, in the background.
 func (ar *actionRun) start(ctx context.Context, s *step) {
 	begun := time.Now()
 	for _, a := range s.Actions {
-		run, err := runnerFor(a)
-		ar.wg.Go(func() {
-			res := reports.ActionResult{Phase: s.Name, Type: a.Type}
-			if err == nil && !sleepUntil(ctx, begun.Add(a.At.Duration())) {
-				err = ctx.Err()
-			}
-			start := time.Now()
-			res.At = start.Sub(ar.t0).Seconds()
-			if err == nil {
-				var o ActionOutcome
-				o, err = run.Run(ctx, ar.env)
-				res.Detail, res.Before, res.After = o.Detail, o.Before, o.After
-			}
-			res.Took = time.Since(start).Seconds()
-			if err != nil {
-				res.Error = err.Error()
-			}
-			ar.env.Logger.Info("action", "phase", s.Name, "type", a.Type, "took", time.Since(start).Round(time.Millisecond), "detail", res.Detail, "error", res.Error)
-			ar.mu.Lock()
-			ar.out = append(ar.out, res)
-			ar.mu.Unlock()
-		})
+		ar.run(ctx, s, a, begun.Add(a.At.Duration()), "")
 	}
+}
+
+// run runs action a of phase s at at in the background and keeps its
+// result; firedBy names the policy that fired it ("" for the timeline's).
+func (ar *actionRun) run(ctx context.Context, s *step, a scenario.Action, at time.Time, firedBy string) {
+	run, err := runnerFor(a)
+	wg := ar.phase(s.Name)
+	wg.Add(1)
+	ar.wg.Go(func() {
+		defer wg.Done()
+		res := reports.ActionResult{Phase: s.Name, Type: a.Type, FiredBy: firedBy}
+		if err == nil && !sleepUntil(ctx, at) {
+			err = ctx.Err()
+		}
+		start := time.Now()
+		res.At = start.Sub(ar.t0).Seconds()
+		if err == nil {
+			var o ActionOutcome
+			o, err = run.Run(ctx, ar.env)
+			res.Detail, res.Before, res.After = o.Detail, o.Before, o.After
+		}
+		res.Took = time.Since(start).Seconds()
+		if err != nil {
+			res.Error = err.Error()
+		}
+		ar.env.Logger.Info("action", "phase", s.Name, "type", a.Type, "fired_by", firedBy, "took", time.Since(start).Round(time.Millisecond), "detail", res.Detail, "error", res.Error)
+		ar.keep(res)
+	})
+}
+
+// keep adds one result.
+func (ar *actionRun) keep(res reports.ActionResult) {
+	ar.mu.Lock()
+	ar.out = append(ar.out, res)
+	ar.mu.Unlock()
+}
+
+// phase returns the wait group of the actions (and watcher) of the phase
+// named name.
+func (ar *actionRun) phase(name string) *sync.WaitGroup {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	if ar.byPhase == nil {
+		ar.byPhase = map[string]*sync.WaitGroup{}
+	}
+	wg := ar.byPhase[name]
+	if wg == nil {
+		wg = &sync.WaitGroup{}
+		ar.byPhase[name] = wg
+	}
+	return wg
+}
+
+// done returns a channel closed once every action and the watcher of the
+// phase named name have ended. Call it after the phase's start.
+func (ar *actionRun) done(name string) <-chan struct{} {
+	wg := ar.phase(name)
+	ch := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(ch)
+	}()
+	return ch
 }
 
 // finish waits for every action started and returns their results in

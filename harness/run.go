@@ -100,6 +100,7 @@ var ErrRun = errors.New("run scenario")
 // errors outside the workload, ctx cancelled), and nothing is left running
 // either way.
 func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Report, error) {
+	pools := calibrationPools(sc)
 	if opts.Only != "" {
 		one, err := sc.Only(opts.Only)
 		if err != nil {
@@ -107,7 +108,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		}
 		sc = one
 	}
-	r := &runner{sc: sc, opts: opts, log: opts.Logger, started: time.Now()}
+	r := &runner{sc: sc, opts: opts, log: opts.Logger, started: time.Now(), calPools: pools}
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -192,16 +193,20 @@ type runner struct {
 	// runID names the run in the marks on what it creates (footprint).
 	runID string
 
-	pop     workload.Population
-	classes map[string]*scenario.Class
-	specs   []workload.ClassSpec
-	steps   []step  // the timeline's phases
-	planned []int64 // each phase's arrivals (open loop)
-	hash    string
-	params  dataset.Params
-	// keys are the tenants' keys (tenant n at n-1); rows their row counts
-	// (rowCounts) by data.rows name (data.setup only); bind the values of the script
-	// builtins (scenario.Builtins) per tenant.
+	pop        workload.Population
+	classes    map[string]*scenario.Class
+	specs      []workload.ClassSpec
+	phases     []scenario.Phase // the timeline's phases, as check_top sized them
+	steps      []step           // the timeline's phases laid out
+	quietPlan  *reports.QuietPlan
+	calPools   map[string]calPool // calibrated class → the pool it is set against
+	calibrated []reports.Calibration
+	planned    []int64 // each phase's arrivals (open loop)
+	hash       string
+	params     dataset.Params
+	// keys are the tenants' keys (tenant n at n-1); rowCounts their row
+	// counts by data.rows name (data.setup only); bind the values of the
+	// script builtins (scenario.Builtins) per tenant.
 	keys       []string
 	rowCounts  map[string]map[int]int64
 	bind       [][]pgscript.Value
@@ -215,38 +220,38 @@ type runner struct {
 	phaseStart time.Time
 	passwords  map[string]string
 	guard      *guard.Guard // nil: off
+	// routing places tenants on nodes (topology shards); nil otherwise.
+	routing *Routing
 }
 
-// plan draws the population and the schedules: everything seeded.
+// plan draws the population and the schedules: everything seeded. The
+// quiet_p99 window and baseline are sized for check_top here; a calibrated
+// class runs at provisionalRate until calibrate has measured it.
 func (r *runner) plan() error {
 	sc := r.sc
-	pop, err := workload.NewPopulation(workload.PopulationConfig{
-		Tenants:       sc.Tenants.Count,
-		DominantShare: sc.Tenants.DominantShare,
-		Distribution:  workload.Distribution(sc.Tenants.Distribution),
-		Exponent:      sc.Tenants.Exponent,
-		Shares:        sc.Tenants.Shares,
-	}, sc.Seed)
+	pop, err := population(sc)
 	if err != nil {
-		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+		return err
 	}
 	r.pop = pop
 	r.classes = map[string]*scenario.Class{}
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
 		r.classes[c.Name] = c
-		r.specs = append(r.specs, workload.ClassSpec{
-			Name: c.Name, Rate: c.Rate,
-			Arrival: workload.Arrival(c.Arrival), Senders: workload.Senders(c.Senders),
-		})
 	}
-	r.steps = buildTimeline(r.specs, sc.Steps())
-	src, err := newTimelineSource(pop, r.steps, sc.Seed)
-	if err != nil {
-		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+	r.phases = sc.Steps()
+	if plansSamples(sc) {
+		if r.quietPlan, r.phases, err = planSamples(pop, classSpecs(sc, nil), sc); err != nil {
+			return err
+		}
+		for _, l := range r.quietPlan.Lengthened {
+			r.note("check_top %s: phase %s lengthened from %s to %s so that the quiet tenants checked reach min_samples %d",
+				r.quietPlan.CheckTop, l.Phase, fmtSeconds(l.From), fmtSeconds(l.To), r.quietPlan.MinSamples)
+		}
 	}
-	r.hash = src.Hash()[:16]
-	r.planned = src.phaseLens()
+	if err := r.schedule(nil); err != nil {
+		return err
+	}
 
 	shares := make([]float64, pop.Len())
 	for i, t := range pop.Tenants {
@@ -301,6 +306,25 @@ func (r *runner) key(n int) string {
 	return strconv.Itoa(n)
 }
 
+// schedule lays out the timeline at the classes' rates (a calibrated
+// class's from rates) and hashes its arrivals.
+func (r *runner) schedule(rates map[string]float64) error {
+	r.specs = classSpecs(r.sc, rates)
+	r.steps = buildTimeline(r.specs, r.phases)
+	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed)
+	if err != nil {
+		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+	}
+	r.hash = src.Hash()[:16]
+	r.planned = src.phaseLens()
+	return nil
+}
+
+// fmtSeconds writes a length in seconds as a duration ("1m30s").
+func fmtSeconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}
+
 // note records a line for the report's notes, once.
 func (r *runner) note(format string, args ...any) {
 	s := fmt.Sprintf(format, args...)
@@ -326,12 +350,16 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	if err := r.load(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.calibrate(ctx); err != nil {
+		return nil, err
+	}
 	version, _ := r.serverVersion(ctx)
 
 	rep := &reports.Report{
 		Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, ScheduleHash: r.hash,
 		StartedAt: r.started.UTC(), Dominant: r.key(scenario.DominantTenant),
-		Backend: fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
+		Backend:   fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
+		QuietPlan: r.quietPlan, Calibrations: r.calibrated,
 	}
 
 	for i := range r.sc.Configurations {
@@ -351,6 +379,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		rep.Assertions = append(rep.Assertions, cr.assertions...)
 	}
 	rep.Assertions = append(rep.Assertions, r.expectations(rep)...)
+	rep.Marginal = marginal(rep.Assertions)
 	rep.Passed = true
 	for _, a := range rep.Assertions {
 		if !a.Passed {
@@ -743,6 +772,11 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
 	res.report.Faults = faultReports
 	res.assertions = r.assertions(c, tr, clean)
+	pairs := 0
+	if r.quietPlan != nil {
+		pairs = r.quietPlan.Pairs
+	}
+	res.report.QuietChecks = quietChecks(res.assertions, pairs)
 	res.report.Passed, _ = verdict(res.assertions)
 	return res, nil
 }

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +37,7 @@ func buildTimeline(specs []workload.ClassSpec, phases []scenario.Phase) []step {
 	var steps []step
 	var at time.Duration
 	for _, p := range phases {
-		st := step{Phase: p, start: at, end: at + p.Length.Duration()}
+		st := step{Phase: p, start: at, end: at + p.Span().Duration()}
 		for _, c := range specs {
 			if f := p.Rate(c.Name); f > 0 {
 				c.Rate *= f
@@ -63,6 +62,12 @@ type timelineSource struct {
 	streams []*workload.Stream // nil for a phase that sends nothing
 	cur     int
 	seq     int64
+	// clock, when set, gives the phases' actual starts and ends: a phase
+	// with until ends when the clock says, and the arrivals of the phases
+	// after it move with it. Without a clock the steps' planned spans hold.
+	clock *phaseClock
+	// sent counts the arrivals returned per phase.
+	sent []int64
 }
 
 var (
@@ -70,15 +75,16 @@ var (
 	_ workload.Sized  = (*timelineSource)(nil)
 )
 
-// newTimelineSource returns the timeline's arrivals from its start.
+// newTimelineSource returns the timeline's arrivals from its start. A
+// phase with until draws its arrivals over its max.
 func newTimelineSource(pop workload.Population, steps []step, seed int64) (*timelineSource, error) {
-	ts := &timelineSource{steps: steps, streams: make([]*workload.Stream, len(steps))}
+	ts := &timelineSource{steps: steps, streams: make([]*workload.Stream, len(steps)), sent: make([]int64, len(steps))}
 	for i, st := range steps {
 		if len(st.specs) == 0 {
 			continue
 		}
 		senders := st.Senders
-		s, err := workload.NewStream(pop, st.specs, st.Length.Duration(), seed,
+		s, err := workload.NewStream(pop, st.specs, st.Span().Duration(), seed,
 			func(op workload.Op) bool { return senders.Sends(op.Tenant) })
 		if err != nil {
 			return nil, fmt.Errorf("phase %s: %w", st.Name, err)
@@ -88,25 +94,49 @@ func newTimelineSource(pop workload.Population, steps []step, seed int64) (*time
 	return ts, nil
 }
 
-// Next returns the next arrival of the timeline.
+// Next returns the next arrival of the timeline. With a clock, it waits
+// for the start of a phase that follows one with until, and drops the
+// arrivals of a phase with until from the moment it ended.
 func (ts *timelineSource) Next() (workload.Op, bool) {
 	for ; ts.cur < len(ts.streams); ts.cur++ {
-		if s := ts.streams[ts.cur]; s != nil {
-			if op, ok := s.Next(); ok {
-				op.At += ts.steps[ts.cur].start
-				op.Seq = ts.seq
-				ts.seq++
-				return op, true
+		s := ts.streams[ts.cur]
+		if s == nil {
+			continue
+		}
+		start := ts.steps[ts.cur].start
+		if ts.clock != nil {
+			var ok bool
+			if start, ok = ts.clock.startOf(ts.cur); !ok {
+				return workload.Op{}, false
 			}
 		}
+		if op, ok := s.Next(); ok {
+			op.At += start
+			if ts.clock != nil && ts.steps[ts.cur].Until != "" && ts.clock.endedBy(ts.cur, op.At) {
+				continue // the phase ended before this arrival: the next phase's turn
+			}
+			op.Seq = ts.seq
+			ts.seq++
+			ts.sent[ts.cur]++
+			return op, true
+		}
+	}
+	if ts.clock != nil {
+		// The run lasts until the last phase ended.
+		ts.clock.startOf(len(ts.steps))
 	}
 	return workload.Op{}, false
 }
 
-// Duration is the timeline's length.
+// Duration is the timeline's length: planned, or as the clock ended it.
 func (ts *timelineSource) Duration() time.Duration {
 	if len(ts.steps) == 0 {
 		return 0
+	}
+	if ts.clock != nil {
+		if end, ok := ts.clock.knownStart(len(ts.steps)); ok {
+			return end
+		}
 	}
 	return ts.steps[len(ts.steps)-1].end
 }
@@ -147,18 +177,16 @@ func (ts *timelineSource) Hash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// stepAt returns the index of the step whose span holds at (the last one
-// for at past the end).
-func stepAt(steps []step, at time.Duration) int {
-	i := sort.Search(len(steps), func(i int) bool { return steps[i].end > at })
-	return min(i, len(steps)-1)
-}
-
 // window is what one phase of one configuration's timeline measured.
 type window struct {
 	step  *step
 	rec   *metrics.Recorder
 	usage []pools.Usage // the ledger at the phase's start
+	// start and end are the phase's span as it ran, from the timeline's
+	// start (a phase with until ends when its actions did); sent is the
+	// arrivals it sent (open loop).
+	start, end time.Duration
+	sent       int64
 }
 
 // timelineRun is one configuration's run of the timeline.
@@ -225,62 +253,105 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	}
 	tr.limitsBefore = st.limiterStat()
 	drain := max(r.sc.Phases.Drain.Duration(), time.Millisecond)
-	acts := &actionRun{env: ActionEnv{Cluster: r.cluster, Logger: r.log, TenantKey: r.key}, t0: time.Now()}
+	acts := &actionRun{env: r.actionEnv(st), t0: time.Now()}
 	var current atomic.Int32 // the phase running, for the series
 	stopSeries := r.sampleSeries(st, tr, &current)
 	defer stopSeries()
-	// begin marks phase i's start: progress, the ledger, faults.
+	// over[i] is closed when phase i's time is over: its watcher stops.
+	over := make([]chan struct{}, len(r.steps))
+	for i := range over {
+		over[i] = make(chan struct{})
+	}
+	// begin marks phase i's start: progress, the ledger, faults, actions
+	// and the watcher.
 	begin := func(i int) {
 		current.Store(int32(i))
 		w := tr.windows[i]
 		w.usage = st.Ledger().Usage()
-		r.setPhase(w.step.Name, c.Name, w.step.Length.Duration())
+		r.setPhase(w.step.Name, c.Name, w.step.Span().Duration())
 		if faults != nil && slices.Contains(faults.phases, w.step.Name) {
 			faults.arm(w.step.Name)
 		}
 		acts.start(ctx, w.step)
+		acts.watch(ctx, w.step, over[i])
 	}
 	var err error
 	if r.sc.Load.Model == scenario.ModelClosed {
 		for i, w := range tr.windows {
 			begin(i)
+			w.start, w.end = w.step.start, w.step.end
 			if len(w.step.specs) == 0 {
 				if !sleepUntil(ctx, time.Now().Add(w.step.Length.Duration())) {
 					err = ctx.Err()
-					break
 				}
-				continue
+			} else {
+				var cs workload.RunStats
+				cs, err = r.closedLoop(ctx, w.step, drain, exec, shifted(w.rec, w.step.start))
+				tr.stats = addStats(tr.stats, cs)
 			}
-			var cs workload.RunStats
-			cs, err = r.closedLoop(ctx, w.step, drain, exec, shifted(w.rec, w.step.start))
-			tr.stats = addStats(tr.stats, cs)
+			close(over[i])
 			if err != nil {
 				break
 			}
 		}
 	} else {
-		rec := workload.RecorderFunc(func(res workload.Result) {
-			tr.windows[stepAt(r.steps, res.Op.At)].rec.Record(res)
-		})
+		lctx, stopClock := context.WithCancel(ctx)
 		t0 := time.Now()
-		done := make(chan struct{})
+		clk := newPhaseClock(lctx, r.steps, t0)
+		rec := workload.RecorderFunc(func(res workload.Result) {
+			tr.windows[clk.stepAt(res.Op.At)].rec.Record(res)
+		})
 		marks := make(chan struct{})
 		go func() {
 			defer close(marks)
 			for i, s := range r.steps {
-				if i > 0 && !sleepUntilOr(done, t0.Add(s.start)) {
+				start, ok := clk.startOf(i)
+				if !ok || (i > 0 && !sleepUntilOr(lctx.Done(), t0.Add(start))) {
 					return
 				}
 				begin(i)
+				if s.Until == "" {
+					if !sleepUntilOr(lctx.Done(), t0.Add(start+s.Length.Duration())) {
+						return
+					}
+				} else {
+					// The phase ends when its actions and watcher have,
+					// at the latest after max.
+					timer := time.NewTimer(time.Until(t0.Add(start + s.Max.Duration())))
+					select {
+					case <-acts.done(s.Name):
+						clk.end(i, time.Since(t0))
+					case <-timer.C:
+						clk.end(i, start+s.Max.Duration())
+						r.note("%s: phase %s reached its max (%s) before its actions ended", c.Name, s.Name, s.Max)
+					case <-lctx.Done():
+					}
+					timer.Stop()
+				}
+				close(over[i])
 			}
 		}()
 		// The first phase begins before its first arrival.
 		var src *timelineSource
 		if src, err = newTimelineSource(r.pop, r.steps, r.sc.Seed); err == nil {
+			src.clock = clk
 			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
 		}
-		close(done)
+		stopClock()
 		<-marks
+		for i, w := range tr.windows {
+			w.start, w.end = clk.span(i)
+			if src != nil {
+				w.sent = src.sent[i]
+			}
+		}
+	}
+	for _, ch := range over {
+		select {
+		case <-ch:
+		default:
+			close(ch)
+		}
 	}
 	tr.actions = acts.finish()
 	stopSeries()

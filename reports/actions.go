@@ -13,6 +13,9 @@ import (
 func actionLine(a ActionResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s in %s at %s, took %s", a.Type, a.Phase, fmtSeconds(a.At), fmtSeconds(a.Took))
+	if a.FiredBy != "" {
+		b.WriteString(", fired by policy " + a.FiredBy)
+	}
 	if a.Detail != "" {
 		b.WriteString(": " + a.Detail)
 	}

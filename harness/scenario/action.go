@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -100,26 +99,7 @@ func (a *Action) UnmarshalYAML(n *yaml.Node) error {
 		return nil // Validate names the type
 	}
 	a.Config = mk()
-	known := map[string]bool{}
-	t := reflect.TypeOf(a.Config).Elem()
-	for i := range t.NumField() {
-		if name := yamlName(t.Field(i)); name != "" {
-			known[name] = true
-		}
-	}
-	for i := 0; i < len(rest.Content); i += 2 {
-		if k := rest.Content[i]; !known[k.Value] {
-			names := slices.Sorted(func(yield func(string) bool) {
-				for n := range known {
-					if !yield(n) {
-						return
-					}
-				}
-			})
-			return typeError(rest.Content[i+1], fmt.Sprintf("unknown key %q of action %s; its keys are type, at, %s", k.Value, a.Type, strings.Join(names, ", ")))
-		}
-	}
-	return rest.Decode(a.Config)
+	return decodeStrict(rest, a.Config, "action "+a.Type, "type, at")
 }
 
 // MarshalYAML writes the action back as one mapping.
@@ -155,8 +135,8 @@ func (c *checker) actions(s *Scenario, i int, p *Phase) {
 		}
 		if a.At < 0 {
 			c.add(f+".at", "must be a duration >= 0, got %s", a.At)
-		} else if p.Length > 0 && a.At >= p.Length {
-			c.add(f+".at", "must be within the phase (length %s), got %s", p.Length, a.At)
+		} else if span := p.Span(); span > 0 && a.At >= span {
+			c.add(f+".at", "must be within the phase (%s), got %s", p.spanText(), a.At)
 		}
 		for _, ap := range a.Config.Validate(s) {
 			field := f

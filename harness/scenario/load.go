@@ -563,6 +563,9 @@ func (s *Scenario) applyDefaults() {
 		if c.Query == QueryExport {
 			d.Batch = DefaultBatch
 		}
+		if c.LoadFactor != 0 {
+			d.Calibrate = DefaultCalibrate
+		}
 		if ic := IsolationClass(c.Name); ic == IsolationInteractive || ic == IsolationHeavy {
 			d.IsolationClass = ic
 		}

@@ -38,6 +38,7 @@ const (
 	DefaultQuietP99Factor                = 1.5
 	DefaultQuietP99Slack        Duration = Duration(5 * time.Millisecond)
 	DefaultQuietP99MinSamples            = 100
+	DefaultCalibrate            Duration = Duration(2 * time.Second)
 	DefaultNoisyRejections               = true
 	DefaultCleanAfter                    = true
 )
@@ -357,6 +358,16 @@ type Class struct {
 	// Batch is rows per key-ordered batch, >= 1; query export only. Default
 	// 1000.
 	Batch int `yaml:"batch"`
+	// LoadFactor, when > 0, sets Rate by calibration instead of the file:
+	// the run first measures the class's mean service time alone (for
+	// Calibrate) and sets Rate so that Rate × service time, the class's
+	// offered concurrency, is LoadFactor × the pool it would share (see
+	// Scenario.CalibrationPool). Only for a class the dominant tenant alone
+	// sends (senders: dominant), open model; excludes rate.
+	LoadFactor float64 `yaml:"load_factor"`
+	// Calibrate is how long the calibration measures; load_factor only.
+	// Default DefaultCalibrate.
+	Calibrate Duration `yaml:"calibrate"`
 
 	// program is Script or SQL parsed, set by validation.
 	program *pgscript.Script
@@ -366,6 +377,10 @@ type Class struct {
 // canned Query, or before the scenario was validated (Parse, Load and
 // Validate parse it).
 func (c *Class) Program() *pgscript.Script { return c.program }
+
+// Calibrated reports whether the class's rate is set by calibration
+// (LoadFactor > 0).
+func (c *Class) Calibrated() bool { return c.LoadFactor > 0 }
 
 // LoadModel is how requests arrive.
 type LoadModel string
@@ -602,6 +617,11 @@ type QuietP99 struct {
 	// MinSamples per tenant and phase, >= 1. Default 100: below 100
 	// samples a p99 is the maximum.
 	MinSamples int `yaml:"min_samples"`
+	// CheckTop, when set, lengthens Window and Baseline (each on its own)
+	// until every quiet tenant × class pair of the CheckTop busiest quiet
+	// tenants (CheckAll: every quiet tenant) has at least MinSamples
+	// arrivals planned in both. 0 (default) leaves the phases as given.
+	CheckTop TopK `yaml:"check_top"`
 }
 
 // DefaultAllowedErrors returns the default Assertions.AllowedErrors:

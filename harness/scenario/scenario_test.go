@@ -476,6 +476,14 @@ func TestValidateMore(t *testing.T) {
 		{"schema that needs quoting", head + shared + "data: {schema: My-Schema}\n", []string{
 			"5:8 data.schema: must be a lower-case identifier",
 		}},
+		{"load factor and check_top", head + "  - {name: r1, isolation_class: heavy, query: report, rate: 5, load_factor: 3, senders: dominant}\n  - {name: r2, isolation_class: heavy, query: report, load_factor: -1, calibrate: 2m}\n  - {name: r3, isolation_class: heavy, query: report, rate: 1, calibrate: 1s}\n" + shared + "assertions: {quiet_p99: {check_top: many}}\n", []string{
+			"4:55 classes[1].rate: excludes load_factor",
+			"5:55 classes[2].load_factor: must be > 0",
+			"5:55 classes[2].load_factor: only for a class the dominant tenant alone sends (senders: dominant)",
+			"5:72 classes[2].calibrate: must be at most 1m0s, got 2m0s",
+			"6:64 classes[3].calibrate: only with load_factor",
+			"8:26 assertions.quiet_p99.check_top: must be a number of quiet tenants or all",
+		}},
 		{"no quiet senders", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10, senders: dominant}\n  - {name: heavy, query: report, rate: 1, senders: dominant}\n" + shared, []string{
 			"2:1 classes: no class is sent by the quiet tenants",
 		}},

@@ -28,8 +28,16 @@ type Phase struct {
 	// Name identifies the phase as a window for assertions and in reports;
 	// required, unique. Letters, digits, '.', '_' and '-'.
 	Name string `yaml:"name"`
-	// Length is how long the phase's arrivals run, > 0. Required.
+	// Length is how long the phase's arrivals run, > 0. Required unless
+	// Until is given.
 	Length Duration `yaml:"length"`
+	// Until ends the phase on an event instead of after Length:
+	// UntilActionsDone ends it once its actions (those its watcher fires
+	// included) have ended and its watcher reported done, at the latest
+	// after Max. Later phases start when it ends. Optional; open loop only.
+	Until Until `yaml:"until"`
+	// Max bounds a phase with Until, > 0; required there, and only there.
+	Max Duration `yaml:"max"`
 	// Senders narrows who sends in this phase: quiet, all (default) or
 	// dominant, or a list of tenant ids. A class is sent by the tenants in
 	// both its own senders and the phase's.
@@ -43,6 +51,37 @@ type Phase struct {
 	Measure bool `yaml:"measure"`
 	// Actions start with the phase, each At after its start. Optional.
 	Actions []Action `yaml:"actions"`
+	// Watch runs a policy every Watch.Every during the phase, which may
+	// fire actions. Optional.
+	Watch *Watch `yaml:"watch"`
+}
+
+// spanText says how long the phase lasts, for messages: "length 3s" or
+// "max 60s".
+func (p *Phase) spanText() string {
+	if p.Until != "" {
+		return "max " + p.Max.String()
+	}
+	return "length " + p.Length.String()
+}
+
+// Until is the event that ends a phase without a fixed length.
+type Until string
+
+// Until events.
+const (
+	// UntilActionsDone ends the phase when its actions, those its watcher
+	// fires included, have ended and its watcher reported done.
+	UntilActionsDone Until = "actions_done"
+)
+
+// Span returns the phase's planned length: Length, or Max for a phase
+// with Until (the latest it can end).
+func (p *Phase) Span() Duration {
+	if p.Until != "" {
+		return p.Max
+	}
+	return p.Length
 }
 
 // PhaseSenders is who sends in a phase: a sender set (Set) or a list of
@@ -160,7 +199,7 @@ func (s *Scenario) Phase(name string) (Phase, bool) {
 func (s *Scenario) PhaseStart(i int) Duration {
 	var d Duration
 	for _, p := range s.Steps()[:i] {
-		d += p.Length
+		d += p.Span()
 	}
 	return d
 }
@@ -247,14 +286,7 @@ func (c *checker) timeline(s *Scenario) {
 				first[p.Name] = f
 			}
 		}
-		switch {
-		case p.Length == 0 && !c.present(f+".length"):
-			c.add(f+".length", "required: how long the phase runs, e.g. 10s")
-		case p.Length <= 0:
-			c.add(f+".length", "must be a duration > 0, got %s", p.Length)
-		case p.Length > MaxPhase:
-			c.add(f+".length", "must be at most %s, got %s", MaxPhase, p.Length)
-		}
+		c.phaseEnd(s, f, p)
 		c.phaseSenders(f+".senders", p.Senders, s.Tenants.Count)
 		for _, name := range sortedKeys(p.Rates) {
 			rf := f + ".rates." + name
@@ -269,6 +301,7 @@ func (c *checker) timeline(s *Scenario) {
 			measured++
 		}
 		c.actions(s, i, p)
+		c.watch(s, i, p)
 	}
 	if measured == 0 && !derived {
 		c.add("timeline", "no measured phase: set measure: true on at least one phase, or assertions have no window")
@@ -289,6 +322,47 @@ func (c *checker) timeline(s *Scenario) {
 				c.add(fmt.Sprintf("faults[%d].phase", i), "unknown phase %q; the timeline's phases are %s", f.Phase, phaseList(s.Steps()))
 			}
 		}
+	}
+}
+
+// phaseEnd checks how phase p (at field f) ends: after length, or until
+// an event with a max.
+func (c *checker) phaseEnd(s *Scenario, f string, p *Phase) {
+	span := func(field string, d Duration) {
+		switch {
+		case d <= 0:
+			c.add(field, "must be a duration > 0, got %s", d)
+		case d > MaxPhase:
+			c.add(field, "must be at most %s, got %s", MaxPhase, d)
+		}
+	}
+	if p.Until == "" {
+		switch {
+		case c.present(f + ".max"):
+			c.add(f+".max", "only for a phase with until (e.g. until: actions_done): a phase with a length ends after it")
+		case p.Length == 0 && !c.present(f+".length"):
+			c.add(f+".length", "required: how long the phase runs, e.g. 10s, or until: actions_done with a max")
+		default:
+			span(f+".length", p.Length)
+		}
+		return
+	}
+	if c.present(f + ".length") {
+		c.add(f+".length", "a phase with until ends on its event, at the latest after max: give max instead of length")
+	}
+	if !oneOf(c, f+".until", "phase end", p.Until, UntilActionsDone) {
+		return
+	}
+	if p.Max == 0 && !c.present(f+".max") {
+		c.add(f+".max", "required with until: the latest the phase ends, e.g. 60s")
+	} else {
+		span(f+".max", p.Max)
+	}
+	if len(p.Actions) == 0 && p.Watch == nil {
+		c.add(f+".until", "until: actions_done needs actions or a watch in the phase: it has nothing to wait for")
+	}
+	if s.Load.Model == ModelClosed {
+		c.add(f+".until", "until is for the open loop (load.model open): a closed loop runs its phases for fixed lengths")
 	}
 }
 

@@ -112,7 +112,10 @@ func oneOf[T ~string](c *checker, field, noun string, v T, want ...T) bool {
 	for i, w := range want {
 		list[i] = string(w)
 	}
-	alts := strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
+	alts := list[0]
+	if len(list) > 1 {
+		alts = strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
+	}
 	if v == "" {
 		c.add(field, "required: %s %s", noun, alts)
 	} else {
@@ -376,8 +379,12 @@ func (c *checker) classes(cs []Class) {
 		}
 		c.program(i, cl)
 		switch {
+		case c.present(p + ".load_factor"):
+			c.loadFactor(p, cl)
+		case c.present(p + ".calibrate"):
+			c.add(p+".calibrate", "only with load_factor")
 		case cl.Rate == 0 && !c.present(p+".rate"):
-			c.add(p+".rate", "required: arrivals per second, > 0")
+			c.add(p+".rate", "required: arrivals per second, > 0 (or load_factor)")
 		case !(cl.Rate > 0) || math.IsInf(cl.Rate, 1):
 			c.add(p+".rate", "must be > 0 arrivals per second, got %s", fmtFloat(cl.Rate))
 		}
@@ -397,6 +404,31 @@ func (c *checker) classes(cs []Class) {
 		case cl.Batch != 0 || c.present(p+".batch"):
 			c.add(p+".batch", "only for query export")
 		}
+	}
+}
+
+// MaxCalibrate bounds classes[].calibrate.
+const MaxCalibrate = Duration(time.Minute)
+
+// loadFactor checks a class whose rate calibration sets.
+func (c *checker) loadFactor(p string, cl *Class) {
+	if !(cl.LoadFactor > 0) || math.IsInf(cl.LoadFactor, 1) {
+		c.add(p+".load_factor", "must be > 0 (the offered concurrency as a multiple of the pool), got %s", fmtFloat(cl.LoadFactor))
+	}
+	if c.present(p + ".rate") {
+		c.add(p+".rate", "excludes load_factor: calibration sets the rate; give one of the two")
+	}
+	if c.s.Load.Model == ModelClosed {
+		c.add(p+".load_factor", "needs the open model: with load.model closed class rates are only weights")
+	}
+	if cl.Senders != SendersDominant {
+		c.add(p+".load_factor", "only for a class the dominant tenant alone sends (senders: dominant): the quiet tenants' rates must be known before the run")
+	}
+	switch {
+	case cl.Calibrate <= 0:
+		c.add(p+".calibrate", "must be a duration > 0, got %s", cl.Calibrate)
+	case cl.Calibrate > MaxCalibrate:
+		c.add(p+".calibrate", "must be at most %s, got %s", MaxCalibrate, cl.Calibrate)
 	}
 }
 
@@ -442,6 +474,10 @@ func (c *checker) arrivals(s *Scenario) {
 	cs := s.Classes
 	total, top, quiet := 0.0, -1, false
 	for i, cl := range cs {
+		if cl.Calibrated() {
+			quiet = quiet || cl.Senders != SendersDominant
+			continue
+		}
 		if !(cl.Rate > 0) || math.IsInf(cl.Rate, 1) {
 			return
 		}
@@ -476,7 +512,7 @@ func (c *checker) arrivals(s *Scenario) {
 func (s *Scenario) timelineLength() Duration {
 	var d Duration
 	for _, p := range s.Steps() {
-		d += p.Length
+		d += p.Span()
 	}
 	return d
 }
@@ -573,6 +609,9 @@ func (c *checker) assertions(a *Assertions) {
 	}
 	c.nonNegative("assertions.quiet_p99.slack", q.Slack)
 	c.atLeast("assertions.quiet_p99.min_samples", q.MinSamples, 1)
+	if q.CheckTop != 0 && c.present("assertions.quiet_p99.check_top") && c.s.Load.Model == ModelClosed {
+		c.add("assertions.quiet_p99.check_top", "needs the open model: with load.model closed the users set the pace, so no arrival is planned")
+	}
 	known := ErrorClasses()
 	seen := map[ErrorClass]bool{}
 	for i, e := range a.AllowedErrors {
