@@ -269,6 +269,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown variable in SQL", "SELECT 1;\nSELECT *\n  FROM t WHERE id = :nope;\n", ErrUnknownVariable, "f.sql:3:21: unknown variable :nope"},
 		{"unknown variable in set", "\\set x :y + 1\n", ErrUnknownVariable, "f.sql:1:8: \\set x: unknown variable :y"},
 		{"used before set", "SELECT :x;\n\\set x 1\n", ErrUnknownVariable, "f.sql:1:8: unknown variable :x"},
+		{"did you mean", "\\set aid 1\nSELECT :tenat, :aid;\n", ErrUnknownVariable, "f.sql:2:8: unknown variable :tenat: no \\set, \\gset or noisysim builtin sets it before this statement; did you mean :tenant?"},
 		{"sleep unit", "\\sleep 10 min\n", ErrSyntax, `f.sql:1:1: \sleep: unknown unit "min"`},
 		{"gset first", "\\gset\n", ErrSyntax, `f.sql:1:1: \gset must follow an SQL command`},
 		{"unterminated quote", "SELECT 1;\nSELECT 'abc\n", ErrSyntax, "f.sql:2:8: unterminated quoted string"},

@@ -101,6 +101,8 @@ type parser struct {
 	// \gset prefixes before it ("" sets any name).
 	known    map[string]bool
 	prefixes []string
+	// missed is the last name resolve did not know, for a suggestion.
+	missed string
 }
 
 func newParser(file string, opts Options) (*parser, error) {
@@ -136,7 +138,44 @@ func (p *parser) resolve(name string) (int, bool) {
 			return p.slot(name), true
 		}
 	}
+	p.missed = name
 	return 0, false
+}
+
+// hint returns "; did you mean :x?" for the known variable closest to the
+// last name resolve missed (at most 2 edits), or "".
+func (p *parser) hint() string {
+	best, bestD := "", 3
+	for k := range p.known {
+		if d := distance(p.missed, k); d < bestD || d == bestD && k < best {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return "; did you mean :" + best + "?"
+}
+
+// distance is the Levenshtein distance of a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // Parse parses a script; file names it in errors. Every problem is an
@@ -152,6 +191,10 @@ func Parse(src []byte, file string, opts Options) (*Script, error) {
 	}
 	for _, pc := range pieces {
 		if err := p.piece(pc); err != nil {
+			var e *Error
+			if errors.As(err, &e) && e.Kind == ErrUnknownVariable {
+				e.Msg += p.hint()
+			}
 			return nil, err
 		}
 	}
@@ -181,7 +224,11 @@ func ParseStatement(sql string, args []string, file string, line int, argLines [
 		}
 		e, perr, kind := parseExpr(a, 1, p.resolve)
 		if perr != nil {
-			return nil, &Error{File: file, Line: l, Msg: fmt.Sprintf("args[%d]: %s", i, perr.msg), Kind: kind}
+			msg := fmt.Sprintf("args[%d]: %s", i, perr.msg)
+			if kind == ErrUnknownVariable {
+				msg += p.hint()
+			}
+			return nil, &Error{File: file, Line: l, Msg: msg, Kind: kind}
 		}
 		c.args = append(c.args, e)
 	}
