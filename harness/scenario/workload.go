@@ -195,6 +195,15 @@ func (c *checker) keys(t *Tenants, d *Data) {
 // apply only without setup.
 func (c *checker) setup(s *Scenario) {
 	d := &s.Data
+	if other := s.otherRunner(); other != "" {
+		if !d.Builtin() {
+			c.add("data.setup", "only for the noisy-neighbour scenario; a %s scenario loads its own data set", other)
+		}
+		if !s.Tenants.Keys.Default() {
+			c.add("tenants.keys", "only for the noisy-neighbour scenario; a %s scenario numbers its tenants", other)
+		}
+		return
+	}
 	if d.Builtin() {
 		if len(d.Rows) > 0 {
 			c.add("data.rows", "only with data.setup: the built-in data set sizes itself with data.orders")
@@ -230,6 +239,19 @@ func (c *checker) setup(s *Scenario) {
 	}
 }
 
+// otherRunner names the runner of a scenario that is not the
+// noisy-neighbour one ("promotion", "hot-shard"); "" for the
+// noisy-neighbour scenario.
+func (s *Scenario) otherRunner() string {
+	switch {
+	case s.Promoting():
+		return "promotion"
+	case s.HotSharding():
+		return "hot-shard"
+	}
+	return ""
+}
+
 // program checks what class i runs (query, script or sql) and parses a
 // script or statement.
 func (c *checker) program(i int, cl *Class) {
@@ -246,6 +268,10 @@ func (c *checker) program(i int, cl *Class) {
 	}
 	if len(cl.Args) > 0 && cl.SQL == "" {
 		c.add(p+".args", "only with sql")
+	}
+	if other := c.s.otherRunner(); other != "" && (cl.Script != "" || cl.SQL != "") {
+		c.add(p, "script and sql are only for the noisy-neighbour scenario; a %s scenario runs its own queries", other)
+		return
 	}
 	opts := pgscript.Options{Builtins: c.s.Builtins()}
 	switch {
