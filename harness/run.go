@@ -280,6 +280,9 @@ func (r *runner) plan() error {
 			key = pgscript.Int(v)
 		}
 		b := []pgscript.Value{key, pgscript.Int(int64(n)), pgscript.Int(1)}
+		if sc.Data.Builtin() {
+			b = append(b, pgscript.Int(r.params.Orders[n]))
+		}
 		for _, name := range sc.RowNames() {
 			b = append(b, pgscript.Int(r.rowCounts[name][n]))
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +27,7 @@ func (e *executor) script(ctx context.Context, prog *pgscript.Script, class pool
 	if sql, args, ok, err := prog.Single(rng, bind); err != nil {
 		return err
 	} else if ok {
-		_, err = e.stack.Query(ctx, class, tenant, sql, args...)
+		_, err = e.stack.Query(ctx, class, tenant, sql, asText(args)...)
 		return err
 	}
 	_, err := e.stack.WithConn(ctx, class, tenant, func(ctx context.Context, conn *pgx.Conn) error {
@@ -49,12 +50,12 @@ type scriptConn struct{ c *pgx.Conn }
 var _ pgscript.Conn = scriptConn{}
 
 func (s scriptConn) Exec(ctx context.Context, sql string, args []any) error {
-	_, err := s.c.Exec(ctx, sql, args...)
+	_, err := s.c.Exec(ctx, sql, asText(args)...)
 	return err
 }
 
 func (s scriptConn) Query(ctx context.Context, sql string, args []any) ([]string, []any, int, error) {
-	rows, err := s.c.Query(ctx, sql, args...)
+	rows, err := s.c.Query(ctx, sql, asText(args)...)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -75,6 +76,25 @@ func (s scriptConn) Query(ctx context.Context, sql string, args []any) ([]string
 		last[i] = gsetValue(v)
 	}
 	return names, last, n, rows.Err()
+}
+
+// asText turns a script's numbers and booleans into their text, in place:
+// pgbench sends every parameter as text and the server reads it as the
+// type the statement gives the parameter (int, numeric, text, uuid, ...);
+// a Go int64 would only encode into a numeric parameter. Strings and NULL
+// stay as they are.
+func asText(args []any) []any {
+	for i, a := range args {
+		switch v := a.(type) {
+		case int64:
+			args[i] = strconv.FormatInt(v, 10)
+		case float64:
+			args[i] = strconv.FormatFloat(v, 'g', -1, 64)
+		case bool:
+			args[i] = strconv.FormatBool(v)
+		}
+	}
+	return args
 }
 
 // rollbackTimeout bounds the ROLLBACK after a failed script.

@@ -97,9 +97,13 @@ const SetupTenantsTable = "noisysim_tenants"
 
 // Builtins returns the script variables noisysim binds, in the order
 // pgscript.Options.Builtins takes them: tenant, tenant_n, scale, then
-// rows_<name> for each data.rows name in sorted order.
+// rows_<name> for each data.rows name in sorted order (with the built-in
+// data set, rows_orders: the tenant's orders rows).
 func (s *Scenario) Builtins() []string {
 	out := []string{"tenant", "tenant_n", "scale"}
+	if s.Data.Builtin() {
+		return append(out, "rows_orders")
+	}
 	for _, n := range s.RowNames() {
 		out = append(out, "rows_"+n)
 	}

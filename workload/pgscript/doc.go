@@ -20,8 +20,10 @@
 //   - builtins are the caller's (Options.Builtins): noisysim binds :tenant
 //     (the tenant's key), :rows_<name> (the tenant's row counts) and :scale
 //     (1);
-//   - a variable's value keeps its type: an int binds as int8, a double as
-//     float8, a text (a tenant key, a \gset column) as text.
+//   - a variable's value keeps its type up to the Conn: Run hands it an
+//     int64, a float64, a bool, a string (a tenant key, a \gset column) or
+//     nil; noisysim's Conn sends each as text, as pgbench does, and the
+//     server reads it as the type the statement gives the parameter.
 //
 // The expression language follows pgbench (src/bin/pgbench/exprparse.y
 // and pgbench.c of PostgreSQL): integer and double arithmetic with
