@@ -205,8 +205,9 @@ data: {orders: 4000}
 classes:
   - {name: lookup, isolation_class: interactive, script: lookup.sql, rate: 60}
   - {name: count, isolation_class: heavy, sql: "SELECT count(*) FROM orders WHERE tenant_id = $1 AND id <= $2", args: [":tenant", "least(:rows_orders, 100)"], rate: 5}
+  - {name: cal, isolation_class: heavy, sql: "SELECT pg_sleep(0.02)", load_factor: 0.1, calibrate: 200ms, senders: dominant}
 phases: {warmup: 200ms, solo: 1s, run: 1s, drain: 2s}
-configurations: [{name: shared, mode: shared}]
+configurations: [{name: shared, mode: shared, shared: {pool_size: 4}}]
 assertions: {quiet_p99: {min_samples: 1000000}}
 `,
 	})
@@ -226,7 +227,13 @@ assertions: {quiet_p99: {min_samples: 1000000}}
 			t.Errorf("tenant %s class %s: %d errors %v", row.Tenant, row.Class, row.Errors, row.ErrorsByClass)
 		}
 	}
-	if ran["lookup"] == 0 || ran["count"] == 0 {
+	if ran["lookup"] == 0 || ran["count"] == 0 || ran["cal"] == 0 {
 		t.Errorf("requests measured by class: %v", ran)
+	}
+	// A calibrated class runs its statement to measure its service time:
+	// 20 ms of pg_sleep, so 0.1 × 4 connections / 20 ms is about 20/s.
+	if len(rep.Calibrations) != 1 || rep.Calibrations[0].Query != "sql" || rep.Calibrations[0].ServiceMean < 20 ||
+		rep.Calibrations[0].Rate > 20 || rep.Calibrations[0].Rate < 5 {
+		t.Errorf("calibrations %+v, want one of class cal (sql) at about 20/s", rep.Calibrations)
 	}
 }
