@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/scenario"
@@ -193,7 +192,7 @@ func planSamples(pop workload.Population, specs []workload.ClassSpec, sc *scenar
 		if inW[k] >= need && inB[k] >= need {
 			plan.Reaching++
 		} else if len(plan.TooFew) < maxTooFew {
-			plan.TooFew = append(plan.TooFew, reports.PlannedPair{Tenant: strconv.Itoa(k.tenant), Class: k.class,
+			plan.TooFew = append(plan.TooFew, reports.PlannedPair{Tenant: sc.Tenants.Keys.Key(k.tenant), Class: k.class,
 				Window: inW[k], Baseline: inB[k]})
 		}
 	}

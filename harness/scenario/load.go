@@ -46,7 +46,9 @@ func Load(path string) (*Scenario, error) {
 func Parse(data []byte, file string) (*Scenario, error) {
 	fail := func(ps ...Problem) error {
 		for i := range ps {
-			ps[i].File = file
+			if ps[i].File == "" {
+				ps[i].File = file
+			}
 		}
 		return &Error{File: file, Problems: sortProblems(ps)}
 	}
