@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -31,6 +32,7 @@ type p99Sample struct {
 	Class  string
 	Count  int64
 	P99    time.Duration
+	CI     metrics.QuantileCI // P99's 95% confidence interval
 }
 
 // p99Rule is the quiet-tenant latency assertion's parameters.
@@ -53,7 +55,7 @@ func quietP99(config string, rule p99Rule, window, baseline string, solo, run []
 		s, ok := soloBy[[2]string{r.Tenant, r.Class}]
 		a := reports.Assertion{
 			Name: AssertQuietP99, Window: window, Baseline: baseline, Configuration: config, Tenant: r.Tenant, Class: r.Class,
-			Observed: ms(r.P99), Unit: "ms", Op: "<=",
+			Observed: ms(r.P99), Unit: "ms", Op: "<=", CI: ciOf(r.CI),
 		}
 		if !ok || s.Count < rule.MinSamples || r.Count < rule.MinSamples {
 			a.Skipped = true
@@ -66,6 +68,10 @@ func quietP99(config string, rule p99Rule, window, baseline string, solo, run []
 			a.Limit = ms(limitFor(rule, s.P99))
 			a.Passed = a.Observed <= a.Limit
 			a.Detail = fmt.Sprintf("%s p99 %.2f ms × %.2f + %.2f ms", baseline, ms(s.P99), rule.Factor, ms(rule.Slack))
+			if a.CI != nil && a.CI.Contains(a.Limit) {
+				a.Marginal = true
+				a.Detail += "; marginal: the limit lies inside the p99's 95% CI " + fmtCI(*a.CI)
+			}
 		}
 		out = append(out, a)
 	}
@@ -130,4 +136,59 @@ func verdict(as []reports.Assertion) (passed bool, failed int) {
 		}
 	}
 	return failed == 0, failed
+}
+
+// ciOf converts a p99's confidence interval for a report; nil when it has
+// no samples.
+func ciOf(ci metrics.QuantileCI) *reports.CI {
+	if !ci.LoBounded && !ci.HiBounded && ci.Hi == 0 {
+		return nil
+	}
+	return &reports.CI{Low: ms(ci.Lo), High: ms(ci.Hi), LowBounded: ci.LoBounded, HighBounded: ci.HiBounded}
+}
+
+// fmtCI writes an interval in ms, an unbounded side as "∞" or "0".
+func fmtCI(c reports.CI) string {
+	lo, hi := "0", "∞"
+	if c.LowBounded {
+		lo = fmt.Sprintf("%.2f", c.Low)
+	}
+	if c.HighBounded {
+		hi = fmt.Sprintf("%.2f", c.High)
+	}
+	return "[" + lo + ", " + hi + "] ms"
+}
+
+// quietChecks counts what quiet_p99 judged among as (one configuration's
+// assertions) out of pairs quiet tenant × class pairs (0: those asserted).
+func quietChecks(as []reports.Assertion, pairs int) *reports.QuietChecks {
+	qc := &reports.QuietChecks{}
+	seen := 0
+	for _, a := range as {
+		if a.Name != AssertQuietP99 || a.Tenant == quietAll {
+			continue
+		}
+		seen++
+		if a.Skipped {
+			if a.Limit > 0 && a.Observed > a.Limit {
+				qc.SkippedOverLimit++
+			}
+			continue
+		}
+		qc.Checked++
+	}
+	qc.Pairs = max(pairs, seen)
+	qc.Skipped = qc.Pairs - qc.Checked
+	return qc
+}
+
+// marginal returns the assertions whose verdict is marginal.
+func marginal(as []reports.Assertion) []reports.Assertion {
+	var out []reports.Assertion
+	for _, a := range as {
+		if a.Marginal {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -39,7 +39,7 @@ func (r *runner) roleNames() []string {
 	}
 	var out []string
 	for i := range r.sc.Configurations {
-		for _, rc := range rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName()) {
+		for _, rc := range rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName(), tableAccess{}) {
 			out = append(out, rc.Name)
 		}
 	}

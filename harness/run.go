@@ -25,6 +25,7 @@ import (
 	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
+	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
 // Phase names, as Progress reports them; the timeline's phases report
@@ -98,6 +99,7 @@ var ErrRun = errors.New("run scenario")
 // errors outside the workload, ctx cancelled), and nothing is left running
 // either way.
 func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Report, error) {
+	pools := calibrationPools(sc)
 	if opts.Only != "" {
 		one, err := sc.Only(opts.Only)
 		if err != nil {
@@ -105,7 +107,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		}
 		sc = one
 	}
-	r := &runner{sc: sc, opts: opts, log: opts.Logger, started: time.Now()}
+	r := &runner{sc: sc, opts: opts, log: opts.Logger, started: time.Now(), calPools: pools}
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -181,10 +183,20 @@ type runner struct {
 	pop        workload.Population
 	classes    map[string]*scenario.Class
 	specs      []workload.ClassSpec
-	steps      []step  // the timeline's phases
+	phases     []scenario.Phase // the timeline's phases, as check_top sized them
+	steps      []step           // the timeline's phases laid out
+	quietPlan  *reports.QuietPlan
+	calPools   map[string]calPool // calibrated class → the pool it is set against
+	calibrated []reports.Calibration
 	planned    []int64 // each phase's arrivals (open loop)
 	hash       string
 	params     dataset.Params
+	// keys are the tenants' keys (tenant n at n-1); rowCounts their row
+	// counts by data.rows name (data.setup only); bind the values of the
+	// script builtins (scenario.Builtins) per tenant.
+	keys       []string
+	rowCounts  map[string]map[int]int64
+	bind       [][]pgscript.Value
 	primary    backend.Node
 	replica    backend.Node
 	hasReplica bool
@@ -201,36 +213,34 @@ type runner struct {
 	shardNodes []backend.Node
 }
 
-// plan draws the population and the schedules: everything seeded.
+// plan draws the population and the schedules: everything seeded. The
+// quiet_p99 window and baseline are sized for check_top here; a calibrated
+// class runs at provisionalRate until calibrate has measured it.
 func (r *runner) plan() error {
 	sc := r.sc
-	pop, err := workload.NewPopulation(workload.PopulationConfig{
-		Tenants:       sc.Tenants.Count,
-		DominantShare: sc.Tenants.DominantShare,
-		Distribution:  workload.Distribution(sc.Tenants.Distribution),
-		Exponent:      sc.Tenants.Exponent,
-		Shares:        sc.Tenants.Shares,
-	}, sc.Seed)
+	pop, err := population(sc)
 	if err != nil {
-		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+		return err
 	}
 	r.pop = pop
 	r.classes = map[string]*scenario.Class{}
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
 		r.classes[c.Name] = c
-		r.specs = append(r.specs, workload.ClassSpec{
-			Name: c.Name, Rate: c.Rate,
-			Arrival: workload.Arrival(c.Arrival), Senders: workload.Senders(c.Senders),
-		})
 	}
-	r.steps = buildTimeline(r.specs, sc.Steps())
-	src, err := newTimelineSource(pop, r.steps, sc.Seed)
-	if err != nil {
-		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+	r.phases = sc.Steps()
+	if plansSamples(sc) {
+		if r.quietPlan, r.phases, err = planSamples(pop, classSpecs(sc, nil), sc); err != nil {
+			return err
+		}
+		for _, l := range r.quietPlan.Lengthened {
+			r.note("check_top %s: phase %s lengthened from %s to %s so that the quiet tenants checked reach min_samples %d",
+				r.quietPlan.CheckTop, l.Phase, fmtSeconds(l.From), fmtSeconds(l.To), r.quietPlan.MinSamples)
+		}
 	}
-	r.hash = src.Hash()[:16]
-	r.planned = src.phaseLens()
+	if err := r.schedule(nil); err != nil {
+		return err
+	}
 
 	shares := make([]float64, pop.Len())
 	for i, t := range pop.Tenants {
@@ -240,7 +250,71 @@ func (r *runner) plan() error {
 		Orders:    dataset.Counts(shares, int64(sc.Data.Orders)),
 		Customers: sc.Data.Customers,
 	}
+	r.keys = sc.Tenants.KeyList()
+	if !sc.Data.Builtin() {
+		r.rowCounts = map[string]map[int]int64{}
+		for _, name := range sc.RowNames() {
+			r.rowCounts[name] = dataset.Counts(shares, sc.Data.Rows[name])
+		}
+	}
+	r.bind = make([][]pgscript.Value, pop.Len())
+	for i := range r.bind {
+		n := i + 1
+		key := pgscript.Text(r.keys[i])
+		if sc.Tenants.Keys.SQLType() == string(scenario.KeyBigint) {
+			v, err := strconv.ParseInt(r.keys[i], 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: tenants.keys: tenant %d's key %q is not a bigint", scenario.ErrInvalid, n, r.keys[i])
+			}
+			key = pgscript.Int(v)
+		}
+		b := []pgscript.Value{key, pgscript.Int(int64(n)), pgscript.Int(1)}
+		if sc.Data.Builtin() {
+			b = append(b, pgscript.Int(r.params.Orders[n]))
+		}
+		for _, name := range sc.RowNames() {
+			b = append(b, pgscript.Int(r.rowCounts[name][n]))
+		}
+		r.bind[i] = b
+	}
+	for i := range sc.Classes {
+		c := &sc.Classes[i]
+		if (c.Script != "" || c.SQL != "") && c.Program() == nil {
+			// A scenario built in Go: parse its scripts now.
+			if errs := sc.Validate(); len(errs) > 0 {
+				return fmt.Errorf("%w: %w", scenario.ErrInvalid, errors.Join(errs...))
+			}
+			break
+		}
+	}
 	return nil
+}
+
+// key returns tenant n's key, as tags, the ledger and reports show it.
+func (r *runner) key(n int) string {
+	if n >= 1 && n <= len(r.keys) {
+		return r.keys[n-1]
+	}
+	return strconv.Itoa(n)
+}
+
+// schedule lays out the timeline at the classes' rates (a calibrated
+// class's from rates) and hashes its arrivals.
+func (r *runner) schedule(rates map[string]float64) error {
+	r.specs = classSpecs(r.sc, rates)
+	r.steps = buildTimeline(r.specs, r.phases)
+	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed)
+	if err != nil {
+		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+	}
+	r.hash = src.Hash()[:16]
+	r.planned = src.phaseLens()
+	return nil
+}
+
+// fmtSeconds writes a length in seconds as a duration ("1m30s").
+func fmtSeconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
 }
 
 // note records a line for the report's notes, once.
@@ -278,12 +352,16 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	} else if err := r.load(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.calibrate(ctx); err != nil {
+		return nil, err
+	}
 	version, _ := r.serverVersion(ctx)
 
 	rep := &reports.Report{
 		Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, ScheduleHash: r.hash,
-		StartedAt: r.started.UTC(), Dominant: strconv.Itoa(scenario.DominantTenant),
-		Backend: fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
+		StartedAt: r.started.UTC(), Dominant: r.key(scenario.DominantTenant),
+		Backend:   fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
+		QuietPlan: r.quietPlan, Calibrations: r.calibrated,
 	}
 
 	for i := range r.sc.Configurations {
@@ -310,6 +388,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		rep.Assertions = append(rep.Assertions, cr.assertions...)
 	}
 	rep.Assertions = append(rep.Assertions, r.expectations(rep)...)
+	rep.Marginal = marginal(rep.Assertions)
 	rep.Passed = true
 	for _, a := range rep.Assertions {
 		if !a.Passed {
@@ -380,16 +459,33 @@ func (r *runner) load(ctx context.Context) error {
 		now = time.Now()
 	}
 	t0 := time.Now()
-	if err := dataset.Load(ctx, conn, dataset.Spec{
-		Schema: r.sc.Data.SchemaName(), Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers,
-	}, now); err != nil {
-		return fmt.Errorf("%w: load data set: %w", ErrRun, err)
+	schema := r.sc.Data.SchemaName()
+	var access tableAccess
+	if r.sc.Data.Builtin() {
+		if err := dataset.Load(ctx, conn, dataset.Spec{
+			Schema: schema, Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers,
+		}, now); err != nil {
+			return fmt.Errorf("%w: load data set: %w", ErrRun, err)
+		}
+		r.log.Info("data set loaded", "orders", r.sc.Data.Orders, "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
+		for _, t := range dataset.Tables {
+			access.read = append(access.read, schema+"."+t)
+		}
+	} else {
+		if err := r.loadSetup(ctx, conn); err != nil {
+			return err
+		}
+		tables, seqs, err := dataset.SchemaObjects(ctx, conn, schema)
+		if err != nil {
+			return fmt.Errorf("%w: list the data set's tables: %w", ErrRun, err)
+		}
+		access.write, access.sequences = tables, seqs
+		r.log.Info("setup SQL run", "files", len(r.sc.Data.Setup), "tables", len(tables), "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
 	}
-	r.log.Info("data set loaded", "orders", r.sc.Data.Orders, "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
 
 	var roles []pools.RoleConfig
 	for i := range r.sc.Configurations {
-		roles = append(roles, r.rolesOf(&r.sc.Configurations[i])...)
+		roles = append(roles, r.rolesOf(&r.sc.Configurations[i], access)...)
 	}
 	where := fmt.Sprintf("database %q on %s", r.primary.Database, r.primary.Name)
 	if r.passwords, err = footprint.EnsureRoles(ctx, conn, where, r.primary.Database, r.runID, roles...); err != nil {
@@ -438,25 +534,56 @@ func waitReplay(ctx context.Context, primary *pgx.Conn, replica backend.Node, li
 // roleName is the database role of one configuration's pool.
 func roleName(config, pool string) string { return "noisysim_" + config + "_" + pool }
 
-// rolesOf returns the roles configuration c logs in as: reading the data
-// set, and writing orders when the scenario has a checked writer.
-func (r *runner) rolesOf(c *scenario.Configuration) []pools.RoleConfig {
-	roles := rolesOf(c, r.sc.Data.SchemaName())
+// rolesOf returns the roles configuration c logs in as, with access:
+// and writing orders when the scenario has a checked writer.
+func (r *runner) rolesOf(c *scenario.Configuration, access tableAccess) []pools.RoleConfig {
 	if r.sc.Writer != nil {
-		for i := range roles {
-			roles[i].WriteTables = []string{r.sc.Data.SchemaName() + ".orders"}
+		orders := r.sc.Data.SchemaName() + ".orders"
+		if !slices.Contains(access.write, orders) {
+			access.write = append(slices.Clone(access.write), orders)
 		}
 	}
-	return roles
+	return rolesOf(c, r.sc.Data.SchemaName(), access)
+}
+
+// tableAccess is what the workload roles may touch in the run's schema:
+// the built-in data set is read only; a data set of the user's own
+// (data.setup) is read and written by the user's scripts.
+type tableAccess struct {
+	read, write, sequences []string
+}
+
+// loadSetup loads a data set of the user's own: noisysim's tenants table,
+// then the setup files. A statement the server refuses is bad input (exit
+// 2), named by its file:line:col with the server's message.
+func (r *runner) loadSetup(ctx context.Context, conn *pgx.Conn) error {
+	spec := dataset.SetupSpec{
+		Schema: r.sc.Data.SchemaName(), KeyType: r.sc.Tenants.Keys.SQLType(), Keys: r.keys,
+		RowNames: r.sc.RowNames(), Rows: r.rowCounts,
+	}
+	for _, t := range r.pop.Tenants {
+		spec.Shares = append(spec.Shares, t.Share)
+	}
+	for _, f := range r.sc.Data.Setup {
+		spec.Files = append(spec.Files, r.sc.Path(f))
+	}
+	err := dataset.LoadSetup(ctx, conn, spec)
+	var se *dataset.SetupError
+	var pe *pgscript.Error
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: data.setup: %w", ErrRun, err)
+	case errors.As(err, &se), errors.As(err, &pe):
+		return fmt.Errorf("%w: data.setup: %w", scenario.ErrInvalid, err)
+	}
+	return fmt.Errorf("%w: data.setup: %w", ErrRun, err)
 }
 
 // rolesOf returns the least-privilege roles configuration c logs in as,
-// reading the data set in schema.
-func rolesOf(c *scenario.Configuration, schema string) []pools.RoleConfig {
-	var tables []string
-	for _, t := range dataset.Tables {
-		tables = append(tables, schema+"."+t)
-	}
+// with access to the data set's tables.
+func rolesOf(c *scenario.Configuration, schema string, access tableAccess) []pools.RoleConfig {
 	mk := func(pool string, r scenario.Role) pools.RoleConfig {
 		return pools.RoleConfig{
 			Name:                            roleName(c.Name, pool),
@@ -465,7 +592,9 @@ func rolesOf(c *scenario.Configuration, schema string) []pools.RoleConfig {
 			WorkMem:                         string(r.WorkMem),
 			ConnectionLimit:                 r.ConnectionLimit,
 			Schemas:                         []string{schema},
-			ReadTables:                      tables,
+			ReadTables:                      access.read,
+			WriteTables:                     access.write,
+			Sequences:                       access.sequences,
 		}
 	}
 	if c.Mode == scenario.ModeShared {
@@ -574,11 +703,13 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 	e.r.issued.Add(1)
 	e.calls.Add(1)
 	c := e.r.classes[op.Class]
-	tenant := strconv.Itoa(op.Tenant)
+	tenant := e.r.key(op.Tenant)
 	class := pools.Class(c.IsolationClass)
 	var err error
-	switch dataset.Kind(c.Query) {
-	case dataset.KindExport:
+	switch prog := c.Program(); {
+	case prog != nil:
+		err = e.script(ctx, prog, class, tenant, op)
+	case dataset.Kind(c.Query) == dataset.KindExport:
 		_, err = e.stack.Tx(ctx, class, tenant, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 			func(ctx context.Context, tx pgx.Tx) error {
 				_, err := dataset.Export(ctx, tx, op.Tenant, c.Batch)
@@ -694,6 +825,11 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 		res.report.Writer = w.report(v, tr)
 		res.assertions = append(res.assertions, r.writerAssertions(c.Name, res.report.Writer)...)
 	}
+	pairs := 0
+	if r.quietPlan != nil {
+		pairs = r.quietPlan.Pairs
+	}
+	res.report.QuietChecks = quietChecks(res.assertions, pairs)
 	res.report.Passed, _ = verdict(res.assertions)
 	return res, nil
 }

@@ -142,9 +142,13 @@ func (r *runner) loadShards(ctx context.Context, reset bool) error {
 // shardRoles are every configuration's roles, each with one password for
 // every node.
 func (r *runner) shardRoles() []pools.RoleConfig {
+	var access tableAccess
+	for _, t := range dataset.Tables {
+		access.read = append(access.read, r.sc.Data.SchemaName()+"."+t)
+	}
 	var roles []pools.RoleConfig
 	for i := range r.sc.Configurations {
-		for _, ro := range r.rolesOf(&r.sc.Configurations[i]) {
+		for _, ro := range r.rolesOf(&r.sc.Configurations[i], access) {
 			b := make([]byte, 18)
 			rand.Read(b)
 			ro.Password = hex.EncodeToString(b)

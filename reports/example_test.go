@@ -82,9 +82,10 @@ func ExampleWriteText() {
 	// issued 4300, completed 4300, dropped 0, incomplete 0, rejected 0, errors 0
 	// tenant         class        count  rejected  errors  p50 ms  p99 ms  max ms  DB time
 	// t1 (dominant)  heavy        3000   0         0       90.00   420.00  610.00  82.0%
-	// t2             interactive  900    0         0       1.50    38.00   57.00   12.0%
-	// t3             interactive  400    0         0       1.60    38.50   76.00   6.0%
-	// quiet (all)    interactive  1300   0         0       1.50    38.10   76.00   18.0%
+	// t2             interactive  900    0         0       1.50    38.00*  57.00   12.0%
+	// t3             interactive  400    0         0       1.60    38.50*  76.00   6.0%
+	// quiet (all)    interactive  1300   0         0       1.50    38.10*  76.00   18.0%
+	// * an assertion on this tenant and class failed in that configuration
 	//
 	// == isolated: expect pass, assertions PASS, as expected ==
 	// issued 4420, completed 4300, dropped 0, incomplete 0, rejected 120, errors 0

@@ -59,7 +59,13 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 	for _, n := range r.Notes {
 		p("- %s\n", md(n))
 	}
-	if len(r.Notes) > 0 {
+	for _, c := range r.Calibrations {
+		p("- calibrated %s\n", md(calibrationLine(c)))
+	}
+	if q := r.QuietPlan; q != nil {
+		p("- quiet_p99: %s\n", md(planLine(q)))
+	}
+	if len(r.Notes) > 0 || len(r.Calibrations) > 0 || r.QuietPlan != nil {
 		p("\n")
 	}
 	writeMachine(p, r.Machine)
@@ -85,10 +91,13 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 		}
 		p("\n\n")
 		p("%s\n\n", md(statsLine(c.Stats)))
-		mdRows(w, displayOrder(c.Tenants, dominant), c.QuietAll)
+		if c.QuietChecks != nil {
+			p("%s.\n\n", md(checkedLine(c.QuietChecks)))
+		}
+		mdRows(w, displayOrder(c.Tenants, dominant), c.QuietAll, rowMarks(r, c.Name, dominant))
 		if len(c.Solo) > 0 || len(c.SoloQuietAll) > 0 {
 			p("\n### Solo baseline\n\n")
-			mdRows(w, displayOrder(c.Solo, dominant), c.SoloQuietAll)
+			mdRows(w, displayOrder(c.Solo, dominant), c.SoloQuietAll, nil)
 		}
 		if len(c.TopDBTime) > 0 {
 			p("\n### DB time by tenant\n\n| Tenant | DB time ms | Share |\n|---|--:|--:|\n")
@@ -101,6 +110,13 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 		mdFaults(w, c)
 	}
 	mdHotShard(w, r.HotShard)
+
+	if len(r.Marginal) > 0 {
+		p("\n## Marginal verdicts\n\n%d verdicts could go either way: the limit lies inside the p99's 95%% confidence interval (`noisysim run --strict` fails on them).\n\n", len(r.Marginal))
+		for _, a := range r.Marginal {
+			p("- %s\n", md(marginalLine(a)))
+		}
+	}
 
 	p("\n## Assertions\n\n%s\n\n", assertionSummary(r))
 	if len(r.Assertions) == 0 {
@@ -116,17 +132,27 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 }
 
 // mdRows writes a table of rows followed by the merged QuietAll rows, and
-// a note on the latter if there are any.
-func mdRows(w *bufio.Writer, rows, merged []TenantRow) {
+// a note on the latter if there are any; each p99 carries its row's marks
+// (rowMarks), explained below the table.
+func mdRows(w *bufio.Writer, rows, merged []TenantRow, marks map[rowKey]string) {
 	fmt.Fprint(w, "| Tenant | Class | Count | Rejected | Errors | p50 ms | p99 ms | Max ms | DB-time share |\n")
 	fmt.Fprint(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	used := map[string]bool{}
 	for _, t := range append(slices.Clip(rows), merged...) {
+		m := marks[keyOf(t)]
+		marksUsed(used, m)
 		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %s | %s | %s | %s |\n",
 			md(t.Tenant), md(t.Class), t.Count, t.Rejected, t.Errors,
-			fmtMS(t.P50), fmtMS(t.P99), fmtMS(t.Max), fmtShare(t.DBTimeShare))
+			fmtMS(t.P50), fmtMS(t.P99)+md(m), fmtMS(t.Max), fmtShare(t.DBTimeShare))
 	}
 	if len(merged) > 0 {
 		fmt.Fprintf(w, "\n%s: %s; DB-time share of all quiet tenants, each counted once.\n", md(QuietAll), quietMergedNote)
+	}
+	if legend := markLegend(used); len(legend) > 0 {
+		fmt.Fprintln(w)
+		for _, l := range legend {
+			fmt.Fprintf(w, "%s  \n", md(l))
+		}
 	}
 }
 

@@ -50,12 +50,13 @@ func TestMarkdownQuietAll(t *testing.T) {
 		section = section[:strings.Index(section[1:], "\n## ")+1]
 		noisy, solo, _ := strings.Cut(section, "### Solo baseline")
 		for _, part := range []struct {
-			text string
-			rows []TenantRow
-		}{{noisy, c.QuietAll}, {solo, c.SoloQuietAll}} {
+			text  string
+			rows  []TenantRow
+			marks map[rowKey]string
+		}{{noisy, c.QuietAll, rowMarks(r, c.Name, r.Dominant)}, {solo, c.SoloQuietAll, nil}} {
 			for _, q := range part.rows {
 				line := fmt.Sprintf("| %s | %s | %d | %d | %d | %s | %s | %s | %s |\n", QuietAll, q.Class, q.Count, q.Rejected,
-					q.Errors, fmtMS(q.P50), fmtMS(q.P99), fmtMS(q.Max), fmtShare(q.DBTimeShare))
+					q.Errors, fmtMS(q.P50), fmtMS(q.P99)+md(part.marks[keyOf(q)]), fmtMS(q.Max), fmtShare(q.DBTimeShare))
 				if !strings.Contains(part.text, line) {
 					t.Errorf("%s: row %q missing:\n%s", c.Name, line, part.text)
 				}

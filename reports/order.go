@@ -44,8 +44,7 @@ func normalized(r *Report) *Report {
 		n.Configurations[i] = c
 	}
 	order := configOrder(&n)
-	n.Assertions = slices.Clone(r.Assertions)
-	slices.SortStableFunc(n.Assertions, func(a, b Assertion) int {
+	byOrder := func(a, b Assertion) int {
 		return cmp.Or(
 			cmp.Compare(order[a.Configuration], order[b.Configuration]),
 			strings.Compare(a.Name, b.Name),
@@ -53,7 +52,11 @@ func normalized(r *Report) *Report {
 			natural(a.Tenant, b.Tenant),
 			natural(a.Class, b.Class),
 		)
-	})
+	}
+	n.Assertions = slices.Clone(r.Assertions)
+	slices.SortStableFunc(n.Assertions, byOrder)
+	n.Marginal = slices.Clone(r.Marginal)
+	slices.SortStableFunc(n.Marginal, byOrder)
 	return &n
 }
 
@@ -246,8 +249,12 @@ func verdict(a Assertion, expectFail bool) string {
 	}
 }
 
-// observed formats a's observed value, or "-" if it was skipped.
+// observed formats a's observed value, or "-" if it was skipped (the
+// value with MarkOverLimit when it is over its limit all the same).
 func observed(a Assertion) string {
+	if overLimit(a) {
+		return fmtValue(a.Observed, a.Unit) + " " + MarkOverLimit
+	}
 	if a.Skipped {
 		return "-"
 	}
@@ -256,6 +263,9 @@ func observed(a Assertion) string {
 
 // check says in words what an assertion compared: "observed 52.30 ms, want <= 9.50 ms".
 func check(a Assertion) string {
+	if overLimit(a) {
+		return "skipped, observed " + fmtValue(a.Observed, a.Unit) + " over the limit " + fmtValue(a.Limit, a.Unit) + " on too few samples"
+	}
 	if a.Skipped {
 		return "skipped, want " + a.Op + " " + fmtValue(a.Limit, a.Unit)
 	}

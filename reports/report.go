@@ -70,6 +70,17 @@ type Report struct {
 	// Machine is the nodes' CPU budgets and the disturbance guard's
 	// figures; nil when neither applied.
 	Machine *Machine `json:"machine,omitempty"`
+	// QuietPlan is how many quiet tenant × class pairs quiet_p99 could
+	// judge, as planned before the run; nil for scenarios without it.
+	QuietPlan *QuietPlan `json:"quiet_plan,omitempty"`
+	// Calibrations are the classes whose rate calibration set
+	// (classes[].load_factor), in class order.
+	Calibrations []Calibration `json:"calibrations,omitempty"`
+	// Marginal are the assertions whose verdict is marginal (their limit
+	// lies inside the observed value's confidence interval, or a control's
+	// failures are all such), copied from Assertions: listed apart, as
+	// noisysim run --strict fails on them.
+	Marginal []Assertion `json:"marginal,omitempty"`
 	// Incomplete, when set, says why the run stopped before its end, e.g.
 	// "interrupted during run of naive": the report holds what was
 	// measured until then (a configuration cut short is marked Incomplete
@@ -128,6 +139,9 @@ type Configuration struct {
 	// Faults are the node faults injected during the timeline, in
 	// injection order. Optional.
 	Faults []Fault `json:"faults,omitempty"`
+	// QuietChecks is how many quiet tenant × class pairs quiet_p99 judged
+	// in this configuration; nil when it was not evaluated.
+	QuietChecks *QuietChecks `json:"quiet_checks,omitempty"`
 	// Incomplete is true when the configuration's run was cut short (see
 	// Report.Incomplete): its rows cover the part measured and its
 	// assertions were not evaluated.
@@ -350,6 +364,12 @@ type Assertion struct {
 	Skipped bool `json:"skipped,omitempty"`
 	// Detail is free text shown beside the result.
 	Detail string `json:"detail,omitempty"`
+	// CI is the confidence interval of Observed (quiet_p99: the p99's
+	// 95% interval); nil when there is none.
+	CI *CI `json:"observed_ci,omitempty"`
+	// Marginal means the verdict could go either way: Limit lies inside CI
+	// (for control_fails: every failure of the control is marginal).
+	Marginal bool `json:"marginal,omitempty"`
 }
 
 func (a Assertion) failed() bool { return !a.Skipped && !a.Passed }

@@ -149,7 +149,19 @@ func (t *textWriter) render() {
 		}
 	}
 	t.assertions()
+	t.marginal()
 	t.verdict()
+}
+
+// marginal lists the marginal verdicts apart.
+func (t *textWriter) marginal() {
+	if len(t.r.Marginal) == 0 {
+		return
+	}
+	t.p("\n== Marginal verdicts: %d (the limit inside the p99's 95%% CI: either verdict is plausible) ==\n", len(t.r.Marginal))
+	for _, a := range t.r.Marginal {
+		t.p("%s\n", marginalLine(a))
+	}
 }
 
 func (t *textWriter) header() {
@@ -167,6 +179,12 @@ func (t *textWriter) header() {
 	}
 	for _, n := range r.Notes {
 		t.p("note: %s\n", n)
+	}
+	for _, c := range r.Calibrations {
+		t.p("calibrated %s\n", calibrationLine(c))
+	}
+	if q := r.QuietPlan; q != nil {
+		t.p("quiet_p99 %s\n", planLine(q))
 	}
 	if m := r.Machine; m != nil {
 		if m.NodeCPU != nil {
@@ -200,18 +218,6 @@ func (t *textWriter) quietLeaders(rows []TenantRow, n int) (shown []string, quie
 		return cmp.Or(cmp.Compare(totals[b], totals[a]), natural(a, b))
 	})
 	return names[:min(n, len(names))], len(names)
-}
-
-// failedKeys returns the tenant and class pairs with a failed assertion in
-// configuration cfg.
-func (t *textWriter) failedKeys(cfg string) map[rowKey]bool {
-	m := map[rowKey]bool{}
-	for _, a := range t.r.Assertions {
-		if a.Configuration == cfg && a.failed() {
-			m[rowKey{a.Tenant, a.Class}] = true
-		}
-	}
-	return m
 }
 
 // limitFor returns the limit shown beside tenant and class, if any: that
@@ -291,9 +297,9 @@ func (t *textWriter) sideBySide() {
 			}
 		}
 	}
-	failed := make([]map[rowKey]bool, len(r.Configurations))
+	marks := make([]map[rowKey]string, len(r.Configurations))
 	for i, c := range r.Configurations {
-		failed[i] = t.failedKeys(c.Name)
+		marks[i] = rowMarks(r, c.Name, t.dominant)
 	}
 
 	// Rows: every key seen in the noisy phase or the solo baseline.
@@ -338,13 +344,10 @@ func (t *textWriter) sideBySide() {
 		head = append(head, c.Name+" p99", "vs solo")
 	}
 	row(tw, append(head, "limit")...)
-	marked := false
-	cell := func(v float64, bad bool) string {
-		if bad {
-			marked = true
-			return fmtMS(v) + "*"
-		}
-		return fmtMS(v)
+	used := map[string]bool{}
+	cell := func(v float64, mark string) string {
+		marksUsed(used, mark)
+		return fmtMS(v) + mark
 	}
 	for _, k := range rows {
 		s, hasSolo := solo[k]
@@ -353,7 +356,7 @@ func (t *textWriter) sideBySide() {
 			got, ok := byConfig[i][k]
 			own, hasOwn := soloOf[i][k]
 			cells = append(cells,
-				dash(ok, func() string { return cell(got.P99, failed[i][k]) }),
+				dash(ok, func() string { return cell(got.P99, marks[i][k]) }),
 				dash(ok && hasOwn && own.P99 > 0, func() string { return fmtRatio(got.P99 / own.P99) }))
 		}
 		limit, ok := t.limitFor(k)
@@ -361,19 +364,9 @@ func (t *textWriter) sideBySide() {
 	}
 	classes := sortedKeys(groupClasses)
 	for _, class := range classes {
-		// A QuietAll row is marked when an assertion on the group or on one
-		// of its tenants failed.
-		bad := func(i int) bool {
-			if failed[i][rowKey{QuietAll, class}] {
-				return true
-			}
-			for k := range byConfig[i] {
-				if k.class == class && k.tenant != t.dominant && failed[i][k] {
-					return true
-				}
-			}
-			return false
-		}
+		// A QuietAll row carries the marks of the group's assertions and
+		// of its tenants' (rowMarks).
+		bad := func(i int) string { return marks[i][rowKey{QuietAll, class}] }
 		var cells []string
 		if t.merged[class] {
 			s, hasSolo := soloMerged[class]
@@ -392,8 +385,8 @@ func (t *textWriter) sideBySide() {
 		row(tw, append(cells, dash(ok, func() string { return fmtMS(limit) }))...)
 	}
 	tw.Flush()
-	if marked {
-		t.p("* an assertion on this tenant and class failed in that configuration\n")
+	for _, l := range markLegend(used) {
+		t.p("%s\n", l)
 	}
 	if differ {
 		t.p("solo p99 and limit: configuration %s; each \"vs solo\" against its own configuration's solo baseline\n", r.Configurations[base].Name)
@@ -411,7 +404,7 @@ func (t *textWriter) sideBySide() {
 // row of class, up to the limit: per column the worst quiet tenant's p99 and
 // the worst quiet tenant's ratio to its own solo p99.
 func (t *textWriter) worstSideBySide(class string, solo map[rowKey]TenantRow, soloOf, byConfig []map[rowKey]TenantRow,
-	bad func(int) bool, cell func(float64, bool) string) []string {
+	bad func(int) string, cell func(float64, string) string) []string {
 	var worstSolo float64
 	hasSolo := false
 	for k, s := range solo {
@@ -446,6 +439,9 @@ func (t *textWriter) configuration(c Configuration) {
 		t.p("\n== %s: expect %s, assertions %s, %s ==\n", c.Name, expectation(c), passFail(c.Passed), asExpectedWords(c))
 	}
 	t.p("%s\n", statsLine(c.Stats))
+	if c.QuietChecks != nil {
+		t.p("%s\n", checkedLine(c.QuietChecks))
+	}
 	if c.Duration > 0 {
 		t.p("timeline %s\n", fmtSeconds(c.Duration))
 	}
@@ -457,19 +453,29 @@ func (t *textWriter) configuration(c Configuration) {
 	for _, name := range shown {
 		visible[name] = true
 	}
+	marks := rowMarks(t.r, c.Name, t.dominant)
+	used := map[string]bool{}
+	p99 := func(tr TenantRow) string {
+		m := marks[keyOf(tr)]
+		marksUsed(used, m)
+		return fmtMS(tr.P99) + m
+	}
 	tw := t.table()
 	row(tw, "tenant", "class", "count", "rejected", "errors", "p50 ms", "p99 ms", "max ms", "DB time")
 	for _, tr := range displayOrder(c.Tenants, t.dominant) {
 		if visible[tr.Tenant] {
 			row(tw, t.label(tr.Tenant), tr.Class, strconv.FormatInt(tr.Count, 10), strconv.FormatInt(tr.Rejected, 10),
-				strconv.FormatInt(tr.Errors, 10), fmtMS(tr.P50), fmtMS(tr.P99), fmtMS(tr.Max), fmtShare(tr.DBTimeShare))
+				strconv.FormatInt(tr.Errors, 10), fmtMS(tr.P50), p99(tr), fmtMS(tr.Max), fmtShare(tr.DBTimeShare))
 		}
 	}
 	for _, agg := range quietRows(c.Tenants, c.QuietAll, t.dominant, t.merged) {
 		row(tw, QuietAll, agg.Class, strconv.FormatInt(agg.Count, 10), strconv.FormatInt(agg.Rejected, 10),
-			strconv.FormatInt(agg.Errors, 10), fmtMS(agg.P50), fmtMS(agg.P99), fmtMS(agg.Max), fmtShare(agg.DBTimeShare))
+			strconv.FormatInt(agg.Errors, 10), fmtMS(agg.P50), p99(agg), fmtMS(agg.Max), fmtShare(agg.DBTimeShare))
 	}
 	tw.Flush()
+	for _, l := range markLegend(used) {
+		t.p("%s\n", l)
+	}
 	if hidden := quiet - len(shown); hidden > 0 {
 		t.p("%d more quiet tenants in %s\n", hidden, t.opts.fullReport())
 	}
@@ -564,9 +570,12 @@ func (t *textWriter) verdict() {
 		}
 		t.p("RESULT: %s, DISTURBED: other processes used more than %.2f CPU during %s; the figures may not be the system's own\n",
 			passFail(t.r.Passed), t.r.Machine.MaxForeignCPU, strings.Join(names, ", "))
-		return
+	} else {
+		t.p("RESULT: %s\n", passFail(t.r.Passed))
 	}
-	t.p("RESULT: %s\n", passFail(t.r.Passed))
+	if n := len(t.r.Marginal); n > 0 {
+		t.p("MARGINAL: %d verdicts could go either way (listed above); noisysim run --strict fails on them\n", n)
+	}
 }
 
 // dash returns f() if ok, else "-".

@@ -25,6 +25,7 @@ type repeatRun struct {
 	passed    bool
 	disturbed bool
 	margins   map[string]float64 // configuration → quiet (all) p99 / its limit
+	marginal  int                // marginal verdicts
 	err       error
 }
 
@@ -33,7 +34,7 @@ type repeatRun struct {
 // (all) p99 over its limit) as a distribution. With out, run i's reports go
 // to out/run-i. It returns errAssertionFailed (exit 99) if any run failed,
 // and stops at the first run that could not complete.
-func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.Options, n int, out string) error {
+func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.Options, n int, out string, strict bool) error {
 	base := sc.Seed
 	var runs []repeatRun
 	for i := range n {
@@ -43,7 +44,8 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 		if err != nil {
 			return fmt.Errorf("run %d of %d (seed %d): %w", i+1, n, one.Seed, err)
 		}
-		r := repeatRun{seed: one.Seed, passed: rep.Passed, disturbed: len(rep.Machine.Disturbed()) > 0, margins: margins(rep)}
+		r := repeatRun{seed: one.Seed, passed: rep.Passed, disturbed: len(rep.Machine.Disturbed()) > 0, margins: margins(rep),
+			marginal: len(rep.Marginal)}
 		runs = append(runs, r)
 		fmt.Fprintf(a.stdout, "run %d/%d  seed %d  %s%s\n", i+1, n, one.Seed, passFail(rep.Passed), marginWords(sc, r))
 		if out != "" {
@@ -57,10 +59,17 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 	if out != "" {
 		fmt.Fprintf(a.stdout, "reports written to %s/run-1 … run-%d\n", out, n)
 	}
+	marginalRuns := 0
 	for _, r := range runs {
 		if !r.passed {
 			return fmt.Errorf("%w: scenario %s: %d of %d runs failed", errAssertionFailed, sc.Name, countFailed(runs), n)
 		}
+		if r.marginal > 0 {
+			marginalRuns++
+		}
+	}
+	if strict && marginalRuns > 0 {
+		return fmt.Errorf("%w: scenario %s: %d of %d runs passed with marginal verdicts", errStrict, sc.Name, marginalRuns, n)
 	}
 	return nil
 }
@@ -109,6 +118,9 @@ func marginWords(sc *scenario.Scenario, r repeatRun) string {
 	s := ""
 	if len(parts) > 0 {
 		s = "  quiet (all) p99 / limit: " + strings.Join(parts, ", ")
+	}
+	if r.marginal > 0 {
+		s += fmt.Sprintf("  MARGINAL %d", r.marginal)
 	}
 	if r.disturbed {
 		s += "  DISTURBED"

@@ -44,9 +44,14 @@ report says so. During each measured window noisysim measures the CPU used
 outside its own processes and its servers (and steal time); a window above
 --max-foreign-cpu is marked DISTURBED, and so is the verdict line.
 
+Before the run it says how many quiet tenant × class pairs quiet_p99 will
+judge (those reaching min_samples in both its phases). A verdict whose limit
+lies inside its p99's 95% confidence interval is reported as marginal;
+--strict makes a passed run with a marginal verdict exit 1.
+
 Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
 usage (also: the schema or a role exists and is not noisysim's), 1 any
-other error.
+other error (also: --strict and a marginal verdict).
 
 Flags (before or after the file):
 `
@@ -65,6 +70,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the report says so)")
 	repeat := fs.Int("repeat", 1, "run the scenario N times with seeds seed, seed+1, …; print the verdict counts and each configuration's quiet (all) p99 / limit as a distribution")
 	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
+	strict := fs.Bool("strict", false, "exit 1 when the run passed but a verdict is marginal (its limit inside the p99's 95% confidence interval)")
 	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
@@ -126,6 +132,14 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		defer lock.Release()
 	}
 
+	plan, err := harness.PlanSamples(sc)
+	if err != nil {
+		return err
+	}
+	if plan != nil {
+		writePlan(a.stderr, "noisysim: ", plan, 5)
+	}
+
 	var prog *progress
 	opts := harness.Options{
 		Only:          *only,
@@ -146,7 +160,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		opts.Progress = prog.update
 	}
 	if *repeat > 1 {
-		return runRepeat(ctx, a, sc, opts, *repeat, *out)
+		return runRepeat(ctx, a, sc, opts, *repeat, *out, *strict)
 	}
 	rep, err := harness.Run(ctx, sc, opts)
 	if prog != nil {
@@ -176,7 +190,37 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if !rep.Passed {
 		return fmt.Errorf("%w: scenario %s (see the assertions above)", errAssertionFailed, sc.Name)
 	}
+	if *strict && len(rep.Marginal) > 0 {
+		return fmt.Errorf("%w: scenario %s passed with %d marginal verdicts (listed above)", errStrict, sc.Name, len(rep.Marginal))
+	}
 	return nil
+}
+
+// errStrict is a passed run that --strict fails: a verdict is marginal.
+var errStrict = errors.New("--strict")
+
+// writePlan says how many quiet tenant × class pairs quiet_p99 will judge
+// at the scenario's rates and phase lengths, and lists up to max of those
+// that will not reach min_samples.
+func writePlan(w io.Writer, prefix string, p *reports.QuietPlan, max int) {
+	fmt.Fprintf(w, "%squiet_p99 will check %d of %d quiet tenant × class pairs: those with >= %d samples in both %s and %s\n",
+		prefix, p.Reaching, p.Pairs, p.MinSamples, p.Window, p.Baseline)
+	for _, l := range p.Lengthened {
+		fmt.Fprintf(w, "%s  check_top %s: %s lengthened from %s to %s\n", prefix, p.CheckTop, l.Phase,
+			time.Duration(l.From*float64(time.Second)), time.Duration(l.To*float64(time.Second)))
+	}
+	if missing := p.Pairs - p.Reaching; missing > 0 {
+		var parts []string
+		for _, pp := range p.TooFew[:min(max, len(p.TooFew))] {
+			parts = append(parts, fmt.Sprintf("%s/%s (%s %d, %s %d)", pp.Tenant, pp.Class, p.Window, pp.Window, p.Baseline, pp.Baseline))
+		}
+		more := ""
+		if missing > len(parts) {
+			more = fmt.Sprintf(", and %d more", missing-len(parts))
+		}
+		fmt.Fprintf(w, "%s  too few samples, skipped: %s%s (assertions.quiet_p99.check_top: K sizes the phases for the K busiest)\n",
+			prefix, strings.Join(parts, ", "), more)
+	}
 }
 
 // textOptions are the terminal report's options: the tables name top
@@ -295,6 +339,11 @@ const validateUsage = `Usage: noisysim validate SCENARIO.yaml...
 
 Checks scenario files and reports every problem at once, each with its
 file:line:col and field. Exit code 0 when all are valid, 2 otherwise.
+
+For a noisy-neighbour scenario it also says how many quiet tenant × class
+pairs quiet_p99 will judge at the scenario's rates and phase lengths (those
+with at least min_samples requests in both its window and baseline), and
+names the first that will not.
 `
 
 func runValidate(_ context.Context, a *app, args []string) error {
@@ -309,7 +358,16 @@ func runValidate(_ context.Context, a *app, args []string) error {
 	}
 	var bad []error
 	for _, f := range fs.Args() {
-		if _, err := scenario.Load(f); err != nil {
+		sc, err := scenario.Load(f)
+		if err == nil {
+			var plan *reports.QuietPlan
+			if plan, err = harness.PlanSamples(sc); err == nil && plan != nil {
+				fmt.Fprintf(a.stdout, "%s: ok\n", f)
+				writePlan(a.stdout, "  ", plan, 10)
+				continue
+			}
+		}
+		if err != nil {
 			var se *scenario.Error
 			if errors.As(err, &se) {
 				for _, p := range se.Problems {

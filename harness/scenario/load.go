@@ -46,7 +46,9 @@ func Load(path string) (*Scenario, error) {
 func Parse(data []byte, file string) (*Scenario, error) {
 	fail := func(ps ...Problem) error {
 		for i := range ps {
-			ps[i].File = file
+			if ps[i].File == "" {
+				ps[i].File = file
+			}
 		}
 		return &Error{File: file, Problems: sortProblems(ps)}
 	}
@@ -561,6 +563,9 @@ func (s *Scenario) applyDefaults() {
 		d := Class{Arrival: DefaultArrival, Senders: DefaultSenders}
 		if c.Query == QueryExport {
 			d.Batch = DefaultBatch
+		}
+		if c.LoadFactor != 0 {
+			d.Calibrate = DefaultCalibrate
 		}
 		if ic := IsolationClass(c.Name); ic == IsolationInteractive || ic == IsolationHeavy {
 			d.IsolationClass = ic

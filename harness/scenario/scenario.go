@@ -5,6 +5,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/footprint"
+	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
 // Defaults applied by Parse to keys a file leaves out (or sets to null).
@@ -37,6 +38,7 @@ const (
 	DefaultQuietP99Factor                = 1.5
 	DefaultQuietP99Slack        Duration = Duration(5 * time.Millisecond)
 	DefaultQuietP99MinSamples            = 100
+	DefaultCalibrate            Duration = Duration(2 * time.Second)
 	DefaultNoisyRejections               = true
 	DefaultCleanAfter                    = true
 )
@@ -230,6 +232,10 @@ type Tenants struct {
 	// (0, 1). DominantShare plus these must not exceed 1; the other quiet
 	// tenants share what is left by the power law. Optional.
 	Shares map[int]float64 `yaml:"shares"`
+	// Keys maps tenant n (1..Count) to the key the workload uses: tags,
+	// ledger, reports and :tenant show it. Default: bigint keys 1..Count.
+	// Other keys need data.setup (see TenantKeys).
+	Keys TenantKeys `yaml:"keys"`
 }
 
 // Data sizes the generated data set.
@@ -247,7 +253,23 @@ type Data struct {
 	// did not create it. Default (and when empty) footprint.DefaultSchema
 	// ("noisysim"): read it with SchemaName.
 	Schema string `yaml:"schema"`
+	// Setup lists SQL files, relative to the scenario file, run in order
+	// in the run's schema after noisysim creates the table
+	// noisysim_tenants (see SetupTenantsTable): the user's own schema and
+	// rows instead of the built-in orders data set. Orders, Days and
+	// Customers then do not apply. Empty means the built-in data set.
+	Setup []string `yaml:"setup"`
+	// Rows names row counts to split over the tenants by their shares
+	// (as orders are): name -> total, each >= tenants.count. Each becomes
+	// the column rows_<name> of noisysim_tenants and the script variable
+	// :rows_<name>. Only with Setup. Names: lower-case letters, digits and
+	// '_', starting with a letter.
+	Rows map[string]int64 `yaml:"rows"`
 }
+
+// Builtin reports whether the data set is noisysim's own orders data set
+// (no Setup).
+func (d Data) Builtin() bool { return len(d.Setup) == 0 }
 
 // SchemaName returns Schema, or footprint.DefaultSchema when it is empty.
 func (d Data) SchemaName() string {
@@ -318,8 +340,19 @@ type Class struct {
 	// IsolationClass is interactive or heavy. Default: Name, when Name is one
 	// of the two; required otherwise.
 	IsolationClass IsolationClass `yaml:"isolation_class"`
-	// Query is lookup, page, report, export or sleep. Required.
+	// Query is lookup, page, report, export or sleep: a canned query on
+	// the built-in orders data set. Exactly one of Query, Script and SQL.
 	Query Query `yaml:"query"`
+	// Script is a pgbench custom script, relative to the scenario file,
+	// run once per arrival (package workload/pgscript): its statements,
+	// \set, \sleep and \gset, with :tenant, :tenant_n, :scale and
+	// :rows_<name> bound by noisysim.
+	Script string `yaml:"script"`
+	// SQL is one statement with $1..$n placeholders; Args gives one
+	// pgbench expression per placeholder (":tenant",
+	// "random(1, :rows_invoices)").
+	SQL  string   `yaml:"sql"`
+	Args []string `yaml:"args"`
 	// Rate is arrivals per second across all of the class's senders, > 0.
 	// Required. Open loop: arrivals do not wait for earlier ones to finish.
 	Rate float64 `yaml:"rate"`
@@ -332,7 +365,29 @@ type Class struct {
 	// Batch is rows per key-ordered batch, >= 1; query export only. Default
 	// 1000.
 	Batch int `yaml:"batch"`
+	// LoadFactor, when > 0, sets Rate by calibration instead of the file:
+	// the run first measures the class's mean service time alone (for
+	// Calibrate) and sets Rate so that Rate × service time, the class's
+	// offered concurrency, is LoadFactor × the pool it would share (see
+	// Scenario.CalibrationPool). Only for a class the dominant tenant alone
+	// sends (senders: dominant), open model; excludes rate.
+	LoadFactor float64 `yaml:"load_factor"`
+	// Calibrate is how long the calibration measures; load_factor only.
+	// Default DefaultCalibrate.
+	Calibrate Duration `yaml:"calibrate"`
+
+	// program is Script or SQL parsed, set by validation.
+	program *pgscript.Script
 }
+
+// Program returns the class's parsed script or inline statement; nil for a
+// canned Query, or before the scenario was validated (Parse, Load and
+// Validate parse it).
+func (c *Class) Program() *pgscript.Script { return c.program }
+
+// Calibrated reports whether the class's rate is set by calibration
+// (LoadFactor > 0).
+func (c *Class) Calibrated() bool { return c.LoadFactor > 0 }
 
 // LoadModel is how requests arrive.
 type LoadModel string
@@ -576,6 +631,11 @@ type QuietP99 struct {
 	// MinSamples per tenant and phase, >= 1. Default 100: below 100
 	// samples a p99 is the maximum.
 	MinSamples int `yaml:"min_samples"`
+	// CheckTop, when set, lengthens Window and Baseline (each on its own)
+	// until every quiet tenant × class pair of the CheckTop busiest quiet
+	// tenants (CheckAll: every quiet tenant) has at least MinSamples
+	// arrivals planned in both. 0 (default) leaves the phases as given.
+	CheckTop TopK `yaml:"check_top"`
 }
 
 // DefaultAllowedErrors returns the default Assertions.AllowedErrors:

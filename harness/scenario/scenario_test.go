@@ -16,17 +16,23 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 )
 
-// TestShippedScenarios loads and validates every file in scenarios/.
+// TestShippedScenarios loads and validates every file in scenarios/ and
+// every example's scenario.
 func TestShippedScenarios(t *testing.T) {
 	files, err := filepath.Glob("../../scenarios/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	examples, err := filepath.Glob("../../examples/*/scenario.yaml")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no example scenarios in ../../examples (%v)", err)
+	}
+	files = append(files, examples...)
 	if len(files) == 0 {
 		t.Fatal("no scenario files found in ../../scenarios")
 	}
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
+		t.Run(strings.TrimPrefix(f, "../../"), func(t *testing.T) {
 			s, err := Load(f)
 			if err != nil {
 				t.Fatalf("Load: %v", err)
@@ -214,7 +220,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"malformed.yaml", 4, 0, "", "malformed YAML: did not find expected key"},
 		{"unknown-key.yaml", 4, 3, "tenants.dominant_shar", `unknown key "dominant_shar"; did you mean "dominant_share"?`},
-		{"unknown-key.yaml", 6, 50, "classes[0].colour", `unknown key "colour"; known keys: arrival, batch,`},
+		{"unknown-key.yaml", 6, 50, "classes[0].colour", `unknown key "colour"; known keys: args, arrival, batch,`},
 		{"unknown-key.yaml", 9, 1, "phase", `unknown key "phase"; did you mean "phases"?`},
 		{"duplicate-key.yaml", 4, 3, "tenants.count", "duplicate key (first at line 3)"},
 		{"wrong-type.yaml", 3, 3, "tenants.count", `must be an integer, got "many"`},
@@ -469,6 +475,14 @@ func TestValidateMore(t *testing.T) {
 		}},
 		{"schema that needs quoting", head + shared + "data: {schema: My-Schema}\n", []string{
 			"5:8 data.schema: must be a lower-case identifier",
+		}},
+		{"load factor and check_top", head + "  - {name: r1, isolation_class: heavy, query: report, rate: 5, load_factor: 3, senders: dominant}\n  - {name: r2, isolation_class: heavy, query: report, load_factor: -1, calibrate: 2m}\n  - {name: r3, isolation_class: heavy, query: report, rate: 1, calibrate: 1s}\n" + shared + "assertions: {quiet_p99: {check_top: many}}\n", []string{
+			"4:55 classes[1].rate: excludes load_factor",
+			"5:55 classes[2].load_factor: must be > 0",
+			"5:55 classes[2].load_factor: only for a class the dominant tenant alone sends (senders: dominant)",
+			"5:72 classes[2].calibrate: must be at most 1m0s, got 2m0s",
+			"6:64 classes[3].calibrate: only with load_factor",
+			"8:26 assertions.quiet_p99.check_top: must be a number of quiet tenants or all",
 		}},
 		{"no quiet senders", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10, senders: dominant}\n  - {name: heavy, query: report, rate: 1, senders: dominant}\n" + shared, []string{
 			"2:1 classes: no class is sent by the quiet tenants",

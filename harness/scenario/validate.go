@@ -180,7 +180,9 @@ func (s *Scenario) problems() []Problem {
 	c.name("name", s.Name)
 	c.backend(&s.Backend)
 	c.tenants(&s.Tenants)
+	c.keys(&s.Tenants, &s.Data)
 	c.data(&s.Data, s.Tenants.Count)
+	c.setup(s)
 	c.classes(s.Classes)
 	c.load(&s.Load)
 	c.phases(&s.Phases)
@@ -337,6 +339,12 @@ func (c *checker) tenants(t *Tenants) {
 }
 
 func (c *checker) data(d *Data, tenants int) {
+	if err := footprint.ValidSchema(d.SchemaName()); err != nil {
+		c.add("data.schema", "%v", err)
+	}
+	if !d.Builtin() {
+		return
+	}
 	switch {
 	case d.Orders < 1:
 		c.add("data.orders", "must be >= 1, got %d", d.Orders)
@@ -347,9 +355,6 @@ func (c *checker) data(d *Data, tenants int) {
 	}
 	c.between("data.days", d.Days, 1, MaxDays)
 	c.atLeast("data.customers", d.Customers, 1)
-	if err := footprint.ValidSchema(d.SchemaName()); err != nil {
-		c.add("data.schema", "%v", err)
-	}
 }
 
 func (c *checker) classes(cs []Class) {
@@ -373,10 +378,14 @@ func (c *checker) classes(cs []Class) {
 		} else {
 			oneOf(c, p+".isolation_class", "isolation class", cl.IsolationClass, IsolationInteractive, IsolationHeavy)
 		}
-		oneOf(c, p+".query", "query", cl.Query, QueryLookup, QueryPage, QueryReport, QueryExport, QuerySleep)
+		c.program(i, cl)
 		switch {
+		case c.present(p + ".load_factor"):
+			c.loadFactor(p, cl)
+		case c.present(p + ".calibrate"):
+			c.add(p+".calibrate", "only with load_factor")
 		case cl.Rate == 0 && !c.present(p+".rate"):
-			c.add(p+".rate", "required: arrivals per second, > 0")
+			c.add(p+".rate", "required: arrivals per second, > 0 (or load_factor)")
 		case !(cl.Rate > 0) || math.IsInf(cl.Rate, 1):
 			c.add(p+".rate", "must be > 0 arrivals per second, got %s", fmtFloat(cl.Rate))
 		}
@@ -396,6 +405,31 @@ func (c *checker) classes(cs []Class) {
 		case cl.Batch != 0 || c.present(p+".batch"):
 			c.add(p+".batch", "only for query export")
 		}
+	}
+}
+
+// MaxCalibrate bounds classes[].calibrate.
+const MaxCalibrate = Duration(time.Minute)
+
+// loadFactor checks a class whose rate calibration sets.
+func (c *checker) loadFactor(p string, cl *Class) {
+	if !(cl.LoadFactor > 0) || math.IsInf(cl.LoadFactor, 1) {
+		c.add(p+".load_factor", "must be > 0 (the offered concurrency as a multiple of the pool), got %s", fmtFloat(cl.LoadFactor))
+	}
+	if c.present(p + ".rate") {
+		c.add(p+".rate", "excludes load_factor: calibration sets the rate; give one of the two")
+	}
+	if c.s.Load.Model == ModelClosed {
+		c.add(p+".load_factor", "needs the open model: with load.model closed class rates are only weights")
+	}
+	if cl.Senders != SendersDominant {
+		c.add(p+".load_factor", "only for a class the dominant tenant alone sends (senders: dominant): the quiet tenants' rates must be known before the run")
+	}
+	switch {
+	case cl.Calibrate <= 0:
+		c.add(p+".calibrate", "must be a duration > 0, got %s", cl.Calibrate)
+	case cl.Calibrate > MaxCalibrate:
+		c.add(p+".calibrate", "must be at most %s, got %s", MaxCalibrate, cl.Calibrate)
 	}
 }
 
@@ -441,6 +475,10 @@ func (c *checker) arrivals(s *Scenario) {
 	cs := s.Classes
 	total, top, quiet := 0.0, -1, false
 	for i, cl := range cs {
+		if cl.Calibrated() {
+			quiet = quiet || cl.Senders != SendersDominant
+			continue
+		}
 		if !(cl.Rate > 0) || math.IsInf(cl.Rate, 1) {
 			return
 		}
@@ -572,6 +610,9 @@ func (c *checker) assertions(a *Assertions) {
 	}
 	c.nonNegative("assertions.quiet_p99.slack", q.Slack)
 	c.atLeast("assertions.quiet_p99.min_samples", q.MinSamples, 1)
+	if q.CheckTop != 0 && c.present("assertions.quiet_p99.check_top") && c.s.Load.Model == ModelClosed {
+		c.add("assertions.quiet_p99.check_top", "needs the open model: with load.model closed the users set the pace, so no arrival is planned")
+	}
 	known := ErrorClasses()
 	seen := map[ErrorClass]bool{}
 	for i, e := range a.AllowedErrors {

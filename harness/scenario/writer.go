@@ -85,4 +85,7 @@ func (c *checker) writer(s *Scenario) {
 	if s.HotSharding() {
 		c.add("writer", "not used by hot-shard scenarios")
 	}
+	if !s.Data.Builtin() || !s.Tenants.Keys.Default() {
+		c.add("writer", "writes the built-in data set's orders: not with data.setup or tenants.keys")
+	}
 }
