@@ -141,3 +141,21 @@ func TestOwnWorkloadOnlyNoisyNeighbour(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+func TestTenantKeys(t *testing.T) {
+	for _, tc := range []struct {
+		keys TenantKeys
+		n    int
+		want string
+	}{
+		{TenantKeys{}, 7, "7"},
+		{TenantKeys{Type: KeyText, Template: "org-{n:04}"}, 7, "org-0007"},
+		{TenantKeys{Type: KeyText, Template: "{n}-{n}"}, 12, "12-12"},
+		{TenantKeys{Type: KeyUUID}, 26, "00000000-0000-4000-8000-000000000026"},
+		{TenantKeys{Type: KeyText, List: []string{"a", "b"}}, 2, "b"},
+	} {
+		if got := tc.keys.Key(tc.n); got != tc.want {
+			t.Errorf("%+v.Key(%d) = %q, want %q", tc.keys, tc.n, got, tc.want)
+		}
+	}
+}
