@@ -20,7 +20,6 @@ import (
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/guard"
-	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
@@ -140,24 +139,12 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	r.watchMachine()
 	var rep *reports.Report
 	switch {
-	case sc.Promoting():
-		rep, err = runPromotion(ctx, r)
 	case sc.HotSharding():
 		rep, err = runHotShard(ctx, r)
 	default:
 		rep, err = r.run(ctx)
 	}
 	r.machineReport(rep)
-	return rep, err
-}
-
-// runPromotion hands a scenario with a promotion section to its runner.
-func runPromotion(ctx context.Context, r *runner) (*reports.Report, error) {
-	rep, _, err := promotion.Run(ctx, r.sc, r.cluster, promotion.Options{Logger: r.log, Now: r.opts.Now, Run: r.runID,
-		Phase: func(window string, total time.Duration) { r.setPhase(window, "promotion", total) }})
-	if errors.Is(err, promotion.ErrRun) {
-		err = fmt.Errorf("%w: %w", ErrRun, err)
-	}
 	return rep, err
 }
 
@@ -220,8 +207,10 @@ type runner struct {
 	phaseStart time.Time
 	passwords  map[string]string
 	guard      *guard.Guard // nil: off
-	// routing places tenants on nodes (topology shards); nil otherwise.
-	routing *Routing
+	// routing places tenants on nodes (topology shards), each of
+	// shardNodes (in the run's schema); nil otherwise.
+	routing    *Routing
+	shardNodes []backend.Node
 }
 
 // plan draws the population and the schedules: everything seeded. The
@@ -360,7 +349,17 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	r.replica = footprint.InSchema(r.replica, r.searchPath())
 
 	r.setPhase(PhaseLoad, "", 0)
-	if err := r.load(ctx); err != nil {
+	if r.sharded() {
+		err := r.loadShards(ctx, false)
+		defer func() {
+			if r.routing != nil {
+				r.routing.close()
+			}
+		}()
+		if err != nil {
+			return nil, err
+		}
+	} else if err := r.load(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.calibrate(ctx); err != nil {
@@ -379,6 +378,13 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		if i > 0 {
 			if err := r.settle(ctx, r.sc.Configurations[i-1].Name); err != nil {
 				return r.interrupted(ctx, rep, err)
+			}
+			if r.sharded() {
+				// Each configuration starts from the hash placement.
+				r.setPhase(PhaseLoad, r.sc.Configurations[i].Name, 0)
+				if err := r.loadShards(ctx, true); err != nil {
+					return r.interrupted(ctx, rep, err)
+				}
 			}
 		}
 		cr, err := r.runConfiguration(ctx, &r.sc.Configurations[i])
@@ -430,6 +436,9 @@ func (r *runner) interrupted(ctx context.Context, rep *reports.Report, err error
 }
 
 func (r *runner) topology() backend.Topology {
+	if r.sharded() {
+		return backend.Topology(fmt.Sprintf("%s (%d nodes)", scenario.TopologyShards, len(r.shardNodes)))
+	}
 	if r.hasReplica {
 		return backend.TopologyReplica
 	}
@@ -500,7 +509,7 @@ func (r *runner) load(ctx context.Context) error {
 
 	var roles []pools.RoleConfig
 	for i := range r.sc.Configurations {
-		roles = append(roles, rolesOf(&r.sc.Configurations[i], schema, access)...)
+		roles = append(roles, r.rolesOf(&r.sc.Configurations[i], access)...)
 	}
 	where := fmt.Sprintf("database %q on %s", r.primary.Database, r.primary.Name)
 	if r.passwords, err = footprint.EnsureRoles(ctx, conn, where, r.primary.Database, r.runID, roles...); err != nil {
@@ -548,6 +557,18 @@ func waitReplay(ctx context.Context, primary *pgx.Conn, replica backend.Node, li
 
 // roleName is the database role of one configuration's pool.
 func roleName(config, pool string) string { return "noisysim_" + config + "_" + pool }
+
+// rolesOf returns the roles configuration c logs in as, with access:
+// and writing orders when the scenario has a checked writer.
+func (r *runner) rolesOf(c *scenario.Configuration, access tableAccess) []pools.RoleConfig {
+	if r.sc.Writer != nil {
+		orders := r.sc.Data.SchemaName() + ".orders"
+		if !slices.Contains(access.write, orders) {
+			access.write = append(slices.Clone(access.write), orders)
+		}
+	}
+	return rolesOf(c, r.sc.Data.SchemaName(), access)
+}
 
 // tableAccess is what the workload roles may touch in the run's schema:
 // the built-in data set is read only; a data set of the user's own
@@ -628,11 +649,20 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 	}
 	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{}, Logger: r.log}
 	st := &stack{limiters: map[pools.Class]*limiter.Limiter{}}
+	// addPool adds pool name on node, or with topology shards on every
+	// node, the router choosing each call's.
+	addPool := func(name string, node backend.Node, role string, size int, timeout time.Duration) {
+		if r.routing == nil {
+			cfg.Pools = append(cfg.Pools, pools.PoolConfig{Name: name, DSN: dsn(node, role), Size: int32(size), AcquireTimeout: timeout})
+			return
+		}
+		cfg.Router = r.routing.Router
+		for _, n := range r.shardNodes {
+			cfg.Pools = append(cfg.Pools, pools.PoolConfig{Name: name, Node: n.Name, DSN: dsn(n, role), Size: int32(size), AcquireTimeout: timeout})
+		}
+	}
 	if c.Mode == scenario.ModeShared {
-		cfg.Pools = []pools.PoolConfig{{
-			Name: "shared", DSN: dsn(r.primary, "shared"),
-			Size: int32(c.Shared.PoolSize), AcquireTimeout: c.Shared.AcquireTimeout.Duration(),
-		}}
+		addPool("shared", r.primary, "shared", c.Shared.PoolSize, c.Shared.AcquireTimeout.Duration())
 		cfg.Classes[pools.Interactive] = pools.ClassConfig{Pool: "shared"}
 		cfg.Classes[pools.Heavy] = pools.ClassConfig{Pool: "shared"}
 	} else {
@@ -646,10 +676,7 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 					r.note("%s: the %s class targets the replica, but the topology has none: it runs on the primary", c.Name, class)
 				}
 			}
-			cfg.Pools = append(cfg.Pools, pools.PoolConfig{
-				Name: string(class), DSN: dsn(node, string(class)),
-				Size: int32(p.PoolSize), AcquireTimeout: p.AcquireTimeout.Duration(),
-			})
+			addPool(string(class), node, string(class), p.PoolSize, p.AcquireTimeout.Duration())
 			cc := pools.ClassConfig{Pool: string(class)}
 			if p.Limiter.Enabled {
 				l, err := limiter.New(limiter.Config{
@@ -775,9 +802,14 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 		return configResult{}, err
 	}
 	defer st.Close()
-	for _, class := range []pools.Class{pools.Interactive, pools.Heavy} {
-		if p, ok := st.Placement(class); ok {
-			r.note("%s: %s", c.Name, p)
+	if r.routing != nil {
+		r.note("%s: every class's calls routed by the tenant catalog to the node holding the tenant (%d nodes, %d spare)",
+			c.Name, len(r.shardNodes), r.sc.Backend.SpareNodes)
+	} else {
+		for _, class := range []pools.Class{pools.Interactive, pools.Heavy} {
+			if p, ok := st.Placement(class); ok {
+				r.note("%s: %s", c.Name, p)
+			}
 		}
 	}
 	t0 := time.Now()
@@ -785,7 +817,17 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	if err != nil {
 		return configResult{}, err
 	}
-	tr, err := r.runTimeline(ctx, c, st, faults)
+	var w *checkedWriter
+	if r.sc.Writer != nil {
+		if w, err = r.newWriter(ctx, c); err != nil {
+			return configResult{}, err
+		}
+		defer w.finish()
+	}
+	tr, err := r.runTimeline(ctx, c, st, faults, w)
+	if w != nil {
+		w.finish()
+	}
 	faultReports := faults.finish()
 	if err != nil && ctx.Err() != nil && tr != nil {
 		// Interrupted: the windows as measured until then, no assertions.
@@ -804,6 +846,14 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
 	res.report.Faults = faultReports
 	res.assertions = r.assertions(c, tr, clean)
+	if w != nil {
+		v, err := r.checkWriter(ctx, w)
+		if err != nil {
+			return configResult{}, err
+		}
+		res.report.Writer = w.report(v, tr)
+		res.assertions = append(res.assertions, r.writerAssertions(c.Name, res.report.Writer)...)
+	}
 	pairs := 0
 	if r.quietPlan != nil {
 		pairs = r.quietPlan.Pairs

@@ -554,7 +554,8 @@ func (s *Scenario) applyDefaults() {
 	}
 	fill(reflect.ValueOf(s).Elem(), reflect.ValueOf(def), "", has)
 	s.applyTimelineDefaults()
-	s.applyPromotionDefaults()
+	s.applyShardDefaults()
+	s.applyWriterDefaults()
 	s.applyHotShardDefaults()
 
 	for i := range s.Classes {

@@ -84,10 +84,13 @@ type Scenario struct {
 	Configurations []Configuration `yaml:"configurations"`
 	// Assertions decide whether a configuration passes.
 	Assertions Assertions `yaml:"assertions"`
-	// Promotion, when present, makes this a tenant-promotion scenario on
-	// topology shards (see Promotion); absent, it is the noisy-neighbour
-	// scenario.
-	Promotion Promotion `yaml:"promotion"`
+	// Writer, when present, writes one tenant's rows at a fixed rate over
+	// each configuration's whole timeline and checks, after it, that no
+	// acknowledged write was lost (assertions zero_loss and write_pause).
+	Writer *Writer `yaml:"writer"`
+	// Promotion is the removed promotion section, kept only so that a
+	// file that still has one is told what replaced it.
+	Promotion any `yaml:"promotion"`
 	// HotShard, when present, makes this a hot-shard scenario on topology
 	// citus (see HotShard).
 	HotShard HotShard `yaml:"hot_shard"`
@@ -148,6 +151,10 @@ type Backend struct {
 	// Shards is the node count of topology shards (kind local), 2..16.
 	// Default 4.
 	Shards int `yaml:"shards"`
+	// SpareNodes is, for topology shards, the number of last nodes kept
+	// out of the hash ring: they hold no tenant at the start (targets for
+	// move_tenant). 0..Shards-1. Default 0.
+	SpareNodes int `yaml:"spare_nodes"`
 	// Workers is the worker count of topology citus: kind local 2..64,
 	// kind docker 2..32; kind external takes the coordinator's workers.
 	// Default 4.
@@ -611,6 +618,13 @@ type Assertions struct {
 	// AllowedErrors are the error classes that do not fail "no unexpected
 	// errors". Default: DefaultAllowedErrors.
 	AllowedErrors []ErrorClass `yaml:"allowed_errors"`
+	// ZeroLoss requires, with a writer, that every acknowledged write is
+	// stored exactly once with its last acknowledged value. Default false.
+	ZeroLoss bool `yaml:"zero_loss"`
+	// WritePause bounds the writer's longest write, from its intended
+	// start to its answer (a move's fenced pause shows there). Needs a
+	// writer.
+	WritePause WritePause `yaml:"write_pause"`
 	// CleanAfter requires, after each configuration: limiter in_flight 0, no
 	// borrowed pool connection, no t:* session left. Default true.
 	CleanAfter bool `yaml:"clean_after"`

@@ -295,13 +295,12 @@ func (c *checker) setup(s *Scenario) {
 	}
 }
 
-// otherRunner names the runner of a scenario that is not the
-// noisy-neighbour one ("promotion", "hot-shard"); "" for the
-// noisy-neighbour scenario.
+// otherRunner names a scenario that loads its own data set and runs its
+// own queries ("topology shards", "hot-shard"); "" for the others.
 func (s *Scenario) otherRunner() string {
 	switch {
-	case s.Promoting():
-		return "promotion"
+	case s.Backend.Topology == TopologyShards:
+		return "topology shards"
 	case s.HotSharding():
 		return "hot-shard"
 	}

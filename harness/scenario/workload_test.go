@@ -128,8 +128,8 @@ configurations: [{name: c, mode: shared}]
 	})
 }
 
-// TestOwnWorkloadOnlyNoisyNeighbour: promotion and hot-shard scenarios load
-// their own data and run their own queries.
+// TestOwnWorkloadOnlyNoisyNeighbour: scenarios on topology shards and
+// hot-shard scenarios load their own data and run their own queries.
 func TestOwnWorkloadOnlyNoisyNeighbour(t *testing.T) {
 	src, err := os.ReadFile("../../scenarios/tenant-promotion.yaml")
 	if err != nil {
@@ -137,7 +137,7 @@ func TestOwnWorkloadOnlyNoisyNeighbour(t *testing.T) {
 	}
 	text := strings.Replace(string(src), "\ndata:\n", "\ndata:\n  setup: [x.sql]\n", 1)
 	_, err = Parse([]byte(text), "p.yaml")
-	if err == nil || !strings.Contains(err.Error(), "data.setup: only for the noisy-neighbour scenario; a promotion scenario loads its own data set") {
+	if err == nil || !strings.Contains(err.Error(), "data.setup: only for the noisy-neighbour scenario; a topology shards scenario loads its own data set") {
 		t.Errorf("error %v", err)
 	}
 }
