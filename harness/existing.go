@@ -145,7 +145,6 @@ func describeCounts(counts []string) string {
 	return strings.Join(counts, ", ")
 }
 
-
 // readOnly returns node with every session opened on it read only
 // (default_transaction_read_only): a workload on the database's own
 // tables never writes them, whatever its scripts say.
