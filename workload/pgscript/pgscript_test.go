@@ -343,3 +343,30 @@ func TestStatementArgs(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+func TestContinuationAndSleepVariable(t *testing.T) {
+	s, err := Parse([]byte("\\set x 1 + \\\n  2 * 3\n\\set pause 0\n\\sleep :pause ms\nSELECT :x;\n"), "c.sql", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeConn{}
+	if err := s.Run(context.Background(), f, rand.New(rand.NewPCG(1, 1)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls[0].args; len(got) != 1 || got[0] != int64(7) {
+		t.Errorf("args %v, want [7]", got)
+	}
+	if got := f.calls[0].sql; got != "SELECT $1" {
+		t.Errorf("sql %q", got)
+	}
+	// A cancelled run stops at its \sleep with the context's error.
+	s, err = Parse([]byte("\\sleep 10 s\nSELECT 1;\n"), "c.sql", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Run(ctx, &fakeConn{}, rand.New(rand.NewPCG(1, 1)), nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
+	}
+}
