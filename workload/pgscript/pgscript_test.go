@@ -210,15 +210,19 @@ func TestExpressions(t *testing.T) {
 		{"mod(10, 4)", "2"},
 		{":scale * 10", "10"},
 		{":tenant + 1", "43"},
+		{":t is true", "true"},
+		{":y and true", "true"},
+		{":n or false", "false"},
 		{"random(5, 5)", "5"},
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
-			s, err := Parse([]byte(`\set x `+tc.expr+"\nSELECT :x;\n"), "e.sql", builtins)
+			opts := Options{Builtins: []string{"tenant", "scale", "t", "y", "n"}}
+			s, err := Parse([]byte(`\set x `+tc.expr+"\nSELECT :x;\n"), "e.sql", opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			f := &fakeConn{}
-			if err := s.Run(context.Background(), f, rand.New(rand.NewPCG(1, 1)), []Value{Text("42"), Int(1)}); err != nil {
+			if err := s.Run(context.Background(), f, rand.New(rand.NewPCG(1, 1)), []Value{Text("42"), Int(1), Text("tr"), Text("YE"), Text("no")}); err != nil {
 				t.Fatal(err)
 			}
 			if got := FromAny(f.calls[0].args[0]).String(); got != tc.want {
