@@ -31,11 +31,22 @@ type ActionEnv struct {
 	// Routing is the routing of tenants to nodes of topology shards; nil
 	// for the other topologies, where every tenant is on every node.
 	Routing *Routing
+	// TenantKey returns tenant n's key (tenants.keys), as its sessions
+	// are tagged; nil means n itself.
+	TenantKey func(n int) string
+}
+
+// key returns tenant n's key.
+func (env ActionEnv) key(n int) string {
+	if env.TenantKey == nil {
+		return fmt.Sprint(n)
+	}
+	return env.TenantKey(n)
 }
 
 // actionEnv is the ActionEnv of a configuration running on stack st.
 func (r *runner) actionEnv(st *stack) ActionEnv {
-	return ActionEnv{Cluster: r.cluster, Logger: r.log, Schema: r.sc.Data.SchemaName(), Ledger: st.Ledger(), Routing: r.routing}
+	return ActionEnv{Cluster: r.cluster, Logger: r.log, Schema: r.sc.Data.SchemaName(), Ledger: st.Ledger(), Routing: r.routing, TenantKey: r.key}
 }
 
 // ActionOutcome is what an action reports: a line for people and its
@@ -194,7 +205,7 @@ const tenantSessions = `FROM pg_stat_activity WHERE application_name = $1 AND us
 // Run terminates the tenant's sessions on every node and counts them
 // before and after.
 func (t terminateSessions) Run(ctx context.Context, env ActionEnv) (ActionOutcome, error) {
-	tag := pools.TagPrefix + fmt.Sprint(t.tenant)
+	tag := pools.TagPrefix + env.key(t.tenant)
 	var before, ended, after int64
 	for _, n := range env.Cluster.Nodes() {
 		conn, err := pgx.Connect(ctx, n.DSN())
@@ -216,7 +227,7 @@ func (t terminateSessions) Run(ctx context.Context, env ActionEnv) (ActionOutcom
 		before, ended, after = before+b, ended+e, after+a
 	}
 	return ActionOutcome{
-		Detail: fmt.Sprintf("terminated %d sessions of tenant %d", ended, t.tenant),
+		Detail: fmt.Sprintf("terminated %d sessions of tenant %s", ended, env.key(t.tenant)),
 		Before: map[string]float64{"sessions": float64(before)},
 		After:  map[string]float64{"sessions": float64(after)},
 	}, nil

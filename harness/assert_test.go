@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -94,7 +95,7 @@ func TestQuietRejections(t *testing.T) {
 		{Tenant: 2, Class: "lookup", ErrorsByClass: map[string]int64{"statement_timeout": 3}},
 		{Tenant: 3, Class: "page", ErrorsByClass: map[string]int64{"queue_full": 1, "wait_exceeded": 2}},
 	}
-	got := quietRejections("isolated", sums)
+	got := quietRejections("isolated", sums, strconv.Itoa)
 	if len(got) != 2 {
 		t.Fatalf("got %d assertions, want tenant 3's and the aggregate: %+v", len(got), got)
 	}
@@ -104,7 +105,7 @@ func TestQuietRejections(t *testing.T) {
 	if got[1].Tenant != quietAll || got[1].Observed != 3 || got[1].Passed {
 		t.Errorf("aggregate: %+v (the dominant tenant's rejections must not count)", got[1])
 	}
-	if ok := quietRejections("isolated", sums[:2]); len(ok) != 1 || !ok[0].Passed {
+	if ok := quietRejections("isolated", sums[:2], strconv.Itoa); len(ok) != 1 || !ok[0].Passed {
 		t.Errorf("no quiet rejections must pass: %+v", ok)
 	}
 }

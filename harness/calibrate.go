@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -76,6 +77,17 @@ func (r *runner) calibrate(ctx context.Context) error {
 	return r.schedule(rates)
 }
 
+// classQuery names what class c runs: its query kind, script or "sql".
+func classQuery(c *scenario.Class) string {
+	switch {
+	case c.Script != "":
+		return c.Script
+	case c.SQL != "":
+		return "sql"
+	}
+	return string(c.Query)
+}
+
 // calibration sets class c's rate from its measured service times: the
 // offered concurrency rate × mean service time is load_factor × pool.
 func calibration(c *scenario.Class, pool calPool, times []time.Duration, took time.Duration) reports.Calibration {
@@ -86,7 +98,7 @@ func calibration(c *scenario.Class, pool calPool, times []time.Duration, took ti
 	mean := sum / time.Duration(len(times))
 	sorted := slices.Sorted(slices.Values(times))
 	return reports.Calibration{
-		Class: c.Name, Query: string(c.Query), Samples: int64(len(times)), Seconds: took.Seconds(),
+		Class: c.Name, Query: classQuery(c), Samples: int64(len(times)), Seconds: took.Seconds(),
 		ServiceMean: ms(mean), ServiceP50: ms(sorted[(len(sorted)-1)/2]),
 		LoadFactor: c.LoadFactor, Pool: pool.size, PoolName: pool.name,
 		Rate: c.LoadFactor * float64(pool.size) / mean.Seconds(),
@@ -104,6 +116,14 @@ func (r *runner) serviceTimes(ctx context.Context, c *scenario.Class) ([]time.Du
 	p := r.params
 	p.Sleep = c.Sleep.Duration()
 	one := func(seq int64) error {
+		if prog := c.Program(); prog != nil {
+			rng := rand.New(rand.NewPCG(uint64(r.sc.Seed), uint64(seq)))
+			err := prog.Run(ctx, scriptConn{conn}, rng, r.bind[scenario.DominantTenant-1])
+			if err != nil && !conn.IsClosed() && conn.PgConn().TxStatus() != 'I' {
+				_, _ = conn.Exec(context.Background(), "ROLLBACK")
+			}
+			return err
+		}
 		if dataset.Kind(c.Query) == dataset.KindExport {
 			tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 			if err != nil {

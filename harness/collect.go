@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -148,7 +147,7 @@ func topShares(shares map[string]*pools.Window, n int) []reports.Share {
 func (r *runner) rows(sums []metrics.Summary, shares map[string]*pools.Window) []reports.TenantRow {
 	out := make([]reports.TenantRow, 0, len(sums))
 	for _, s := range sums {
-		tenant := strconv.Itoa(s.Tenant)
+		tenant := r.key(s.Tenant)
 		row := reports.TenantRow{
 			Tenant: tenant, Class: s.Class, Count: s.Count,
 			Rejected:      s.ErrorsByClass[string(scenario.ErrorQueueFull)] + s.ErrorsByClass[string(scenario.ErrorWaitExceeded)],
@@ -175,7 +174,7 @@ func (r *runner) rows(sums []metrics.Summary, shares map[string]*pools.Window) [
 func (r *runner) quietAllRows(rec *metrics.Recorder, shares map[string]*pools.Window) []reports.TenantRow {
 	var quietShare float64
 	for t, s := range shares {
-		if t != strconv.Itoa(scenario.DominantTenant) {
+		if t != r.key(scenario.DominantTenant) {
 			quietShare += s.Share
 		}
 	}
@@ -239,7 +238,7 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 			Stats: windowStats(sums, plannedIn(w, planned[i]), w.end-w.start), TopDBTime: topShares(shares, 10),
 		}
 		out.Windows = append(out.Windows, rw)
-		for _, iv := range intervals(w.rec) {
+		for _, iv := range intervals(w.rec, r.key) {
 			iv.Window = w.step.Name
 			out.Intervals = append(out.Intervals, iv)
 		}
@@ -255,7 +254,7 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 
 // intervals returns the per-second p99 of the dominant tenant and of all
 // quiet tenants merged, per class; times from the timeline's start.
-func intervals(rec *metrics.Recorder) []reports.Interval {
+func intervals(rec *metrics.Recorder, key func(int) string) []reports.Interval {
 	width := rec.Config().Interval
 	if width <= 0 {
 		return nil
@@ -274,7 +273,7 @@ func intervals(rec *metrics.Recorder) []reports.Interval {
 	for _, class := range sortedKeys(classes) {
 		for _, iv := range rec.MergedIntervals(func(t int, c string) bool { return t == scenario.DominantTenant && c == class }) {
 			iv.Class = class
-			out = append(out, conv(strconv.Itoa(scenario.DominantTenant), iv))
+			out = append(out, conv(key(scenario.DominantTenant), iv))
 		}
 		for _, iv := range rec.MergedIntervals(func(t int, c string) bool { return t != scenario.DominantTenant && c == class }) {
 			iv.Class = class
@@ -314,7 +313,7 @@ func (r *runner) p99Samples(rec *metrics.Recorder) []p99Sample {
 	var ps []p99Sample
 	for _, s := range rec.Summary() {
 		if s.Tenant != scenario.DominantTenant && quiet[s.Class] {
-			ps = append(ps, p99Sample{Tenant: strconv.Itoa(s.Tenant), Class: s.Class, Count: s.Count, P99: s.P99, CI: s.P99CI})
+			ps = append(ps, p99Sample{Tenant: r.key(s.Tenant), Class: s.Class, Count: s.Count, P99: s.P99, CI: s.P99CI})
 		}
 	}
 	for _, class := range r.quietClasses() {
@@ -343,7 +342,7 @@ func (r *runner) assertions(c *scenario.Configuration, tr *timelineRun, clean cl
 	// The noisy tenant is rejected, and every rejection reached its client.
 	ex := tr.ex
 	if a.NoisyRejections && len(ex.stack.limiters) > 0 && r.dominantSendsLimited(c) {
-		dom := strconv.Itoa(scenario.DominantTenant)
+		dom := r.key(scenario.DominantTenant)
 		b, e := tr.limitsBefore[dom], tr.limitsAt[dom]
 		qf, we := e.RejectedQueueFull-b.RejectedQueueFull, e.RejectedWaitExceeded-b.RejectedWaitExceeded
 		seenQF, seenWE := ex.seenBy(dom)
@@ -357,7 +356,7 @@ func (r *runner) assertions(c *scenario.Configuration, tr *timelineRun, clean cl
 	}
 
 	for _, w := range tr.measured() {
-		out = append(out, inWindow(w.step.Name, quietRejections(c.Name, w.rec.Summary()))...)
+		out = append(out, inWindow(w.step.Name, quietRejections(c.Name, w.rec.Summary(), r.key))...)
 		out = append(out, inWindow(w.step.Name, r.unexpectedErrors(c.Name, w.rec.Summary()))...)
 	}
 
@@ -424,7 +423,7 @@ func (r *runner) unexpectedErrors(config string, sums []metrics.Summary) []repor
 		}
 		if n > 0 {
 			slices.Sort(kinds)
-			out = append(out, countAssert(AssertNoUnexpectedError, config, strconv.Itoa(s.Tenant), s.Class, "<=", n, 0,
+			out = append(out, countAssert(AssertNoUnexpectedError, config, r.key(s.Tenant), s.Class, "<=", n, 0,
 				fmt.Sprint(kinds)))
 		}
 		total += n
@@ -435,7 +434,7 @@ func (r *runner) unexpectedErrors(config string, sums []metrics.Summary) []repor
 // quietRejections asserts that no quiet tenant was rejected: isolation that
 // rejects the quiet tenants fails them another way, whatever allowed_errors
 // says (and a rejected request is fast, so it would flatter their p99).
-func quietRejections(config string, sums []metrics.Summary) []reports.Assertion {
+func quietRejections(config string, sums []metrics.Summary, key func(int) string) []reports.Assertion {
 	var out []reports.Assertion
 	var total int64
 	for _, s := range sums {
@@ -444,7 +443,7 @@ func quietRejections(config string, sums []metrics.Summary) []reports.Assertion 
 		}
 		n := s.ErrorsByClass[string(scenario.ErrorQueueFull)] + s.ErrorsByClass[string(scenario.ErrorWaitExceeded)]
 		if n > 0 {
-			out = append(out, countAssert(AssertQuietNotRejected, config, strconv.Itoa(s.Tenant), s.Class, "<=", n, 0,
+			out = append(out, countAssert(AssertQuietNotRejected, config, key(s.Tenant), s.Class, "<=", n, 0,
 				"limiter rejections of a quiet tenant"))
 		}
 		total += n

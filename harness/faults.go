@@ -53,6 +53,7 @@ type faultRun struct {
 	ctx    context.Context
 	wg     sync.WaitGroup
 
+	key     func(int) string // a tenant's key, for the report
 	mu      sync.Mutex
 	origin  time.Time                // the first armed phase's start: events and times count from it
 	offsets map[string]time.Duration // each armed phase's start from origin
@@ -78,7 +79,7 @@ func (r *runner) startFaults(ctx context.Context, c *scenario.Configuration) (*f
 	if !ok {
 		return nil, fmt.Errorf("%w: faults need a cluster of backend kind docker; this one cannot stop, pause or disconnect nodes: %w", ErrRun, scenario.ErrInvalid)
 	}
-	return &faultRun{inj: inj, faults: fs, phases: phases, ctx: ctx, times: make([]faultTimes, len(fs)),
+	return &faultRun{inj: inj, faults: fs, phases: phases, ctx: ctx, times: make([]faultTimes, len(fs)), key: r.key,
 		offsets: map[string]time.Duration{}}, nil
 }
 
@@ -188,6 +189,11 @@ func (fr *faultRun) finish() []reports.Fault {
 	out := make([]reports.Fault, len(fr.faults))
 	for i, f := range fr.faults {
 		out[i] = burst(f, fr.times[i], fr.events)
+		for j := range out[i].Tenants {
+			if id, err := strconv.Atoi(out[i].Tenants[j].Tenant); err == nil && fr.key != nil {
+				out[i].Tenants[j].Tenant = fr.key(id)
+			}
+		}
 		// Times from the fault's own phase start, as its at.
 		off := fr.offsets[fr.phases[i]].Seconds()
 		out[i].Phase = fr.phases[i]

@@ -11,7 +11,6 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/footprint"
-	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
 )
 
@@ -37,12 +36,10 @@ func (r *runner) roleNames() []string {
 	switch {
 	case r.sc.HotSharding():
 		return nil // the hot-shard run logs in as the DSN's user
-	case r.sc.Promoting():
-		return promotion.RoleNames(r.sc)
 	}
 	var out []string
 	for i := range r.sc.Configurations {
-		for _, rc := range rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName()) {
+		for _, rc := range rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName(), tableAccess{}) {
 			out = append(out, rc.Name)
 		}
 	}

@@ -20,12 +20,12 @@ import (
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/guard"
-	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
+	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
 // Phase names, as Progress reports them; the timeline's phases report
@@ -139,24 +139,12 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	r.watchMachine()
 	var rep *reports.Report
 	switch {
-	case sc.Promoting():
-		rep, err = runPromotion(ctx, r)
 	case sc.HotSharding():
 		rep, err = runHotShard(ctx, r)
 	default:
 		rep, err = r.run(ctx)
 	}
 	r.machineReport(rep)
-	return rep, err
-}
-
-// runPromotion hands a scenario with a promotion section to its runner.
-func runPromotion(ctx context.Context, r *runner) (*reports.Report, error) {
-	rep, _, err := promotion.Run(ctx, r.sc, r.cluster, promotion.Options{Logger: r.log, Now: r.opts.Now, Run: r.runID,
-		Phase: func(window string, total time.Duration) { r.setPhase(window, "promotion", total) }})
-	if errors.Is(err, promotion.ErrRun) {
-		err = fmt.Errorf("%w: %w", ErrRun, err)
-	}
 	return rep, err
 }
 
@@ -203,6 +191,12 @@ type runner struct {
 	planned    []int64 // each phase's arrivals (open loop)
 	hash       string
 	params     dataset.Params
+	// keys are the tenants' keys (tenant n at n-1); rowCounts their row
+	// counts by data.rows name (data.setup only); bind the values of the
+	// script builtins (scenario.Builtins) per tenant.
+	keys       []string
+	rowCounts  map[string]map[int]int64
+	bind       [][]pgscript.Value
 	primary    backend.Node
 	replica    backend.Node
 	hasReplica bool
@@ -213,8 +207,10 @@ type runner struct {
 	phaseStart time.Time
 	passwords  map[string]string
 	guard      *guard.Guard // nil: off
-	// routing places tenants on nodes (topology shards); nil otherwise.
-	routing *Routing
+	// routing places tenants on nodes (topology shards), each of
+	// shardNodes (in the run's schema); nil otherwise.
+	routing    *Routing
+	shardNodes []backend.Node
 }
 
 // plan draws the population and the schedules: everything seeded. The
@@ -254,7 +250,62 @@ func (r *runner) plan() error {
 		Orders:    dataset.Counts(shares, int64(sc.Data.Orders)),
 		Customers: sc.Data.Customers,
 	}
+	r.keys = sc.Tenants.KeyList()
+	if !sc.Data.Builtin() {
+		r.rowCounts = map[string]map[int]int64{}
+		for _, name := range sc.RowNames() {
+			r.rowCounts[name] = dataset.Counts(shares, sc.Data.Rows[name])
+		}
+	}
+	if err := r.bindTenants(); err != nil {
+		return err
+	}
+	for i := range sc.Classes {
+		c := &sc.Classes[i]
+		if (c.Script != "" || c.SQL != "") && c.Program() == nil {
+			// A scenario built in Go: parse its scripts now.
+			if errs := sc.Validate(); len(errs) > 0 {
+				return fmt.Errorf("%w: %w", scenario.ErrInvalid, errors.Join(errs...))
+			}
+			break
+		}
+	}
 	return nil
+}
+
+// bindTenants sets the values of the script builtins (scenario.Builtins)
+// of each tenant from its key and row counts.
+func (r *runner) bindTenants() error {
+	sc := r.sc
+	r.bind = make([][]pgscript.Value, r.pop.Len())
+	for i := range r.bind {
+		n := i + 1
+		key := pgscript.Text(r.key(n))
+		if sc.Tenants.Keys.SQLType() == string(scenario.KeyBigint) {
+			v, err := strconv.ParseInt(r.key(n), 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: tenants.keys: tenant %d's key %q is not a bigint", scenario.ErrInvalid, n, r.key(n))
+			}
+			key = pgscript.Int(v)
+		}
+		b := []pgscript.Value{key, pgscript.Int(int64(n)), pgscript.Int(1)}
+		if sc.Data.Builtin() {
+			b = append(b, pgscript.Int(r.params.Orders[n]))
+		}
+		for _, name := range sc.RowNames() {
+			b = append(b, pgscript.Int(max(r.rowCounts[name][n], 1)))
+		}
+		r.bind[i] = b
+	}
+	return nil
+}
+
+// key returns tenant n's key, as tags, the ledger and reports show it.
+func (r *runner) key(n int) string {
+	if n >= 1 && n <= len(r.keys) {
+		return r.keys[n-1]
+	}
+	return strconv.Itoa(n)
 }
 
 // schedule lays out the timeline at the classes' rates (a calibrated
@@ -294,11 +345,21 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	r.replica, r.hasReplica = backend.First(r.cluster, backend.RoleReplica)
 	// Every session of the run finds the data set in the run's schema
 	// alone.
-	r.primary = footprint.InSchema(r.primary, r.sc.Data.SchemaName())
-	r.replica = footprint.InSchema(r.replica, r.sc.Data.SchemaName())
+	r.primary = footprint.InSchema(r.primary, r.searchPath())
+	r.replica = footprint.InSchema(r.replica, r.searchPath())
 
 	r.setPhase(PhaseLoad, "", 0)
-	if err := r.load(ctx); err != nil {
+	if r.sharded() {
+		err := r.loadShards(ctx, false)
+		defer func() {
+			if r.routing != nil {
+				r.routing.close()
+			}
+		}()
+		if err != nil {
+			return nil, err
+		}
+	} else if err := r.load(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.calibrate(ctx); err != nil {
@@ -308,7 +369,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 
 	rep := &reports.Report{
 		Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, ScheduleHash: r.hash,
-		StartedAt: r.started.UTC(), Dominant: strconv.Itoa(scenario.DominantTenant),
+		StartedAt: r.started.UTC(), Dominant: r.key(scenario.DominantTenant),
 		Backend:   fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
 		QuietPlan: r.quietPlan, Calibrations: r.calibrated,
 	}
@@ -317,6 +378,13 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		if i > 0 {
 			if err := r.settle(ctx, r.sc.Configurations[i-1].Name); err != nil {
 				return r.interrupted(ctx, rep, err)
+			}
+			if r.sharded() {
+				// Each configuration starts from the hash placement.
+				r.setPhase(PhaseLoad, r.sc.Configurations[i].Name, 0)
+				if err := r.loadShards(ctx, true); err != nil {
+					return r.interrupted(ctx, rep, err)
+				}
 			}
 		}
 		cr, err := r.runConfiguration(ctx, &r.sc.Configurations[i])
@@ -368,6 +436,9 @@ func (r *runner) interrupted(ctx context.Context, rep *reports.Report, err error
 }
 
 func (r *runner) topology() backend.Topology {
+	if r.sharded() {
+		return backend.Topology(fmt.Sprintf("%s (%d nodes)", scenario.TopologyShards, len(r.shardNodes)))
+	}
 	if r.hasReplica {
 		return backend.TopologyReplica
 	}
@@ -398,16 +469,47 @@ func (r *runner) load(ctx context.Context) error {
 		now = time.Now()
 	}
 	t0 := time.Now()
-	if err := dataset.Load(ctx, conn, dataset.Spec{
-		Schema: r.sc.Data.SchemaName(), Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers,
-	}, now); err != nil {
-		return fmt.Errorf("%w: load data set: %w", ErrRun, err)
+	schema := r.sc.Data.SchemaName()
+	var access tableAccess
+	if r.sc.Data.Builtin() {
+		if err := dataset.Load(ctx, conn, dataset.Spec{
+			Schema: schema, Orders: r.params.Orders, Days: r.sc.Data.Days, Customers: r.sc.Data.Customers,
+		}, now); err != nil {
+			return fmt.Errorf("%w: load data set: %w", ErrRun, err)
+		}
+		r.log.Info("data set loaded", "orders", r.sc.Data.Orders, "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
+		for _, t := range dataset.Tables {
+			access.read = append(access.read, schema+"."+t)
+		}
+	} else if r.sc.Data.IsExisting() {
+		if err := r.loadExisting(ctx, conn); err != nil {
+			return err
+		}
+		access.schemas = r.sc.Data.Existing.Schemas
+		access.read = []string{schema + "." + dataset.TenantsTable}
+		for _, sch := range r.sc.Data.Existing.Schemas {
+			tables, _, err := dataset.SchemaObjects(ctx, conn, sch)
+			if err != nil {
+				return fmt.Errorf("%w: list the tables of schema %s: %w", ErrRun, sch, err)
+			}
+			access.read = append(access.read, tables...)
+		}
+		r.log.Info("existing tables", "schemas", r.sc.Data.Existing.Schemas, "tables", len(access.read)-1, "tenants", r.pop.Len())
+	} else {
+		if err := r.loadSetup(ctx, conn); err != nil {
+			return err
+		}
+		tables, seqs, err := dataset.SchemaObjects(ctx, conn, schema)
+		if err != nil {
+			return fmt.Errorf("%w: list the data set's tables: %w", ErrRun, err)
+		}
+		access.write, access.sequences = tables, seqs
+		r.log.Info("setup SQL run", "files", len(r.sc.Data.Setup), "tables", len(tables), "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
 	}
-	r.log.Info("data set loaded", "orders", r.sc.Data.Orders, "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
 
 	var roles []pools.RoleConfig
 	for i := range r.sc.Configurations {
-		roles = append(roles, rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName())...)
+		roles = append(roles, r.rolesOf(&r.sc.Configurations[i], access)...)
 	}
 	where := fmt.Sprintf("database %q on %s", r.primary.Database, r.primary.Name)
 	if r.passwords, err = footprint.EnsureRoles(ctx, conn, where, r.primary.Database, r.runID, roles...); err != nil {
@@ -456,13 +558,58 @@ func waitReplay(ctx context.Context, primary *pgx.Conn, replica backend.Node, li
 // roleName is the database role of one configuration's pool.
 func roleName(config, pool string) string { return "noisysim_" + config + "_" + pool }
 
-// rolesOf returns the least-privilege roles configuration c logs in as,
-// reading the data set in schema.
-func rolesOf(c *scenario.Configuration, schema string) []pools.RoleConfig {
-	var tables []string
-	for _, t := range dataset.Tables {
-		tables = append(tables, schema+"."+t)
+// rolesOf returns the roles configuration c logs in as, with access:
+// and writing orders when the scenario has a checked writer.
+func (r *runner) rolesOf(c *scenario.Configuration, access tableAccess) []pools.RoleConfig {
+	if r.sc.Writer != nil {
+		orders := r.sc.Data.SchemaName() + ".orders"
+		if !slices.Contains(access.write, orders) {
+			access.write = append(slices.Clone(access.write), orders)
+		}
 	}
+	return rolesOf(c, r.sc.Data.SchemaName(), access)
+}
+
+// tableAccess is what the workload roles may touch in the run's schema:
+// the built-in data set is read only; a data set of the user's own
+// (data.setup) is read and written by the user's scripts.
+type tableAccess struct {
+	read, write, sequences []string
+	// schemas are schemas beside the run's the roles get USAGE on.
+	schemas []string
+}
+
+// loadSetup loads a data set of the user's own: noisysim's tenants table,
+// then the setup files. A statement the server refuses is bad input (exit
+// 2), named by its file:line:col with the server's message.
+func (r *runner) loadSetup(ctx context.Context, conn *pgx.Conn) error {
+	spec := dataset.SetupSpec{
+		Schema: r.sc.Data.SchemaName(), KeyType: r.sc.Tenants.Keys.SQLType(), Keys: r.keys,
+		RowNames: r.sc.RowNames(), Rows: r.rowCounts,
+	}
+	for _, t := range r.pop.Tenants {
+		spec.Shares = append(spec.Shares, t.Share)
+	}
+	for _, f := range r.sc.Data.Setup {
+		spec.Files = append(spec.Files, r.sc.Path(f))
+	}
+	err := dataset.LoadSetup(ctx, conn, spec)
+	var se *dataset.SetupError
+	var pe *pgscript.Error
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: data.setup: %w", ErrRun, err)
+	case errors.As(err, &se), errors.As(err, &pe):
+		return fmt.Errorf("%w: data.setup: %w", scenario.ErrInvalid, err)
+	}
+	return fmt.Errorf("%w: data.setup: %w", ErrRun, err)
+}
+
+// rolesOf returns the least-privilege roles configuration c logs in as,
+// with access to the data set's tables.
+func rolesOf(c *scenario.Configuration, schema string, access tableAccess) []pools.RoleConfig {
 	mk := func(pool string, r scenario.Role) pools.RoleConfig {
 		return pools.RoleConfig{
 			Name:                            roleName(c.Name, pool),
@@ -470,8 +617,10 @@ func rolesOf(c *scenario.Configuration, schema string) []pools.RoleConfig {
 			IdleInTransactionSessionTimeout: r.IdleInTransactionSessionTimeout.Duration(),
 			WorkMem:                         string(r.WorkMem),
 			ConnectionLimit:                 r.ConnectionLimit,
-			Schemas:                         []string{schema},
-			ReadTables:                      tables,
+			Schemas:                         append([]string{schema}, access.schemas...),
+			ReadTables:                      access.read,
+			WriteTables:                     access.write,
+			Sequences:                       access.sequences,
 		}
 	}
 	if c.Mode == scenario.ModeShared {
@@ -493,15 +642,27 @@ type stack struct {
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
 	dsn := func(node backend.Node, pool string) string {
 		role := roleName(c.Name, pool)
+		if r.sc.Data.IsExisting() {
+			node = readOnly(node)
+		}
 		return node.DSNFor(role, r.passwords[role])
 	}
 	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{}, Logger: r.log}
 	st := &stack{limiters: map[pools.Class]*limiter.Limiter{}}
+	// addPool adds pool name on node, or with topology shards on every
+	// node, the router choosing each call's.
+	addPool := func(name string, node backend.Node, role string, size int, timeout time.Duration) {
+		if r.routing == nil {
+			cfg.Pools = append(cfg.Pools, pools.PoolConfig{Name: name, DSN: dsn(node, role), Size: int32(size), AcquireTimeout: timeout})
+			return
+		}
+		cfg.Router = r.routing.Router
+		for _, n := range r.shardNodes {
+			cfg.Pools = append(cfg.Pools, pools.PoolConfig{Name: name, Node: n.Name, DSN: dsn(n, role), Size: int32(size), AcquireTimeout: timeout})
+		}
+	}
 	if c.Mode == scenario.ModeShared {
-		cfg.Pools = []pools.PoolConfig{{
-			Name: "shared", DSN: dsn(r.primary, "shared"),
-			Size: int32(c.Shared.PoolSize), AcquireTimeout: c.Shared.AcquireTimeout.Duration(),
-		}}
+		addPool("shared", r.primary, "shared", c.Shared.PoolSize, c.Shared.AcquireTimeout.Duration())
 		cfg.Classes[pools.Interactive] = pools.ClassConfig{Pool: "shared"}
 		cfg.Classes[pools.Heavy] = pools.ClassConfig{Pool: "shared"}
 	} else {
@@ -515,10 +676,7 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 					r.note("%s: the %s class targets the replica, but the topology has none: it runs on the primary", c.Name, class)
 				}
 			}
-			cfg.Pools = append(cfg.Pools, pools.PoolConfig{
-				Name: string(class), DSN: dsn(node, string(class)),
-				Size: int32(p.PoolSize), AcquireTimeout: p.AcquireTimeout.Duration(),
-			})
+			addPool(string(class), node, string(class), p.PoolSize, p.AcquireTimeout.Duration())
 			cc := pools.ClassConfig{Pool: string(class)}
 			if p.Limiter.Enabled {
 				l, err := limiter.New(limiter.Config{
@@ -574,11 +732,13 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 	e.r.issued.Add(1)
 	e.calls.Add(1)
 	c := e.r.classes[op.Class]
-	tenant := strconv.Itoa(op.Tenant)
+	tenant := e.r.key(op.Tenant)
 	class := pools.Class(c.IsolationClass)
 	var err error
-	switch dataset.Kind(c.Query) {
-	case dataset.KindExport:
+	switch prog := c.Program(); {
+	case prog != nil:
+		err = e.script(ctx, prog, class, tenant, op)
+	case dataset.Kind(c.Query) == dataset.KindExport:
 		_, err = e.stack.Tx(ctx, class, tenant, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 			func(ctx context.Context, tx pgx.Tx) error {
 				_, err := dataset.Export(ctx, tx, op.Tenant, c.Batch)
@@ -642,9 +802,14 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 		return configResult{}, err
 	}
 	defer st.Close()
-	for _, class := range []pools.Class{pools.Interactive, pools.Heavy} {
-		if p, ok := st.Placement(class); ok {
-			r.note("%s: %s", c.Name, p)
+	if r.routing != nil {
+		r.note("%s: every class's calls routed by the tenant catalog to the node holding the tenant (%d nodes, %d spare)",
+			c.Name, len(r.shardNodes), r.sc.Backend.SpareNodes)
+	} else {
+		for _, class := range []pools.Class{pools.Interactive, pools.Heavy} {
+			if p, ok := st.Placement(class); ok {
+				r.note("%s: %s", c.Name, p)
+			}
 		}
 	}
 	t0 := time.Now()
@@ -652,7 +817,17 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	if err != nil {
 		return configResult{}, err
 	}
-	tr, err := r.runTimeline(ctx, c, st, faults)
+	var w *checkedWriter
+	if r.sc.Writer != nil {
+		if w, err = r.newWriter(ctx, c); err != nil {
+			return configResult{}, err
+		}
+		defer w.finish()
+	}
+	tr, err := r.runTimeline(ctx, c, st, faults, w)
+	if w != nil {
+		w.finish()
+	}
 	faultReports := faults.finish()
 	if err != nil && ctx.Err() != nil && tr != nil {
 		// Interrupted: the windows as measured until then, no assertions.
@@ -671,6 +846,14 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
 	res.report.Faults = faultReports
 	res.assertions = r.assertions(c, tr, clean)
+	if w != nil {
+		v, err := r.checkWriter(ctx, w)
+		if err != nil {
+			return configResult{}, err
+		}
+		res.report.Writer = w.report(v, tr)
+		res.assertions = append(res.assertions, r.writerAssertions(c.Name, res.report.Writer)...)
+	}
 	pairs := 0
 	if r.quietPlan != nil {
 		pairs = r.quietPlan.Pairs

@@ -181,9 +181,6 @@ func (c *checker) hotShard(s *Scenario) {
 	if !citus {
 		c.add("hot_shard", "needs backend.topology citus")
 	}
-	if s.Promoting() {
-		c.add("hot_shard", "a scenario has a promotion or a hot_shard section, not both")
-	}
 	h := &s.HotShard
 	c.atLeast("hot_shard.shards", h.Shards, 1)
 	if !(h.Rate > 0 && h.Rate <= 10000) {

@@ -46,7 +46,9 @@ func Load(path string) (*Scenario, error) {
 func Parse(data []byte, file string) (*Scenario, error) {
 	fail := func(ps ...Problem) error {
 		for i := range ps {
-			ps[i].File = file
+			if ps[i].File == "" {
+				ps[i].File = file
+			}
 		}
 		return &Error{File: file, Problems: sortProblems(ps)}
 	}
@@ -552,7 +554,8 @@ func (s *Scenario) applyDefaults() {
 	}
 	fill(reflect.ValueOf(s).Elem(), reflect.ValueOf(def), "", has)
 	s.applyTimelineDefaults()
-	s.applyPromotionDefaults()
+	s.applyShardDefaults()
+	s.applyWriterDefaults()
 	s.applyHotShardDefaults()
 
 	for i := range s.Classes {

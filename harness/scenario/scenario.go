@@ -5,6 +5,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/footprint"
+	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
 // Defaults applied by Parse to keys a file leaves out (or sets to null).
@@ -83,10 +84,13 @@ type Scenario struct {
 	Configurations []Configuration `yaml:"configurations"`
 	// Assertions decide whether a configuration passes.
 	Assertions Assertions `yaml:"assertions"`
-	// Promotion, when present, makes this a tenant-promotion scenario on
-	// topology shards (see Promotion); absent, it is the noisy-neighbour
-	// scenario.
-	Promotion Promotion `yaml:"promotion"`
+	// Writer, when present, writes one tenant's rows at a fixed rate over
+	// each configuration's whole timeline and checks, after it, that no
+	// acknowledged write was lost (assertions zero_loss and write_pause).
+	Writer *Writer `yaml:"writer"`
+	// Promotion is the removed promotion section, kept only so that a
+	// file that still has one is told what replaced it.
+	Promotion any `yaml:"promotion"`
 	// HotShard, when present, makes this a hot-shard scenario on topology
 	// citus (see HotShard).
 	HotShard HotShard `yaml:"hot_shard"`
@@ -147,6 +151,10 @@ type Backend struct {
 	// Shards is the node count of topology shards (kind local), 2..16.
 	// Default 4.
 	Shards int `yaml:"shards"`
+	// SpareNodes is, for topology shards, the number of last nodes kept
+	// out of the hash ring: they hold no tenant at the start (targets for
+	// move_tenant). 0..Shards-1. Default 0.
+	SpareNodes int `yaml:"spare_nodes"`
 	// Workers is the worker count of topology citus: kind local 2..64,
 	// kind docker 2..32; kind external takes the coordinator's workers.
 	// Default 4.
@@ -224,6 +232,10 @@ type Tenants struct {
 	// (0, 1). DominantShare plus these must not exceed 1; the other quiet
 	// tenants share what is left by the power law. Optional.
 	Shares map[int]float64 `yaml:"shares"`
+	// Keys maps tenant n (1..Count) to the key the workload uses: tags,
+	// ledger, reports and :tenant show it. Default: bigint keys 1..Count.
+	// Other keys need data.setup (see TenantKeys).
+	Keys TenantKeys `yaml:"keys"`
 }
 
 // Data sizes the generated data set.
@@ -241,7 +253,38 @@ type Data struct {
 	// did not create it. Default (and when empty) footprint.DefaultSchema
 	// ("noisysim"): read it with SchemaName.
 	Schema string `yaml:"schema"`
+	// Setup lists SQL files, relative to the scenario file, run in order
+	// in the run's schema after noisysim creates the table
+	// noisysim_tenants (see SetupTenantsTable): the user's own schema and
+	// rows instead of the built-in orders data set. Orders, Days and
+	// Customers then do not apply. Empty means the built-in data set.
+	Setup []string `yaml:"setup"`
+	// Rows names row counts to split over the tenants by their shares
+	// (as orders are): name -> total, each >= tenants.count. Each becomes
+	// the column rows_<name> of noisysim_tenants and the script variable
+	// :rows_<name>. Only with Setup. Names: lower-case letters, digits and
+	// '_', starting with a letter.
+	Rows map[string]int64 `yaml:"rows"`
+	// Existing runs the workload on tables already in the database (an
+	// external backend), read only: no data step. Not with Setup.
+	Existing Existing `yaml:"existing"`
 }
+
+// Existing names the schemas of a database's own tables a workload reads.
+type Existing struct {
+	// Schemas are searched after the run's schema (search_path), so that
+	// scripts may name their tables unqualified; the workload roles get
+	// USAGE on them and SELECT on their tables, nothing more, and every
+	// workload session is read only (default_transaction_read_only).
+	Schemas []string `yaml:"schemas"`
+}
+
+// Builtin reports whether the data set is noisysim's own orders data set
+// (neither Setup nor Existing).
+func (d Data) Builtin() bool { return len(d.Setup) == 0 && len(d.Existing.Schemas) == 0 }
+
+// IsExisting reports whether the workload runs on existing tables.
+func (d Data) IsExisting() bool { return len(d.Existing.Schemas) > 0 }
 
 // SchemaName returns Schema, or footprint.DefaultSchema when it is empty.
 func (d Data) SchemaName() string {
@@ -312,8 +355,19 @@ type Class struct {
 	// IsolationClass is interactive or heavy. Default: Name, when Name is one
 	// of the two; required otherwise.
 	IsolationClass IsolationClass `yaml:"isolation_class"`
-	// Query is lookup, page, report, export or sleep. Required.
+	// Query is lookup, page, report, export or sleep: a canned query on
+	// the built-in orders data set. Exactly one of Query, Script and SQL.
 	Query Query `yaml:"query"`
+	// Script is a pgbench custom script, relative to the scenario file,
+	// run once per arrival (package workload/pgscript): its statements,
+	// \set, \sleep and \gset, with :tenant, :tenant_n, :scale and
+	// :rows_<name> bound by noisysim.
+	Script string `yaml:"script"`
+	// SQL is one statement with $1..$n placeholders; Args gives one
+	// pgbench expression per placeholder (":tenant",
+	// "random(1, :rows_invoices)").
+	SQL  string   `yaml:"sql"`
+	Args []string `yaml:"args"`
 	// Rate is arrivals per second across all of the class's senders, > 0.
 	// Required. Open loop: arrivals do not wait for earlier ones to finish.
 	Rate float64 `yaml:"rate"`
@@ -336,7 +390,15 @@ type Class struct {
 	// Calibrate is how long the calibration measures; load_factor only.
 	// Default DefaultCalibrate.
 	Calibrate Duration `yaml:"calibrate"`
+
+	// program is Script or SQL parsed, set by validation.
+	program *pgscript.Script
 }
+
+// Program returns the class's parsed script or inline statement; nil for a
+// canned Query, or before the scenario was validated (Parse, Load and
+// Validate parse it).
+func (c *Class) Program() *pgscript.Script { return c.program }
 
 // Calibrated reports whether the class's rate is set by calibration
 // (LoadFactor > 0).
@@ -556,6 +618,13 @@ type Assertions struct {
 	// AllowedErrors are the error classes that do not fail "no unexpected
 	// errors". Default: DefaultAllowedErrors.
 	AllowedErrors []ErrorClass `yaml:"allowed_errors"`
+	// ZeroLoss requires, with a writer, that every acknowledged write is
+	// stored exactly once with its last acknowledged value. Default false.
+	ZeroLoss bool `yaml:"zero_loss"`
+	// WritePause bounds the writer's longest write, from its intended
+	// start to its answer (a move's fenced pause shows there). Needs a
+	// writer.
+	WritePause WritePause `yaml:"write_pause"`
 	// CleanAfter requires, after each configuration: limiter in_flight 0, no
 	// borrowed pool connection, no t:* session left. Default true.
 	CleanAfter bool `yaml:"clean_after"`

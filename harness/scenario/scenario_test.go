@@ -16,17 +16,23 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 )
 
-// TestShippedScenarios loads and validates every file in scenarios/.
+// TestShippedScenarios loads and validates every file in scenarios/ and
+// every example's scenario.
 func TestShippedScenarios(t *testing.T) {
 	files, err := filepath.Glob("../../scenarios/*.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	examples, err := filepath.Glob("../../examples/*/scenario.yaml")
+	if err != nil || len(examples) == 0 {
+		t.Fatalf("no example scenarios in ../../examples (%v)", err)
+	}
+	files = append(files, examples...)
 	if len(files) == 0 {
 		t.Fatal("no scenario files found in ../../scenarios")
 	}
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
+		t.Run(strings.TrimPrefix(f, "../../"), func(t *testing.T) {
 			s, err := Load(f)
 			if err != nil {
 				t.Fatalf("Load: %v", err)
@@ -214,7 +220,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"malformed.yaml", 4, 0, "", "malformed YAML: did not find expected key"},
 		{"unknown-key.yaml", 4, 3, "tenants.dominant_shar", `unknown key "dominant_shar"; did you mean "dominant_share"?`},
-		{"unknown-key.yaml", 6, 50, "classes[0].colour", `unknown key "colour"; known keys: arrival, batch,`},
+		{"unknown-key.yaml", 6, 50, "classes[0].colour", `unknown key "colour"; known keys: args, arrival, batch,`},
 		{"unknown-key.yaml", 9, 1, "phase", `unknown key "phase"; did you mean "phases"?`},
 		{"duplicate-key.yaml", 4, 3, "tenants.count", "duplicate key (first at line 3)"},
 		{"wrong-type.yaml", 3, 3, "tenants.count", `must be an integer, got "many"`},

@@ -306,10 +306,10 @@ func (c *checker) timeline(s *Scenario) {
 	if measured == 0 && !derived {
 		c.add("timeline", "no measured phase: set measure: true on at least one phase, or assertions have no window")
 	}
-	if s.Promoting() || s.HotSharding() {
-		// Their windows are their own sections' (solo, before, after).
+	if s.HotSharding() {
+		// Its windows are its own section's (solo, before, after).
 		if !derived {
-			c.add("timeline", "not used by promotion and hot-shard scenarios: their sections set their windows")
+			c.add("timeline", "not used by hot-shard scenarios: their section sets their windows")
 		}
 		return
 	}

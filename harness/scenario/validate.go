@@ -180,7 +180,9 @@ func (s *Scenario) problems() []Problem {
 	c.name("name", s.Name)
 	c.backend(&s.Backend)
 	c.tenants(&s.Tenants)
+	c.keys(&s.Tenants, &s.Data)
 	c.data(&s.Data, s.Tenants.Count)
+	c.setup(s)
 	c.classes(s.Classes)
 	c.load(&s.Load)
 	c.phases(&s.Phases)
@@ -188,7 +190,8 @@ func (s *Scenario) problems() []Problem {
 	c.arrivals(s)
 	c.configurations(s.Configurations)
 	c.assertions(&s.Assertions)
-	c.promotion(s)
+	c.shards(s)
+	c.writer(s)
 	c.hotShard(s)
 	c.faults(s)
 	return sortProblems(c.ps)
@@ -336,6 +339,12 @@ func (c *checker) tenants(t *Tenants) {
 }
 
 func (c *checker) data(d *Data, tenants int) {
+	if err := footprint.ValidSchema(d.SchemaName()); err != nil {
+		c.add("data.schema", "%v", err)
+	}
+	if !d.Builtin() {
+		return
+	}
 	switch {
 	case d.Orders < 1:
 		c.add("data.orders", "must be >= 1, got %d", d.Orders)
@@ -346,9 +355,6 @@ func (c *checker) data(d *Data, tenants int) {
 	}
 	c.between("data.days", d.Days, 1, MaxDays)
 	c.atLeast("data.customers", d.Customers, 1)
-	if err := footprint.ValidSchema(d.SchemaName()); err != nil {
-		c.add("data.schema", "%v", err)
-	}
 }
 
 func (c *checker) classes(cs []Class) {
@@ -372,7 +378,7 @@ func (c *checker) classes(cs []Class) {
 		} else {
 			oneOf(c, p+".isolation_class", "isolation class", cl.IsolationClass, IsolationInteractive, IsolationHeavy)
 		}
-		oneOf(c, p+".query", "query", cl.Query, QueryLookup, QueryPage, QueryReport, QueryExport, QuerySleep)
+		c.program(i, cl)
 		switch {
 		case c.present(p + ".load_factor"):
 			c.loadFactor(p, cl)
