@@ -190,3 +190,15 @@ configurations: [{name: c, mode: shared}]
 		t.Errorf("builtins %s", got)
 	}
 }
+
+func TestOwnWorkloadNotOnShards(t *testing.T) {
+	_, err := Parse([]byte(`name: x
+backend: {topology: shards}
+data: {setup: [s.sql]}
+classes: [{name: interactive, sql: "SELECT 1", rate: 1}]
+configurations: [{name: c, mode: shared}]
+`), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "data.setup: only for the noisy-neighbour scenario; a topology shards scenario loads its own data set") {
+		t.Errorf("error %v", err)
+	}
+}
