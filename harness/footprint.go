@@ -11,7 +11,6 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/footprint"
-	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
 )
 
@@ -37,8 +36,6 @@ func (r *runner) roleNames() []string {
 	switch {
 	case r.sc.Citus():
 		return nil // a Citus run logs in as the coordinator's user
-	case r.sc.Promoting():
-		return promotion.RoleNames(r.sc)
 	}
 	var out []string
 	for i := range r.sc.Configurations {

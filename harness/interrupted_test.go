@@ -12,15 +12,15 @@ import (
 	"github.com/noisysim/noisysim/harness/scenario"
 )
 
-// TestRunPromotionInterrupted: a promotion scenario stopped (the first
-// Ctrl-C) once its before window is measured returns that window in a
-// report marked incomplete, beside the interruption.
+// TestRunPromotionInterrupted: the tenant-promotion scenario stopped (the
+// first Ctrl-C) once its before window is measured returns what was
+// measured in a report marked incomplete, beside the interruption.
 func TestRunPromotionInterrupted(t *testing.T) {
 	sc, err := scenario.Load("../scenarios/tenant-promotion.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.Promotion.Before = scenario.Duration(3 * time.Second)
+	sc.Timeline[1].Length = scenario.Duration(3 * time.Second) // before
 	c := localtest.Start(t, sc.Backend.Spec())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -37,11 +37,18 @@ func TestRunPromotionInterrupted(t *testing.T) {
 	if rep == nil {
 		t.Fatal("no report: what was measured is lost")
 	}
-	if rep.Passed || !strings.HasPrefix(rep.Incomplete, "interrupted during the ") {
+	if rep.Passed || !strings.HasPrefix(rep.Incomplete, "interrupted during ") {
 		t.Errorf("passed %v, incomplete %q: want an incomplete report", rep.Passed, rep.Incomplete)
 	}
-	if len(rep.Configurations) != 1 || rep.Configurations[0].Name != "before" || len(rep.Configurations[0].Tenants) == 0 {
-		t.Fatalf("configurations = %+v, want the measured before window", rep.Configurations)
+	if len(rep.Configurations) != 1 || !rep.Configurations[0].Incomplete {
+		t.Fatalf("configurations = %+v, want the one configuration, incomplete", rep.Configurations)
+	}
+	measured := false
+	for _, w := range rep.Configurations[0].Windows {
+		measured = measured || w.Name == "before" && len(w.Tenants) > 0
+	}
+	if !measured {
+		t.Errorf("windows %+v: want the measured before window", rep.Configurations[0].Windows)
 	}
 	if err := rep.Validate(); err != nil {
 		t.Errorf("invalid report (noisysim run --out would not write it): %v", err)

@@ -100,6 +100,9 @@ func (ar *actionRun) watch(ctx context.Context, s *step, ended <-chan struct{}) 
 			case <-ctx.Done():
 				return
 			case <-ended:
+				if s.Until != "" {
+					fail(fmt.Errorf("the phase reached its max (%s) before policy %s was done", s.Max, w.Policy))
+				}
 				return
 			case <-tick.C:
 			}

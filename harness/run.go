@@ -20,7 +20,6 @@ import (
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/guard"
-	"github.com/noisysim/noisysim/harness/promotion"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
@@ -139,23 +138,8 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	defer remove()
 	r.watchMachine()
 	var rep *reports.Report
-	switch {
-	case sc.Promoting():
-		rep, err = runPromotion(ctx, r)
-	default:
-		rep, err = r.run(ctx)
-	}
+	rep, err = r.run(ctx)
 	r.machineReport(rep)
-	return rep, err
-}
-
-// runPromotion hands a scenario with a promotion section to its runner.
-func runPromotion(ctx context.Context, r *runner) (*reports.Report, error) {
-	rep, _, err := promotion.Run(ctx, r.sc, r.cluster, promotion.Options{Logger: r.log, Now: r.opts.Now, Run: r.runID,
-		Phase: func(window string, total time.Duration) { r.setPhase(window, "promotion", total) }})
-	if errors.Is(err, promotion.ErrRun) {
-		err = fmt.Errorf("%w: %w", ErrRun, err)
-	}
 	return rep, err
 }
 
@@ -219,8 +203,10 @@ type runner struct {
 	passwords  map[string]string
 	guard      *guard.Guard // nil: off
 	citus      *citusRun    // topology citus only
-	// routing places tenants on nodes (topology shards); nil otherwise.
-	routing *Routing
+	// routing places tenants on nodes (topology shards), each of
+	// shardNodes (in the run's schema); nil otherwise.
+	routing    *Routing
+	shardNodes []backend.Node
 }
 
 // plan draws the population and the schedules: everything seeded. The
@@ -267,25 +253,8 @@ func (r *runner) plan() error {
 			r.rowCounts[name] = dataset.Counts(shares, sc.Data.Rows[name])
 		}
 	}
-	r.bind = make([][]pgscript.Value, pop.Len())
-	for i := range r.bind {
-		n := i + 1
-		key := pgscript.Text(r.keys[i])
-		if sc.Tenants.Keys.SQLType() == string(scenario.KeyBigint) {
-			v, err := strconv.ParseInt(r.keys[i], 10, 64)
-			if err != nil {
-				return fmt.Errorf("%w: tenants.keys: tenant %d's key %q is not a bigint", scenario.ErrInvalid, n, r.keys[i])
-			}
-			key = pgscript.Int(v)
-		}
-		b := []pgscript.Value{key, pgscript.Int(int64(n)), pgscript.Int(1)}
-		if sc.Data.Builtin() {
-			b = append(b, pgscript.Int(r.params.Orders[n]))
-		}
-		for _, name := range sc.RowNames() {
-			b = append(b, pgscript.Int(r.rowCounts[name][n]))
-		}
-		r.bind[i] = b
+	if err := r.bindTenants(); err != nil {
+		return err
 	}
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
@@ -296,6 +265,33 @@ func (r *runner) plan() error {
 			}
 			break
 		}
+	}
+	return nil
+}
+
+// bindTenants sets the values of the script builtins (scenario.Builtins)
+// of each tenant from its key and row counts.
+func (r *runner) bindTenants() error {
+	sc := r.sc
+	r.bind = make([][]pgscript.Value, r.pop.Len())
+	for i := range r.bind {
+		n := i + 1
+		key := pgscript.Text(r.key(n))
+		if sc.Tenants.Keys.SQLType() == string(scenario.KeyBigint) {
+			v, err := strconv.ParseInt(r.key(n), 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: tenants.keys: tenant %d's key %q is not a bigint", scenario.ErrInvalid, n, r.key(n))
+			}
+			key = pgscript.Int(v)
+		}
+		b := []pgscript.Value{key, pgscript.Int(int64(n)), pgscript.Int(1)}
+		if sc.Data.Builtin() {
+			b = append(b, pgscript.Int(r.params.Orders[n]))
+		}
+		for _, name := range sc.RowNames() {
+			b = append(b, pgscript.Int(max(r.rowCounts[name][n], 1)))
+		}
+		r.bind[i] = b
 	}
 	return nil
 }
@@ -351,11 +347,21 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	r.replica, r.hasReplica = backend.First(r.cluster, backend.RoleReplica)
 	// Every session of the run finds the data set in the run's schema
 	// alone.
-	r.primary = footprint.InSchema(r.primary, r.sc.Data.SchemaName())
-	r.replica = footprint.InSchema(r.replica, r.sc.Data.SchemaName())
+	r.primary = footprint.InSchema(r.primary, r.searchPath())
+	r.replica = footprint.InSchema(r.replica, r.searchPath())
 
 	r.setPhase(PhaseLoad, "", 0)
-	if err := r.load(ctx); err != nil {
+	if r.sharded() {
+		err := r.loadShards(ctx, false)
+		defer func() {
+			if r.routing != nil {
+				r.routing.close()
+			}
+		}()
+		if err != nil {
+			return nil, err
+		}
+	} else if err := r.load(ctx); err != nil {
 		return nil, err
 	}
 	defer r.citus.close()
@@ -375,6 +381,13 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		if i > 0 {
 			if err := r.settle(ctx, r.sc.Configurations[i-1].Name); err != nil {
 				return r.interrupted(ctx, rep, err)
+			}
+			if r.sharded() {
+				// Each configuration starts from the hash placement.
+				r.setPhase(PhaseLoad, r.sc.Configurations[i].Name, 0)
+				if err := r.loadShards(ctx, true); err != nil {
+					return r.interrupted(ctx, rep, err)
+				}
 			}
 		}
 		cr, err := r.runConfiguration(ctx, &r.sc.Configurations[i])
@@ -429,6 +442,9 @@ func (r *runner) topology() backend.Topology {
 	if r.sc.Citus() {
 		return scenario.TopologyCitus
 	}
+	if r.sharded() {
+		return backend.Topology(fmt.Sprintf("%s (%d nodes)", scenario.TopologyShards, len(r.shardNodes)))
+	}
 	if r.hasReplica {
 		return backend.TopologyReplica
 	}
@@ -471,6 +487,20 @@ func (r *runner) load(ctx context.Context) error {
 		for _, t := range dataset.Tables {
 			access.read = append(access.read, schema+"."+t)
 		}
+	} else if r.sc.Data.IsExisting() {
+		if err := r.loadExisting(ctx, conn); err != nil {
+			return err
+		}
+		access.schemas = r.sc.Data.Existing.Schemas
+		access.read = []string{schema + "." + dataset.TenantsTable}
+		for _, sch := range r.sc.Data.Existing.Schemas {
+			tables, _, err := dataset.SchemaObjects(ctx, conn, sch)
+			if err != nil {
+				return fmt.Errorf("%w: list the tables of schema %s: %w", ErrRun, sch, err)
+			}
+			access.read = append(access.read, tables...)
+		}
+		r.log.Info("existing tables", "schemas", r.sc.Data.Existing.Schemas, "tables", len(access.read)-1, "tenants", r.pop.Len())
 	} else {
 		if err := r.loadSetup(ctx, conn); err != nil {
 			return err
@@ -497,7 +527,7 @@ func (r *runner) load(ctx context.Context) error {
 
 	var roles []pools.RoleConfig
 	for i := range r.sc.Configurations {
-		roles = append(roles, rolesOf(&r.sc.Configurations[i], schema, access)...)
+		roles = append(roles, r.rolesOf(&r.sc.Configurations[i], access)...)
 	}
 	where := fmt.Sprintf("database %q on %s", r.primary.Database, r.primary.Name)
 	if r.passwords, err = footprint.EnsureRoles(ctx, conn, where, r.primary.Database, r.runID, roles...); err != nil {
@@ -546,11 +576,25 @@ func waitReplay(ctx context.Context, primary *pgx.Conn, replica backend.Node, li
 // roleName is the database role of one configuration's pool.
 func roleName(config, pool string) string { return "noisysim_" + config + "_" + pool }
 
+// rolesOf returns the roles configuration c logs in as, with access:
+// and writing orders when the scenario has a checked writer.
+func (r *runner) rolesOf(c *scenario.Configuration, access tableAccess) []pools.RoleConfig {
+	if r.sc.Writer != nil {
+		orders := r.sc.Data.SchemaName() + ".orders"
+		if !slices.Contains(access.write, orders) {
+			access.write = append(slices.Clone(access.write), orders)
+		}
+	}
+	return rolesOf(c, r.sc.Data.SchemaName(), access)
+}
+
 // tableAccess is what the workload roles may touch in the run's schema:
 // the built-in data set is read only; a data set of the user's own
 // (data.setup) is read and written by the user's scripts.
 type tableAccess struct {
 	read, write, sequences []string
+	// schemas are schemas beside the run's the roles get USAGE on.
+	schemas []string
 }
 
 // loadSetup loads a data set of the user's own: noisysim's tenants table,
@@ -591,7 +635,7 @@ func rolesOf(c *scenario.Configuration, schema string, access tableAccess) []poo
 			IdleInTransactionSessionTimeout: r.IdleInTransactionSessionTimeout.Duration(),
 			WorkMem:                         string(r.WorkMem),
 			ConnectionLimit:                 r.ConnectionLimit,
-			Schemas:                         []string{schema},
+			Schemas:                         append([]string{schema}, access.schemas...),
 			ReadTables:                      access.read,
 			WriteTables:                     access.write,
 			Sequences:                       access.sequences,
@@ -619,15 +663,27 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 			return node.DSN()
 		}
 		role := roleName(c.Name, pool)
+		if r.sc.Data.IsExisting() {
+			node = readOnly(node)
+		}
 		return node.DSNFor(role, r.passwords[role])
 	}
 	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{}, Logger: r.log}
 	st := &stack{limiters: map[pools.Class]*limiter.Limiter{}}
+	// addPool adds pool name on node, or with topology shards on every
+	// node, the router choosing each call's.
+	addPool := func(name string, node backend.Node, role string, size int, timeout time.Duration) {
+		if r.routing == nil {
+			cfg.Pools = append(cfg.Pools, pools.PoolConfig{Name: name, DSN: dsn(node, role), Size: int32(size), AcquireTimeout: timeout})
+			return
+		}
+		cfg.Router = r.routing.Router
+		for _, n := range r.shardNodes {
+			cfg.Pools = append(cfg.Pools, pools.PoolConfig{Name: name, Node: n.Name, DSN: dsn(n, role), Size: int32(size), AcquireTimeout: timeout})
+		}
+	}
 	if c.Mode == scenario.ModeShared {
-		cfg.Pools = []pools.PoolConfig{{
-			Name: "shared", DSN: dsn(r.primary, "shared"),
-			Size: int32(c.Shared.PoolSize), AcquireTimeout: c.Shared.AcquireTimeout.Duration(),
-		}}
+		addPool("shared", r.primary, "shared", c.Shared.PoolSize, c.Shared.AcquireTimeout.Duration())
 		cfg.Classes[pools.Interactive] = pools.ClassConfig{Pool: "shared"}
 		cfg.Classes[pools.Heavy] = pools.ClassConfig{Pool: "shared"}
 	} else {
@@ -641,10 +697,7 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 					r.note("%s: the %s class targets the replica, but the topology has none: it runs on the primary", c.Name, class)
 				}
 			}
-			cfg.Pools = append(cfg.Pools, pools.PoolConfig{
-				Name: string(class), DSN: dsn(node, string(class)),
-				Size: int32(p.PoolSize), AcquireTimeout: p.AcquireTimeout.Duration(),
-			})
+			addPool(string(class), node, string(class), p.PoolSize, p.AcquireTimeout.Duration())
 			cc := pools.ClassConfig{Pool: string(class)}
 			if p.Limiter.Enabled {
 				l, err := limiter.New(limiter.Config{
@@ -775,9 +828,14 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 			return configResult{}, err
 		}
 	}
-	for _, class := range []pools.Class{pools.Interactive, pools.Heavy} {
-		if p, ok := st.Placement(class); ok {
-			r.note("%s: %s", c.Name, p)
+	if r.routing != nil {
+		r.note("%s: every class's calls routed by the tenant catalog to the node holding the tenant (%d nodes, %d spare)",
+			c.Name, len(r.shardNodes), r.sc.Backend.SpareNodes)
+	} else {
+		for _, class := range []pools.Class{pools.Interactive, pools.Heavy} {
+			if p, ok := st.Placement(class); ok {
+				r.note("%s: %s", c.Name, p)
+			}
 		}
 	}
 	t0 := time.Now()
@@ -785,7 +843,17 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	if err != nil {
 		return configResult{}, err
 	}
-	tr, err := r.runTimeline(ctx, c, st, faults)
+	var w *checkedWriter
+	if r.sc.Writer != nil {
+		if w, err = r.newWriter(ctx, c); err != nil {
+			return configResult{}, err
+		}
+		defer w.finish()
+	}
+	tr, err := r.runTimeline(ctx, c, st, faults, w)
+	if w != nil {
+		w.finish()
+	}
 	faultReports := faults.finish()
 	if err != nil && ctx.Err() != nil && tr != nil {
 		// Interrupted: the windows as measured until then, no assertions.
@@ -804,6 +872,14 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
 	res.report.Faults = faultReports
 	res.assertions = r.assertions(c, tr, clean)
+	if w != nil {
+		v, err := r.checkWriter(ctx, w)
+		if err != nil {
+			return configResult{}, err
+		}
+		res.report.Writer = w.report(v, tr)
+		res.assertions = append(res.assertions, r.writerAssertions(c.Name, res.report.Writer)...)
+	}
 	pairs := 0
 	if r.quietPlan != nil {
 		pairs = r.quietPlan.Pairs

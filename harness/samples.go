@@ -23,7 +23,8 @@ const maxTooFew = 200
 // check can judge at its rates and phase lengths (after check_top has
 // lengthened them), as the run plans it: the seeded schedule's arrivals
 // per pair in the check's window and baseline. It returns nil for a
-// scenario without the check (promotion, hot shard) or whose users set the
+// scenario without the check (hot shard), or whose window or baseline
+// lasts until its actions end (until), or whose users set the
 // pace (load.model closed). Errors wrap scenario.ErrInvalid: check_top
 // cannot be met within MaxSizedPhase.
 func PlanSamples(sc *scenario.Scenario) (*reports.QuietPlan, error) {
@@ -39,7 +40,18 @@ func PlanSamples(sc *scenario.Scenario) (*reports.QuietPlan, error) {
 }
 
 func plansSamples(sc *scenario.Scenario) bool {
-	return !sc.Promoting() && sc.Load.Model != scenario.ModelClosed
+	if sc.Load.Model == scenario.ModelClosed {
+		return false
+	}
+	// A phase with until lasts as long as its actions: its arrivals are
+	// not known before the run.
+	window, baseline := sc.Assertions.QuietP99.QuietWindows()
+	for _, name := range []string{window, baseline} {
+		if p, ok := sc.Phase(name); ok && p.Until != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // population draws sc's tenants.

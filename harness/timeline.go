@@ -242,7 +242,7 @@ func (tr *timelineRun) shares(i int) map[string]*pools.Window {
 // closed loop phase by phase), each result recorded in the window of the
 // phase it was intended in. At each phase's start the ledger is read and
 // the faults counting from it are armed.
-func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st *stack, faults *faultRun) (*timelineRun, error) {
+func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st *stack, faults *faultRun, w *checkedWriter) (*timelineRun, error) {
 	tr := &timelineRun{ex: &executor{r: r, stack: st}, faults: faults}
 	for i := range r.steps {
 		rec, err := metrics.New(metrics.Config{Classify: errorClass})
@@ -303,6 +303,9 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	}
 	var err error
 	if r.sc.Load.Model == scenario.ModelClosed {
+		if w != nil {
+			w.start(ctx, time.Now())
+		}
 		for i, w := range tr.windows {
 			begin(i)
 			w.start, w.end = w.step.start, w.step.end
@@ -324,6 +327,9 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		lctx, stopClock := context.WithCancel(ctx)
 		t0 := time.Now()
 		clk := newPhaseClock(lctx, r.steps, t0)
+		if w != nil {
+			w.start(ctx, t0)
+		}
 		rec := workload.RecorderFunc(func(res workload.Result) {
 			tr.windows[clk.stepAt(res.Op.At)].rec.Record(res)
 		})

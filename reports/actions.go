@@ -41,3 +41,16 @@ func mdActions(w *bufio.Writer, c Configuration) {
 		fmt.Fprintf(w, "- %s\n", md(actionLine(a)))
 	}
 }
+
+// mdWriter writes a configuration's checked writer as one line.
+func mdWriter(w *bufio.Writer, c Configuration) {
+	wc := c.Writer
+	if wc == nil {
+		return
+	}
+	fmt.Fprintf(w, "\n### Checked writer\n\n")
+	fmt.Fprintf(w, "- %s\n", md(fmt.Sprintf("tenant %s at %g writes/s: %d inserts and %d updates acknowledged, %d failed; "+
+		"%d lost, %d duplicated, %d stale, %d updates found no row (read back at %s); longest write %.0f ms at %s in %s",
+		wc.Tenant, wc.Rate, wc.Inserts, wc.Updates, wc.Errors, wc.Lost, wc.Duplicated, wc.Stale, wc.Vanished, wc.Node,
+		wc.LongestWrite, fmtSeconds(wc.LongestWriteAt), wc.LongestWriteWindow)))
+}

@@ -106,6 +106,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 			}
 		}
 		mdActions(w, c)
+		mdWriter(w, c)
 		mdFaults(w, c)
 	}
 	mdHotShard(w, r.HotShard)

@@ -143,6 +143,8 @@ type Configuration struct {
 	Series []Point `json:"series,omitempty"`
 	// Actions are the timeline's actions, in start order. Optional.
 	Actions []ActionResult `json:"actions,omitempty"`
+	// Writer is the checked writer's verdict; nil without a writer.
+	Writer *WriterCheck `json:"writer,omitempty"`
 	// Faults are the node faults injected during the timeline, in
 	// injection order. Optional.
 	Faults []Fault `json:"faults,omitempty"`
@@ -271,6 +273,36 @@ type ActionResult struct {
 	// FiredBy is the policy of the phase's watcher that fired the action;
 	// empty for an action the timeline lists.
 	FiredBy string `json:"fired_by,omitempty"`
+}
+
+// WriterCheck is what the checked writer wrote over a configuration's
+// timeline and what the checker found when it read it back at the
+// tenant's node.
+type WriterCheck struct {
+	// Tenant is the tenant written to; Rate the writes per second.
+	Tenant string  `json:"tenant"`
+	Rate   float64 `json:"rate_per_s"`
+	// Inserts and Updates are the acknowledged writes; Errors the writes
+	// that failed (not acknowledged, possibly committed).
+	Inserts int64 `json:"inserts"`
+	Updates int64 `json:"updates"`
+	Errors  int64 `json:"errors"`
+	// Lost are acknowledged rows missing at the tenant's node, Duplicated
+	// rows present more than once, Stale rows whose value is neither the
+	// last acknowledged one nor a later unanswered one, Vanished
+	// acknowledged updates of an acknowledged row that matched no row.
+	Lost       int64 `json:"lost"`
+	Duplicated int64 `json:"duplicated"`
+	Stale      int64 `json:"stale"`
+	Vanished   int64 `json:"vanished"`
+	// LongestWrite is the longest write, from its intended start to its
+	// answer, in ms; LongestWriteAt when it was intended, in s from the
+	// timeline's start, and in which window.
+	LongestWrite       float64 `json:"longest_write_ms"`
+	LongestWriteAt     float64 `json:"longest_write_at_s"`
+	LongestWriteWindow string  `json:"longest_write_window"`
+	// Node is where the checker read the rows back.
+	Node string `json:"node,omitempty"`
 }
 
 // Point is one second of a configuration's timeline.

@@ -106,17 +106,8 @@ func (c *checker) citus(s *Scenario) {
 			c.add("backend.workers", "must be in %d..%d, got %d", MinWorkers, MaxWorkers, b.Workers)
 		}
 	}
-	if !s.Data.Builtin() {
-		c.add("data.setup", "not with topology citus: the built-in data set is distributed on tenant_id")
-	}
-	if c.present("tenants.keys") {
-		c.add("tenants.keys", "not with topology citus: shards are found by the built-in tenant ids")
-	}
 	if n := s.Data.Citus.Shards; n < 1 || n > MaxCitusShards {
 		c.add("data.citus.shards", "must be in 1..%d, got %d", MaxCitusShards, n)
-	}
-	if s.Promoting() {
-		c.add("backend.topology", "a promotion scenario needs topology shards, not citus")
 	}
 }
 

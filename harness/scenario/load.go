@@ -557,7 +557,8 @@ func (s *Scenario) applyDefaults() {
 	}
 	fill(reflect.ValueOf(s).Elem(), reflect.ValueOf(def), "", has)
 	s.applyTimelineDefaults()
-	s.applyPromotionDefaults()
+	s.applyShardDefaults()
+	s.applyWriterDefaults()
 	s.applyCitusDefaults()
 	if s.ix.has("assertions.skew") && !s.ix.has("assertions.skew.max") {
 		s.Assertions.Skew.Max = DefaultMaxSkew

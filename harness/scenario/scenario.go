@@ -84,10 +84,13 @@ type Scenario struct {
 	Configurations []Configuration `yaml:"configurations"`
 	// Assertions decide whether a configuration passes.
 	Assertions Assertions `yaml:"assertions"`
-	// Promotion, when present, makes this a tenant-promotion scenario on
-	// topology shards (see Promotion); absent, it is the noisy-neighbour
-	// scenario.
-	Promotion Promotion `yaml:"promotion"`
+	// Writer, when present, writes one tenant's rows at a fixed rate over
+	// each configuration's whole timeline and checks, after it, that no
+	// acknowledged write was lost (assertions zero_loss and write_pause).
+	Writer *Writer `yaml:"writer"`
+	// Promotion is the removed promotion section, kept only so that a
+	// file that still has one is told what replaced it.
+	Promotion any `yaml:"promotion"`
 	// Faults are node faults injected during each configuration's run
 	// phase; backend kind docker only. Empty means none.
 	Faults []Fault `yaml:"faults"`
@@ -145,6 +148,10 @@ type Backend struct {
 	// Shards is the node count of topology shards (kind local), 2..16.
 	// Default 4.
 	Shards int `yaml:"shards"`
+	// SpareNodes is, for topology shards, the number of last nodes kept
+	// out of the hash ring: they hold no tenant at the start (targets for
+	// move_tenant). 0..Shards-1. Default 0.
+	SpareNodes int `yaml:"spare_nodes"`
 	// Workers is the worker count of topology citus: kind local 2..64,
 	// kind docker 2..32; kind external takes the coordinator's workers.
 	// Default 4.
@@ -258,11 +265,26 @@ type Data struct {
 	// :rows_<name>. Only with Setup. Names: lower-case letters, digits and
 	// '_', starting with a letter.
 	Rows map[string]int64 `yaml:"rows"`
+	// Existing runs the workload on tables already in the database (an
+	// external backend), read only: no data step. Not with Setup.
+	Existing Existing `yaml:"existing"`
+}
+
+// Existing names the schemas of a database's own tables a workload reads.
+type Existing struct {
+	// Schemas are searched after the run's schema (search_path), so that
+	// scripts may name their tables unqualified; the workload roles get
+	// USAGE on them and SELECT on their tables, nothing more, and every
+	// workload session is read only (default_transaction_read_only).
+	Schemas []string `yaml:"schemas"`
 }
 
 // Builtin reports whether the data set is noisysim's own orders data set
-// (no Setup).
-func (d Data) Builtin() bool { return len(d.Setup) == 0 }
+// (neither Setup nor Existing).
+func (d Data) Builtin() bool { return len(d.Setup) == 0 && len(d.Existing.Schemas) == 0 }
+
+// IsExisting reports whether the workload runs on existing tables.
+func (d Data) IsExisting() bool { return len(d.Existing.Schemas) > 0 }
 
 // SchemaName returns Schema, or footprint.DefaultSchema when it is empty.
 func (d Data) SchemaName() string {
@@ -596,6 +618,13 @@ type Assertions struct {
 	// AllowedErrors are the error classes that do not fail "no unexpected
 	// errors". Default: DefaultAllowedErrors.
 	AllowedErrors []ErrorClass `yaml:"allowed_errors"`
+	// ZeroLoss requires, with a writer, that every acknowledged write is
+	// stored exactly once with its last acknowledged value. Default false.
+	ZeroLoss bool `yaml:"zero_loss"`
+	// WritePause bounds the writer's longest write, from its intended
+	// start to its answer (a move's fenced pause shows there). Needs a
+	// writer.
+	WritePause WritePause `yaml:"write_pause"`
 	// CleanAfter requires, after each configuration: limiter in_flight 0, no
 	// borrowed pool connection, no t:* session left. Default true.
 	CleanAfter bool `yaml:"clean_after"`

@@ -306,13 +306,6 @@ func (c *checker) timeline(s *Scenario) {
 	if measured == 0 && !derived {
 		c.add("timeline", "no measured phase: set measure: true on at least one phase, or assertions have no window")
 	}
-	if s.Promoting() {
-		// Its windows are its own section's (before).
-		if !derived {
-			c.add("timeline", "not used by promotion scenarios: their section sets their windows")
-		}
-		return
-	}
 	window, baseline := s.Assertions.QuietP99.QuietWindows()
 	c.window("assertions.quiet_p99.window", window, s)
 	c.window("assertions.quiet_p99.baseline", baseline, s)

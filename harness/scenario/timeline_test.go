@@ -112,8 +112,8 @@ func TestTimelineInvalid(t *testing.T) {
 			"6:1 timeline: no measured phase \"run\", which assertions.quiet_p99.window names by default",
 			"6:1 timeline: no measured phase \"solo\", which assertions.quiet_p99.baseline names by default",
 		}},
-		{"timeline in a promotion scenario", head + "backend: {topology: shards}\npromotion: {}\ntimeline:\n  - {name: m, length: 2s}\n", []string{
-			"7:1 timeline: not used by promotion scenarios",
+		{"the removed promotion section", head + "backend: {topology: shards}\npromotion: {tenant: 1, threshold: 0.3}\ntimeline:\n  - {name: run, length: 2s}\n  - {name: solo, length: 2s}\n", []string{
+			"6:1 promotion: the promotion section is gone: a promotion is a timeline now — a phase with until: actions_done, max and watch: {policy: promote",
 		}},
 		{"fault past the timeline", head + "backend: {kind: docker}\ntimeline:\n  - {name: m, length: 2s}\n  - {name: run, length: 1s}\n" +
 			"assertions: {quiet_p99: {baseline: m}}\nfaults: [{node: primary, action: stop, at: 2500ms, for: 1s}]\n", []string{
@@ -157,7 +157,7 @@ func TestActionsInvalid(t *testing.T) {
 			"      - {type: terminate_sessions, at: 3s}\n" +
 			"      - {type: terminate_sessions, tenant: 77, at: -1s}\n" +
 			"      - {at: 1s}\n", []string{
-			"10:10 timeline[1].actions[0].type: unknown action \"terminate_session\"; known actions: balance, dedicate_worker, isolate_tenant, terminate_sessions",
+			"10:10 timeline[1].actions[0].type: unknown action \"terminate_session\"; known actions: balance, dedicate_worker, isolate_tenant, move_tenant, terminate_sessions",
 			"11:9 timeline[1].actions[1].tenant: required: the tenant whose sessions end, 1..50",
 			"11:36 timeline[1].actions[1].at: must be within the phase (length 3s), got 3s",
 			"12:36 timeline[1].actions[2].tenant: no such tenant 77",

@@ -1,0 +1,106 @@
+package harness_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
+	"github.com/noisysim/noisysim/harness/scenario"
+)
+
+// shardsScenario: three shards, the last one spare; tenant 1's sleeps make
+// its node hot; the promote policy moves it to primary3 in a phase that
+// lasts until the move has ended, under a checked writer.
+const shardsScenario = `
+name: small-promotion
+seed: 5
+backend: {kind: local, topology: shards, shards: 3, spare_nodes: 1}
+tenants: {count: 6, dominant_share: 0.5}
+data: {orders: 3000, customers: 20}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 60}
+  - {name: slow, isolation_class: heavy, query: sleep, sleep: 20ms, rate: 40, senders: dominant}
+phases: {drain: 1s}
+timeline:
+  - {name: before, length: 1s}
+  - name: move
+    until: actions_done
+    max: 30s
+    watch: {policy: promote, every: 100ms, tenant: 1, target: primary3, threshold: 0.3, window: 300ms, batch_rows: 200, grace: 100ms}
+  - {name: after, length: 1s}
+writer: {tenant: 1, rate: 50}
+configurations:
+  - {name: sharded, mode: shared, shared: {pool_size: 4}}
+assertions:
+  quiet_p99: {window: after, baseline: before, min_samples: 1000000}
+  zero_loss: true
+  write_pause: {max: 5s}
+`
+
+// TestShardsPromotion runs a promotion on a small real cluster of local
+// shards: the watcher's policy fires move_tenant, the move phase ends
+// when the move has, after starts where it ended, the writer's every
+// acknowledged write is found at the target, and the move left nothing at
+// the source.
+func TestShardsPromotion(t *testing.T) {
+	sc, err := scenario.Parse([]byte(shardsScenario), "shards.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := localtest.Start(t, sc.Backend.Spec())
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rep.Configurations[0]
+	if len(cfg.Windows) != 3 {
+		t.Fatalf("%d windows, want 3", len(cfg.Windows))
+	}
+	move, after := cfg.Windows[1], cfg.Windows[2]
+	if move.Start != 1 || move.End <= 1.3 || move.End >= 31 || after.Start != move.End || after.End-after.Start < 0.999 {
+		t.Errorf("move [%v, %v), after [%v, %v): want move from 1 s until the move ended, after 1 s from there",
+			move.Start, move.End, after.Start, after.End)
+	}
+	if len(cfg.Actions) != 1 {
+		t.Fatalf("actions %+v, want one move", cfg.Actions)
+	}
+	a := cfg.Actions[0]
+	if a.Type != scenario.ActionMoveTenant || a.FiredBy != scenario.PolicyPromote || a.Phase != "move" || a.Error != "" {
+		t.Errorf("action %+v: want move_tenant fired by promote in move, no error", a)
+	}
+	if a.After["rows_at_source"] != 0 || a.After["nodes_with_others_changed"] != 0 || a.After["copied_rows"] < 1000 || a.After["move_s"] <= 0 {
+		t.Errorf("move figures %v: want the tenant's rows copied (about 1500), none left at the source, no other tenant changed", a.After)
+	}
+	// The move ended the phase: it ran at most its own length beyond it.
+	if end := a.At + a.Took; end > move.End+0.2 {
+		t.Errorf("move ended at %.2f s, after its phase (%.2f s)", end, move.End)
+	}
+	w := cfg.Writer
+	if w == nil || w.Node != "primary3" || w.Inserts == 0 || w.Lost+w.Duplicated+w.Stale+w.Vanished != 0 {
+		t.Errorf("writer %+v: want writes read back at primary3, none lost", w)
+	}
+	passed := map[string]bool{}
+	for _, as := range rep.Assertions {
+		if !as.Skipped {
+			passed[as.Name] = as.Passed
+		}
+	}
+	for _, name := range []string{harness.AssertZeroLoss, harness.AssertWritePause, harness.AssertActionsOK} {
+		if ok, there := passed[name]; !there || !ok {
+			t.Errorf("assertion %s: present %v, passed %v", name, there, ok)
+		}
+	}
+	// After the move, tenant 1's calls ran on primary3: its ledger share
+	// in after is its own and the requests of after were served.
+	var afterCount int64
+	for _, row := range after.Tenants {
+		afterCount += row.Count
+	}
+	if afterCount == 0 {
+		t.Error("no request measured in after")
+	}
+}

@@ -1,0 +1,330 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/directory"
+	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// Assertion names of the checked writer.
+const (
+	AssertZeroLoss   = "zero_loss"
+	AssertWritePause = "write_pause"
+)
+
+// The checked writes' order ids are negative and go down (-1, -2, …):
+// apart from the data set's, and each new row sorts before every row a
+// key-ordered copy has read, so a write during a move's copy reaches the
+// target only through the move's capture of changes.
+
+// checkedWriter writes one tenant's orders at a fixed rate over a
+// configuration's timeline, through a pool of its own per node (the
+// configuration's role, routed like the configuration's calls), and keeps
+// every acknowledged write for the checker.
+type checkedWriter struct {
+	cfg     scenario.Writer
+	tenant  string
+	stack   *pools.Stack
+	routing *Routing
+	rng     *rand.Rand
+	t0      time.Time
+	stop    context.CancelFunc
+	done    chan struct{}
+
+	mu       sync.Mutex
+	acked    map[int64]string
+	possible map[int64][]string
+	v        writerVerdict
+	longAt   time.Duration // intended start of the longest write
+}
+
+// writerVerdict is the checker's counts.
+type writerVerdict struct {
+	Inserts, Updates, Errors int64
+	Lost, Duplicated, Stale  int64
+	Vanished                 int64
+	Longest                  time.Duration
+	node                     string
+}
+
+// writerPoolSize is the writer's connections per node: it writes one at a
+// time, a second lets a write start while the first one's connection is
+// being replaced.
+const writerPoolSize = 2
+
+// newWriter opens the writer's pools for configuration c (its shared or
+// interactive role) and removes the checked rows an earlier
+// configuration left.
+func (r *runner) newWriter(ctx context.Context, c *scenario.Configuration) (*checkedWriter, error) {
+	w := &checkedWriter{cfg: *r.sc.Writer, tenant: strconv.Itoa(r.sc.Writer.Tenant), routing: r.routing,
+		rng: rand.New(rand.NewPCG(uint64(r.sc.Seed), 11)), acked: map[int64]string{}, possible: map[int64][]string{}}
+	pool := "shared"
+	if c.Mode == scenario.ModeIsolated {
+		pool = string(pools.Interactive)
+	}
+	role := roleName(c.Name, pool)
+	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}}, Logger: r.log}
+	for _, n := range r.dataNodes() {
+		dsn := n.DSNFor(role, r.passwords[role])
+		if r.sc.Citus() {
+			dsn = n.DSN() // the coordinator's user, as the configurations' stacks
+		}
+		pc := pools.PoolConfig{Name: "writer", DSN: dsn, Size: writerPoolSize, AcquireTimeout: 30 * time.Second}
+		if r.routing != nil {
+			pc.Node = n.Name
+			cfg.Router = r.routing.Router
+		}
+		cfg.Pools = append(cfg.Pools, pc)
+	}
+	for _, n := range r.dataNodes() {
+		err := withConn(ctx, n, func(conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, "DELETE FROM orders WHERE tenant_id = $1 AND id < 0", r.sc.Writer.Tenant)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: remove the checked rows of an earlier configuration on %s: %w", ErrRun, n.Name, err)
+		}
+	}
+	s, err := pools.New(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: configuration %s: open the writer's pools: %w", ErrRun, c.Name, err)
+	}
+	w.stack = s
+	return w, nil
+}
+
+// dataNodes are the nodes that hold the data set: every node of topology
+// shards, the primary otherwise.
+func (r *runner) dataNodes() []backend.Node {
+	if r.routing != nil {
+		return r.shardNodes
+	}
+	return []backend.Node{r.primary}
+}
+
+// start begins the writes, their intended starts counted from t0 (the
+// timeline's start).
+func (w *checkedWriter) start(ctx context.Context, t0 time.Time) {
+	ctx, w.stop = context.WithCancel(ctx)
+	w.t0, w.done = t0, make(chan struct{})
+	go func() {
+		defer close(w.done)
+		w.run(ctx)
+	}()
+}
+
+// finish stops the writes and closes the writer's pools. It is
+// idempotent.
+func (w *checkedWriter) finish() {
+	if w.stop != nil {
+		w.stop()
+		<-w.done
+	}
+	w.stack.Close()
+}
+
+func (w *checkedWriter) run(ctx context.Context) {
+	every := time.Duration(float64(time.Second) / w.cfg.Rate)
+	next := int64(0)
+	for i := int64(0); ; i++ {
+		// Intended times come from the start: a stalled write is followed
+		// by the ones it held up, at once, and each counts its wait.
+		intended := time.Duration(i) * every
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(w.t0.Add(intended))):
+		}
+		w.mu.Lock()
+		insert := len(w.acked) == 0 || w.rng.Float64() >= w.cfg.UpdateShare
+		var id int64
+		if insert {
+			next--
+			id = next
+		} else {
+			id = -1 - w.rng.Int64N(-next)
+		}
+		w.mu.Unlock()
+		val := "w" + strconv.FormatInt(i, 10)
+		rows, err := w.write(ctx, insert, id, val)
+		if ctx.Err() != nil && err != nil {
+			// The run is over: an unanswered write is not acked nor
+			// counted, but it may have committed.
+			w.mu.Lock()
+			w.possible[id] = append(w.possible[id], val)
+			w.mu.Unlock()
+			return
+		}
+		w.record(insert, id, val, rows, err, intended, time.Since(w.t0.Add(intended)))
+	}
+}
+
+// record keeps the answer to one write: rows is the number of rows it
+// matched, took how long it took from its intended start at.
+func (w *checkedWriter) record(insert bool, id int64, val string, rows int64, err error, at, took time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if took > w.v.Longest {
+		w.v.Longest, w.longAt = took, at
+	}
+	_, acked := w.acked[id]
+	switch {
+	case err != nil:
+		w.v.Errors++
+		w.possible[id] = append(w.possible[id], val)
+	case rows == 0 && !insert && acked:
+		// The row was acknowledged: an update that finds none went to a
+		// node without it and was answered as a no-op.
+		w.v.Vanished++
+	case rows == 1:
+		w.acked[id] = val
+		delete(w.possible, id)
+		if insert {
+			w.v.Inserts++
+		} else {
+			w.v.Updates++
+		}
+	}
+}
+
+// write runs one write; a write refused by a fenced node is retried after
+// the router refreshes (the application's side of a move).
+func (w *checkedWriter) write(ctx context.Context, insert bool, id int64, val string) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		var res pools.Result
+		var err error
+		if insert {
+			res, err = w.stack.Query(ctx, pools.Interactive, w.tenant,
+				`INSERT INTO orders (tenant_id, id, created_at, amount, status, customer, note) VALUES ($1, $2, now(), 1, 'paid', 'writer', $3)`,
+				w.cfg.Tenant, id, val)
+		} else {
+			res, err = w.stack.Query(ctx, pools.Interactive, w.tenant,
+				`UPDATE orders SET note = $3 WHERE tenant_id = $1 AND id = $2`, w.cfg.Tenant, id, val)
+		}
+		if directory.IsFenced(err) && attempt < 5 && w.routing != nil {
+			_ = w.routing.Router.Refresh(ctx)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		return res.Rows, err
+	}
+}
+
+// storedRow is one checked row as read back at the tenant's node.
+type storedRow struct {
+	id   int64
+	note string
+}
+
+// check reads the tenant's checked rows back at its node (the catalog's,
+// with topology shards) and returns the verdict.
+func (r *runner) checkWriter(ctx context.Context, w *checkedWriter) (writerVerdict, error) {
+	node := r.primary
+	if r.routing != nil {
+		name, _, _, err := r.routing.Catalog.Lookup(ctx, w.tenant)
+		if err != nil {
+			return writerVerdict{}, fmt.Errorf("%w: look up the writer's tenant: %w", ErrRun, err)
+		}
+		for _, n := range r.shardNodes {
+			if n.Name == name {
+				node = n
+			}
+		}
+	}
+	var stored []storedRow
+	err := withConn(ctx, node, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, `SELECT id, note FROM orders WHERE tenant_id = $1 AND id < 0`, w.cfg.Tenant)
+		if err != nil {
+			return err
+		}
+		stored, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storedRow, error) {
+			var s storedRow
+			err := row.Scan(&s.id, &s.note)
+			return s, err
+		})
+		return err
+	})
+	if err != nil {
+		return writerVerdict{}, fmt.Errorf("%w: read the checked rows back on %s: %w", ErrRun, node.Name, err)
+	}
+	v := w.verdict(stored)
+	v.node = node.Name
+	return v, nil
+}
+
+// verdict is the checker's pure part. stored are the tenant's checked rows
+// at its node (duplicates included). Every acknowledged write must be
+// stored exactly once with its last acknowledged value, or a value written
+// later without an answer (a write cut off may have committed).
+func (w *checkedWriter) verdict(stored []storedRow) writerVerdict {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v := w.v
+	seen := map[int64]int{}
+	got := map[int64]string{}
+	for _, s := range stored {
+		seen[s.id]++
+		if seen[s.id] == 2 {
+			v.Duplicated++
+		}
+		got[s.id] = s.note
+	}
+	for id, want := range w.acked {
+		val, ok := got[id]
+		switch {
+		case !ok:
+			v.Lost++
+		case val != want && !slices.Contains(w.possible[id], val):
+			v.Stale++
+		}
+	}
+	return v
+}
+
+// writerReport is the writer's part of a configuration's report.
+func (w *checkedWriter) report(v writerVerdict, tr *timelineRun) *reports.WriterCheck {
+	w.mu.Lock()
+	at := w.longAt
+	w.mu.Unlock()
+	wc := &reports.WriterCheck{Tenant: w.tenant, Rate: w.cfg.Rate, Inserts: v.Inserts, Updates: v.Updates, Errors: v.Errors,
+		Lost: v.Lost, Duplicated: v.Duplicated, Stale: v.Stale, Vanished: v.Vanished,
+		LongestWrite: ms(v.Longest), LongestWriteAt: at.Seconds(), Node: v.node}
+	for _, win := range tr.windows {
+		if at >= win.start && at < win.end {
+			wc.LongestWriteWindow = win.step.Name
+		}
+	}
+	return wc
+}
+
+// writerAssertions are zero_loss and write_pause, as the scenario asks.
+func (r *runner) writerAssertions(config string, wc *reports.WriterCheck) []reports.Assertion {
+	a := r.sc.Assertions
+	var out []reports.Assertion
+	if a.ZeroLoss {
+		bad := wc.Lost + wc.Duplicated + wc.Stale + wc.Vanished
+		acked := wc.Inserts + wc.Updates
+		out = append(out, reports.Assertion{Name: AssertZeroLoss, Configuration: config, Tenant: wc.Tenant,
+			Observed: float64(bad), Limit: 0, Op: "==", Passed: bad == 0 && acked > 0,
+			Detail: fmt.Sprintf("%d acknowledged writes (%d inserts, %d updates), %d failed: %d lost, %d duplicated, %d stale, %d updates found no row",
+				acked, wc.Inserts, wc.Updates, wc.Errors, wc.Lost, wc.Duplicated, wc.Stale, wc.Vanished)})
+	}
+	if maxPause := a.WritePause.Max.Duration(); maxPause > 0 {
+		out = append(out, reports.Assertion{Name: AssertWritePause, Configuration: config, Tenant: wc.Tenant,
+			Observed: wc.LongestWrite, Limit: ms(maxPause), Unit: "ms", Op: "<=", Passed: wc.LongestWrite <= ms(maxPause),
+			Detail: fmt.Sprintf("longest write, from its intended start to its answer, at %.2f s in %s", wc.LongestWriteAt, wc.LongestWriteWindow)})
+	}
+	return out
+}

@@ -1,0 +1,147 @@
+package harness
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/pools"
+)
+
+// ackedWriter is a writer that acknowledged inserts of -1 (value "w1") and
+// -2 ("w2"), then an update of -1 to "w3"; an update of -2 to "w4" got no
+// answer (it may have committed).
+func ackedWriter() *checkedWriter {
+	w := &checkedWriter{acked: map[int64]string{}, possible: map[int64][]string{}}
+	w.record(true, -1, "w1", 1, nil, 0, time.Millisecond)
+	w.record(true, -2, "w2", 1, nil, 10*time.Millisecond, time.Millisecond)
+	w.record(false, -1, "w3", 1, nil, 20*time.Millisecond, time.Millisecond)
+	w.record(false, -2, "w4", 0, errors.New("connection reset"), 30*time.Millisecond, 2*time.Millisecond)
+	return w
+}
+
+func (v writerVerdict) clean() bool {
+	return v.Lost == 0 && v.Duplicated == 0 && v.Stale == 0 && v.Vanished == 0
+}
+
+func TestCheckerVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stored []storedRow
+		want   func(writerVerdict) bool
+		wantOK bool
+	}{
+		{name: "clean", stored: []storedRow{{-1, "w3"}, {-2, "w2"}},
+			want: func(c writerVerdict) bool { return c.Lost+c.Duplicated+c.Stale == 0 }, wantOK: true},
+		{name: "unanswered update committed", stored: []storedRow{{-1, "w3"}, {-2, "w4"}},
+			want: func(c writerVerdict) bool { return c.Stale == 0 }, wantOK: true},
+		{name: "lost insert", stored: []storedRow{{-1, "w3"}},
+			want: func(c writerVerdict) bool { return c.Lost == 1 }},
+		{name: "duplicated row", stored: []storedRow{{-1, "w3"}, {-2, "w2"}, {-2, "w2"}},
+			want: func(c writerVerdict) bool { return c.Duplicated == 1 && c.Lost == 0 }},
+		{name: "row three times counts once", stored: []storedRow{{-1, "w3"}, {-1, "w3"}, {-1, "w3"}, {-2, "w2"}},
+			want: func(c writerVerdict) bool { return c.Duplicated == 1 }},
+		{name: "stale value", stored: []storedRow{{-1, "w1"}, {-2, "w2"}},
+			want: func(c writerVerdict) bool { return c.Stale == 1 && c.Lost == 0 }},
+		{name: "unknown value", stored: []storedRow{{-1, "w3"}, {-2, "x"}},
+			want: func(c writerVerdict) bool { return c.Stale == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := ackedWriter()
+			c := w.verdict(tc.stored)
+			if !tc.want(c) {
+				t.Errorf("verdict %+v misses the fault", c)
+			}
+			if c.clean() != tc.wantOK {
+				t.Errorf("clean = %v, want %v (verdict %+v)", c.clean(), tc.wantOK, c)
+			}
+			if c.Inserts != 2 || c.Updates != 1 || c.Errors != 1 {
+				t.Errorf("counted %d inserts, %d updates, %d errors; want 2, 1, 1", c.Inserts, c.Updates, c.Errors)
+			}
+		})
+	}
+}
+
+// TestCheckerWriterRecord: an update of an acknowledged row that matched no row
+// (routed to a node without it) is a vanished update; an update of a row
+// never acknowledged that matched none is not. The longest write is kept
+// with its intended start.
+func TestCheckerWriterRecord(t *testing.T) {
+	w := ackedWriter()
+	w.record(false, -1, "w5", 0, nil, 40*time.Millisecond, time.Millisecond)
+	w.record(false, -9, "w6", 0, nil, 50*time.Millisecond, time.Millisecond)
+	w.record(false, -2, "w7", 1, nil, 60*time.Millisecond, 30*time.Millisecond)
+	c := w.verdict([]storedRow{{-1, "w3"}, {-2, "w7"}})
+	if c.Vanished != 1 {
+		t.Errorf("vanished %d, want 1", c.Vanished)
+	}
+	if c.clean() {
+		t.Errorf("a vanished update passes the checker: %+v", c)
+	}
+	if c.Stale != 0 || c.Lost != 0 {
+		t.Errorf("verdict %+v: want no stale or lost rows", c)
+	}
+	if len(w.possible[-2]) != 0 {
+		t.Errorf("an acknowledged update keeps older unanswered values possible: %v", w.possible[-2])
+	}
+	if c.Longest != 30*time.Millisecond || w.longAt != 60*time.Millisecond {
+		t.Errorf("longest write %s at %s, want 30ms at 60ms", c.Longest, w.longAt)
+	}
+	// The value of the unanswered write acknowledged since is stale now.
+	if c := w.verdict([]storedRow{{-1, "w3"}, {-2, "w4"}}); c.Stale != 1 {
+		t.Errorf("an unanswered value older than the last acknowledged one passes: %+v", c)
+	}
+}
+
+// TestPromoteCheck: the promote policy fires move_tenant once the
+// tenant's share stayed above the threshold for the window, never for a
+// shorter burst or a share at or below it, and is then done.
+func TestPromoteCheck(t *testing.T) {
+	const every = 250 * time.Millisecond
+	for _, tc := range []struct {
+		name   string
+		shares []float64 // the tenant's share at each check
+		fireAt int       // the check (from 1) that fires; 0 for none
+	}{
+		{"sustained share", []float64{0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6}, 8},
+		{"below the threshold", []float64{0.2, 0.25, 0.1, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2}, 0},
+		{"bursts shorter than the window", []float64{0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.1, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.2}, 0},
+		{"burst then sustained", []float64{0.6, 0.6, 0.1, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6}, 11},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &scenario.Promote{Tenant: 1, Target: "primary4", Threshold: 0.25, Window: scenario.Duration(2 * time.Second),
+				BatchRows: 10, MaxPause: scenario.Duration(time.Second)}
+			p := &promote{cfg: cfg}
+			env := ActionEnv{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			fired := 0
+			for i, sh := range tc.shares {
+				s := Sample{Phase: "move", Check: i + 1, Interval: every, Elapsed: time.Duration(i+1) * every,
+					Last: map[string]*pools.Window{"1": {Share: sh}, "2": {Share: 1 - sh}}}
+				fire, done, err := p.Check(t.Context(), env, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(fire) > 0 {
+					fired = i + 1
+					m, ok := fire[0].Config.(*scenario.MoveTenant)
+					if len(fire) != 1 || fire[0].Type != scenario.ActionMoveTenant || !ok || m.Tenant != 1 || m.Target != "primary4" || m.BatchRows != 10 {
+						t.Errorf("fired %+v, want one move_tenant of tenant 1 to primary4 with the policy's settings", fire)
+					}
+					if !done {
+						t.Error("not done after it fired")
+					}
+					break
+				}
+				if done {
+					t.Fatalf("done at check %d without firing", i+1)
+				}
+			}
+			if fired != tc.fireAt {
+				t.Errorf("fired at check %d, want %d", fired, tc.fireAt)
+			}
+		})
+	}
+}
