@@ -484,6 +484,14 @@ func TestValidateMore(t *testing.T) {
 			"6:64 classes[3].calibrate: only with load_factor",
 			"8:26 assertions.quiet_p99.check_top: must be a number of quiet tenants or all",
 		}},
+		{"replay", head + shared + "load: {model: closed, users: 5}\nreplay: {trace: no-such-trace.jsonl, speed: 0}\n", []string{
+			"6:1 replay: replays open loop: load.model closed has no intended starts to replay",
+			"6:10 replay.trace: cannot read the trace",
+			"6:38 replay.speed: must be in (0, 1000], got 0",
+		}},
+		{"replay without its trace", head + shared + "replay: {speed: 2}\n", []string{
+			"5:1 replay.trace: required: a trace file written by noisysim run --trace",
+		}},
 		{"no quiet senders", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10, senders: dominant}\n  - {name: heavy, query: report, rate: 1, senders: dominant}\n" + shared, []string{
 			"2:1 classes: no class is sent by the quiet tenants",
 		}},
