@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -235,5 +236,86 @@ assertions: {quiet_p99: {min_samples: 1000000}}
 	if len(rep.Calibrations) != 1 || rep.Calibrations[0].Query != "sql" || rep.Calibrations[0].ServiceMean < 20 ||
 		rep.Calibrations[0].Rate > 20 || rep.Calibrations[0].Rate < 5 {
 		t.Errorf("calibrations %+v, want one of class cal (sql) at about 20/s", rep.Calibrations)
+	}
+}
+
+// TestRunExistingData runs a workload on tables already in the database
+// (data.existing): the tenants' keys and invoice counts come from a query,
+// scripts read the tables unqualified, and nothing of the user's is
+// written: a class that tries fails, the rows stay as they were, and no
+// privilege of noisysim's roles is left on the user's table.
+func TestRunExistingData(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	primary, _ := backend.First(c, backend.RolePrimary)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// Six tenants with 600, 500, ... 100 invoices: the query orders them by
+	// count, so t-a is the dominant tenant; the run takes the first four.
+	_, err = conn.Exec(ctx, `CREATE SCHEMA app;
+		CREATE TABLE app.invoices (tenant_key text, id bigint, amount numeric(10,2), PRIMARY KEY (tenant_key, id));
+		INSERT INTO app.invoices SELECT 't-' || chr(96 + k), g, g / 10.0 FROM generate_series(1, 6) AS k, generate_series(1, (7 - k) * 100) AS g`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := func() (s string) {
+		if err := conn.QueryRow(ctx, "SELECT sum(amount)::text || '/' || count(*) FROM app.invoices").Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before := sum()
+	dir := writeFiles(t, map[string]string{
+		"lookup.sql": "\\set id random(1, :rows_invoices)\nSELECT amount AS found FROM invoices WHERE tenant_key = :tenant AND id = :id \\gset\n",
+		"s.yaml": `name: existing
+tenants:
+  count: 4
+  keys: {type: text, query: "SELECT tenant_key, count(*) AS invoices FROM app.invoices GROUP BY 1 ORDER BY 2 DESC, 1", counts: [invoices]}
+data: {existing: {schemas: [app]}}
+classes:
+  - {name: lookup, isolation_class: interactive, script: lookup.sql, rate: 40}
+  - {name: write, isolation_class: heavy, sql: "UPDATE invoices SET amount = 0 WHERE tenant_key = $1", args: [":tenant"], rate: 5}
+phases: {warmup: 200ms, solo: 1s, run: 1s, drain: 2s}
+configurations: [{name: shared, mode: shared}]
+assertions: {quiet_p99: {min_samples: 1000000}}
+`,
+	})
+	sc, err := scenario.Load(filepath.Join(dir, "s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Dominant != "t-a" {
+		t.Errorf("dominant %q, want t-a (the most invoices)", rep.Dominant)
+	}
+	ran, failed := map[string]int64{}, map[string]int64{}
+	for _, row := range rep.Configurations[0].Tenants {
+		if !slices.Contains([]string{"t-a", "t-b", "t-c", "t-d"}, row.Tenant) {
+			t.Errorf("row of tenant %q, want one of the query's first four", row.Tenant)
+		}
+		ran[row.Class] += row.Count
+		failed[row.Class] += row.Errors
+	}
+	// The \gset fails a lookup of an invoice that is not there: none is,
+	// so :rows_invoices was each tenant's own count.
+	if ran["lookup"] == 0 || failed["lookup"] != 0 {
+		t.Errorf("lookups: %d measured, %d failed; want some, none failed", ran["lookup"], failed["lookup"])
+	}
+	if ran["write"] == 0 || failed["write"] != ran["write"] {
+		t.Errorf("writes: %d measured, %d failed; want every one refused", ran["write"], failed["write"])
+	}
+	if after := sum(); after != before {
+		t.Errorf("app.invoices changed: %s before, %s after", before, after)
+	}
+	var acl string
+	if err := conn.QueryRow(ctx, "SELECT coalesce(relacl::text, '') FROM pg_class WHERE oid = 'app.invoices'::regclass").Scan(&acl); err != nil || strings.Contains(acl, "noisysim") {
+		t.Errorf("app.invoices privileges after the run: %q (%v)", acl, err)
 	}
 }

@@ -257,25 +257,8 @@ func (r *runner) plan() error {
 			r.rowCounts[name] = dataset.Counts(shares, sc.Data.Rows[name])
 		}
 	}
-	r.bind = make([][]pgscript.Value, pop.Len())
-	for i := range r.bind {
-		n := i + 1
-		key := pgscript.Text(r.keys[i])
-		if sc.Tenants.Keys.SQLType() == string(scenario.KeyBigint) {
-			v, err := strconv.ParseInt(r.keys[i], 10, 64)
-			if err != nil {
-				return fmt.Errorf("%w: tenants.keys: tenant %d's key %q is not a bigint", scenario.ErrInvalid, n, r.keys[i])
-			}
-			key = pgscript.Int(v)
-		}
-		b := []pgscript.Value{key, pgscript.Int(int64(n)), pgscript.Int(1)}
-		if sc.Data.Builtin() {
-			b = append(b, pgscript.Int(r.params.Orders[n]))
-		}
-		for _, name := range sc.RowNames() {
-			b = append(b, pgscript.Int(r.rowCounts[name][n]))
-		}
-		r.bind[i] = b
+	if err := r.bindTenants(); err != nil {
+		return err
 	}
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
@@ -286,6 +269,33 @@ func (r *runner) plan() error {
 			}
 			break
 		}
+	}
+	return nil
+}
+
+// bindTenants sets the values of the script builtins (scenario.Builtins)
+// of each tenant from its key and row counts.
+func (r *runner) bindTenants() error {
+	sc := r.sc
+	r.bind = make([][]pgscript.Value, r.pop.Len())
+	for i := range r.bind {
+		n := i + 1
+		key := pgscript.Text(r.key(n))
+		if sc.Tenants.Keys.SQLType() == string(scenario.KeyBigint) {
+			v, err := strconv.ParseInt(r.key(n), 10, 64)
+			if err != nil {
+				return fmt.Errorf("%w: tenants.keys: tenant %d's key %q is not a bigint", scenario.ErrInvalid, n, r.key(n))
+			}
+			key = pgscript.Int(v)
+		}
+		b := []pgscript.Value{key, pgscript.Int(int64(n)), pgscript.Int(1)}
+		if sc.Data.Builtin() {
+			b = append(b, pgscript.Int(r.params.Orders[n]))
+		}
+		for _, name := range sc.RowNames() {
+			b = append(b, pgscript.Int(max(r.rowCounts[name][n], 1)))
+		}
+		r.bind[i] = b
 	}
 	return nil
 }
@@ -335,8 +345,8 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	r.replica, r.hasReplica = backend.First(r.cluster, backend.RoleReplica)
 	// Every session of the run finds the data set in the run's schema
 	// alone.
-	r.primary = footprint.InSchema(r.primary, r.sc.Data.SchemaName())
-	r.replica = footprint.InSchema(r.replica, r.sc.Data.SchemaName())
+	r.primary = footprint.InSchema(r.primary, r.searchPath())
+	r.replica = footprint.InSchema(r.replica, r.searchPath())
 
 	r.setPhase(PhaseLoad, "", 0)
 	if r.sharded() {
@@ -471,6 +481,20 @@ func (r *runner) load(ctx context.Context) error {
 		for _, t := range dataset.Tables {
 			access.read = append(access.read, schema+"."+t)
 		}
+	} else if r.sc.Data.IsExisting() {
+		if err := r.loadExisting(ctx, conn); err != nil {
+			return err
+		}
+		access.schemas = r.sc.Data.Existing.Schemas
+		access.read = []string{schema + "." + dataset.TenantsTable}
+		for _, sch := range r.sc.Data.Existing.Schemas {
+			tables, _, err := dataset.SchemaObjects(ctx, conn, sch)
+			if err != nil {
+				return fmt.Errorf("%w: list the tables of schema %s: %w", ErrRun, sch, err)
+			}
+			access.read = append(access.read, tables...)
+		}
+		r.log.Info("existing tables", "schemas", r.sc.Data.Existing.Schemas, "tables", len(access.read)-1, "tenants", r.pop.Len())
 	} else {
 		if err := r.loadSetup(ctx, conn); err != nil {
 			return err
@@ -551,6 +575,8 @@ func (r *runner) rolesOf(c *scenario.Configuration, access tableAccess) []pools.
 // (data.setup) is read and written by the user's scripts.
 type tableAccess struct {
 	read, write, sequences []string
+	// schemas are schemas beside the run's the roles get USAGE on.
+	schemas []string
 }
 
 // loadSetup loads a data set of the user's own: noisysim's tenants table,
@@ -591,7 +617,7 @@ func rolesOf(c *scenario.Configuration, schema string, access tableAccess) []poo
 			IdleInTransactionSessionTimeout: r.IdleInTransactionSessionTimeout.Duration(),
 			WorkMem:                         string(r.WorkMem),
 			ConnectionLimit:                 r.ConnectionLimit,
-			Schemas:                         []string{schema},
+			Schemas:                         append([]string{schema}, access.schemas...),
 			ReadTables:                      access.read,
 			WriteTables:                     access.write,
 			Sequences:                       access.sequences,
@@ -616,6 +642,9 @@ type stack struct {
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
 	dsn := func(node backend.Node, pool string) string {
 		role := roleName(c.Name, pool)
+		if r.sc.Data.IsExisting() {
+			node = readOnly(node)
+		}
 		return node.DSNFor(role, r.passwords[role])
 	}
 	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{}, Logger: r.log}

@@ -89,7 +89,7 @@ func asText(args []any) []any {
 		case int64:
 			args[i] = strconv.FormatInt(v, 10)
 		case float64:
-			args[i] = strconv.FormatFloat(v, 'g', -1, 64)
+			args[i] = strconv.FormatFloat(v, 'g', 15, 64) // pgbench's "%.*g" with DBL_DIG
 		case bool:
 			args[i] = strconv.FormatBool(v)
 		}

@@ -15,7 +15,11 @@ func ExampleLoad() {
 	}
 	fmt.Println(s.Name, "seed", s.Seed, "topology", s.Backend.Topology)
 	for _, c := range s.Classes {
-		fmt.Printf("class %s: %s on %s, %g/s from %s tenants\n", c.Name, c.Query, c.IsolationClass, c.Rate, c.Senders)
+		rate := fmt.Sprintf("%g/s", c.Rate)
+		if c.Calibrated() { // set by the run from the query's measured service time
+			rate = fmt.Sprintf("load factor %g (calibrated for %s)", c.LoadFactor, c.Calibrate)
+		}
+		fmt.Printf("class %s: %s on %s, %s from %s tenants\n", c.Name, c.Query, c.IsolationClass, rate, c.Senders)
 	}
 	for _, c := range s.Configurations {
 		fmt.Printf("configuration %s: mode %s, expect %s\n", c.Name, c.Mode, c.Expect)
@@ -26,7 +30,7 @@ func ExampleLoad() {
 	// ci-gate seed 42 topology single
 	// class lookup: lookup on interactive, 200/s from all tenants
 	// class page: page on interactive, 100/s from all tenants
-	// class report: report on heavy, 30/s from dominant tenants
+	// class report: report on heavy, load factor 3 (calibrated for 2s) from dominant tenants
 	// configuration naive: mode shared, expect fail
 	// configuration isolated: mode isolated, expect pass
 	// heavy limiter per tenant: 1 max wait: 10s

@@ -265,11 +265,26 @@ type Data struct {
 	// :rows_<name>. Only with Setup. Names: lower-case letters, digits and
 	// '_', starting with a letter.
 	Rows map[string]int64 `yaml:"rows"`
+	// Existing runs the workload on tables already in the database (an
+	// external backend), read only: no data step. Not with Setup.
+	Existing Existing `yaml:"existing"`
+}
+
+// Existing names the schemas of a database's own tables a workload reads.
+type Existing struct {
+	// Schemas are searched after the run's schema (search_path), so that
+	// scripts may name their tables unqualified; the workload roles get
+	// USAGE on them and SELECT on their tables, nothing more, and every
+	// workload session is read only (default_transaction_read_only).
+	Schemas []string `yaml:"schemas"`
 }
 
 // Builtin reports whether the data set is noisysim's own orders data set
-// (no Setup).
-func (d Data) Builtin() bool { return len(d.Setup) == 0 }
+// (neither Setup nor Existing).
+func (d Data) Builtin() bool { return len(d.Setup) == 0 && len(d.Existing.Schemas) == 0 }
+
+// IsExisting reports whether the workload runs on existing tables.
+func (d Data) IsExisting() bool { return len(d.Existing.Schemas) > 0 }
 
 // SchemaName returns Schema, or footprint.DefaultSchema when it is empty.
 func (d Data) SchemaName() string {

@@ -35,6 +35,14 @@ type TenantKeys struct {
 	// List gives every tenant's key, tenant 1's first; tenants.count
 	// entries, unique.
 	List []string `yaml:"list"`
+	// Query reads the keys from the database (data.existing only): its
+	// first column is the key, its first tenants.count rows in its order
+	// the tenants, the first the dominant one; each further column, named
+	// in Counts in order, is a row count of the tenant (:rows_<name>).
+	// Run on the primary as the DSN's user, in a read-only transaction.
+	Query string `yaml:"query"`
+	// Counts names the query's columns after the key; integers.
+	Counts []string `yaml:"counts"`
 }
 
 // DefaultUUIDTemplate is TenantKeys.Template's default for type uuid.
@@ -42,8 +50,12 @@ const DefaultUUIDTemplate = "00000000-0000-4000-8000-{n:012}"
 
 var keyPlaceholder = regexp.MustCompile(`\{n(?::0(\d+))?\}`)
 
-// Key returns tenant n's key (n from 1).
+// Key returns tenant n's key (n from 1); with Query, n itself (the keys
+// are known once the query ran).
 func (k TenantKeys) Key(n int) string {
+	if k.Query != "" {
+		return strconv.Itoa(n)
+	}
 	if len(k.List) > 0 {
 		if n >= 1 && n <= len(k.List) {
 			return k.List[n-1]
@@ -69,7 +81,7 @@ func (k TenantKeys) Key(n int) string {
 
 // Default reports whether k is the default: bigint keys 1..N.
 func (k TenantKeys) Default() bool {
-	return (k.Type == "" || k.Type == KeyBigint) && (k.Template == "" || k.Template == "{n}") && len(k.List) == 0
+	return (k.Type == "" || k.Type == KeyBigint) && (k.Template == "" || k.Template == "{n}") && len(k.List) == 0 && k.Query == ""
 }
 
 // SQLType returns the key column's SQL type.
@@ -110,11 +122,16 @@ func (s *Scenario) Builtins() []string {
 	return out
 }
 
-// RowNames returns data.rows' names, sorted.
+// RowNames returns the names of the tenants' row counts, sorted:
+// data.rows' names, or with data.existing tenants.keys.counts.
 func (s *Scenario) RowNames() []string {
-	names := make([]string, 0, len(s.Data.Rows))
-	for n := range s.Data.Rows {
-		names = append(names, n)
+	var names []string
+	if s.Data.IsExisting() {
+		names = slices.Clone(s.Tenants.Keys.Counts)
+	} else {
+		for n := range s.Data.Rows {
+			names = append(names, n)
+		}
 	}
 	slices.Sort(names)
 	return names
@@ -140,9 +157,37 @@ func (c *checker) keys(t *Tenants, d *Data) {
 	if k.Type != "" && !oneOf(c, "tenants.keys.type", "key type", k.Type, KeyBigint, KeyText, KeyUUID) {
 		return
 	}
-	if k.Template != "" && len(k.List) > 0 {
-		c.add("tenants.keys", "give template or list, not both")
+	given := 0
+	for _, set := range []bool{k.Template != "", len(k.List) > 0, k.Query != ""} {
+		if set {
+			given++
+		}
+	}
+	if given > 1 {
+		c.add("tenants.keys", "give one of template, list and query")
 		return
+	}
+	if k.Query != "" && !d.IsExisting() {
+		c.add("tenants.keys.query", "only with data.existing: the keys of tables already in the database")
+		return
+	}
+	if len(k.Counts) > 0 && k.Query == "" {
+		c.add("tenants.keys.counts", "only with tenants.keys.query: the names of its columns after the key")
+		return
+	}
+	seenCount := map[string]bool{}
+	for i, n := range k.Counts {
+		f := fmt.Sprintf("tenants.keys.counts[%d]", i)
+		if !rowName.MatchString(n) || len(n) > 58 {
+			c.add(f, "row count names are lower-case letters, digits and '_', starting with a letter, at most 58 bytes; got %q", n)
+		}
+		if seenCount[n] {
+			c.add(f, "duplicate count name %q", n)
+		}
+		seenCount[n] = true
+	}
+	if k.Query != "" {
+		return // the keys are read at run time
 	}
 	if k.Template != "" && !keyPlaceholder.MatchString(k.Template) {
 		c.add("tenants.keys.template", "must contain {n} (or {n:06}, zero-padded), which noisysim replaces with the tenant's number; got %q", k.Template)
@@ -153,7 +198,7 @@ func (c *checker) keys(t *Tenants, d *Data) {
 		return
 	}
 	if !k.Default() && d.Builtin() {
-		c.add("tenants.keys", "needs data.setup: the built-in orders data set numbers its tenants 1..tenants.count")
+		c.add("tenants.keys", "needs data.setup or data.existing: the built-in orders data set numbers its tenants 1..tenants.count")
 		return
 	}
 	if t.Count < 2 || t.Count > 1_000_000 {
@@ -200,8 +245,11 @@ func (c *checker) keys(t *Tenants, d *Data) {
 func (c *checker) setup(s *Scenario) {
 	d := &s.Data
 	if other := s.otherRunner(); other != "" {
-		if !d.Builtin() {
+		if len(d.Setup) > 0 {
 			c.add("data.setup", "only for the noisy-neighbour scenario; a %s scenario loads its own data set", other)
+		}
+		if d.IsExisting() {
+			c.add("data.existing", "only for the noisy-neighbour scenario; a %s scenario loads its own data set", other)
 		}
 		if !s.Tenants.Keys.Default() {
 			c.add("tenants.keys", "only for the noisy-neighbour scenario; a %s scenario numbers its tenants", other)
@@ -212,6 +260,10 @@ func (c *checker) setup(s *Scenario) {
 		if len(d.Rows) > 0 {
 			c.add("data.rows", "only with data.setup: the built-in data set sizes itself with data.orders")
 		}
+		return
+	}
+	if d.IsExisting() {
+		c.existing(s)
 		return
 	}
 	for _, f := range []string{"orders", "days", "customers"} {
@@ -254,6 +306,37 @@ func (s *Scenario) otherRunner() string {
 	}
 	return ""
 }
+
+// existing checks data.existing.
+func (c *checker) existing(s *Scenario) {
+	d := &s.Data
+	if len(d.Setup) > 0 {
+		c.add("data.existing", "not with data.setup: give one of them")
+	}
+	if len(d.Rows) > 0 {
+		c.add("data.rows", "not with data.existing: row counts of existing tables come from tenants.keys.query (counts)")
+	}
+	for _, f := range []string{"orders", "days", "customers"} {
+		if c.present("data." + f) {
+			c.add("data."+f, "only for the built-in orders data set, not with data.existing")
+		}
+	}
+	seen := map[string]bool{}
+	for i, sch := range d.Existing.Schemas {
+		f := fmt.Sprintf("data.existing.schemas[%d]", i)
+		switch {
+		case !identifier.MatchString(sch):
+			c.add(f, "must be a schema name: letters, digits, '_' and '$', not starting with a digit, at most 63 bytes; got %q", sch)
+		case sch == d.SchemaName():
+			c.add(f, "is the run's own schema (data.schema), which noisysim creates and drops")
+		case seen[sch]:
+			c.add(f, "duplicate schema %q", sch)
+		}
+		seen[sch] = true
+	}
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
 
 // program checks what class i runs (query, script or sql) and parses a
 // script or statement.
@@ -309,7 +392,7 @@ func (c *checker) program(i int, cl *Class) {
 			return
 		}
 		if !c.s.Data.Builtin() {
-			c.add(p+".query", "query %s reads the built-in orders data set, which data.setup replaces: give script or sql", cl.Query)
+			c.add(p+".query", "query %s reads the built-in orders data set, which data.setup or data.existing replaces: give script or sql", cl.Query)
 		}
 	}
 }

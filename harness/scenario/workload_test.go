@@ -114,7 +114,7 @@ tenants: {keys: {type: text, template: "a{n}"}}
 classes: [{name: interactive, query: lookup, rate: 1}]
 configurations: [{name: c, mode: shared}]
 `), "x.yaml")
-		if err == nil || !strings.Contains(err.Error(), "x.yaml:2:11: tenants.keys: needs data.setup") {
+		if err == nil || !strings.Contains(err.Error(), "x.yaml:2:11: tenants.keys: needs data.setup or data.existing") {
 			t.Errorf("error %v", err)
 		}
 		_, err = Parse([]byte(`name: x
@@ -157,5 +157,48 @@ func TestTenantKeys(t *testing.T) {
 		if got := tc.keys.Key(tc.n); got != tc.want {
 			t.Errorf("%+v.Key(%d) = %q, want %q", tc.keys, tc.n, got, tc.want)
 		}
+	}
+}
+
+func TestExistingProblems(t *testing.T) {
+	base := `name: x
+classes: [{name: interactive, sql: "SELECT 1", rate: 1}]
+configurations: [{name: c, mode: shared}]
+`
+	for _, tc := range []struct{ name, extra, want string }{
+		{"query without existing", "tenants: {keys: {type: text, query: \"SELECT k FROM t\"}}\n", "tenants.keys.query: only with data.existing"},
+		{"counts without query", "tenants: {keys: {type: text, template: \"a{n}\", counts: [x]}}\ndata: {existing: {schemas: [app]}}\n", "tenants.keys.counts: only with tenants.keys.query"},
+		{"template and query", "tenants: {keys: {template: \"{n}\", query: \"SELECT 1\"}}\ndata: {existing: {schemas: [app]}}\n", "tenants.keys: give one of template, list and query"},
+		{"run schema", "data: {existing: {schemas: [noisysim]}}\n", "data.existing.schemas[0]: is the run's own schema"},
+		{"bad schema", "data: {existing: {schemas: [\"a b\"]}}\n", "data.existing.schemas[0]: must be a schema name"},
+		{"with setup", "data: {setup: [s.sql], existing: {schemas: [app]}}\n", "data.existing: not with data.setup"},
+		{"with rows", "data: {rows: {x: 100}, existing: {schemas: [app]}}\n", "data.rows: not with data.existing"},
+		{"bad count name", "tenants: {keys: {type: text, query: \"SELECT 1\", counts: [Bad]}}\ndata: {existing: {schemas: [app]}}\n", "tenants.keys.counts[0]: row count names"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(base+tc.extra), "x.yaml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	s, err := Parse([]byte(base+"tenants: {keys: {type: text, query: \"SELECT k, n AS invoices FROM t\", counts: [invoices]}}\ndata: {existing: {schemas: [app]}}\n"), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s.Builtins(), ","); got != "tenant,tenant_n,scale,rows_invoices" {
+		t.Errorf("builtins %s", got)
+	}
+}
+
+func TestOwnWorkloadNotOnShards(t *testing.T) {
+	_, err := Parse([]byte(`name: x
+backend: {topology: shards}
+data: {setup: [s.sql]}
+classes: [{name: interactive, sql: "SELECT 1", rate: 1}]
+configurations: [{name: c, mode: shared}]
+`), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "data.setup: only for the noisy-neighbour scenario; a topology shards scenario loads its own data set") {
+		t.Errorf("error %v", err)
 	}
 }

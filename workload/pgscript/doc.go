@@ -23,7 +23,8 @@
 //   - a variable's value keeps its type up to the Conn: Run hands it an
 //     int64, a float64, a bool, a string (a tenant key, a \gset column) or
 //     nil; noisysim's Conn sends each as text, as pgbench does, and the
-//     server reads it as the type the statement gives the parameter.
+//     server reads it as the type the statement gives the parameter; a
+//     NULL value is sent as SQL NULL (pgbench sends the text "NULL").
 //
 // The expression language follows pgbench (src/bin/pgbench/exprparse.y
 // and pgbench.c of PostgreSQL): integer and double arithmetic with

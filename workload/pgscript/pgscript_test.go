@@ -210,15 +210,19 @@ func TestExpressions(t *testing.T) {
 		{"mod(10, 4)", "2"},
 		{":scale * 10", "10"},
 		{":tenant + 1", "43"},
+		{":t is true", "true"},
+		{":y and true", "true"},
+		{":n or false", "false"},
 		{"random(5, 5)", "5"},
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
-			s, err := Parse([]byte(`\set x `+tc.expr+"\nSELECT :x;\n"), "e.sql", builtins)
+			opts := Options{Builtins: []string{"tenant", "scale", "t", "y", "n"}}
+			s, err := Parse([]byte(`\set x `+tc.expr+"\nSELECT :x;\n"), "e.sql", opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			f := &fakeConn{}
-			if err := s.Run(context.Background(), f, rand.New(rand.NewPCG(1, 1)), []Value{Text("42"), Int(1)}); err != nil {
+			if err := s.Run(context.Background(), f, rand.New(rand.NewPCG(1, 1)), []Value{Text("42"), Int(1), Text("tr"), Text("YE"), Text("no")}); err != nil {
 				t.Fatal(err)
 			}
 			if got := FromAny(f.calls[0].args[0]).String(); got != tc.want {
@@ -341,5 +345,32 @@ func TestStatementArgs(t *testing.T) {
 	_, err = ParseStatement("SELECT $1", []string{":nope"}, "x.yaml", 12, []int{14}, builtins)
 	if !errors.Is(err, ErrUnknownVariable) || !strings.HasPrefix(err.Error(), "x.yaml:14: args[0]: unknown variable :nope") {
 		t.Errorf("error %v", err)
+	}
+}
+
+func TestContinuationAndSleepVariable(t *testing.T) {
+	s, err := Parse([]byte("\\set x 1 + \\\n  2 * 3\n\\set pause 0\n\\sleep :pause ms\nSELECT :x;\n"), "c.sql", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeConn{}
+	if err := s.Run(context.Background(), f, rand.New(rand.NewPCG(1, 1)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.calls[0].args; len(got) != 1 || got[0] != int64(7) {
+		t.Errorf("args %v, want [7]", got)
+	}
+	if got := f.calls[0].sql; got != "SELECT $1" {
+		t.Errorf("sql %q", got)
+	}
+	// A cancelled run stops at its \sleep with the context's error.
+	s, err = Parse([]byte("\\sleep 10 s\nSELECT 1;\n"), "c.sql", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Run(ctx, &fakeConn{}, rand.New(rand.NewPCG(1, 1)), nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
 	}
 }

@@ -143,15 +143,21 @@ func (v Value) number() (Value, error) {
 	if v.k != kindText {
 		return v, nil
 	}
-	s := strings.TrimSpace(v.s)
-	switch strings.ToLower(s) {
-	case "null":
+	s := v.s
+	l := strings.ToLower(s)
+	prefixOf := func(word string) bool { return l != "" && strings.HasPrefix(word, l) }
+	switch {
+	case s == "":
+		return v, errors.New("malformed variable value \"\": empty")
+	case l == "null":
 		return Null(), nil
-	case "true", "t", "yes", "on":
+	// pgbench accepts prefixes of true, yes, false and no (not "o").
+	case prefixOf("true") || prefixOf("yes") || l == "on":
 		return Bool(true), nil
-	case "false", "f", "no", "off":
+	case prefixOf("false") || prefixOf("no") || l == "off" || l == "of":
 		return Bool(false), nil
 	}
+	s = strings.TrimSpace(s)
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return Int(i), nil
 	}
