@@ -605,6 +605,7 @@ func (c *checker) role(p string, r *Role, poolSize int) {
 }
 
 func (c *checker) assertions(a *Assertions) {
+	c.checkAB(c.s)
 	q := &a.QuietP99
 	if !(q.Factor > 0) || math.IsInf(q.Factor, 1) {
 		c.add("assertions.quiet_p99.factor", "must be > 0, got %s", fmtFloat(q.Factor))
