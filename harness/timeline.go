@@ -337,18 +337,45 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 				close(over[i])
 			}
 		}()
-		// The first phase begins before its first arrival.
-		var src *timelineSource
-		if src, err = newTimelineSource(r.pop, r.steps, r.sc.Seed); err == nil {
-			src.clock = clk
+		// The first phase begins before its first arrival. The arrivals
+		// are the generated schedule's, or a replayed trace's.
+		var (
+			src  workload.Source
+			sent []int64
+			rs   *replaySource
+		)
+		if r.replay != nil {
+			if rs, err = r.newReplaySource(); err == nil {
+				defer rs.Close()
+				src, sent = rs, rs.sent
+			}
+		} else {
+			var ts *timelineSource
+			if ts, err = newTimelineSource(r.pop, r.steps, r.sc.Seed); err == nil {
+				ts.clock = clk
+				src, sent = ts, ts.sent
+			}
+		}
+		if err == nil {
+			if r.trace != nil {
+				src = r.trace.wrap(c.Name, src)
+			}
 			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
+		}
+		if rs != nil && err == nil {
+			if rerr := rs.tr.err; rerr != nil {
+				err = fmt.Errorf("replay: %w", rerr)
+			}
+		}
+		if r.trace != nil && err == nil {
+			err = r.trace.flush()
 		}
 		stopClock()
 		<-marks
 		for i, w := range tr.windows {
 			w.start, w.end = clk.span(i)
-			if src != nil {
-				w.sent = src.sent[i]
+			if sent != nil {
+				w.sent = sent[i]
 			}
 		}
 	}
