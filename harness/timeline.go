@@ -237,8 +237,12 @@ func (tr *timelineRun) shares(i int) map[string]*pools.Window {
 // runTimeline runs every phase of the timeline through st, in order, with
 // one load engine: the open loop over the whole timeline's schedule (the
 // closed loop phase by phase), each result recorded in the window of the
-// phase it was intended in. At each phase's start the ledger is read and
-// the faults counting from it are armed.
+// phase it was intended in. At each phase's start the ledger is read, the
+// faults counting from it are armed, its actions start and its watcher
+// begins (stopped when the phase ends). A phase with until ends when its
+// actions and watcher have (at the latest after its max): the phase clock
+// moves the later phases' arrivals with it. The checked writer w, when
+// not nil, writes from the timeline's start until runTimeline returns.
 func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st *stack, faults *faultRun, w *checkedWriter) (*timelineRun, error) {
 	tr := &timelineRun{ex: &executor{r: r, stack: st}, faults: faults}
 	for i := range r.steps {
