@@ -148,6 +148,7 @@ func (t *textWriter) render() {
 			t.configuration(c)
 		}
 	}
+	writeReplayText(t, t.r)
 	t.assertions()
 	t.marginal()
 	t.verdict()
@@ -447,6 +448,9 @@ func (t *textWriter) configuration(c Configuration) {
 	}
 	for _, a := range c.Actions {
 		t.p("action %s\n", actionLine(a))
+	}
+	if c.Writer != nil {
+		t.p("writer %s\n", writerLine(c.Writer))
 	}
 	shown, quiet := t.quietLeaders(c.Tenants, t.opts.topQuiet())
 	visible := map[string]bool{t.dominant: true}

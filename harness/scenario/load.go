@@ -547,6 +547,7 @@ func (s *Scenario) applyDefaults() {
 		Phases: Phases{Warmup: DefaultWarmup, Solo: DefaultSolo, Run: DefaultRun, Drain: DefaultDrain},
 		Assertions: Assertions{
 			QuietP99:        QuietP99{Factor: DefaultQuietP99Factor, Slack: DefaultQuietP99Slack, MinSamples: DefaultQuietP99MinSamples},
+			QuietP99AB:      QuietP99AB{Block: DefaultABBlock, Settle: DefaultABSettle},
 			NoisyRejections: DefaultNoisyRejections,
 			AllowedErrors:   DefaultAllowedErrors(),
 			CleanAfter:      DefaultCleanAfter,
@@ -559,6 +560,7 @@ func (s *Scenario) applyDefaults() {
 	s.applyTimelineDefaults()
 	s.applyShardDefaults()
 	s.applyWriterDefaults()
+	s.applyReplayDefaults()
 	s.applyCitusDefaults()
 	if s.ix.has("assertions.skew") && !s.ix.has("assertions.skew.max") {
 		s.Assertions.Skew.Max = DefaultMaxSkew
