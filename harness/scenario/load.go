@@ -557,6 +557,7 @@ func (s *Scenario) applyDefaults() {
 	s.applyTimelineDefaults()
 	s.applyShardDefaults()
 	s.applyWriterDefaults()
+	s.applyReplayDefaults()
 	s.applyHotShardDefaults()
 
 	for i := range s.Classes {

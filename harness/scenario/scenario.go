@@ -97,6 +97,9 @@ type Scenario struct {
 	// Faults are node faults injected during each configuration's run
 	// phase; backend kind docker only. Empty means none.
 	Faults []Fault `yaml:"faults"`
+	// Replay, when present, replays a recorded trace through the timeline
+	// instead of the generated schedule (see Replay).
+	Replay *Replay `yaml:"replay"`
 
 	// File is the path the scenario was loaded from; empty when built in Go.
 	File string `yaml:"-"`

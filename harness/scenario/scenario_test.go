@@ -485,6 +485,14 @@ func TestValidateMore(t *testing.T) {
 			"6:64 classes[3].calibrate: only with load_factor",
 			"8:26 assertions.quiet_p99.check_top: must be a number of quiet tenants or all",
 		}},
+		{"replay", head + shared + "load: {model: closed, users: 5}\nreplay: {trace: no-such-trace.jsonl, speed: 0}\n", []string{
+			"6:1 replay: replays open loop: load.model closed has no intended starts to replay",
+			"6:10 replay.trace: cannot read the trace",
+			"6:38 replay.speed: must be in (0, 1000], got 0",
+		}},
+		{"replay without its trace", head + shared + "replay: {speed: 2}\n", []string{
+			"5:1 replay.trace: required: a trace file written by noisysim run --trace",
+		}},
 		{"a/b blocks", head + shared + "timeline:\n  - {name: solo, length: 1s, senders: quiet}\n  - {name: ab1_a, length: 1s}\nassertions: {quiet_p99: {window: ab1_a}, quiet_p99_ab: {blocks: 1, block: 0s, settle: -1s}}\n", []string{
 			"7:6 timeline[1].name: \"ab1_a\": names ab<N>_* are the A/B blocks'",
 			"8:57 assertions.quiet_p99_ab.blocks: must be 0 (off) or 2..100 pairs of blocks, got 1",

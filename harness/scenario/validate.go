@@ -192,6 +192,7 @@ func (s *Scenario) problems() []Problem {
 	c.assertions(&s.Assertions)
 	c.shards(s)
 	c.writer(s)
+	c.replay(s)
 	c.hotShard(s)
 	c.faults(s)
 	return sortProblems(c.ps)
