@@ -395,7 +395,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, ScheduleHash: r.hash,
 		StartedAt: r.started.UTC(), Dominant: r.key(scenario.DominantTenant),
 		Backend:   fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
-		QuietPlan: r.quietPlan, Calibrations: r.calibrated,
+		QuietPlan: r.quietPlan, Calibrations: r.calibrated, Replay: r.replayReport(),
 	}
 
 	for i := range r.sc.Configurations {
@@ -750,6 +750,8 @@ type executor struct {
 	stack *stack
 	seen  sync.Map // tenant string → *[2]atomic.Int64 (queue_full, wait_exceeded)
 	calls atomic.Int64
+	// sessions keeps a replayed log's sessions in order.
+	sessions sessionTurns
 }
 
 func (e *executor) do(ctx context.Context, op workload.Op) error {
@@ -761,6 +763,11 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 	var err error
 	rec, replayed := op.Payload.(*recorded)
 	switch prog := c.Program(); {
+	case replayed && rec.Session != "":
+		if err = e.sessions.wait(ctx, rec); err == nil {
+			_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
+		}
+		e.sessions.finish(rec)
 	case replayed:
 		_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
 	case prog != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -309,6 +310,9 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			w.start(ctx, t0)
 		}
 		rec := workload.RecorderFunc(func(res workload.Result) {
+			if p, ok := res.Op.Payload.(*recorded); ok && p.Session != "" && errors.Is(res.Err, workload.ErrDropped) {
+				tr.ex.sessions.finish(p) // a dropped statement never runs: the session goes on
+			}
 			tr.windows[clk.stepAt(res.Op.At)].rec.Record(res)
 		})
 		marks := make(chan struct{})
@@ -367,7 +371,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
 		}
 		if rs != nil && err == nil {
-			if rerr := rs.tr.err; rerr != nil {
+			if rerr := rs.tr.counts().err; rerr != nil {
 				err = fmt.Errorf("replay: %w", rerr)
 			}
 		}

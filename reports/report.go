@@ -59,6 +59,9 @@ type Report struct {
 	// Notes are remarks about the run a reader should see, e.g.
 	// "heavy class runs on the primary: topology has no replica".
 	Notes []string `json:"notes,omitempty"`
+	// Replay describes the replayed trace or log; nil when the run drew
+	// its schedule.
+	Replay *Replay `json:"replay,omitempty"`
 	// Configurations are the compared configurations, in run order.
 	Configurations []Configuration `json:"configurations"`
 	// Assertions are every assertion evaluated, per configuration, tenant
