@@ -602,12 +602,17 @@ const (
 	ErrorReplicaConflict  ErrorClass = "replica_conflict"  // SQLSTATE 40001 on a standby
 	ErrorConnectionLost   ErrorClass = "connection_lost"   // the connection broke
 	ErrorOther            ErrorClass = "other"             // anything else
+	// Not failures of a call but of the run's service: an arrival the open
+	// loop dropped (too many in flight), an op still running when the
+	// drain ended.
+	ErrorDropped    ErrorClass = "dropped"
+	ErrorIncomplete ErrorClass = "incomplete"
 )
 
 // ErrorClasses lists every error class, in the order above.
 func ErrorClasses() []ErrorClass {
 	return []ErrorClass{ErrorQueueFull, ErrorWaitExceeded, ErrorAcquireTimeout, ErrorStatementTimeout,
-		ErrorReplicaConflict, ErrorConnectionLost, ErrorOther}
+		ErrorReplicaConflict, ErrorConnectionLost, ErrorOther, ErrorDropped, ErrorIncomplete}
 }
 
 // Assertions decide whether a configuration passes.
