@@ -119,8 +119,8 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		return nil, err
 	}
 	if opts.Trace != nil {
-		if sc.Load.Model == scenario.ModelClosed || sc.HotSharding() {
-			return nil, fmt.Errorf("%w: a trace records an open loop's operations: load.model closed and hot_shard scenarios have none", scenario.ErrInvalid)
+		if sc.Load.Model == scenario.ModelClosed {
+			return nil, fmt.Errorf("%w: a trace records an open loop's operations: load.model closed has none", scenario.ErrInvalid)
 		}
 		r.trace = newTraceWriter(r, opts.Trace)
 	}
@@ -148,12 +148,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	defer remove()
 	r.watchMachine()
 	var rep *reports.Report
-	switch {
-	case sc.HotSharding():
-		rep, err = runHotShard(ctx, r)
-	default:
-		rep, err = r.run(ctx)
-	}
+	rep, err = r.run(ctx)
 	r.machineReport(rep)
 	if r.trace != nil {
 		if ferr := r.trace.flush(); ferr != nil && err == nil {
@@ -222,6 +217,7 @@ type runner struct {
 	phaseStart time.Time
 	passwords  map[string]string
 	guard      *guard.Guard // nil: off
+	citus      *citusRun    // topology citus only
 	// routing places tenants on nodes (topology shards), each of
 	// shardNodes (in the run's schema); nil otherwise.
 	routing    *Routing
@@ -363,7 +359,13 @@ func (r *runner) note(format string, args ...any) {
 
 func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	var ok bool
-	if r.primary, ok = backend.First(r.cluster, backend.RolePrimary); !ok {
+	if r.sc.Citus() {
+		// The stacks run against the coordinator, which routes each
+		// tenant's queries to the worker holding its shard.
+		if r.primary, ok = backend.First(r.cluster, backend.RoleCoordinator); !ok {
+			return nil, fmt.Errorf("%w: the Citus cluster has no coordinator", ErrRun)
+		}
+	} else if r.primary, ok = backend.First(r.cluster, backend.RolePrimary); !ok {
 		return nil, fmt.Errorf("%w: the cluster has no primary node", ErrRun)
 	}
 	r.replica, r.hasReplica = backend.First(r.cluster, backend.RoleReplica)
@@ -386,6 +388,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	} else if err := r.load(ctx); err != nil {
 		return nil, err
 	}
+	defer r.citus.close()
 	if err := r.calibrate(ctx); err != nil {
 		return nil, err
 	}
@@ -460,6 +463,9 @@ func (r *runner) interrupted(ctx context.Context, rep *reports.Report, err error
 }
 
 func (r *runner) topology() backend.Topology {
+	if r.sc.Citus() {
+		return scenario.TopologyCitus
+	}
 	if r.sharded() {
 		return backend.Topology(fmt.Sprintf("%s (%d nodes)", scenario.TopologyShards, len(r.shardNodes)))
 	}
@@ -529,6 +535,18 @@ func (r *runner) load(ctx context.Context) error {
 		}
 		access.write, access.sequences = tables, seqs
 		r.log.Info("setup SQL run", "files", len(r.sc.Data.Setup), "tables", len(tables), "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
+	}
+	if r.sc.Citus() {
+		// Distributed on the tenant column; the stacks log in as the
+		// coordinator's user (no role of noisysim's: Citus would need
+		// their passwords to reach the workers as them).
+		t0 = time.Now()
+		if err := distribute(ctx, conn, r.sc.Data.Citus.Shards); err != nil {
+			return fmt.Errorf("%w: %w", ErrRun, err)
+		}
+		r.log.Info("data set distributed", "shards", r.sc.Data.Citus.Shards, "took", time.Since(t0).Round(time.Millisecond))
+		r.note("citus: tenants and orders distributed on tenant_id in %d co-located shards; the configurations log in as the coordinator's user (role settings not applied)", r.sc.Data.Citus.Shards)
+		return r.openCitus(ctx)
 	}
 
 	var roles []pools.RoleConfig
@@ -665,6 +683,9 @@ type stack struct {
 // newStack builds configuration c's isolation stack on the cluster.
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
 	dsn := func(node backend.Node, pool string) string {
+		if r.sc.Citus() {
+			return node.DSN()
+		}
 		role := roleName(c.Name, pool)
 		if r.sc.Data.IsExisting() {
 			node = readOnly(node)
@@ -836,6 +857,11 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 		return configResult{}, err
 	}
 	defer st.Close()
+	if r.citus != nil {
+		if err := r.warmCitus(ctx, c, st); err != nil {
+			return configResult{}, err
+		}
+	}
 	if r.routing != nil {
 		r.note("%s: every class's calls routed by the tenant catalog to the node holding the tenant (%d nodes, %d spare)",
 			c.Name, len(r.shardNodes), r.sc.Backend.SpareNodes)

@@ -185,9 +185,6 @@ func (c *checker) replay(s *Scenario) {
 	if s.Load.Model == ModelClosed {
 		c.add("replay", "replays open loop: load.model closed has no intended starts to replay")
 	}
-	if s.HotSharding() {
-		c.add("replay", "is not for hot_shard scenarios")
-	}
 	for i, p := range s.Timeline {
 		if p.Until != "" {
 			c.add(fmt.Sprintf("timeline[%d].until", i), "a replayed trace keeps its recorded times: phases with until cannot move them")

@@ -91,9 +91,6 @@ type Scenario struct {
 	// Promotion is the removed promotion section, kept only so that a
 	// file that still has one is told what replaced it.
 	Promotion any `yaml:"promotion"`
-	// HotShard, when present, makes this a hot-shard scenario on topology
-	// citus (see HotShard).
-	HotShard HotShard `yaml:"hot_shard"`
 	// Faults are node faults injected during each configuration's run
 	// phase; backend kind docker only. Empty means none.
 	Faults []Fault `yaml:"faults"`
@@ -256,6 +253,9 @@ type Data struct {
 	// did not create it. Default (and when empty) footprint.DefaultSchema
 	// ("noisysim"): read it with SchemaName.
 	Schema string `yaml:"schema"`
+	// Citus distributes the data set on topology citus (only there):
+	// tenants and orders by tenant_id, co-located. Default {shards: 32}.
+	Citus CitusData `yaml:"citus"`
 	// Setup lists SQL files, relative to the scenario file, run in order
 	// in the run's schema after noisysim creates the table
 	// noisysim_tenants (see SetupTenantsTable): the user's own schema and
@@ -639,6 +639,35 @@ type Assertions struct {
 	// CleanAfter requires, after each configuration: limiter in_flight 0, no
 	// borrowed pool connection, no t:* session left. Default true.
 	CleanAfter bool `yaml:"clean_after"`
+	// Skew bounds the per-worker load skew in a window (topology citus).
+	// Optional.
+	Skew SkewBound `yaml:"skew"`
+	// DetectWithin bounds the time from the start of the first phase a
+	// detecting policy watches to its first alert (a watch's every is
+	// added: detection is sampled). Optional; 0 means not asserted.
+	DetectWithin Duration `yaml:"detect_within"`
+	// HarmBefore requires the quiet tenants' p99 in a window to FAIL
+	// quiet_p99's bound (factor × baseline + slack): proof that the
+	// scenario shows the harm its remedy is judged on. Optional.
+	HarmBefore HarmBefore `yaml:"harm_before"`
+}
+
+// SkewBound is the assertion: in window Window, the per-worker load (each
+// tenant's DB time from the ledger counted on the worker holding its
+// shard) has max / median <= Max over the workers that take shards.
+type SkewBound struct {
+	// Window is a measured phase. Required when the key is given.
+	Window string `yaml:"window"`
+	// Max is the bound, > 1. Default 1.5.
+	Max float64 `yaml:"max"`
+}
+
+// HarmBefore is the assertion: the quiet tenants' merged p99 (each class)
+// in Window is above quiet_p99's limit over its baseline.
+type HarmBefore struct {
+	// Window is a measured phase other than quiet_p99's baseline.
+	// Required when the key is given.
+	Window string `yaml:"window"`
 }
 
 // QuietP99 is the assertion: each quiet tenant's p99 response time in

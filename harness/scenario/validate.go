@@ -193,7 +193,8 @@ func (s *Scenario) problems() []Problem {
 	c.shards(s)
 	c.writer(s)
 	c.replay(s)
-	c.hotShard(s)
+	c.citus(s)
+	c.verdicts(s)
 	c.faults(s)
 	return sortProblems(c.ps)
 }
