@@ -557,6 +557,7 @@ func (s *Scenario) applyDefaults() {
 	s.applyShardDefaults()
 	s.applyWriterDefaults()
 	s.applyHotShardDefaults()
+	s.applyServiceDefaults()
 
 	for i := range s.Classes {
 		c := &s.Classes[i]

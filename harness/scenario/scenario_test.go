@@ -115,7 +115,7 @@ func TestMinimalTakesDefaults(t *testing.T) {
 		Assertions: Assertions{
 			QuietP99:        QuietP99{Factor: 1.5, Slack: Duration(5 * time.Millisecond), MinSamples: 100},
 			NoisyRejections: true,
-			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict"},
+			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict", "http_429"},
 			CleanAfter:      true,
 		},
 		File:    "testdata/minimal.yaml",

@@ -194,6 +194,7 @@ func (s *Scenario) problems() []Problem {
 	c.writer(s)
 	c.hotShard(s)
 	c.faults(s)
+	c.service(s)
 	return sortProblems(c.ps)
 }
 
