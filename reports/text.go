@@ -448,6 +448,9 @@ func (t *textWriter) configuration(c Configuration) {
 	for _, a := range c.Actions {
 		t.p("action %s\n", actionLine(a))
 	}
+	for _, l := range serviceLines(c) {
+		t.p("%s\n", l)
+	}
 	shown, quiet := t.quietLeaders(c.Tenants, t.opts.topQuiet())
 	visible := map[string]bool{t.dominant: true}
 	for _, name := range shown {
