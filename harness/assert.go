@@ -2,7 +2,9 @@ package harness
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/metrics"
@@ -191,4 +193,82 @@ func marginal(as []reports.Assertion) []reports.Assertion {
 		}
 	}
 	return out
+}
+
+// AssertQuietP99AB is the matched A/B blocks check's name.
+const AssertQuietP99AB = "quiet_p99_ab"
+
+// abBlock is one A/B pair's quiet (all) samples, one per quiet class.
+type abBlock struct {
+	a, b []p99Sample
+}
+
+// quietP99AB compares, per quiet class, the quiet tenants' merged p99 in
+// each B block with factor × their p99 in its A block + slack, and judges
+// the median ratio over the pairs (<= 1 passes): a disturbance that hits
+// one pair moves one ratio, not the verdict. A pair with fewer than
+// MinSamples in either block is left out; with fewer than two pairs left
+// the check is skipped.
+func quietP99AB(config string, rule p99Rule, blocks []abBlock, window, baseline string) []reports.Assertion {
+	find := func(ss []p99Sample, class string) (p99Sample, bool) {
+		for _, s := range ss {
+			if s.Class == class {
+				return s, true
+			}
+		}
+		return p99Sample{}, false
+	}
+	var classes []string
+	for _, bl := range blocks {
+		for _, s := range bl.a {
+			if !slices.Contains(classes, s.Class) {
+				classes = append(classes, s.Class)
+			}
+		}
+	}
+	sort.Strings(classes)
+	var out []reports.Assertion
+	for _, class := range classes {
+		var ratios []float64
+		var parts []string
+		over := 0
+		for i, bl := range blocks {
+			a, okA := find(bl.a, class)
+			b, okB := find(bl.b, class)
+			if !okA || !okB || a.Count < rule.MinSamples || b.Count < rule.MinSamples {
+				parts = append(parts, fmt.Sprintf("%d: too few samples (a %d, b %d)", i+1, a.Count, b.Count))
+				continue
+			}
+			r := ms(b.P99) / ms(limitFor(rule, a.P99))
+			if r > 1 {
+				over++
+			}
+			ratios = append(ratios, r)
+			parts = append(parts, fmt.Sprintf("%d: %.2f", i+1, r))
+		}
+		as := reports.Assertion{Name: AssertQuietP99AB, Window: window, Baseline: baseline, Configuration: config,
+			Tenant: quietAll, Class: class, Unit: "x", Op: "<=", Limit: 1}
+		if len(ratios) < 2 {
+			as.Skipped, as.Passed = true, true
+			as.Detail = fmt.Sprintf("fewer than 2 pairs with %d samples in both blocks; %s", rule.MinSamples, strings.Join(parts, ", "))
+		} else {
+			as.Observed = median(ratios)
+			as.Passed = as.Observed <= 1
+			as.Detail = fmt.Sprintf("median over %d pairs of b p99 / (%.2f × a p99 + %.2f ms); %d over 1; per pair %s",
+				len(ratios), rule.Factor, ms(rule.Slack), over, strings.Join(parts, ", "))
+		}
+		out = append(out, as)
+	}
+	return out
+}
+
+// median returns the median of vs (not empty), the mean of the middle two
+// for an even count.
+func median(vs []float64) float64 {
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }

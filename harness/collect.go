@@ -339,6 +339,21 @@ func (r *runner) assertions(c *scenario.Configuration, tr *timelineRun, clean cl
 		}
 	}
 
+	// Matched A/B blocks: each B against the A just before it.
+	if ab := a.QuietP99AB; ab.Blocks > 0 {
+		var blocks []abBlock
+		for i := 1; i <= ab.Blocks; i++ {
+			wa, okA := tr.window(scenario.ABPhase(i, scenario.ABA))
+			wb, okB := tr.window(scenario.ABPhase(i, scenario.ABB))
+			if okA && okB {
+				blocks = append(blocks, abBlock{a: quietAllOf(r.p99Samples(wa.rec)), b: quietAllOf(r.p99Samples(wb.rec))})
+			}
+		}
+		out = append(out, quietP99AB(c.Name, rule, blocks,
+			fmt.Sprintf("%s..%s", scenario.ABPhase(1, scenario.ABB), scenario.ABPhase(ab.Blocks, scenario.ABB)),
+			fmt.Sprintf("%s..%s", scenario.ABPhase(1, scenario.ABA), scenario.ABPhase(ab.Blocks, scenario.ABA)))...)
+	}
+
 	// The noisy tenant is rejected, and every rejection reached its client.
 	ex := tr.ex
 	if a.NoisyRejections && len(ex.stack.limiters) > 0 && r.dominantSendsLimited(c) {
@@ -569,4 +584,15 @@ func plannedIn(w *window, planned int64) int64 {
 		return w.sent
 	}
 	return planned
+}
+
+// quietAllOf keeps the samples merged over the quiet tenants.
+func quietAllOf(ps []p99Sample) []p99Sample {
+	var out []p99Sample
+	for _, p := range ps {
+		if p.Tenant == quietAll {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -140,20 +140,28 @@ type promote struct {
 var _ Policy = (*promote)(nil)
 
 // Check fires move_tenant once the share stayed above the threshold for
-// Window, and is then done.
+// Window, and is then done; it fails once DetectWithin (when set) passed
+// without.
 func (p *promote) Check(_ context.Context, env ActionEnv, s Sample) ([]scenario.Action, bool, error) {
 	tenant := strconv.Itoa(p.cfg.Tenant)
 	share := 0.0
 	if w, ok := s.Last[tenant]; ok {
 		share = w.Share
 	}
+	late := func() error {
+		if d := p.cfg.DetectWithin.Duration(); d > 0 && s.Elapsed >= d {
+			return fmt.Errorf("promote: tenant %s's share did not stay above %.2f for %s within %s (share %.2f at the last check)",
+				tenant, p.cfg.Threshold, p.cfg.Window, p.cfg.DetectWithin, share)
+		}
+		return nil
+	}
 	if share <= p.cfg.Threshold {
 		p.above = 0
-		return nil, false, nil
+		return nil, false, late()
 	}
 	p.above += s.Interval
 	if p.above < p.cfg.Window.Duration() {
-		return nil, false, nil
+		return nil, false, late()
 	}
 	env.Logger.Info("promote: share above threshold", "tenant", tenant, "share", share, "threshold", p.cfg.Threshold,
 		"for", p.above.Round(time.Millisecond), "elapsed", s.Elapsed.Round(time.Millisecond))

@@ -95,6 +95,10 @@ type Options struct {
 	// started service instance's process group at once (to register it
 	// for teardown on a second signal). Run still stops it.
 	OnService func(kill func() error)
+	// Trace, when not nil, receives the run's trace: a header line, then a
+	// JSON line per operation the open loop was handed, of every
+	// configuration (harness/TRACE.md). Run flushes it; the caller closes it.
+	Trace io.Writer
 }
 
 // ErrRun marks a run that could not complete (as opposed to one whose
@@ -123,6 +127,12 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	}
 	if err := r.plan(); err != nil {
 		return nil, err
+	}
+	if opts.Trace != nil {
+		if sc.Load.Model == scenario.ModelClosed || sc.HotSharding() {
+			return nil, fmt.Errorf("%w: a trace records an open loop's operations: load.model closed and hot_shard scenarios have none", scenario.ErrInvalid)
+		}
+		r.trace = newTraceWriter(r, opts.Trace)
 	}
 	stopProgress := r.startProgress()
 	defer stopProgress()
@@ -160,6 +170,11 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		rep, err = r.run(ctx)
 	}
 	r.machineReport(rep)
+	if r.trace != nil {
+		if ferr := r.trace.flush(); ferr != nil && err == nil {
+			err = fmt.Errorf("%w: %w", ErrRun, ferr)
+		}
+	}
 	return rep, err
 }
 
@@ -229,6 +244,10 @@ type runner struct {
 	// logDir is where the service's output goes, once chosen; workDir
 	// the service's scratch directory ({work}), removed at the end.
 	logDir, workDir string
+	// replay is the trace a replay scenario replays (nil: the generated
+	// schedule); trace writes the run's own trace (nil: none).
+	replay *replayPlan
+	trace  *traceWriter
 }
 
 // plan draws the population and the schedules: everything seeded. The
@@ -277,6 +296,11 @@ func (r *runner) plan() error {
 	}
 	if err := r.bindTenants(); err != nil {
 		return err
+	}
+	if sc.Replaying() {
+		if err := r.planReplay(); err != nil {
+			return err
+		}
 	}
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
@@ -760,9 +784,12 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 	tenant := e.r.key(op.Tenant)
 	class := pools.Class(c.IsolationClass)
 	var err error
+	rec, replayed := op.Payload.(*recorded)
 	switch prog := c.Program(); {
 	case c.HTTP != nil:
 		err = e.stack.http.do(ctx, c, op)
+	case replayed:
+		_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
 	case prog != nil:
 		err = e.script(ctx, prog, class, tenant, op)
 	case dataset.Kind(c.Query) == dataset.KindExport:

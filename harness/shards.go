@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/scenario"
@@ -167,16 +166,6 @@ func (rt *Routing) close() {
 		rt.Catalog.Close()
 		rt.Catalog = nil
 	}
-}
-
-// nodeOf returns the node of the cluster named name.
-func (r *runner) shardNode(name string) (backend.Node, bool) {
-	for _, n := range r.shardNodes {
-		if n.Name == name {
-			return n, true
-		}
-	}
-	return backend.Node{}, false
 }
 
 // sharded reports whether the scenario runs on topology shards.

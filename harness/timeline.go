@@ -236,8 +236,12 @@ func (tr *timelineRun) shares(i int) map[string]*pools.Window {
 // runTimeline runs every phase of the timeline through st, in order, with
 // one load engine: the open loop over the whole timeline's schedule (the
 // closed loop phase by phase), each result recorded in the window of the
-// phase it was intended in. At each phase's start the ledger is read and
-// the faults counting from it are armed.
+// phase it was intended in. At each phase's start the ledger is read, the
+// faults counting from it are armed, its actions start and its watcher
+// begins (stopped when the phase ends). A phase with until ends when its
+// actions and watcher have (at the latest after its max): the phase clock
+// moves the later phases' arrivals with it. The checked writer w, when
+// not nil, writes from the timeline's start until runTimeline returns.
 func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st *stack, faults *faultRun, w *checkedWriter) (*timelineRun, error) {
 	tr := &timelineRun{ex: &executor{r: r, stack: st}, faults: faults}
 	for i := range r.steps {
@@ -337,18 +341,45 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 				close(over[i])
 			}
 		}()
-		// The first phase begins before its first arrival.
-		var src *timelineSource
-		if src, err = newTimelineSource(r.pop, r.steps, r.sc.Seed); err == nil {
-			src.clock = clk
+		// The first phase begins before its first arrival. The arrivals
+		// are the generated schedule's, or a replayed trace's.
+		var (
+			src  workload.Source
+			sent []int64
+			rs   *replaySource
+		)
+		if r.replay != nil {
+			if rs, err = r.newReplaySource(); err == nil {
+				defer rs.Close()
+				src, sent = rs, rs.sent
+			}
+		} else {
+			var ts *timelineSource
+			if ts, err = newTimelineSource(r.pop, r.steps, r.sc.Seed); err == nil {
+				ts.clock = clk
+				src, sent = ts, ts.sent
+			}
+		}
+		if err == nil {
+			if r.trace != nil {
+				src = r.trace.wrap(c.Name, src)
+			}
 			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
+		}
+		if rs != nil && err == nil {
+			if rerr := rs.tr.err; rerr != nil {
+				err = fmt.Errorf("replay: %w", rerr)
+			}
+		}
+		if r.trace != nil && err == nil {
+			err = r.trace.flush()
 		}
 		stopClock()
 		<-marks
 		for i, w := range tr.windows {
 			w.start, w.end = clk.span(i)
-			if src != nil {
-				w.sent = src.sent[i]
+			if sent != nil {
+				w.sent = sent[i]
 			}
 		}
 	}

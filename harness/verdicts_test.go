@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -189,5 +190,62 @@ func TestPlanSamples(t *testing.T) {
 	}
 	if all.Reaching != all.Pairs || len(all.TooFew) != 0 {
 		t.Errorf("check_top all: %d of %d reach", all.Reaching, all.Pairs)
+	}
+}
+
+// The A/B check judges the median of the matched pairs' ratios: one
+// disturbed pair does not move the verdict; pairs with too few samples are
+// left out, and with fewer than two left the check is skipped.
+func TestQuietP99AB(t *testing.T) {
+	rule := p99Rule{Factor: 1, Slack: 0, MinSamples: 10}
+	pair := func(class string, a, b time.Duration, n int64) abBlock {
+		return abBlock{a: []p99Sample{{Tenant: quietAll, Class: class, Count: n, P99: a}},
+			b: []p99Sample{{Tenant: quietAll, Class: class, Count: n, P99: b}}}
+	}
+	ms := time.Millisecond
+	blocks := []abBlock{pair("c", 10*ms, 5*ms, 50), pair("c", 10*ms, 200*ms, 50), pair("c", 10*ms, 6*ms, 50)}
+	got := quietP99AB("isolated", rule, blocks, "ab1_b..ab3_b", "ab1_a..ab3_a")
+	if len(got) != 1 {
+		t.Fatalf("got %d assertions, want 1", len(got))
+	}
+	if a := got[0]; !a.Passed || a.Skipped || math.Abs(a.Observed-0.6) > 1e-9 || a.Name != AssertQuietP99AB || a.Tenant != quietAll {
+		t.Errorf("median of 0.5, 20, 0.6: %+v, want 0.6, passed", a)
+	}
+	if !strings.Contains(got[0].Detail, "1 over 1") {
+		t.Errorf("detail does not count the pair over its limit: %q", got[0].Detail)
+	}
+	blocks = append(blocks, pair("c", 10*ms, 30*ms, 50), pair("c", 10*ms, 40*ms, 50))
+	if a := quietP99AB("naive", rule, blocks, "", "")[0]; a.Passed || math.Abs(a.Observed-3) > 1e-9 {
+		t.Errorf("median of 0.5, 20, 0.6, 3, 4: %+v, want 3, failed", a)
+	}
+	few := []abBlock{pair("c", 10*ms, 5*ms, 50), pair("c", 10*ms, 5*ms, 5), pair("c", 10*ms, 5*ms, 3)}
+	if a := quietP99AB("isolated", rule, few, "", "")[0]; !a.Skipped {
+		t.Errorf("one pair with enough samples: %+v, want skipped", a)
+	}
+}
+
+// assertions.quiet_p99_ab appends its pairs of blocks to the timeline.
+func TestABTimeline(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`
+name: ab
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 100}
+phases: {warmup: 1s, solo: 2s, run: 2s}
+configurations:
+  - {name: isolated, mode: isolated}
+assertions: {quiet_p99_ab: {blocks: 2, block: 3s}}
+`), "ab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range sc.Steps() {
+		names = append(names, fmt.Sprintf("%s %s %s %v", p.Name, p.Length, p.Senders, p.Measure))
+	}
+	want := []string{"solo_warmup 1s quiet false", "solo 2s quiet true", "warmup 1s all false", "run 2s all true",
+		"ab1_settle_a 1s quiet false", "ab1_a 3s quiet true", "ab1_settle_b 1s all false", "ab1_b 3s all true",
+		"ab2_settle_a 1s quiet false", "ab2_a 3s quiet true", "ab2_settle_b 1s all false", "ab2_b 3s all true"}
+	if !slices.Equal(names, want) {
+		t.Errorf("timeline:\n%s\nwant\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -224,8 +224,8 @@ type storedRow struct {
 	note string
 }
 
-// check reads the tenant's checked rows back at its node (the catalog's,
-// with topology shards) and returns the verdict.
+// checkWriter reads the tenant's checked rows back at its node (the
+// catalog's, with topology shards) and returns the verdict.
 func (r *runner) checkWriter(ctx context.Context, w *checkedWriter) (writerVerdict, error) {
 	node := r.primary
 	if r.routing != nil {

@@ -144,4 +144,20 @@ func TestPromoteCheck(t *testing.T) {
 			}
 		})
 	}
+	t.Run("detect_within", func(t *testing.T) {
+		cfg := &scenario.Promote{Tenant: 1, Target: "primary4", Threshold: 0.25, Window: scenario.Duration(time.Second),
+			DetectWithin: scenario.Duration(time.Second)}
+		p := &promote{cfg: cfg}
+		env := ActionEnv{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		for i := 1; i <= 4; i++ {
+			s := Sample{Check: i, Interval: every, Elapsed: time.Duration(i) * every, Last: map[string]*pools.Window{"1": {Share: 0.1}}}
+			fire, done, err := p.Check(t.Context(), env, s)
+			if len(fire) > 0 || done {
+				t.Fatalf("check %d fired %v done %v at a share below the threshold", i, fire, done)
+			}
+			if (err != nil) != (i == 4) {
+				t.Errorf("check %d (%s): err %v; want an error from 1 s on only", i, s.Elapsed, err)
+			}
+		}
+	})
 }

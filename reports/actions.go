@@ -49,8 +49,14 @@ func mdWriter(w *bufio.Writer, c Configuration) {
 		return
 	}
 	fmt.Fprintf(w, "\n### Checked writer\n\n")
-	fmt.Fprintf(w, "- %s\n", md(fmt.Sprintf("tenant %s at %g writes/s: %d inserts and %d updates acknowledged, %d failed; "+
+	fmt.Fprintf(w, "- %s\n", md(writerLine(wc)))
+}
+
+// writerLine says what the checked writer wrote and what the checker
+// found, on one line.
+func writerLine(wc *WriterCheck) string {
+	return fmt.Sprintf("tenant %s at %g writes/s: %d inserts and %d updates acknowledged, %d failed; "+
 		"%d lost, %d duplicated, %d stale, %d updates found no row (read back at %s); longest write %.0f ms at %s in %s",
 		wc.Tenant, wc.Rate, wc.Inserts, wc.Updates, wc.Errors, wc.Lost, wc.Duplicated, wc.Stale, wc.Vanished, wc.Node,
-		wc.LongestWrite, fmtSeconds(wc.LongestWriteAt), wc.LongestWriteWindow)))
+		wc.LongestWrite, fmtSeconds(wc.LongestWriteAt), wc.LongestWriteWindow)
 }

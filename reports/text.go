@@ -451,6 +451,9 @@ func (t *textWriter) configuration(c Configuration) {
 	for _, l := range serviceLines(c) {
 		t.p("%s\n", l)
 	}
+	if c.Writer != nil {
+		t.p("writer %s\n", writerLine(c.Writer))
+	}
 	shown, quiet := t.quietLeaders(c.Tenants, t.opts.topQuiet())
 	visible := map[string]bool{t.dominant: true}
 	for _, name := range shown {

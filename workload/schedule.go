@@ -61,6 +61,10 @@ type Op struct {
 	Class string
 	// At is the intended start, as an offset from the run start.
 	At time.Duration
+	// Payload is what a Source that replays recorded operations hands the
+	// executor beside the op (e.g. the statement recorded); nil for a
+	// generated schedule. workload never reads it.
+	Payload any
 }
 
 // MaxOps bounds the expected size of one schedule: 10,000,000 ops (about

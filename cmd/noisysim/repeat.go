@@ -138,7 +138,13 @@ func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun) {
 		}
 	}
 	fmt.Fprintf(w, "\n== %d runs of %s (seeds %d..%d) ==\n", len(runs), sc.Name, runs[0].seed, runs[len(runs)-1].seed)
-	fmt.Fprintf(w, "verdicts: %d PASS, %d FAIL; %d disturbed\n", len(runs)-failed, failed, disturbed)
+	marginal := 0
+	for _, r := range runs {
+		if r.marginal > 0 {
+			marginal++
+		}
+	}
+	fmt.Fprintf(w, "verdicts: %d PASS, %d FAIL; %d disturbed; %d with marginal verdicts\n", len(runs)-failed, failed, disturbed, marginal)
 	fmt.Fprintf(w, "quiet (all) p99 / its limit (above 1 fails the bound; a control expected to fail wants it well above):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "configuration\texpect\tmin\tp50\tmax\tall (seed order)")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"flag"
@@ -72,6 +73,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
 	strict := fs.Bool("strict", false, "exit 1 when the run passed but a verdict is marginal (its limit inside the p99's 95% confidence interval)")
 	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
+	trace := fs.String("trace", "", "write every operation the open loop is handed (intended start, tenant, class, statement, parameters) to this new file as JSON Lines, gzip-compressed if it ends in .gz (harness/TRACE.md)")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
 		return err
@@ -114,6 +116,14 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	}
 	if *noWait && *allowConcurrent {
 		return usagef("run: --no-wait and --allow-concurrent exclude each other")
+	}
+	if *trace != "" && *repeat > 1 {
+		return usagef("run: --trace records one run: not with --repeat")
+	}
+	if *trace != "" {
+		if _, err := os.Lstat(*trace); err == nil {
+			return usagef("run: --trace %s: the file exists; noisysim does not overwrite it", *trace)
+		}
 	}
 	concurrent := ""
 	if *allowConcurrent {
@@ -164,7 +174,21 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if *repeat > 1 {
 		return runRepeat(ctx, a, sc, opts, *repeat, *out, *strict)
 	}
+	var tf *traceFile
+	if *trace != "" {
+		if tf, err = createTrace(*trace); err != nil {
+			return err
+		}
+		opts.Trace = tf
+	}
 	rep, err := harness.Run(ctx, sc, opts)
+	if tf != nil {
+		if cerr := tf.finish(rep == nil); cerr != nil && err == nil {
+			err = cerr
+		} else if cerr == nil && rep != nil {
+			fmt.Fprintf(a.stderr, "noisysim: trace written to %s\n", *trace)
+		}
+	}
 	if prog != nil {
 		prog.finish()
 	}
@@ -388,6 +412,51 @@ func runValidate(_ context.Context, a *app, args []string) error {
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: %d of %d scenario files invalid", scenario.ErrInvalid, len(bad), fs.NArg())
+	}
+	return nil
+}
+
+// traceFile is the file run --trace writes, gzip-compressed when its name
+// ends in .gz.
+type traceFile struct {
+	path string
+	f    *os.File
+	gz   *gzip.Writer
+	w    io.Writer
+}
+
+// createTrace creates path; an existing file is never overwritten.
+func createTrace(path string) (*traceFile, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, usagef("run: --trace %s: the file exists; noisysim does not overwrite it", path)
+		}
+		return nil, usagef("run: --trace: %v", err)
+	}
+	t := &traceFile{path: path, f: f, w: f}
+	if strings.HasSuffix(path, ".gz") {
+		t.gz = gzip.NewWriter(f)
+		t.w = t.gz
+	}
+	return t, nil
+}
+
+func (t *traceFile) Write(p []byte) (int, error) { return t.w.Write(p) }
+
+// finish closes the file; with remove (the run did not start) it removes
+// the file it created.
+func (t *traceFile) finish(remove bool) error {
+	var err error
+	if t.gz != nil {
+		err = t.gz.Close()
+	}
+	err = errors.Join(err, t.f.Close())
+	if remove {
+		return errors.Join(err, os.Remove(t.path))
+	}
+	if err != nil {
+		return fmt.Errorf("write trace %s: %w", t.path, err)
 	}
 	return nil
 }

@@ -353,7 +353,9 @@ func latencyVerdict(t *testing.T, dir string) *ciVerdict {
 
 // isolatedLatencyOnly reports whether the only failures are the isolated
 // configuration's latency checks (or the control's own).
-func (v *ciVerdict) isolatedLatencyOnly() bool { return len(v.unexpected) == 0 && v.ratio["isolated"] > 1 }
+func (v *ciVerdict) isolatedLatencyOnly() bool {
+	return len(v.unexpected) == 0 && v.ratio["isolated"] > 1
+}
 
 // againstControl takes the isolated latency verdict of iso from the naive
 // control of v, measured on the same machine in the same test: isolation

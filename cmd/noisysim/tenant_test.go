@@ -202,6 +202,75 @@ func TestRunTenantPromotion(t *testing.T) {
 	}
 }
 
+// TestRunIncidentDrill runs scenarios/incident-drill.yaml end to end with
+// the built binary: exit 0; the promote policy moved the hot tenant to the
+// spare node, every acknowledged write was found there, and the quiet
+// tenants' p99 after the move passed against their solo baseline.
+func TestRunIncidentDrill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: end-to-end scenario run in -short mode")
+	}
+	if _, err := local.FindBinaries(context.Background(), ""); errors.Is(err, backend.ErrNotInstalled) {
+		t.Skipf("skipping: PostgreSQL server binaries not found: %v", err)
+	}
+	bin := noisysimBinary(t)
+	dir := filepath.Join(t.TempDir(), "report")
+	cmd := exec.Command(bin, "run", "--no-progress", "../../scenarios/incident-drill.yaml", "--out", dir)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	t.Logf("noisysim run incident-drill.yaml:\n%s\n%s", out.String(), errOut.String())
+	if err != nil {
+		t.Fatalf("run: %v, want exit 0", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Passed     bool `json:"passed"`
+		Assertions []struct {
+			Name    string `json:"name"`
+			Tenant  string `json:"tenant"`
+			Passed  bool   `json:"passed"`
+			Skipped bool   `json:"skipped"`
+			Window  string `json:"window"`
+		} `json:"assertions"`
+		Configurations []struct {
+			Actions []struct {
+				Type    string `json:"type"`
+				FiredBy string `json:"fired_by"`
+				Error   string `json:"error"`
+			} `json:"actions"`
+			Writer *struct {
+				Node string `json:"node"`
+				Lost int64  `json:"lost"`
+			} `json:"writer"`
+		} `json:"configurations"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	quiet, zero := false, false
+	for _, a := range rep.Assertions {
+		quiet = quiet || a.Name == "quiet_p99" && a.Tenant == "quiet (all)" && a.Window == "after" && a.Passed && !a.Skipped
+		zero = zero || a.Name == "zero_loss" && a.Passed
+	}
+	if !quiet || !zero {
+		t.Errorf("quiet_p99 over all quiet tenants in after passed %v, zero_loss passed %v; want both", quiet, zero)
+	}
+	c := rep.Configurations[0]
+	if len(c.Actions) != 1 || c.Actions[0].Type != "move_tenant" || c.Actions[0].FiredBy != "promote" || c.Actions[0].Error != "" {
+		t.Errorf("actions %+v, want one move_tenant fired by promote", c.Actions)
+	}
+	if c.Writer == nil || c.Writer.Node != "primary3" || c.Writer.Lost != 0 {
+		t.Errorf("writer %+v, want its rows read back at primary3, none lost", c.Writer)
+	}
+	if !rep.Passed {
+		t.Error("report did not pass")
+	}
+}
+
 // twoNodes starts two primaries with the data set, tenants 1 (5000
 // orders) and 2 (10 orders) on the first; the second starts empty.
 func twoNodes(t *testing.T) []backend.Node {

@@ -544,6 +544,7 @@ func (s *Scenario) applyDefaults() {
 		Phases: Phases{Warmup: DefaultWarmup, Solo: DefaultSolo, Run: DefaultRun, Drain: DefaultDrain},
 		Assertions: Assertions{
 			QuietP99:        QuietP99{Factor: DefaultQuietP99Factor, Slack: DefaultQuietP99Slack, MinSamples: DefaultQuietP99MinSamples},
+			QuietP99AB:      QuietP99AB{Block: DefaultABBlock, Settle: DefaultABSettle},
 			NoisyRejections: DefaultNoisyRejections,
 			AllowedErrors:   DefaultAllowedErrors(),
 			CleanAfter:      DefaultCleanAfter,
@@ -556,6 +557,7 @@ func (s *Scenario) applyDefaults() {
 	s.applyTimelineDefaults()
 	s.applyShardDefaults()
 	s.applyWriterDefaults()
+	s.applyReplayDefaults()
 	s.applyHotShardDefaults()
 	s.applyServiceDefaults()
 

@@ -81,6 +81,10 @@ type Promote struct {
 	// Window is how long the share must stay above Threshold, > 0 and at
 	// least watch.every. Default 2s.
 	Window Duration `yaml:"window"`
+	// DetectWithin, when > 0, bounds the detection: a policy that has not
+	// fired DetectWithin after its phase started fails (actions_ok).
+	// Default 0: no bound but the phase's.
+	DetectWithin Duration `yaml:"detect_within"`
 	// BatchRows, MaxPause and Grace are move_tenant's.
 	BatchRows int      `yaml:"batch_rows"`
 	MaxPause  Duration `yaml:"max_pause"`
@@ -100,6 +104,12 @@ func (p *Promote) Validate(s *Scenario) []ActionProblem {
 	}
 	if p.Window <= 0 {
 		ps = append(ps, ActionProblem{Key: "window", Msg: fmt.Sprintf("must be a duration > 0, got %s", p.Window)})
+	}
+	switch {
+	case p.DetectWithin < 0:
+		ps = append(ps, ActionProblem{Key: "detect_within", Msg: fmt.Sprintf("must be a duration >= 0, got %s", p.DetectWithin)})
+	case p.DetectWithin > 0 && p.DetectWithin < p.Window:
+		ps = append(ps, ActionProblem{Key: "detect_within", Msg: fmt.Sprintf("must be at least window (%s): the share must stay above the threshold that long, got %s", p.Window, p.DetectWithin)})
 	}
 	return ps
 }

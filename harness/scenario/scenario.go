@@ -101,6 +101,9 @@ type Scenario struct {
 	// by noisysim for each configuration against the run's database, or
 	// already running (url). Optional.
 	Service *Service `yaml:"service"`
+	// Replay, when present, replays a recorded trace through the timeline
+	// instead of the generated schedule (see Replay).
+	Replay *Replay `yaml:"replay"`
 
 	// File is the path the scenario was loaded from; empty when built in Go.
 	File string `yaml:"-"`
@@ -625,6 +628,9 @@ func ErrorClasses() []ErrorClass {
 type Assertions struct {
 	// QuietP99 bounds the quiet tenants' p99 response time.
 	QuietP99 QuietP99 `yaml:"quiet_p99"`
+	// QuietP99AB compares the quiet tenants' p99 in matched A/B blocks
+	// appended to the timeline; off by default.
+	QuietP99AB QuietP99AB `yaml:"quiet_p99_ab"`
 	// NoisyRejections requires, in configurations with a limiter, that the
 	// dominant tenant has rejections > 0 and that they equal, by reason, the
 	// rejections its clients saw. Default true.

@@ -114,6 +114,7 @@ func TestMinimalTakesDefaults(t *testing.T) {
 			Shared: SharedPool{PoolSize: 40, AcquireTimeout: Duration(30 * time.Second)}}},
 		Assertions: Assertions{
 			QuietP99:        QuietP99{Factor: 1.5, Slack: Duration(5 * time.Millisecond), MinSamples: 100},
+			QuietP99AB:      QuietP99AB{Block: Duration(5 * time.Second), Settle: Duration(time.Second)},
 			NoisyRejections: true,
 			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict", "http_429"},
 			CleanAfter:      true,
@@ -483,6 +484,20 @@ func TestValidateMore(t *testing.T) {
 			"5:72 classes[2].calibrate: must be at most 1m0s, got 2m0s",
 			"6:64 classes[3].calibrate: only with load_factor",
 			"8:26 assertions.quiet_p99.check_top: must be a number of quiet tenants or all",
+		}},
+		{"replay", head + shared + "load: {model: closed, users: 5}\nreplay: {trace: no-such-trace.jsonl, speed: 0}\n", []string{
+			"6:1 replay: replays open loop: load.model closed has no intended starts to replay",
+			"6:10 replay.trace: cannot read the trace",
+			"6:38 replay.speed: must be in (0, 1000], got 0",
+		}},
+		{"replay without its trace", head + shared + "replay: {speed: 2}\n", []string{
+			"5:1 replay.trace: required: a trace file written by noisysim run --trace",
+		}},
+		{"a/b blocks", head + shared + "timeline:\n  - {name: solo, length: 1s, senders: quiet}\n  - {name: ab1_a, length: 1s}\nassertions: {quiet_p99: {window: ab1_a}, quiet_p99_ab: {blocks: 1, block: 0s, settle: -1s}}\n", []string{
+			"7:6 timeline[1].name: \"ab1_a\": names ab<N>_* are the A/B blocks'",
+			"8:57 assertions.quiet_p99_ab.blocks: must be 0 (off) or 2..100 pairs of blocks, got 1",
+			"8:68 assertions.quiet_p99_ab.block: must be a duration > 0",
+			"8:79 assertions.quiet_p99_ab.settle: must be a duration >= 0",
 		}},
 		{"no quiet senders", "name: x\nclasses:\n  - {name: interactive, query: lookup, rate: 10, senders: dominant}\n  - {name: heavy, query: report, rate: 1, senders: dominant}\n" + shared, []string{
 			"2:1 classes: no class is sent by the quiet tenants",

@@ -174,10 +174,14 @@ func DefaultTimeline(p Phases) []Phase {
 // empty (a file without a timeline key, or a Scenario built in Go without
 // one), DefaultTimeline(Phases).
 func (s *Scenario) Steps() []Phase {
-	if len(s.Timeline) == 0 {
-		return DefaultTimeline(s.Phases)
+	steps := s.Timeline
+	if len(steps) == 0 {
+		steps = DefaultTimeline(s.Phases)
 	}
-	return s.Timeline
+	if s.Assertions.QuietP99AB.Blocks > 0 {
+		steps = append(slices.Clip(steps), s.Assertions.QuietP99AB.abPhases()...)
+	}
+	return steps
 }
 
 // TimelineDerived reports whether the phases run are derived from phases:

@@ -192,6 +192,7 @@ func (s *Scenario) problems() []Problem {
 	c.assertions(&s.Assertions)
 	c.shards(s)
 	c.writer(s)
+	c.replay(s)
 	c.hotShard(s)
 	c.faults(s)
 	c.service(s)
@@ -605,6 +606,7 @@ func (c *checker) role(p string, r *Role, poolSize int) {
 }
 
 func (c *checker) assertions(a *Assertions) {
+	c.checkAB(c.s)
 	q := &a.QuietP99
 	if !(q.Factor > 0) || math.IsInf(q.Factor, 1) {
 		c.add("assertions.quiet_p99.factor", "must be > 0, got %s", fmtFloat(q.Factor))

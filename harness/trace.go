@@ -1,0 +1,478 @@
+package harness
+
+import (
+	"bufio"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/workload"
+)
+
+// TraceVersion is the version of the trace format a run writes and a
+// replay reads (harness/TRACE.md).
+const TraceVersion = 1
+
+// traceHeader is a trace's first line.
+type traceHeader struct {
+	Trace        int    `json:"noisysim_trace"`
+	Scenario     string `json:"scenario"`
+	Seed         int64  `json:"seed"`
+	ScheduleHash string `json:"schedule_hash"`
+	Started      string `json:"started"`
+}
+
+// traceOp is one line of a trace: one operation the open loop was handed,
+// as harness/TRACE.md documents it.
+type traceOp struct {
+	Config string `json:"config"`
+	Seq    int64  `json:"seq"`
+	// AtNS is the intended start in ns from the timeline's start.
+	AtNS           int64  `json:"at_ns"`
+	Tenant         string `json:"tenant"`
+	N              int    `json:"n,omitempty"`
+	Class          string `json:"class"`
+	IsolationClass string `json:"isolation_class,omitempty"`
+	Script         string `json:"script,omitempty"`
+	Query          string `json:"query,omitempty"`
+	SQL            string `json:"sql,omitempty"`
+	// Args are the statement's parameters as text; null is SQL NULL.
+	Args []*string `json:"args,omitempty"`
+}
+
+// recorded is a replayed op's statement: the executor sends it as it was
+// recorded, through the op's class and tenant.
+type recorded struct {
+	SQL  string
+	Args []any // string or nil
+}
+
+// traceWriter writes a run's trace. Ops are written from the open loop's
+// dispatching goroutine, one configuration after the other.
+type traceWriter struct {
+	r   *runner
+	w   *bufio.Writer
+	err error
+}
+
+func newTraceWriter(r *runner, w io.Writer) *traceWriter {
+	tw := &traceWriter{r: r, w: bufio.NewWriterSize(w, 1<<16)}
+	tw.line(traceHeader{Trace: TraceVersion, Scenario: r.sc.Name, Seed: r.sc.Seed, ScheduleHash: r.hash,
+		Started: r.started.UTC().Format(time.RFC3339Nano)})
+	return tw
+}
+
+func (tw *traceWriter) line(v any) {
+	if tw.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		b = append(b, '\n')
+		_, err = tw.w.Write(b)
+	}
+	tw.err = err
+}
+
+// flush writes what is buffered and returns the first error met.
+func (tw *traceWriter) flush() error {
+	if tw.err == nil {
+		tw.err = tw.w.Flush()
+	}
+	if tw.err != nil {
+		return fmt.Errorf("write trace: %w", tw.err)
+	}
+	return nil
+}
+
+// wrap returns src writing each op it hands out as a line of config's.
+func (tw *traceWriter) wrap(config string, src workload.Source) workload.Source {
+	return &tracedSource{Source: src, tw: tw, config: config}
+}
+
+type tracedSource struct {
+	workload.Source
+	tw     *traceWriter
+	config string
+}
+
+var _ workload.Sized = (*tracedSource)(nil)
+
+func (ts *tracedSource) Next() (workload.Op, bool) {
+	op, ok := ts.Source.Next()
+	if ok {
+		ts.tw.line(ts.tw.r.traceOp(ts.config, op))
+	}
+	return op, ok
+}
+
+func (ts *tracedSource) Len() int64 {
+	if s, ok := ts.Source.(workload.Sized); ok {
+		return s.Len()
+	}
+	return 0
+}
+
+// traceOp describes op as the executor runs it: the statement and
+// parameters it sends (drawn with the same seed and sequence number), or
+// for a script of several statements its name alone (its values are drawn
+// from the seed and seq when it runs).
+func (r *runner) traceOp(config string, op workload.Op) traceOp {
+	c := r.classes[op.Class]
+	t := traceOp{Config: config, Seq: op.Seq, AtNS: int64(op.At), Tenant: r.key(op.Tenant), N: op.Tenant,
+		Class: op.Class, IsolationClass: string(c.IsolationClass), Script: c.Script}
+	if p, ok := op.Payload.(*recorded); ok {
+		t.SQL, t.Args = p.SQL, textArgs(p.Args)
+		return t
+	}
+	switch prog := c.Program(); {
+	case prog != nil:
+		rng := rand.New(rand.NewPCG(uint64(r.sc.Seed), uint64(op.Seq)))
+		if sql, args, ok, err := prog.Single(rng, r.bind[op.Tenant-1]); err == nil && ok {
+			t.SQL, t.Args = sql, textArgs(asText(args))
+		}
+	case dataset.Kind(c.Query) == dataset.KindExport:
+		t.Query = string(c.Query)
+	default:
+		t.Query = string(c.Query)
+		p := r.params
+		p.Sleep = c.Sleep.Duration()
+		if q, err := dataset.Query(dataset.Kind(c.Query), op.Tenant, op.Seq, p); err == nil {
+			t.SQL, t.Args = q.SQL, textArgs(asText(q.Args))
+		}
+	}
+	return t
+}
+
+// textArgs writes parameters as the server receives them: text, or nil
+// for NULL.
+func textArgs(args []any) []*string {
+	out := make([]*string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case nil:
+		case string:
+			out[i] = &v
+		case *string:
+			out[i] = v
+		case time.Time:
+			s := v.Format(time.RFC3339Nano)
+			out[i] = &s
+		default:
+			s := fmt.Sprint(v)
+			out[i] = &s
+		}
+	}
+	return out
+}
+
+// Skip causes of a replayed trace's lines.
+const (
+	skipNotJSON      = "not a JSON trace line"
+	skipNoTenant     = "no tenant"
+	skipTenant       = "tenant not in the scenario"
+	skipClass        = "class not in the scenario"
+	skipNegative     = "negative at_ns"
+	skipOrder        = "before the line above it (out of order)"
+	skipAfter        = "after the timeline's end"
+	skipHeader       = "header not on the first line"
+	maxTraceLine     = 16 << 20
+	maxSkipLineNames = 5
+)
+
+// skipped is one cause's count and its first line numbers.
+type skipped struct {
+	n     int64
+	lines []int64
+}
+
+// traceReader reads a trace's ops of one configuration, in file order,
+// mapped onto the scenario's tenants and classes and the timeline (speed
+// applied); lines it cannot replay are counted by cause, with their first
+// line numbers. It holds one line at a time.
+type traceReader struct {
+	path   string
+	f      *os.File
+	gz     *gzip.Reader
+	sc     *bufio.Scanner
+	line   int64
+	config string
+	speed  float64
+	end    time.Duration // the timeline's end
+	tenant map[string]int
+	class  map[string]bool
+	last   time.Duration
+	skips  map[string]*skipped
+	// other counts the ops of other configurations, not replayed.
+	other map[string]int64
+	err   error
+}
+
+func (r *runner) openTrace() (*traceReader, error) {
+	rp := r.sc.Replay
+	path := r.sc.Path(rp.Trace)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: replay.trace: %w", scenario.ErrInvalid, err)
+	}
+	tr := &traceReader{path: path, f: f, config: rp.Configuration, speed: rp.Speed, tenant: map[string]int{},
+		class: map[string]bool{}, skips: map[string]*skipped{}, other: map[string]int64{}}
+	var in io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		if tr.gz, err = gzip.NewReader(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: replay.trace %s: %w", scenario.ErrInvalid, path, err)
+		}
+		in = tr.gz
+	}
+	tr.sc = bufio.NewScanner(in)
+	tr.sc.Buffer(make([]byte, 0, 64<<10), maxTraceLine)
+	for n := 1; n <= r.pop.Len(); n++ {
+		tr.tenant[r.key(n)] = n
+	}
+	for name := range r.classes {
+		tr.class[name] = true
+	}
+	if len(r.steps) > 0 {
+		tr.end = r.steps[len(r.steps)-1].end
+	}
+	return tr, nil
+}
+
+func (tr *traceReader) Close() error {
+	if tr.gz != nil {
+		tr.gz.Close()
+	}
+	return tr.f.Close()
+}
+
+func (tr *traceReader) skip(cause string) {
+	s := tr.skips[cause]
+	if s == nil {
+		s = &skipped{}
+		tr.skips[cause] = s
+	}
+	s.n++
+	if len(s.lines) < maxSkipLineNames {
+		s.lines = append(s.lines, tr.line)
+	}
+}
+
+// next returns the next replayable op; false at the end of the file or at
+// a read error (tr.err).
+func (tr *traceReader) next() (workload.Op, bool) {
+	for tr.err == nil && tr.sc.Scan() {
+		tr.line++
+		b := tr.sc.Bytes()
+		if len(strings.TrimSpace(string(b))) == 0 {
+			continue
+		}
+		if tr.line == 1 {
+			var h traceHeader
+			if json.Unmarshal(b, &h) == nil && h.Trace != 0 {
+				if h.Trace != TraceVersion {
+					tr.err = fmt.Errorf("%s:1: trace version %d, this noisysim reads version %d", tr.path, h.Trace, TraceVersion)
+					return workload.Op{}, false
+				}
+				continue
+			}
+		}
+		var t traceOp
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		if err := dec.Decode(&t); err != nil || t.Class == "" && t.Tenant == "" {
+			var h traceHeader
+			if json.Unmarshal(b, &h) == nil && h.Trace != 0 {
+				tr.skip(skipHeader)
+			} else {
+				tr.skip(skipNotJSON)
+			}
+			continue
+		}
+		if tr.config == "" {
+			tr.config = t.Config
+		}
+		if t.Config != tr.config {
+			tr.other[t.Config]++
+			continue
+		}
+		n, ok := tr.tenant[t.Tenant]
+		switch {
+		case t.Tenant == "":
+			tr.skip(skipNoTenant)
+			continue
+		case !ok:
+			tr.skip(skipTenant)
+			continue
+		case !tr.class[t.Class]:
+			tr.skip(skipClass)
+			continue
+		case t.AtNS < 0:
+			tr.skip(skipNegative)
+			continue
+		}
+		at := time.Duration(math.Round(float64(t.AtNS) / tr.speed))
+		if at < tr.last {
+			tr.skip(skipOrder)
+			continue
+		}
+		if at >= tr.end {
+			tr.skip(skipAfter)
+			continue
+		}
+		tr.last = at
+		op := workload.Op{Seq: t.Seq, Tenant: n, Class: t.Class, At: at}
+		if t.SQL != "" {
+			p := &recorded{SQL: t.SQL, Args: make([]any, len(t.Args))}
+			for i, a := range t.Args {
+				if a != nil {
+					p.Args[i] = *a
+				}
+			}
+			op.Payload = p
+		}
+		return op, true
+	}
+	if tr.err == nil {
+		if err := tr.sc.Err(); err != nil {
+			tr.err = fmt.Errorf("%s:%d: %w", tr.path, tr.line+1, err)
+		}
+	}
+	return workload.Op{}, false
+}
+
+// replayPlan is what a first read of the trace found: the ops each phase
+// replays, and the lines skipped.
+type replayPlan struct {
+	path   string
+	config string
+	lines  int64
+	phases []int64
+	total  int64
+	hash   string
+	skips  map[string]*skipped
+	other  map[string]int64
+}
+
+// planReplay reads the whole trace once (one line at a time): it checks
+// it, counts the ops of each phase and hashes them. A trace with nothing
+// to replay is bad input naming the file and its lines.
+func (r *runner) planReplay() error {
+	tr, err := r.openTrace()
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	p := &replayPlan{path: tr.path, phases: make([]int64, len(r.steps))}
+	h := sha256.New()
+	io.WriteString(h, "noisysim replay v1\x00")
+	i := 0
+	for op, ok := tr.next(); ok; op, ok = tr.next() {
+		for i+1 < len(r.steps) && op.At >= r.steps[i].end {
+			i++
+		}
+		p.phases[i]++
+		p.total++
+		fmt.Fprintf(h, "%d\x00%d\x00%s\x00%d\x00", op.Seq, op.Tenant, op.Class, op.At)
+		if rec, ok := op.Payload.(*recorded); ok {
+			fmt.Fprintf(h, "%s\x00%q\x00", rec.SQL, rec.Args)
+		}
+	}
+	p.lines, p.config, p.skips, p.other = tr.line, tr.config, tr.skips, tr.other
+	if tr.err != nil {
+		return fmt.Errorf("%w: replay.trace: %w", scenario.ErrInvalid, tr.err)
+	}
+	if p.total == 0 {
+		return fmt.Errorf("%w: replay.trace: %s:%d: nothing to replay in %d lines%s", scenario.ErrInvalid, p.path, max(p.lines, 1), p.lines, p.skipText())
+	}
+	p.hash = hex.EncodeToString(h.Sum(nil))
+	r.replay = p
+	r.hash = p.hash[:16]
+	r.planned = p.phases
+	r.note("replay: %s: %d operations of configuration %s at speed %s%s", p.path, p.total, p.config,
+		strconv.FormatFloat(r.sc.Replay.Speed, 'g', -1, 64), p.skipText())
+	return nil
+}
+
+// skipText lists the skipped lines by cause ("" when none).
+func (p *replayPlan) skipText() string {
+	var parts []string
+	for _, cause := range slices.Sorted(maps.Keys(p.skips)) {
+		s := p.skips[cause]
+		var ls []string
+		for _, l := range s.lines {
+			ls = append(ls, strconv.FormatInt(l, 10))
+		}
+		more := ""
+		if s.n > int64(len(s.lines)) {
+			more = ", …"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d (line %s%s)", cause, s.n, strings.Join(ls, ", "), more))
+	}
+	for _, c := range slices.Sorted(maps.Keys(p.other)) {
+		parts = append(parts, fmt.Sprintf("configuration %s not replayed: %d", c, p.other[c]))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; skipped " + strings.Join(parts, "; ")
+}
+
+// replaySource hands the open loop the trace's ops, read as they are
+// consumed, and counts the ops sent per phase.
+type replaySource struct {
+	tr    *traceReader
+	steps []step
+	total int64
+	cur   int
+	sent  []int64
+}
+
+var (
+	_ workload.Source = (*replaySource)(nil)
+	_ workload.Sized  = (*replaySource)(nil)
+)
+
+func (r *runner) newReplaySource() (*replaySource, error) {
+	tr, err := r.openTrace()
+	if err != nil {
+		return nil, err
+	}
+	tr.config = r.replay.config
+	return &replaySource{tr: tr, steps: r.steps, total: r.replay.total, sent: make([]int64, len(r.steps))}, nil
+}
+
+func (rs *replaySource) Next() (workload.Op, bool) {
+	op, ok := rs.tr.next()
+	if !ok {
+		return op, false
+	}
+	for rs.cur+1 < len(rs.steps) && op.At >= rs.steps[rs.cur].end {
+		rs.cur++
+	}
+	rs.sent[rs.cur]++
+	return op, true
+}
+
+func (rs *replaySource) Duration() time.Duration { return rs.tr.end }
+func (rs *replaySource) Len() int64              { return rs.total }
+
+// Close closes the trace; the error of a read that ended the replay
+// early, if any.
+func (rs *replaySource) Close() error {
+	err := rs.tr.err
+	rs.tr.Close()
+	return err
+}
