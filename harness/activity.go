@@ -111,8 +111,12 @@ func (s *activitySampler) sample(ctx context.Context, conn *pgx.Conn, roles []st
 		if t, ok := strings.CutPrefix(b.tag, pools.TagPrefix); ok {
 			tag = t
 		}
-		if tag == "" && pools.Housekeeping(b.query) {
-			continue // the stack's own tag and reset, around a tagged call
+		if tag == "" && (pools.Housekeeping(b.query) || strings.HasPrefix(b.tag, pools.AppNamePrefix)) {
+			// The stack's own connection around a tagged call: its tag
+			// and reset, or the instant between a statement's commit
+			// (which ends a transaction-local tag) and its backend going
+			// idle. The stack runs no work untagged.
+			continue
 		}
 		row := s.rows[tag]
 		switch b.state {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,7 +101,10 @@ type httpTarget struct {
 	retryAfter map[string]int64
 	raSum      time.Duration
 	raN        int64
-	requests   atomic.Int64
+	// arrivals are the calls of the open loop, requests the HTTP requests
+	// sent for them, retries the attempts after a first.
+	arrivals, requests, retries atomic.Int64
+	seed                        int64
 }
 
 // newHTTPTarget returns a target whose transport keeps about as many idle
@@ -123,7 +128,7 @@ func newHTTPTarget(sc *scenario.Scenario, bases []string, vars func(workload.Op,
 	}
 	return &httpTarget{client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
-	}}, bases: bases, vars: vars, outcomes: map[string]int64{}, retryAfter: map[string]int64{}}
+	}}, bases: bases, vars: vars, outcomes: map[string]int64{}, retryAfter: map[string]int64{}, seed: sc.Seed}
 }
 
 // close drops the idle connections.
@@ -154,8 +159,83 @@ func (h *httpTarget) url(c *scenario.Class, op workload.Op) string {
 	return ts[i].Expand(value)
 }
 
-// do sends op's request and reads its answer to the end.
+// do runs op's HTTP call: one attempt of Fanout requests, and with a
+// retry policy further attempts after a backoff (or the Retry-After)
+// while the outcome is one it retries. The error is the last attempt's.
 func (h *httpTarget) do(ctx context.Context, c *scenario.Class, op workload.Op) error {
+	h.arrivals.Add(1)
+	r := c.HTTP.Retry
+	if r == nil {
+		return h.send(ctx, c, op)
+	}
+	rng := rand.New(rand.NewPCG(uint64(h.seed), uint64(op.Seq)))
+	delay := r.Backoff.Duration()
+	for try := 0; ; try++ {
+		err := h.fan(ctx, c, op, r.Fanout)
+		outcome := outcomeOf(err)
+		if err == nil || try == r.Max || ctx.Err() != nil || !slices.Contains(r.On, outcome) {
+			return err
+		}
+		wait := time.Duration(rng.Int64N(int64(delay) + 1))
+		var he *HTTPError
+		if r.HonourRetryAfter && errors.As(err, &he) && (he.RetryAfterForm == "seconds" || he.RetryAfterForm == "date") {
+			wait = min(he.RetryAfter, r.MaxBackoff.Duration())
+		}
+		delay = min(2*delay, r.MaxBackoff.Duration())
+		h.retries.Add(1)
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+		}
+	}
+}
+
+// fan sends n requests of op at once; the first error, if any.
+func (h *httpTarget) fan(ctx context.Context, c *scenario.Class, op workload.Op, n int) error {
+	if n <= 1 {
+		return h.send(ctx, c, op)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = h.send(ctx, c, op)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// outcomeOf names an attempt's outcome as retry.on does.
+func outcomeOf(err error) string {
+	var he *HTTPError
+	switch {
+	case err == nil:
+		return "2xx"
+	case errors.As(err, &he) && he.Status == http.StatusTooManyRequests:
+		return "429"
+	case errors.As(err, &he):
+		return fmt.Sprintf("%dxx", he.Status/100)
+	case errors.Is(err, ErrHTTPTimeout):
+		return "timeout"
+	case errors.Is(err, ErrHTTPTransport):
+		return "transport"
+	}
+	return "other"
+}
+
+// send sends one request of op and reads its answer to the end.
+func (h *httpTarget) send(ctx context.Context, c *scenario.Class, op workload.Op) error {
 	h.requests.Add(1)
 	rctx, cancel := context.WithTimeoutCause(ctx, c.HTTP.Timeout.Duration(), ErrHTTPTimeout)
 	defer cancel()
@@ -220,7 +300,11 @@ func (h *httpTarget) count(outcome string, he *HTTPError) {
 func (h *httpTarget) stats() *reports.HTTPStats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := &reports.HTTPStats{Requests: h.requests.Load(), Outcomes: maps.Clone(h.outcomes)}
+	s := &reports.HTTPStats{Arrivals: h.arrivals.Load(), Requests: h.requests.Load(), Retries: h.retries.Load(),
+		Outcomes: maps.Clone(h.outcomes)}
+	if s.Arrivals > 0 {
+		s.Amplification = float64(s.Requests) / float64(s.Arrivals)
+	}
 	if len(h.retryAfter) > 0 {
 		s.RetryAfter = maps.Clone(h.retryAfter)
 	}

@@ -118,3 +118,56 @@ func TestHTTPTargetOutcomes(t *testing.T) {
 		t.Errorf("requests seen %q", seen)
 	}
 }
+
+// TestHTTPTargetRetry: a client that retries 429s sends each failed
+// arrival again up to max times, fanout requests per attempt, and the
+// stats say how much the retries amplified the arrivals.
+func TestHTTPTargetRetry(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		n := hits[r.URL.Path]
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/flaky" && n <= 2, r.URL.Path == "/busy":
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case r.URL.Path == "/broken":
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	sc, err := scenario.Parse([]byte(`name: r
+tenants: {count: 3}
+service: {url: "`+srv.URL+`"}
+configurations: [{name: c, mode: isolated}]
+classes:
+  - {name: a, isolation_class: interactive, rate: 1, http: {url: /flaky, retry: {on: ["429"], max: 3, backoff: 1ms, honour_retry_after: true}}}
+  - {name: b, isolation_class: interactive, rate: 1, http: {url: /busy, retry: {on: ["429", 5xx], max: 2, backoff: 1ms, fanout: 3}}}
+  - {name: c, isolation_class: interactive, rate: 1, http: {url: /broken, retry: {on: ["429"], max: 5, backoff: 1ms}}}
+`), "r.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := newHTTPTarget(sc, []string{srv.URL}, func(workload.Op, string) string { return "" })
+	defer ht.close()
+	if err := ht.do(context.Background(), &sc.Classes[0], workload.Op{Tenant: 1}); err != nil {
+		t.Errorf("flaky: %v, want success on the third attempt", err)
+	}
+	if err := ht.do(context.Background(), &sc.Classes[1], workload.Op{Tenant: 1}); errorClass(err) != "http_429" {
+		t.Errorf("busy: %v, want http_429 after its retries", err)
+	}
+	if err := ht.do(context.Background(), &sc.Classes[2], workload.Op{Tenant: 1}); errorClass(err) != "http_5xx" {
+		t.Errorf("broken: %v, want http_5xx without retry (5xx not in on)", err)
+	}
+	st := ht.stats()
+	// flaky 3 requests (2 retries), busy 3 attempts × 3 (2 retries), broken 1.
+	if st.Arrivals != 3 || st.Requests != 13 || st.Retries != 4 || st.Amplification < 4.33 || st.Amplification > 4.34 {
+		t.Errorf("stats %+v: want 3 arrivals, 13 requests, 4 retries", st)
+	}
+	if hits["/busy"] != 9 || hits["/broken"] != 1 {
+		t.Errorf("hits %v", hits)
+	}
+}

@@ -159,8 +159,13 @@ type Configuration struct {
 // HTTPStats counts the HTTP classes' outcomes over a configuration's
 // timeline.
 type HTTPStats struct {
-	// Requests is the number of requests sent.
-	Requests int64 `json:"requests"`
+	// Arrivals are the HTTP classes' arrivals (the open loop's calls);
+	// Requests the requests sent for them, Retries the attempts after a
+	// first (classes with retry), Amplification Requests / Arrivals.
+	Arrivals      int64   `json:"arrivals"`
+	Requests      int64   `json:"requests"`
+	Retries       int64   `json:"retries,omitempty"`
+	Amplification float64 `json:"amplification"`
 	// Outcomes counts them by outcome: "2xx", "429", "4xx", "5xx",
 	// "timeout", "transport" (and "3xx", "1xx").
 	Outcomes map[string]int64 `json:"outcomes"`

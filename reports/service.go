@@ -22,7 +22,8 @@ func serviceLines(c Configuration) []string {
 		out = append(out, line)
 	}
 	if h := c.HTTP; h != nil {
-		line := fmt.Sprintf("http %d requests: %s", h.Requests, counts(h.Outcomes))
+		line := fmt.Sprintf("http %d arrivals, %d requests (amplification %.2fx, %d retries): %s",
+			h.Arrivals, h.Requests, h.Amplification, h.Retries, counts(h.Outcomes))
 		if len(h.RetryAfter) > 0 {
 			line += fmt.Sprintf(" (429 Retry-After: %s; mean %.1f s)", counts(h.RetryAfter), h.RetryAfterMean)
 		}

@@ -64,11 +64,42 @@ type HTTPTarget struct {
 	// Timeout bounds one request, from its send to the end of its body.
 	// Default 10s.
 	Timeout Duration `yaml:"timeout"`
+	// Retry, when present, models a client that retries: a retry storm
+	// is the service's load as much as the arrivals are.
+	Retry *Retry `yaml:"retry"`
 
 	url     []Template
 	headers map[string]Template
 	body    Template
 }
+
+// Retry is an HTTP client's retry policy. An arrival's latency runs from
+// its intended start to its last attempt's answer; its outcome is its last
+// attempt's.
+type Retry struct {
+	// On lists the outcomes retried: 429, 4xx, 5xx, timeout, transport.
+	// Required, at least one.
+	On []string `yaml:"on"`
+	// Max is the most retries after the first attempt, 1..100. Required.
+	Max int `yaml:"max"`
+	// Backoff is the first retry's delay, doubled per retry up to
+	// MaxBackoff, with full jitter (a uniform draw in [0, delay], seeded by
+	// the arrival). Default 100ms.
+	Backoff Duration `yaml:"backoff"`
+	// MaxBackoff caps the delay. Default 2s.
+	MaxBackoff Duration `yaml:"max_backoff"`
+	// HonourRetryAfter waits a 429's Retry-After instead of the backoff
+	// when it is given (capped by MaxBackoff). Default false: a client
+	// that ignores it.
+	HonourRetryAfter bool `yaml:"honour_retry_after"`
+	// Fanout is the number of requests each attempt sends at once (a page
+	// that calls the route several times), 1..100; the attempt fails when
+	// any of them does. Default 1.
+	Fanout int `yaml:"fanout"`
+}
+
+// Retry outcomes.
+var retryOutcomes = []string{"429", "4xx", "5xx", "timeout", "transport"}
 
 // Templates returns the parsed URL templates (one per instance, or one
 // for a path on the service); nil before validation.
@@ -237,6 +268,18 @@ func (s *Scenario) applyServiceDefaults() {
 		if h.Timeout == 0 && !s.ix.has(fmt.Sprintf("classes[%d].http.timeout", i)) {
 			h.Timeout = DefaultHTTPTimeout
 		}
+		if r := h.Retry; r != nil {
+			p := fmt.Sprintf("classes[%d].http.retry.", i)
+			if r.Backoff == 0 && !s.ix.has(p+"backoff") {
+				r.Backoff = Duration(100 * time.Millisecond)
+			}
+			if r.MaxBackoff == 0 && !s.ix.has(p+"max_backoff") {
+				r.MaxBackoff = Duration(2 * time.Second)
+			}
+			if r.Fanout == 0 && !s.ix.has(p+"fanout") {
+				r.Fanout = 1
+			}
+		}
 	}
 	if sv := s.Service; sv != nil {
 		if sv.Instances == 0 && !s.ix.has("service.instances") {
@@ -318,6 +361,23 @@ func (c *checker) http(p string, cl *Class) {
 	}
 	h.body = c.template(p+".http.body", h.Body, vars)
 	c.positive(p+".http.timeout", h.Timeout)
+	if r := h.Retry; r != nil {
+		rp := p + ".http.retry"
+		if len(r.On) == 0 {
+			c.add(rp+".on", "required: the outcomes retried, of %s", strings.Join(retryOutcomes, ", "))
+		}
+		for j, o := range r.On {
+			if !slices.Contains(retryOutcomes, o) {
+				c.add(fmt.Sprintf("%s.on[%d]", rp, j), "unknown outcome %q; want one of %s", o, strings.Join(retryOutcomes, ", "))
+			}
+		}
+		c.between(rp+".max", r.Max, 1, 100)
+		c.positive(rp+".backoff", r.Backoff)
+		if r.MaxBackoff < r.Backoff {
+			c.add(rp+".max_backoff", "must be >= backoff (%s), got %s", r.Backoff, r.MaxBackoff)
+		}
+		c.between(rp+".fanout", r.Fanout, 1, 100)
+	}
 }
 
 // absURL checks that an expanded template is an http(s) URL.

@@ -104,3 +104,18 @@ func TestParseTemplate(t *testing.T) {
 		t.Error("empty name accepted")
 	}
 }
+
+func TestRetryProblems(t *testing.T) {
+	for _, tc := range []struct{ retry, want string }{
+		{`{max: 2}`, "classes[0].http.retry.on: required"},
+		{`{on: [teapot], max: 2}`, `classes[0].http.retry.on[0]: unknown outcome "teapot"`},
+		{`{on: ["429"]}`, "classes[0].http.retry.max: must be"},
+		{`{on: ["429"], max: 2, backoff: 1s, max_backoff: 10ms}`, "classes[0].http.retry.max_backoff: must be >= backoff"},
+		{`{on: ["429"], max: 2, fanout: 0}`, "classes[0].http.retry.fanout: must be"},
+	} {
+		_, err := Parse([]byte(serviceBase+`classes: [{name: interactive, rate: 1, http: {url: "http://x/", retry: `+tc.retry+`}}]`+"\n"), "s.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.retry, err, tc.want)
+		}
+	}
+}
