@@ -4,7 +4,7 @@
 #   ci/gate.sh SCENARIO [OUT_DIR]
 #
 # Builds noisysim (NOISYSIM_VERSION, default latest) with the go command,
-# runs SCENARIO with --out OUT_DIR (default gate-report) and exits with
+# or uses the binary NOISYSIM_BIN names, runs SCENARIO with --out OUT_DIR (default gate-report) and exits with
 # noisysim's code: 0 passed, 99 an assertion failed (the regression the
 # gate exists for), 2 bad input (the scenario, or a service that would not
 # start), 1 anything else. OUT_DIR keeps report.json, report.md,
@@ -18,13 +18,18 @@ scenario=${1:?usage: ci/gate.sh SCENARIO [OUT_DIR]}
 out=${2:-gate-report}
 version=${NOISYSIM_VERSION:-latest}
 
-bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
-GOBIN=$bin go install "github.com/noisysim/noisysim/cmd/noisysim@$version"
+if [[ -n ${NOISYSIM_BIN:-} ]]; then
+  noisysim=$NOISYSIM_BIN
+else
+  bin=$(mktemp -d)
+  trap 'rm -rf "$bin"' EXIT
+  GOBIN=$bin go install "github.com/noisysim/noisysim/cmd/noisysim@$version"
+  noisysim=$bin/noisysim
+fi
 
 rm -rf "$out"
 set +e
-"$bin/noisysim" run --no-progress --out "$out" "$scenario"
+"$noisysim" run --no-progress --out "$out" "$scenario"
 code=$?
 set -e
 case $code in
