@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,12 +29,61 @@ type ActionEnv struct {
 	// Ledger is the configuration's ledger of DB time per tenant; nil
 	// before a configuration runs.
 	Ledger *pools.Ledger
+	// DBTime returns each tenant's DB time in the configuration's ledger
+	// over about the last over (from the newest reading at least over
+	// old, read every second, or the oldest one), and the span it covers;
+	// nil outside a configuration's timeline.
+	DBTime func(over time.Duration) (map[string]time.Duration, time.Duration)
 	// Routing is the routing of tenants to nodes of topology shards; nil
 	// for the other topologies, where every tenant is on every node.
 	Routing *Routing
+	// Record keeps what a policy saw beside the actions it fires (a
+	// detection, a plan) among the phase's action results, its At set to
+	// now when 0; nil outside a configuration's timeline.
+	Record func(reports.ActionResult)
 	// TenantKey returns tenant n's key (tenants.keys), as its sessions
 	// are tagged; nil means n itself.
 	TenantKey func(n int) string
+}
+
+// ledgerRing keeps the ledger's readings of the last minute, one a
+// second, for ActionEnv.DBTime.
+type ledgerRing struct {
+	mu   sync.Mutex
+	read func() []pools.Usage
+	at   []time.Time
+	u    [][]pools.Usage
+}
+
+// ledgerKeep is how many readings a ledgerRing keeps.
+const ledgerKeep = 64
+
+func newLedgerRing(read func() []pools.Usage) *ledgerRing {
+	l := &ledgerRing{read: read}
+	l.add(time.Now(), read())
+	return l
+}
+
+func (l *ledgerRing) add(t time.Time, u []pools.Usage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.at, l.u = append(l.at, t), append(l.u, u)
+	if n := len(l.at); n > ledgerKeep {
+		l.at, l.u = slices.Clone(l.at[n-ledgerKeep:]), slices.Clone(l.u[n-ledgerKeep:])
+	}
+}
+
+// dbTime is ActionEnv.DBTime.
+func (l *ledgerRing) dbTime(over time.Duration) (map[string]time.Duration, time.Duration) {
+	now, cur := time.Now(), l.read()
+	l.mu.Lock()
+	i := len(l.at) - 1
+	for i > 0 && now.Sub(l.at[i]) < over {
+		i--
+	}
+	from, at := l.u[i], l.at[i]
+	l.mu.Unlock()
+	return dbTimes(pools.UsageWindow(from, cur)), now.Sub(at)
 }
 
 // key returns tenant n's key.

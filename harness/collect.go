@@ -172,20 +172,57 @@ func (r *runner) rows(sums []metrics.Summary, shares map[string]*pools.Window) [
 // quietAllRows merges every quiet tenant's histograms, one row per class.
 // DB-time share is the quiet tenants' combined share, each counted once.
 func (r *runner) quietAllRows(rec *metrics.Recorder, shares map[string]*pools.Window) []reports.TenantRow {
-	var quietShare float64
-	for t, s := range shares {
-		if t != r.key(scenario.DominantTenant) {
-			quietShare += s.Share
-		}
-	}
+	return r.quietRows(rec, shares, r.quietGroups()[:1])
+}
+
+// quietWorkerRows merges the quiet tenants on the dominant tenant's worker
+// apart from the others (topology citus), one row per class and group
+// with requests.
+func (r *runner) quietWorkerRows(rec *metrics.Recorder, shares map[string]*pools.Window) []reports.TenantRow {
+	return r.quietRows(rec, shares, r.quietGroups()[1:])
+}
+
+func (r *runner) quietRows(rec *metrics.Recorder, shares map[string]*pools.Window, groups []quietGroup) []reports.TenantRow {
 	var out []reports.TenantRow
 	for _, class := range r.quietClasses() {
-		m := rec.Merged(func(t int, c string) bool { return t != scenario.DominantTenant && c == class })
-		m.Tenant, m.Class = 0, class
-		rows := r.rows([]metrics.Summary{m}, nil)
-		rows[0].Tenant = reports.QuietAll
-		rows[0].DBTimeShare = min(quietShare, 1)
-		out = append(out, rows...)
+		for _, g := range groups {
+			m := rec.Merged(func(t int, c string) bool { return g.in(t) && c == class })
+			if g.label != reports.QuietAll && m.Count == 0 {
+				continue
+			}
+			m.Tenant, m.Class = 0, class
+			rows := r.rows([]metrics.Summary{m}, nil)
+			rows[0].Tenant = g.label
+			share := 0.0
+			for id := 1; id <= r.pop.Len() && len(shares) > 0; id++ {
+				if w, ok := shares[r.key(id)]; ok && g.in(id) {
+					share += w.Share
+				}
+			}
+			rows[0].DBTimeShare = min(share, 1)
+			out = append(out, rows...)
+		}
+	}
+	return out
+}
+
+// quietGroup is a set of quiet tenants merged into one row.
+type quietGroup struct {
+	label string
+	in    func(tenant int) bool
+}
+
+// quietGroups returns the merged quiet rows' groups: all quiet tenants,
+// and on topology citus (once the dominant tenant's worker is known) those
+// on its worker apart from the others.
+func (r *runner) quietGroups() []quietGroup {
+	quiet := func(t int) bool { return t != scenario.DominantTenant }
+	out := []quietGroup{{reports.QuietAll, quiet}}
+	if r.citus != nil && r.citus.hotQuiet != nil {
+		hot := r.citus.hotQuiet
+		out = append(out,
+			quietGroup{reports.QuietHotWorker, func(t int) bool { return quiet(t) && hot[t] }},
+			quietGroup{reports.QuietOtherWorkers, func(t int) bool { return quiet(t) && !hot[t] }})
 	}
 	return out
 }
@@ -234,7 +271,7 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 		rw := reports.Window{
 			Name: w.step.Name, Start: w.start.Seconds(), End: w.end.Seconds(),
 			Senders: w.step.Senders.String(), Measured: w.step.Measure,
-			Tenants: r.rows(sums, shares), QuietAll: r.quietAllRows(w.rec, shares),
+			Tenants: r.rows(sums, shares), QuietAll: r.quietAllRows(w.rec, shares), QuietWorkers: r.quietWorkerRows(w.rec, shares),
 			Stats: windowStats(sums, plannedIn(w, planned[i]), w.end-w.start), TopDBTime: topShares(shares, 10),
 		}
 		out.Windows = append(out.Windows, rw)
@@ -249,6 +286,7 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 			out.Solo, out.SoloQuietAll = r.rows(sums, nil), r.quietAllRows(w.rec, nil)
 		}
 	}
+	r.citusWindows(tr, out.Windows)
 	return out
 }
 
@@ -317,8 +355,12 @@ func (r *runner) p99Samples(rec *metrics.Recorder) []p99Sample {
 		}
 	}
 	for _, class := range r.quietClasses() {
-		m := rec.Merged(func(t int, c string) bool { return t != scenario.DominantTenant && c == class })
-		ps = append(ps, p99Sample{Tenant: quietAll, Class: class, Count: m.Count, P99: m.P99, CI: m.P99CI})
+		for _, g := range r.quietGroups() {
+			m := rec.Merged(func(t int, c string) bool { return g.in(t) && c == class })
+			if g.label == quietAll || m.Count > 0 {
+				ps = append(ps, p99Sample{Tenant: g.label, Class: class, Count: m.Count, P99: m.P99, CI: m.P99CI})
+			}
+		}
 	}
 	return ps
 }
@@ -339,6 +381,7 @@ func (r *runner) assertions(c *scenario.Configuration, tr *timelineRun, clean cl
 		}
 	}
 
+	out = append(out, r.verdicts(c, tr, rule, bname)...)
 	// Matched A/B blocks: each B against the A just before it.
 	if ab := a.QuietP99AB; ab.Blocks > 0 {
 		var blocks []abBlock

@@ -259,12 +259,18 @@ name: external-citus
 seed: 11
 backend: {kind: external, topology: citus, primary_dsn: "${NOISYSIM_TEST_USER_DSN}"}
 tenants: {count: 20}
-data: {orders: 4000, days: 30, customers: 20}
+data: {orders: 4000, days: 30, customers: 20, citus: {shards: 8}}
 classes:
-  - {name: lookup, isolation_class: interactive, query: lookup, rate: 10}
+  - {name: page, isolation_class: interactive, query: page, rate: 100}
 configurations:
   - {name: citus, mode: shared}
-hot_shard: {shards: 8, rate: 100, solo: 1s, before: 2s, after: 1s, apply: true}
+timeline:
+  - {name: solo, length: 1s, senders: quiet}
+  - {name: before, length: 2s}
+  - {name: ladder, until: actions_done, max: 90s, measure: false, watch: {policy: hot_shard_ladder, apply: true}}
+  - {name: after, length: 1s}
+assertions:
+  quiet_p99: {window: after, baseline: solo}
 `
 
 // TestExternalCitusKeepsUserData runs a hot-shard scenario, ladder

@@ -34,8 +34,8 @@ func footprintNodes(c backend.Cluster) []backend.Node {
 // roleNames are the login roles the scenario's run creates.
 func (r *runner) roleNames() []string {
 	switch {
-	case r.sc.HotSharding():
-		return nil // the hot-shard run logs in as the DSN's user
+	case r.sc.Citus():
+		return nil // a Citus run logs in as the coordinator's user
 	}
 	var out []string
 	for i := range r.sc.Configurations {

@@ -129,8 +129,8 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		return nil, err
 	}
 	if opts.Trace != nil {
-		if sc.Load.Model == scenario.ModelClosed || sc.HotSharding() {
-			return nil, fmt.Errorf("%w: a trace records an open loop's operations: load.model closed and hot_shard scenarios have none", scenario.ErrInvalid)
+		if sc.Load.Model == scenario.ModelClosed {
+			return nil, fmt.Errorf("%w: a trace records an open loop's operations: load.model closed has none", scenario.ErrInvalid)
 		}
 		r.trace = newTraceWriter(r, opts.Trace)
 	}
@@ -163,12 +163,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	}()
 	r.watchMachine()
 	var rep *reports.Report
-	switch {
-	case sc.HotSharding():
-		rep, err = runHotShard(ctx, r)
-	default:
-		rep, err = r.run(ctx)
-	}
+	rep, err = r.run(ctx)
 	r.machineReport(rep)
 	if r.trace != nil {
 		if ferr := r.trace.flush(); ferr != nil && err == nil {
@@ -237,6 +232,7 @@ type runner struct {
 	phaseStart time.Time
 	passwords  map[string]string
 	guard      *guard.Guard // nil: off
+	citus      *citusRun    // topology citus only
 	// routing places tenants on nodes (topology shards), each of
 	// shardNodes (in the run's schema); nil otherwise.
 	routing    *Routing
@@ -381,7 +377,13 @@ func (r *runner) note(format string, args ...any) {
 
 func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	var ok bool
-	if r.primary, ok = backend.First(r.cluster, backend.RolePrimary); !ok {
+	if r.sc.Citus() {
+		// The stacks run against the coordinator, which routes each
+		// tenant's queries to the worker holding its shard.
+		if r.primary, ok = backend.First(r.cluster, backend.RoleCoordinator); !ok {
+			return nil, fmt.Errorf("%w: the Citus cluster has no coordinator", ErrRun)
+		}
+	} else if r.primary, ok = backend.First(r.cluster, backend.RolePrimary); !ok {
 		return nil, fmt.Errorf("%w: the cluster has no primary node", ErrRun)
 	}
 	r.replica, r.hasReplica = backend.First(r.cluster, backend.RoleReplica)
@@ -404,6 +406,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	} else if err := r.load(ctx); err != nil {
 		return nil, err
 	}
+	defer r.citus.close()
 	if err := r.calibrate(ctx); err != nil {
 		return nil, err
 	}
@@ -418,7 +421,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, ScheduleHash: r.hash,
 		StartedAt: r.started.UTC(), Dominant: r.key(scenario.DominantTenant),
 		Backend:   fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
-		QuietPlan: r.quietPlan, Calibrations: r.calibrated,
+		QuietPlan: r.quietPlan, Calibrations: r.calibrated, Replay: r.replayReport(),
 	}
 
 	for i := range r.sc.Configurations {
@@ -483,6 +486,9 @@ func (r *runner) interrupted(ctx context.Context, rep *reports.Report, err error
 }
 
 func (r *runner) topology() backend.Topology {
+	if r.sc.Citus() {
+		return scenario.TopologyCitus
+	}
 	if r.sharded() {
 		return backend.Topology(fmt.Sprintf("%s (%d nodes)", scenario.TopologyShards, len(r.shardNodes)))
 	}
@@ -552,6 +558,18 @@ func (r *runner) load(ctx context.Context) error {
 		}
 		access.write, access.sequences = tables, seqs
 		r.log.Info("setup SQL run", "files", len(r.sc.Data.Setup), "tables", len(tables), "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
+	}
+	if r.sc.Citus() {
+		// Distributed on the tenant column; the stacks log in as the
+		// coordinator's user (no role of noisysim's: Citus would need
+		// their passwords to reach the workers as them).
+		t0 = time.Now()
+		if err := distribute(ctx, conn, r.sc.Data.Citus.Shards); err != nil {
+			return fmt.Errorf("%w: %w", ErrRun, err)
+		}
+		r.log.Info("data set distributed", "shards", r.sc.Data.Citus.Shards, "took", time.Since(t0).Round(time.Millisecond))
+		r.note("citus: tenants and orders distributed on tenant_id in %d co-located shards; the configurations log in as the coordinator's user (role settings not applied)", r.sc.Data.Citus.Shards)
+		return r.openCitus(ctx)
 	}
 
 	var roles []pools.RoleConfig
@@ -690,6 +708,9 @@ type stack struct {
 // newStack builds configuration c's isolation stack on the cluster.
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
 	dsn := func(node backend.Node, pool string) string {
+		if r.sc.Citus() {
+			return node.DSN()
+		}
 		role := roleName(c.Name, pool)
 		if r.sc.Data.IsExisting() {
 			node = readOnly(node)
@@ -775,6 +796,8 @@ type executor struct {
 	stack *stack
 	seen  sync.Map // tenant string → *[2]atomic.Int64 (queue_full, wait_exceeded)
 	calls atomic.Int64
+	// sessions keeps a replayed log's sessions in order.
+	sessions sessionTurns
 }
 
 func (e *executor) do(ctx context.Context, op workload.Op) error {
@@ -788,6 +811,11 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 	switch prog := c.Program(); {
 	case c.HTTP != nil:
 		err = e.stack.http.do(ctx, c, op)
+	case replayed && rec.Session != "":
+		if err = e.sessions.wait(ctx, rec); err == nil {
+			_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
+		}
+		e.sessions.finish(rec)
 	case replayed:
 		_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
 	case prog != nil:
@@ -859,6 +887,11 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 		return configResult{}, err
 	}
 	defer st.Close()
+	if r.citus != nil {
+		if err := r.warmCitus(ctx, c, st); err != nil {
+			return configResult{}, err
+		}
+	}
 	if r.routing != nil {
 		r.note("%s: every class's calls routed by the tenant catalog to the node holding the tenant (%d nodes, %d spare)",
 			c.Name, len(r.shardNodes), r.sc.Backend.SpareNodes)

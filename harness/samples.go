@@ -40,7 +40,7 @@ func PlanSamples(sc *scenario.Scenario) (*reports.QuietPlan, error) {
 }
 
 func plansSamples(sc *scenario.Scenario) bool {
-	if sc.HotSharding() || sc.Load.Model == scenario.ModelClosed || sc.Replaying() {
+	if sc.Load.Model == scenario.ModelClosed || sc.Replaying() {
 		return false
 	}
 	// A phase with until lasts as long as its actions: its arrivals are

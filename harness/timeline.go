@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,6 +184,9 @@ type window struct {
 	step  *step
 	rec   *metrics.Recorder
 	usage []pools.Usage // the ledger at the phase's start
+	// layout is the Citus placements at the phase's start (topology
+	// citus; nil otherwise or when they could not be read).
+	layout *citusLayout
 	// start and end are the phase's span as it ran, from the timeline's
 	// start (a phase with until ends when its actions did); sent is the
 	// arrivals it sent (open loop).
@@ -257,10 +262,21 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	}
 	tr.limitsBefore = st.limiterStat()
 	drain := max(r.sc.Phases.Drain.Duration(), time.Millisecond)
-	acts := &actionRun{env: r.actionEnv(st), t0: time.Now()}
+	ring := newLedgerRing(st.Ledger().Usage)
+	env := r.actionEnv(st)
+	env.DBTime = ring.dbTime
+	acts := &actionRun{env: env, t0: time.Now()}
+	acts.env.Record = func(res reports.ActionResult) {
+		if res.At == 0 {
+			res.At = time.Since(acts.t0).Seconds()
+		}
+		acts.keep(res)
+	}
 	var current atomic.Int32 // the phase running, for the series
-	stopSeries := r.sampleSeries(st, tr, &current)
+	stopSeries := r.sampleSeries(st, tr, &current, ring)
 	defer stopSeries()
+	var layouts sync.WaitGroup // the Citus layout reads (topology citus)
+	defer layouts.Wait()
 	// over[i] is closed when phase i's time is over: its watcher stops.
 	over := make([]chan struct{}, len(r.steps))
 	for i := range over {
@@ -275,6 +291,17 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		r.setPhase(w.step.Name, c.Name, w.step.Span().Duration())
 		if faults != nil && slices.Contains(faults.phases, w.step.Name) {
 			faults.arm(w.step.Name)
+		}
+		if r.citus != nil {
+			// Read beside the phase: a slow coordinator must not hold up
+			// the phase's actions. Read once the timeline has ended.
+			layouts.Go(func() {
+				w.layout = r.snapshotLayout(ctx, w.step.Name)
+				if w.layout != nil && w.step.Name == r.sc.NoiseStart() {
+					dom := strconv.Itoa(scenario.DominantTenant)
+					r.citus.hotQuiet = w.layout.tenantsOn(w.layout.Placements[w.layout.shardOf[dom]], dom)
+				}
+			})
 		}
 		acts.start(ctx, w.step)
 		acts.watch(ctx, w.step, over[i])
@@ -309,6 +336,9 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			w.start(ctx, t0)
 		}
 		rec := workload.RecorderFunc(func(res workload.Result) {
+			if p, ok := res.Op.Payload.(*recorded); ok && p.Session != "" && errors.Is(res.Err, workload.ErrDropped) {
+				tr.ex.sessions.finish(p) // a dropped statement never runs: the session goes on
+			}
 			tr.windows[clk.stepAt(res.Op.At)].rec.Record(res)
 		})
 		marks := make(chan struct{})
@@ -367,7 +397,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
 		}
 		if rs != nil && err == nil {
-			if rerr := rs.tr.err; rerr != nil {
+			if rerr := rs.tr.counts().err; rerr != nil {
 				err = fmt.Errorf("replay: %w", rerr)
 			}
 		}
@@ -391,6 +421,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		}
 	}
 	tr.actions = acts.finish()
+	layouts.Wait()
 	stopSeries()
 	tr.usageEnd = st.Ledger().Usage()
 	tr.limitsAt = st.limiterStat()
@@ -413,8 +444,9 @@ const seriesEvery = time.Second
 
 // sampleSeries adds a point to tr.series every seriesEvery until the
 // returned func is called (once or more): the requests issued, the ledger's
-// top tenants and the limiters over the last step.
-func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32) (stop func()) {
+// top tenants and the limiters over the last step. Each ledger reading
+// goes to ring too.
+func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32, ring *ledgerRing) (stop func()) {
 	t0 := time.Now()
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -433,6 +465,7 @@ func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32)
 				return
 			case now := <-tick.C:
 				calls, usage := tr.ex.calls.Load(), st.Ledger().Usage()
+				ring.add(now, usage)
 				pt := reports.Point{Window: r.steps[current.Load()].Name, At: now.Sub(t0).Seconds(),
 					Rate:      float64(calls-lastCalls) / now.Sub(last).Seconds(),
 					TopDBTime: topShares(pools.UsageWindow(lastUsage, usage), 5)}

@@ -17,8 +17,11 @@ import (
 	"strings"
 	"time"
 
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
 )
 
@@ -58,6 +61,13 @@ type traceOp struct {
 type recorded struct {
 	SQL  string
 	Args []any // string or nil
+	// Session and Index place a logged statement in its session: the
+	// session's statements run one at a time, in Index order. Empty
+	// Session: no order to keep.
+	Session string
+	Index   int64
+	// Duration is the recorded duration (a log); 0 when unknown.
+	Duration time.Duration
 }
 
 // traceWriter writes a run's trace. Ops are written from the open loop's
@@ -199,45 +209,114 @@ type skipped struct {
 	lines []int64
 }
 
+// opReader reads the ops a replay sends, in order of At, counting the
+// records it skips: a trace (traceReader) or a PostgreSQL log (logReader).
+type opReader interface {
+	next() (workload.Op, bool)
+	counts() *readCounts
+	Close() error
+}
+
+// readCounts is what a reader counted.
+type readCounts struct {
+	path string
+	// line is the last line read.
+	line  int64
+	skips map[string]*skipped
+	// other counts the ops of other configurations, not replayed (trace).
+	other map[string]int64
+	// config is the configuration replayed (trace).
+	config string
+	// rules counts the statements each classification rule (or the
+	// default class) took (log); untagged those without a tenant.
+	rules    map[string]int64
+	untagged int64
+	// records counts the records (lines) read, a trace's header excluded.
+	records int64
+	err     error
+}
+
+func newReadCounts(path string) readCounts {
+	return readCounts{path: path, skips: map[string]*skipped{}, other: map[string]int64{}, rules: map[string]int64{}}
+}
+
+func (rc *readCounts) counts() *readCounts { return rc }
+
+func (rc *readCounts) skip(cause string) {
+	s := rc.skips[cause]
+	if s == nil {
+		s = &skipped{}
+		rc.skips[cause] = s
+	}
+	s.n++
+	if len(s.lines) < maxSkipLineNames {
+		s.lines = append(s.lines, rc.line)
+	}
+}
+
 // traceReader reads a trace's ops of one configuration, in file order,
 // mapped onto the scenario's tenants and classes and the timeline (speed
 // applied); lines it cannot replay are counted by cause, with their first
 // line numbers. It holds one line at a time.
 type traceReader struct {
-	path   string
-	f      *os.File
-	gz     *gzip.Reader
+	readCounts
+	in     *replayFile
 	sc     *bufio.Scanner
-	line   int64
-	config string
 	speed  float64
 	end    time.Duration // the timeline's end
 	tenant map[string]int
 	class  map[string]bool
 	last   time.Duration
-	skips  map[string]*skipped
-	// other counts the ops of other configurations, not replayed.
-	other map[string]int64
-	err   error
+}
+
+// replayFile is a replayed file, decompressed when its name ends in .gz.
+type replayFile struct {
+	f  *os.File
+	gz *gzip.Reader
+	io.Reader
+}
+
+func openReplayFile(path, field string) (*replayFile, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", scenario.ErrInvalid, field, err)
+	}
+	rf := &replayFile{f: f, Reader: f}
+	if strings.HasSuffix(path, ".gz") {
+		if rf.gz, err = gzip.NewReader(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s %s: %w", scenario.ErrInvalid, field, path, err)
+		}
+		rf.Reader = rf.gz
+	}
+	return rf, nil
+}
+
+func (rf *replayFile) Close() error {
+	if rf.gz != nil {
+		rf.gz.Close()
+	}
+	return rf.f.Close()
+}
+
+// openReplay opens the scenario's replayed trace or log.
+func (r *runner) openReplay() (opReader, error) {
+	if r.sc.Replay.Log != "" {
+		return r.openLog()
+	}
+	return r.openTrace()
 }
 
 func (r *runner) openTrace() (*traceReader, error) {
 	rp := r.sc.Replay
 	path := r.sc.Path(rp.Trace)
-	f, err := os.Open(path)
+	in, err := openReplayFile(path, "replay.trace")
 	if err != nil {
-		return nil, fmt.Errorf("%w: replay.trace: %w", scenario.ErrInvalid, err)
+		return nil, err
 	}
-	tr := &traceReader{path: path, f: f, config: rp.Configuration, speed: rp.Speed, tenant: map[string]int{},
-		class: map[string]bool{}, skips: map[string]*skipped{}, other: map[string]int64{}}
-	var in io.Reader = f
-	if strings.HasSuffix(path, ".gz") {
-		if tr.gz, err = gzip.NewReader(f); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%w: replay.trace %s: %w", scenario.ErrInvalid, path, err)
-		}
-		in = tr.gz
-	}
+	tr := &traceReader{readCounts: newReadCounts(path), in: in, speed: rp.Speed, tenant: map[string]int{},
+		class: map[string]bool{}}
+	tr.config = rp.Configuration
 	tr.sc = bufio.NewScanner(in)
 	tr.sc.Buffer(make([]byte, 0, 64<<10), maxTraceLine)
 	for n := 1; n <= r.pop.Len(); n++ {
@@ -252,24 +331,7 @@ func (r *runner) openTrace() (*traceReader, error) {
 	return tr, nil
 }
 
-func (tr *traceReader) Close() error {
-	if tr.gz != nil {
-		tr.gz.Close()
-	}
-	return tr.f.Close()
-}
-
-func (tr *traceReader) skip(cause string) {
-	s := tr.skips[cause]
-	if s == nil {
-		s = &skipped{}
-		tr.skips[cause] = s
-	}
-	s.n++
-	if len(s.lines) < maxSkipLineNames {
-		s.lines = append(s.lines, tr.line)
-	}
-}
+func (tr *traceReader) Close() error { return tr.in.Close() }
 
 // next returns the next replayable op; false at the end of the file or at
 // a read error (tr.err).
@@ -290,6 +352,7 @@ func (tr *traceReader) next() (workload.Op, bool) {
 				continue
 			}
 		}
+		tr.records++
 		var t traceOp
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		if err := dec.Decode(&t); err != nil || t.Class == "" && t.Tenant == "" {
@@ -356,30 +419,36 @@ func (tr *traceReader) next() (workload.Op, bool) {
 // replayPlan is what a first read of the trace found: the ops each phase
 // replays, and the lines skipped.
 type replayPlan struct {
-	path   string
-	config string
-	lines  int64
-	phases []int64
-	total  int64
-	hash   string
-	skips  map[string]*skipped
-	other  map[string]int64
+	// recorded are the recorded durations per tenant × class (a log).
+	recorded map[recordedKey]*hdr.Histogram
+	rules    map[string]int64
+	untagged int64
+	records  int64
+	path     string
+	config   string
+	lines    int64
+	phases   []int64
+	total    int64
+	hash     string
+	skips    map[string]*skipped
+	other    map[string]int64
 }
 
 // planReplay reads the whole trace once (one line at a time): it checks
 // it, counts the ops of each phase and hashes them. A trace with nothing
 // to replay is bad input naming the file and its lines.
 func (r *runner) planReplay() error {
-	tr, err := r.openTrace()
+	rd, err := r.openReplay()
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-	p := &replayPlan{path: tr.path, phases: make([]int64, len(r.steps))}
+	defer rd.Close()
+	tr := rd.counts()
+	p := &replayPlan{path: tr.path, phases: make([]int64, len(r.steps)), recorded: map[recordedKey]*hdr.Histogram{}}
 	h := sha256.New()
 	io.WriteString(h, "noisysim replay v1\x00")
 	i := 0
-	for op, ok := tr.next(); ok; op, ok = tr.next() {
+	for op, ok := rd.next(); ok; op, ok = rd.next() {
 		for i+1 < len(r.steps) && op.At >= r.steps[i].end {
 			i++
 		}
@@ -388,20 +457,31 @@ func (r *runner) planReplay() error {
 		fmt.Fprintf(h, "%d\x00%d\x00%s\x00%d\x00", op.Seq, op.Tenant, op.Class, op.At)
 		if rec, ok := op.Payload.(*recorded); ok {
 			fmt.Fprintf(h, "%s\x00%q\x00", rec.SQL, rec.Args)
+			if rec.Duration > 0 {
+				p.record(op, rec.Duration)
+			}
 		}
 	}
-	p.lines, p.config, p.skips, p.other = tr.line, tr.config, tr.skips, tr.other
+	p.lines, p.config, p.skips, p.other, p.rules, p.untagged, p.records = tr.line, tr.config, tr.skips, tr.other, tr.rules, tr.untagged, tr.records
+	field := "replay.trace"
+	if r.sc.Replay.Log != "" {
+		field = "replay.log"
+	}
 	if tr.err != nil {
-		return fmt.Errorf("%w: replay.trace: %w", scenario.ErrInvalid, tr.err)
+		return fmt.Errorf("%w: %s: %w", scenario.ErrInvalid, field, tr.err)
 	}
 	if p.total == 0 {
-		return fmt.Errorf("%w: replay.trace: %s:%d: nothing to replay in %d lines%s", scenario.ErrInvalid, p.path, max(p.lines, 1), p.lines, p.skipText())
+		return fmt.Errorf("%w: %s: %s:%d: nothing to replay in %d lines%s", scenario.ErrInvalid, field, p.path, max(p.lines, 1), p.lines, p.skipText())
 	}
 	p.hash = hex.EncodeToString(h.Sum(nil))
 	r.replay = p
 	r.hash = p.hash[:16]
 	r.planned = p.phases
-	r.note("replay: %s: %d operations of configuration %s at speed %s%s", p.path, p.total, p.config,
+	what := "operations of configuration " + p.config
+	if r.sc.Replay.Log != "" {
+		what = "statements of the " + r.sc.Replay.LogFormat()
+	}
+	r.note("replay: %s: %d %s at speed %s%s", p.path, p.total, what,
 		strconv.FormatFloat(r.sc.Replay.Speed, 'g', -1, 64), p.skipText())
 	return nil
 }
@@ -430,10 +510,27 @@ func (p *replayPlan) skipText() string {
 	return "; skipped " + strings.Join(parts, "; ")
 }
 
+// recordedKey is a tenant × class of recorded durations.
+type recordedKey struct {
+	tenant int
+	class  string
+}
+
+// record adds a recorded duration (µs, clamped to an hour).
+func (p *replayPlan) record(op workload.Op, d time.Duration) {
+	k := recordedKey{op.Tenant, op.Class}
+	h := p.recorded[k]
+	if h == nil {
+		h = hdr.New(1, int64(time.Hour/time.Microsecond), 3)
+		p.recorded[k] = h
+	}
+	_ = h.RecordValue(min(max(d.Microseconds(), 1), int64(time.Hour/time.Microsecond)))
+}
+
 // replaySource hands the open loop the trace's ops, read as they are
 // consumed, and counts the ops sent per phase.
 type replaySource struct {
-	tr    *traceReader
+	tr    opReader
 	steps []step
 	total int64
 	cur   int
@@ -446,11 +543,11 @@ var (
 )
 
 func (r *runner) newReplaySource() (*replaySource, error) {
-	tr, err := r.openTrace()
+	tr, err := r.openReplay()
 	if err != nil {
 		return nil, err
 	}
-	tr.config = r.replay.config
+	tr.counts().config = r.replay.config
 	return &replaySource{tr: tr, steps: r.steps, total: r.replay.total, sent: make([]int64, len(r.steps))}, nil
 }
 
@@ -466,13 +563,55 @@ func (rs *replaySource) Next() (workload.Op, bool) {
 	return op, true
 }
 
-func (rs *replaySource) Duration() time.Duration { return rs.tr.end }
+func (rs *replaySource) Duration() time.Duration { return rs.steps[len(rs.steps)-1].end }
 func (rs *replaySource) Len() int64              { return rs.total }
 
 // Close closes the trace; the error of a read that ended the replay
 // early, if any.
 func (rs *replaySource) Close() error {
-	err := rs.tr.err
+	err := rs.tr.counts().err
 	rs.tr.Close()
 	return err
+}
+
+// replayReport is the report's replay section; nil without a replay.
+func (r *runner) replayReport() *reports.Replay {
+	p := r.replay
+	if p == nil {
+		return nil
+	}
+	rp := r.sc.Replay
+	out := &reports.Replay{Source: "trace", File: p.path, Speed: rp.Speed, Records: p.records, Replayed: p.total, Untagged: p.untagged}
+	if rp.Log != "" {
+		out.Source = rp.LogFormat()
+	} else {
+		out.Configuration = p.config
+	}
+	for _, cause := range slices.Sorted(maps.Keys(p.skips)) {
+		s := p.skips[cause]
+		out.Skipped = append(out.Skipped, reports.ReplaySkip{Cause: cause, Count: s.n, Lines: s.lines})
+	}
+	for _, c := range slices.Sorted(maps.Keys(p.other)) {
+		out.Skipped = append(out.Skipped, reports.ReplaySkip{Cause: "of configuration " + c + " (not replayed)", Count: p.other[c]})
+	}
+	if rp.Log != "" {
+		for i, rule := range rp.Rules {
+			out.Rules = append(out.Rules, reports.ReplayRule{Rule: rule.Name(i), Class: rule.Class, Count: p.rules[rule.Name(i)]})
+		}
+		def := "default_class " + rp.DefaultClass
+		out.Rules = append(out.Rules, reports.ReplayRule{Rule: def, Class: rp.DefaultClass, Count: p.rules[def]})
+	}
+	keys := slices.SortedFunc(maps.Keys(p.recorded), func(a, b recordedKey) int {
+		if a.tenant != b.tenant {
+			return a.tenant - b.tenant
+		}
+		return strings.Compare(a.class, b.class)
+	})
+	for _, k := range keys {
+		h := p.recorded[k]
+		ms := func(us int64) float64 { return float64(us) / 1000 }
+		out.Recorded = append(out.Recorded, reports.RecordedRow{Tenant: r.key(k.tenant), Class: k.class, Count: h.TotalCount(),
+			P50: ms(h.ValueAtQuantile(50)), P99: ms(h.ValueAtQuantile(99)), Max: ms(h.Max())})
+	}
+	return out
 }

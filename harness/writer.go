@@ -77,7 +77,11 @@ func (r *runner) newWriter(ctx context.Context, c *scenario.Configuration) (*che
 	role := roleName(c.Name, pool)
 	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}}, Logger: r.log}
 	for _, n := range r.dataNodes() {
-		pc := pools.PoolConfig{Name: "writer", DSN: n.DSNFor(role, r.passwords[role]), Size: writerPoolSize, AcquireTimeout: 30 * time.Second}
+		dsn := n.DSNFor(role, r.passwords[role])
+		if r.sc.Citus() {
+			dsn = n.DSN() // the coordinator's user, as the configurations' stacks
+		}
+		pc := pools.PoolConfig{Name: "writer", DSN: dsn, Size: writerPoolSize, AcquireTimeout: 30 * time.Second}
 		if r.routing != nil {
 			pc.Node = n.Name
 			cfg.Router = r.routing.Router

@@ -68,6 +68,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 	if len(r.Notes) > 0 || len(r.Calibrations) > 0 || r.QuietPlan != nil {
 		p("\n")
 	}
+	writeReplayMarkdown(w, r)
 	writeMachine(p, r.Machine)
 
 	p("| Configuration | Expect | Assertions | Met expectation |\n|---|---|---|---|\n")

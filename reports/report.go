@@ -24,6 +24,15 @@ const (
 // those rows, and the aggregate rows of the terminal tables.
 const QuietAll = "quiet (all)"
 
+// QuietHotWorker and QuietOtherWorkers split QuietAll on topology citus:
+// the quiet tenants whose shard was on the dominant tenant's worker when
+// it started sending, and the others (Window.QuietWorkers, and the
+// quiet_p99 assertions).
+const (
+	QuietHotWorker    = "quiet (hot worker)"
+	QuietOtherWorkers = "quiet (other workers)"
+)
+
 // SchemaVersion is the version of report.json's shape that this package
 // writes (Report.SchemaVersion): 2 added schema_version, the windows of each
 // configuration, the window of assertions and intervals.
@@ -59,6 +68,9 @@ type Report struct {
 	// Notes are remarks about the run a reader should see, e.g.
 	// "heavy class runs on the primary: topology has no replica".
 	Notes []string `json:"notes,omitempty"`
+	// Replay describes the replayed trace or log; nil when the run drew
+	// its schedule.
+	Replay *Replay `json:"replay,omitempty"`
 	// Configurations are the compared configurations, in run order.
 	Configurations []Configuration `json:"configurations"`
 	// Assertions are every assertion evaluated, per configuration, tenant
@@ -240,10 +252,22 @@ type Window struct {
 	// over the quiet tenants, one per class (see Configuration.QuietAll).
 	Tenants  []TenantRow `json:"tenants"`
 	QuietAll []TenantRow `json:"quiet_all,omitempty"`
+	// QuietWorkers split QuietAll on topology citus, one row per class and
+	// group: QuietHotWorker and QuietOtherWorkers.
+	QuietWorkers []TenantRow `json:"quiet_workers,omitempty"`
 	// Stats are the window's counters.
 	Stats RunStats `json:"stats"`
 	// TopDBTime ranks tenants by database time in the window.
 	TopDBTime []Share `json:"top_db_time,omitempty"`
+	// Workers is each Citus worker's load in the window (topology citus
+	// only), by short name (worker1…, see Report.Notes): the DB time of
+	// the tenants whose shard it held at the window's start, from the
+	// ledger, in mean busy backends. Skew is max / median of it over the
+	// workers that take shards; HotWorker the worker holding the dominant
+	// tenant's shard then.
+	Workers   map[string]float64 `json:"workers,omitempty"`
+	Skew      float64            `json:"skew,omitempty"`
+	HotWorker string             `json:"hot_worker,omitempty"`
 }
 
 // AsExpected reports whether the configuration met its expectation: its
@@ -595,6 +619,12 @@ func (r *Report) Validate() error {
 			finite(q+".end_s", w.End)
 			rows(q+".tenants", w.Tenants)
 			quietRows(q+".quiet_all", w.QuietAll)
+			for j, t := range w.QuietWorkers {
+				if t.Tenant != QuietHotWorker && t.Tenant != QuietOtherWorkers {
+					bad(fmt.Sprintf("%s.quiet_workers[%d].tenant", q, j), "%q, want %q or %q", t.Tenant, QuietHotWorker, QuietOtherWorkers)
+				}
+				numbers(fmt.Sprintf("%s.quiet_workers[%d]", q, j), t)
+			}
 			for _, f := range []struct {
 				name string
 				v    int64

@@ -148,6 +148,7 @@ func (t *textWriter) render() {
 			t.configuration(c)
 		}
 	}
+	writeReplayText(t, t.r)
 	t.assertions()
 	t.marginal()
 	t.verdict()

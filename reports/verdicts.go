@@ -9,8 +9,9 @@ import (
 // quiet_p99 check can judge at the scenario's rates and phase lengths: a
 // pair is judged when it has at least MinSamples requests in both Window
 // and Baseline (fewer, and it is skipped). The counts are the seeded
-// schedule's arrivals, so they are what the run sends; a request the
-// system drops or cuts off at the end still counts as a sample.
+// schedule's arrivals, what the run sends: a request cut off at the end
+// still counts as a sample, one the generator drops (too many in flight)
+// does not, so a stalled configuration may judge fewer pairs than planned.
 type QuietPlan struct {
 	// Window and Baseline are the phases quiet_p99 compares.
 	Window   string `json:"window"`

@@ -66,7 +66,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
 	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
 	image := fs.String("image", "", "container image of every node (backend docker)")
-	apply := fs.Bool("apply", false, "hot_shard scenarios: run the policy ladder (sets hot_shard.apply)")
+	apply := fs.Bool("apply", false, "run the policy ladder: sets apply on every hot_shard_ladder watch (without detect_only)")
 	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the report says so)")
 	repeat := fs.Int("repeat", 1, "run the scenario N times with seeds seed, seed+1, …; print the verdict counts and each configuration's quiet (all) p99 / limit as a distribution")
@@ -89,11 +89,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err := overrideBackend(sc, *kind, *image); err != nil {
 		return err
 	}
-	if *apply {
-		if !sc.HotSharding() {
-			return usagef("run: --apply is for scenarios with a hot_shard section; %s has none", file)
-		}
-		sc.HotShard.Apply = true
+	if *apply && !sc.SetApply() {
+		return usagef("run: --apply is for scenarios with a hot_shard_ladder watch (timeline[].watch); %s has none", file)
 	}
 	if sc.Backend.Kind == scenario.BackendDocker {
 		if err := needDocker(ctx, "run"); err != nil {

@@ -77,9 +77,6 @@ func (c *checker) checkAB(s *Scenario) {
 	if q.Settle < 0 || q.Settle > MaxPhase {
 		c.add(f+".settle", "must be a duration >= 0 and at most %s, got %s", MaxPhase, q.Settle)
 	}
-	if s.HotSharding() {
-		c.add(f, "not for hot-shard scenarios: their windows are their section's")
-	}
 	for i, p := range s.Timeline {
 		if strings.HasPrefix(p.Name, "ab") && strings.Contains(p.Name, "_") {
 			c.add(fmt.Sprintf("timeline[%d].name", i), "%q: names ab<N>_* are the A/B blocks' (assertions.quiet_p99_ab)", p.Name)

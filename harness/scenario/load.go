@@ -465,6 +465,9 @@ func fieldByYAMLName(t reflect.Type, name string) (reflect.StructField, bool) {
 // unknownKeyMsg says that the last key of path is unknown and suggests the
 // closest known key, or lists them.
 func unknownKeyMsg(path string) string {
+	if msg, ok := removedKeys[path]; ok {
+		return msg
+	}
 	key := path[max(strings.LastIndexAny(path, ".]")+1, 0):]
 	parent := typeAt(parentPath(path))
 	if parent == nil || parent.Kind() != reflect.Struct {
@@ -558,8 +561,11 @@ func (s *Scenario) applyDefaults() {
 	s.applyShardDefaults()
 	s.applyWriterDefaults()
 	s.applyReplayDefaults()
-	s.applyHotShardDefaults()
 	s.applyServiceDefaults()
+	s.applyCitusDefaults()
+	if s.ix.has("assertions.skew") && !s.ix.has("assertions.skew.max") {
+		s.Assertions.Skew.Max = DefaultMaxSkew
+	}
 
 	for i := range s.Classes {
 		c := &s.Classes[i]

@@ -89,10 +89,10 @@ func TestWatchUntilInvalid(t *testing.T) {
 			"  - {name: c, length: 1s, watch: {policy: test_checks, every: 2s}}\n" +
 			"  - {name: d, length: 1s, watch: {checks: 1}}\n" +
 			"  - {name: e, length: 1s, watch: {policy: test_checks, checks: 1, treshold: 2}}\n", []string{
-			"8:39 timeline[1].watch.policy: unknown policy \"test_check\"; known policies: promote, test_checks",
+			"8:39 timeline[1].watch.policy: unknown policy \"test_check\"; known policies: hot_shard_ladder, promote, test_checks",
 			"9:27 timeline[2].watch.checks: must be >= 1",
 			"9:56 timeline[2].watch.every: must be within the phase (length 1s), got 2s",
-			"10:27 timeline[3].watch: required: policy, one of promote, test_checks",
+			"10:27 timeline[3].watch: required: policy, one of hot_shard_ladder, promote, test_checks",
 			"11:67 timeline[4].watch.treshold: unknown key \"treshold\" of policy test_checks; its keys are policy, every, checks, tenant",
 		}},
 	}

@@ -91,9 +91,6 @@ type Scenario struct {
 	// Promotion is the removed promotion section, kept only so that a
 	// file that still has one is told what replaced it.
 	Promotion any `yaml:"promotion"`
-	// HotShard, when present, makes this a hot-shard scenario on topology
-	// citus (see HotShard).
-	HotShard HotShard `yaml:"hot_shard"`
 	// Faults are node faults injected during each configuration's run
 	// phase; backend kind docker only. Empty means none.
 	Faults []Fault `yaml:"faults"`
@@ -260,6 +257,9 @@ type Data struct {
 	// did not create it. Default (and when empty) footprint.DefaultSchema
 	// ("noisysim"): read it with SchemaName.
 	Schema string `yaml:"schema"`
+	// Citus distributes the data set on topology citus (only there):
+	// tenants and orders by tenant_id, co-located. Default {shards: 32}.
+	Citus CitusData `yaml:"citus"`
 	// Setup lists SQL files, relative to the scenario file, run in order
 	// in the run's schema after noisysim creates the table
 	// noisysim_tenants (see SetupTenantsTable): the user's own schema and
@@ -615,13 +615,18 @@ const (
 	ErrorHTTP5xx          ErrorClass = "http_5xx"          // HTTP: a 5xx answer
 	ErrorHTTPTimeout      ErrorClass = "http_timeout"      // HTTP: no full answer within http.timeout
 	ErrorHTTPTransport    ErrorClass = "http_transport"    // HTTP: refused, reset or broken connection
+	// Not failures of a call but of the run's service: an arrival the open
+	// loop dropped (too many in flight), an op still running when the
+	// drain ended.
+	ErrorDropped    ErrorClass = "dropped"
+	ErrorIncomplete ErrorClass = "incomplete"
 )
 
 // ErrorClasses lists every error class, in the order above.
 func ErrorClasses() []ErrorClass {
 	return []ErrorClass{ErrorQueueFull, ErrorWaitExceeded, ErrorAcquireTimeout, ErrorStatementTimeout,
-		ErrorReplicaConflict, ErrorConnectionLost, ErrorOther, ErrorHTTP429, ErrorHTTP4xx, ErrorHTTP5xx, ErrorHTTPTimeout,
-		ErrorHTTPTransport}
+		ErrorReplicaConflict, ErrorConnectionLost, ErrorOther, ErrorDropped, ErrorIncomplete, ErrorHTTP429, ErrorHTTP4xx,
+		ErrorHTTP5xx, ErrorHTTPTimeout, ErrorHTTPTransport}
 }
 
 // Assertions decide whether a configuration passes.
@@ -653,6 +658,35 @@ type Assertions struct {
 	// timeline) carried a tenant tag (application_name t:<tenant>): work
 	// that bypassed the isolation stack shows untagged. Default false.
 	TaggedOnly bool `yaml:"tagged_only"`
+	// Skew bounds the per-worker load skew in a window (topology citus).
+	// Optional.
+	Skew SkewBound `yaml:"skew"`
+	// DetectWithin bounds the time from the start of the first phase a
+	// detecting policy watches to its first alert (a watch's every is
+	// added: detection is sampled). Optional; 0 means not asserted.
+	DetectWithin Duration `yaml:"detect_within"`
+	// HarmBefore requires the quiet tenants' p99 in a window to FAIL
+	// quiet_p99's bound (factor × baseline + slack): proof that the
+	// scenario shows the harm its remedy is judged on. Optional.
+	HarmBefore HarmBefore `yaml:"harm_before"`
+}
+
+// SkewBound is the assertion: in window Window, the per-worker load (each
+// tenant's DB time from the ledger counted on the worker holding its
+// shard) has max / median <= Max over the workers that take shards.
+type SkewBound struct {
+	// Window is a measured phase. Required when the key is given.
+	Window string `yaml:"window"`
+	// Max is the bound, > 1. Default 1.5.
+	Max float64 `yaml:"max"`
+}
+
+// HarmBefore is the assertion: the quiet tenants' merged p99 (each class)
+// in Window is above quiet_p99's limit over its baseline.
+type HarmBefore struct {
+	// Window is a measured phase other than quiet_p99's baseline.
+	// Required when the key is given.
+	Window string `yaml:"window"`
 }
 
 // QuietP99 is the assertion: each quiet tenant's p99 response time in

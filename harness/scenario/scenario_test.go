@@ -487,11 +487,23 @@ func TestValidateMore(t *testing.T) {
 		}},
 		{"replay", head + shared + "load: {model: closed, users: 5}\nreplay: {trace: no-such-trace.jsonl, speed: 0}\n", []string{
 			"6:1 replay: replays open loop: load.model closed has no intended starts to replay",
-			"6:10 replay.trace: cannot read the trace",
+			"6:10 replay.trace: cannot read the file",
 			"6:38 replay.speed: must be in (0, 1000], got 0",
 		}},
-		{"replay without its trace", head + shared + "replay: {speed: 2}\n", []string{
+		{"replay without its trace", head + shared + "replay: {speed: 2, reorder: 1s}\n", []string{
 			"5:1 replay.trace: required: a trace file written by noisysim run --trace",
+			"5:20 replay.reorder: only with replay.log",
+		}},
+		{"replay of a log", head + shared + "replay:\n  log: scenario_test.go\n  tenant: {application_name: 't:', statement: '('}\n  rules: [{class: nope}, {class: interactive, statement: '[', min_duration: -1s}]\n  default_class: other\n", []string{
+			"6:3 replay.log: cannot tell the format from the name: give replay.format, csvlog or jsonlog",
+			"7:12 replay.tenant.application_name: needs a group, (...), around the tenant key",
+			"7:36 replay.tenant.statement: excludes replay.tenant.application_name",
+			"7:36 replay.tenant.statement: not a regular expression",
+			"8:11 replay.rules[0]: needs a condition",
+			"8:12 replay.rules[0].class: no class \"nope\" in classes",
+			"8:47 replay.rules[1].statement: not a regular expression",
+			"8:63 replay.rules[1].min_duration: must be a duration >= 0, got -1s",
+			"9:3 replay.default_class: no class \"other\" in classes",
 		}},
 		{"a/b blocks", head + shared + "timeline:\n  - {name: solo, length: 1s, senders: quiet}\n  - {name: ab1_a, length: 1s}\nassertions: {quiet_p99: {window: ab1_a}, quiet_p99_ab: {blocks: 1, block: 0s, settle: -1s}}\n", []string{
 			"7:6 timeline[1].name: \"ab1_a\": names ab<N>_* are the A/B blocks'",

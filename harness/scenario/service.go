@@ -24,17 +24,17 @@ const (
 	MaxInstances = 16
 )
 
-// Balance says how an HTTP class spreads its requests over several
+// HTTPBalance says how an HTTP class spreads its requests over several
 // instances (urls, or service.instances).
-type Balance string
+type HTTPBalance string
 
 // Balances.
 const (
 	// BalanceRoundRobin sends each request to the next instance.
-	BalanceRoundRobin Balance = "round_robin"
+	BalanceRoundRobin HTTPBalance = "round_robin"
 	// BalanceSticky sends every request of a tenant to one instance
 	// (tenant n to instance (n-1) mod instances).
-	BalanceSticky Balance = "sticky"
+	BalanceSticky HTTPBalance = "sticky"
 )
 
 // HTTPTarget is a class that sends an HTTP request per arrival instead of
@@ -55,7 +55,7 @@ type HTTPTarget struct {
 	// Balance.
 	URLs []string `yaml:"urls"`
 	// Balance is round_robin (default) or sticky (per tenant).
-	Balance Balance `yaml:"balance"`
+	Balance HTTPBalance `yaml:"balance"`
 	// Headers are request headers, values templated as URL
 	// ("X-Tenant: {tenant}").
 	Headers map[string]string `yaml:"headers"`

@@ -310,13 +310,6 @@ func (c *checker) timeline(s *Scenario) {
 	if measured == 0 && !derived {
 		c.add("timeline", "no measured phase: set measure: true on at least one phase, or assertions have no window")
 	}
-	if s.HotSharding() {
-		// Its windows are its own section's (solo, before, after).
-		if !derived {
-			c.add("timeline", "not used by hot-shard scenarios: their section sets their windows")
-		}
-		return
-	}
 	window, baseline := s.Assertions.QuietP99.QuietWindows()
 	c.window("assertions.quiet_p99.window", window, s)
 	c.window("assertions.quiet_p99.baseline", baseline, s)

@@ -157,7 +157,7 @@ func TestActionsInvalid(t *testing.T) {
 			"      - {type: terminate_sessions, at: 3s}\n" +
 			"      - {type: terminate_sessions, tenant: 77, at: -1s}\n" +
 			"      - {at: 1s}\n", []string{
-			"10:10 timeline[1].actions[0].type: unknown action \"terminate_session\"; known actions: move_tenant, terminate_sessions",
+			"10:10 timeline[1].actions[0].type: unknown action \"terminate_session\"; known actions: balance, dedicate_worker, isolate_tenant, move_tenant, terminate_sessions",
 			"11:9 timeline[1].actions[1].tenant: required: the tenant whose sessions end, 1..50",
 			"11:36 timeline[1].actions[1].at: must be within the phase (length 3s), got 3s",
 			"12:36 timeline[1].actions[2].tenant: no such tenant 77",

@@ -296,13 +296,14 @@ func (c *checker) setup(s *Scenario) {
 }
 
 // otherRunner names a scenario that loads its own data set and runs its
-// own queries ("topology shards", "hot-shard"); "" for the others.
+// own queries ("topology shards", "topology citus": the built-in data set
+// and query kinds); "" for the others.
 func (s *Scenario) otherRunner() string {
 	switch {
 	case s.Backend.Topology == TopologyShards:
 		return "topology shards"
-	case s.HotSharding():
-		return "hot-shard"
+	case s.Citus():
+		return "topology citus"
 	}
 	return ""
 }

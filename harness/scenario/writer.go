@@ -82,9 +82,6 @@ func (c *checker) writer(s *Scenario) {
 			c.add("assertions.write_pause.max", "must be at most 1h, got %s", a.WritePause.Max)
 		}
 	}
-	if s.HotSharding() {
-		c.add("writer", "not used by hot-shard scenarios")
-	}
 	if !s.Data.Builtin() || !s.Tenants.Keys.Default() {
 		c.add("writer", "writes the built-in data set's orders: not with data.setup or tenants.keys")
 	}

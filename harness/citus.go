@@ -1,0 +1,293 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/footprint"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/citus"
+	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// citusAnchor is the distributed table whose shards the Citus steps name;
+// tenants is co-located with it and moves with it.
+const citusAnchor = "orders"
+
+// coordinator returns the cluster's Citus coordinator with every session
+// in schema, and false when it has none.
+func coordinator(c backend.Cluster, schema string) (backend.Node, bool) {
+	n, ok := backend.First(c, backend.RoleCoordinator)
+	if !ok {
+		return backend.Node{}, false
+	}
+	return footprint.InSchema(n, schema), true
+}
+
+// distribute makes the data set's tables distributed on tenant_id,
+// co-located, with the scenario's shard count, and takes planner
+// statistics of the shards now rather than by autovacuum during the first
+// window.
+func distribute(ctx context.Context, conn *pgx.Conn, shards int) error {
+	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: dataset.Tables, ShardCount: shards}); err != nil {
+		return fmt.Errorf("distribute the data set: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE tenants, orders"); err != nil {
+		return fmt.Errorf("analyze the distributed tables: %w", err)
+	}
+	return nil
+}
+
+// citusLayout is the anchor table's placements at one moment and the
+// shard of each tenant then.
+type citusLayout struct {
+	citus.Layout
+	shardOf map[string]int64
+	at      time.Time
+}
+
+// tenantIDs returns "1".."n".
+func tenantIDs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strconv.Itoa(i + 1)
+	}
+	return out
+}
+
+// readLayout reads the placements and the shards of tenants.
+func readLayout(ctx context.Context, db citus.DB, tenants []string) (*citusLayout, error) {
+	l, err := citus.Inspect(ctx, db, citusAnchor)
+	if err != nil {
+		return nil, err
+	}
+	shardOf, err := l.TenantShards(ctx, db, tenants)
+	if err != nil {
+		return nil, err
+	}
+	return &citusLayout{Layout: l, shardOf: shardOf, at: time.Now()}, nil
+}
+
+// workerLoad is per-worker load attributed through a layout.
+type workerLoad struct {
+	// Workers is each worker's load, mean busy backends, by pg_dist_node
+	// name.
+	Workers map[string]float64
+	// Skew is max / median of Workers over the workers that take shards
+	// (the largest float64 over idle ones with some load).
+	Skew float64
+	// Hot is the worker holding tenant's shard, HotShare its share of all
+	// workers' load.
+	Hot      string
+	HotShare float64
+}
+
+// load attributes dbTime (per tenant, over over) to the workers holding
+// the tenants' shards; hot names the tenant whose worker is Hot.
+func (l *citusLayout) load(dbTime map[string]time.Duration, over time.Duration, hot string) workerLoad {
+	w, _, _ := citus.Attribute(l.Workers, l.Placements, l.shardOf, dbTime, over)
+	out := workerLoad{Workers: w, Hot: l.Placements[l.shardOf[hot]]}
+	var shared []float64
+	var total float64
+	for _, wk := range l.Workers {
+		total += w[wk.Name]
+		if wk.ShouldHaveShards {
+			shared = append(shared, w[wk.Name])
+		}
+	}
+	if total > 0 {
+		out.HotShare = w[out.Hot] / total
+	}
+	out.Skew = finiteSkew(citus.Skew(shared))
+	return out
+}
+
+// finiteSkew maps +Inf (a skew over idle workers) to the largest float64,
+// so that reports stay valid JSON.
+func finiteSkew(v float64) float64 {
+	if math.IsInf(v, 1) {
+		return math.MaxFloat64
+	}
+	return v
+}
+
+// tenantsOn returns the tenants, other than except, whose shard is on
+// worker.
+func (l *citusLayout) tenantsOn(worker, except string) map[int]bool {
+	out := map[int]bool{}
+	for t, shard := range l.shardOf {
+		if t != except && l.Placements[shard] == worker {
+			id, _ := strconv.Atoi(t)
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// dbTimes returns each tenant's DB time in a ledger window.
+func dbTimes(w map[string]*pools.Window) map[string]time.Duration {
+	out := make(map[string]time.Duration, len(w))
+	for t, x := range w {
+		out[t] = x.Total
+	}
+	return out
+}
+
+// citusRun is the Citus side of one run on topology citus: a pool to the
+// coordinator (in the run's schema) for the layout reads, the tenants, and
+// the worker names of the report.
+type citusRun struct {
+	db      *pgxpool.Pool
+	tenants []string
+	names   reports.WorkerNames
+	// hotQuiet are the quiet tenants whose shard was on the dominant
+	// tenant's worker at the start of the first phase it sends in; nil
+	// until then.
+	hotQuiet map[int]bool
+}
+
+// openCitus opens the coordinator pool of a run on topology citus.
+func (r *runner) openCitus(ctx context.Context) error {
+	cfg, err := pgxpool.ParseConfig(r.primary.DSN())
+	if err != nil {
+		return fmt.Errorf("%w: coordinator: %w", ErrRun, err)
+	}
+	cfg.MaxConns = 2
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("%w: connect to coordinator: %w", ErrRun, err)
+	}
+	r.citus = &citusRun{db: db, tenants: tenantIDs(r.pop.Len())}
+	return nil
+}
+
+// snapshotLayout reads the layout at a phase's start; an error is noted
+// and leaves the window without worker figures.
+func (r *runner) snapshotLayout(ctx context.Context, phase string) *citusLayout {
+	if r.citus == nil {
+		return nil
+	}
+	l, err := readLayout(ctx, r.citus.db, r.citus.tenants)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("read the Citus layout", "phase", phase, "err", err)
+		}
+		return nil
+	}
+	return l
+}
+
+// citusWindows fills the worker figures of a configuration's windows and
+// notes the workers' short names once.
+func (r *runner) citusWindows(tr *timelineRun, out []reports.Window) {
+	if r.citus == nil {
+		return
+	}
+	dom := strconv.Itoa(scenario.DominantTenant)
+	var addrs []string
+	for _, w := range tr.windows {
+		if w.layout != nil {
+			for _, wk := range w.layout.Workers {
+				addrs = append(addrs, wk.Name)
+			}
+		}
+	}
+	slices.Sort(addrs)
+	r.citus.names = reports.NewWorkerNames(slices.Compact(addrs))
+	if len(r.citus.names.Addrs) > 0 {
+		r.note("workers: %s", r.citus.names.List())
+	}
+	for i, w := range tr.windows {
+		if w.layout == nil {
+			continue
+		}
+		wl := w.layout.load(dbTimes(tr.shares(i)), w.step.Length.Duration(), dom)
+		rw := &out[i]
+		rw.Workers = map[string]float64{}
+		for k, v := range wl.Workers {
+			rw.Workers[r.citus.names.Name(k)] = v
+		}
+		rw.Skew, rw.HotWorker = wl.Skew, r.citus.names.Name(wl.Hot)
+	}
+}
+
+// windowSkew returns the per-worker load skew of window name.
+func (r *runner) windowSkew(tr *timelineRun, name string) (float64, bool) {
+	for i, w := range tr.windows {
+		if w.step.Name == name && w.layout != nil {
+			return w.layout.load(dbTimes(tr.shares(i)), w.step.Length.Duration(), strconv.Itoa(scenario.DominantTenant)).Skew, true
+		}
+	}
+	return 0, false
+}
+
+func (c *citusRun) close() {
+	if c != nil {
+		c.db.Close()
+	}
+}
+
+// citusWarmTenant tags the warm-up calls; it is no tenant of the data set,
+// and they end before the timeline's first ledger reading.
+const citusWarmTenant = "warmup"
+
+// warmCitus opens every pooled connection of configuration c's stack and
+// each one's Citus connections to every worker (a query on every shard),
+// so that no window pays for them: on a worker with a small CPU budget a
+// new connection costs tens of ms. Each call holds its connection until
+// all have one, for at most 5 s.
+func (r *runner) warmCitus(ctx context.Context, c *scenario.Configuration, st *stack) error {
+	sizes := map[string]int{}
+	for _, p := range st.Stat().Pools {
+		sizes[p.Name] = int(p.MaxConns)
+	}
+	byClass := map[pools.Class]int{pools.Interactive: sizes["shared"]}
+	if c.Mode != scenario.ModeShared {
+		byClass = map[pools.Class]int{pools.Interactive: sizes[string(pools.Interactive)], pools.Heavy: sizes[string(pools.Heavy)]}
+	}
+	var n int
+	for _, k := range byClass {
+		n += k
+	}
+	var arrived sync.WaitGroup
+	arrived.Add(n)
+	all := make(chan struct{})
+	go func() { arrived.Wait(); close(all) }()
+	var g sync.WaitGroup
+	errs := make(chan error, n)
+	for class, k := range byClass {
+		for range k {
+			g.Go(func() {
+				_, err := st.WithConn(ctx, class, citusWarmTenant, func(ctx context.Context, conn *pgx.Conn) error {
+					_, err := conn.Exec(ctx, "SELECT count(*) FROM orders")
+					arrived.Done()
+					select {
+					case <-all:
+					case <-time.After(5 * time.Second):
+					}
+					return err
+				})
+				errs <- err
+			})
+		}
+	}
+	g.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return fmt.Errorf("%w: configuration %s: warm the pools on the coordinator: %w", ErrRun, c.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/citus"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// TestCitusLayoutLoad: DB time counts on the worker holding each tenant's
+// shard; skew is over the workers that take shards; the hot worker and the
+// quiet tenants sharing it follow tenant 1's shard.
+func TestCitusLayoutLoad(t *testing.T) {
+	l := &citusLayout{
+		Layout: citus.Layout{Workers: []citus.Worker{{Name: "w1", ShouldHaveShards: true}, {Name: "w2", ShouldHaveShards: true},
+			{Name: "w3", ShouldHaveShards: true}, {Name: "w4"}},
+			Placements: map[int64]string{10: "w1", 11: "w2", 12: "w3", 13: "w4"}},
+		shardOf: map[string]int64{"1": 10, "2": 10, "3": 11, "4": 12, "5": 13},
+	}
+	wl := l.load(map[string]time.Duration{"1": 6 * time.Second, "2": time.Second, "3": time.Second, "4": 2 * time.Second, "5": 10 * time.Second},
+		2*time.Second, "1")
+	if wl.Workers["w1"] != 3.5 || wl.Workers["w2"] != 0.5 || wl.Workers["w3"] != 1 || wl.Workers["w4"] != 5 {
+		t.Errorf("workers = %v, want w1 3.5, w2 0.5, w3 1, w4 5 busy backends", wl.Workers)
+	}
+	if wl.Skew != 3.5 { // max 3.5 / median 1 of w1..w3: w4 takes no shards
+		t.Errorf("skew = %v, want 3.5", wl.Skew)
+	}
+	if wl.Hot != "w1" || wl.HotShare != 0.35 {
+		t.Errorf("hot worker %s at %v, want w1 at 0.35 of 10", wl.Hot, wl.HotShare)
+	}
+	if on := l.tenantsOn("w1", "1"); len(on) != 1 || !on[2] {
+		t.Errorf("quiet tenants on w1 = %v, want tenant 2", on)
+	}
+	idle := l.load(map[string]time.Duration{"1": time.Second}, time.Second, "1")
+	if idle.Skew != finiteSkew(citus.Skew([]float64{1, 0, 0})) || idle.Skew <= 1e300 {
+		t.Errorf("skew over idle workers = %v, want the largest float64", idle.Skew)
+	}
+}
+
+// TestHotShardVerdicts: detect_within reads the policy's first detection
+// in the phase it watches; without --apply the assertions on the windows
+// after the plan are skipped, with it they stand.
+func TestHotShardVerdicts(t *testing.T) {
+	sc, err := scenario.Load("../scenarios/hot-shard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{sc: sc}
+	c := &sc.Configurations[0]
+	tr := &timelineRun{actions: []reports.ActionResult{
+		{Phase: "before", Type: ResultDetect, Before: map[string]float64{"phase_elapsed_s": 0.5}, Detail: "first alert"},
+		{Phase: "ladder", Type: ResultDetect, Before: map[string]float64{"phase_elapsed_s": 9}},
+	}}
+	a := r.detectWithin(c, tr, 3*time.Second)
+	if !a.Passed || a.Window != "before" || a.Observed != 0.5 || a.Limit != 3.5 {
+		t.Errorf("detect_within = %+v, want 0.5 s in before <= 3.5 s", a)
+	}
+	tr.actions = tr.actions[1:]
+	if a := r.detectWithin(c, tr, 3*time.Second); a.Passed || !strings.Contains(a.Detail, "no alert in before") {
+		t.Errorf("detect_within without an alert in before = %+v, want a failure", a)
+	}
+	as := []reports.Assertion{{Name: AssertQuietP99, Window: "after", Passed: false}, {Name: AssertSkew, Window: "after", Passed: false},
+		{Name: AssertHarmBefore, Window: "before", Passed: true}}
+	got := r.planOnly(tr, append([]reports.Assertion(nil), as...))
+	if !got[0].Skipped || !got[1].Skipped || got[2].Skipped || !strings.Contains(got[0].Detail, "plan only") {
+		t.Errorf("plan only: %+v, want quiet_p99 and skew on after skipped", got)
+	}
+	sc.SetApply()
+	if got := r.planOnly(tr, append([]reports.Assertion(nil), as...)); got[0].Skipped || got[1].Skipped {
+		t.Errorf("with --apply: %+v, want the assertions standing", got)
+	}
+}
