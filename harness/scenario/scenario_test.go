@@ -59,6 +59,7 @@ func TestShippedShape(t *testing.T) {
 	}{
 		{"noisy-neighbor.yaml", backend.TopologyReplica, 150 * time.Second},
 		{"ci-gate.yaml", backend.TopologySingle, 45 * time.Second},
+		{"replay-incident.yaml", backend.TopologySingle, 45 * time.Second},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			s, err := Load(filepath.Join("../../scenarios", tc.file))
