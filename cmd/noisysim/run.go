@@ -143,6 +143,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		Logger:        a.log,
 		MaxForeignCPU: *maxForeign,
 		Concurrent:    concurrent,
+		ServiceLogDir: *out,
+		OnService:     func(kill func() error) { a.teardown.add(kill, kill) },
 		OnCluster: func(c backend.Cluster) {
 			kill := c.Close
 			if k, ok := c.(interface{ Kill() error }); ok {
