@@ -86,7 +86,14 @@ type logReader struct {
 	started  bool
 	last     time.Time
 	seq      int64
-	sessions map[string]int64
+	sessions map[string]*sessionLog
+}
+
+// sessionLog is what a logReader keeps of a session: the statements it
+// sent so far and the latest start it gave one.
+type sessionLog struct {
+	sent int64
+	last time.Time
 }
 
 func (r *runner) openLog() (*logReader, error) {
@@ -102,7 +109,7 @@ func (r *runner) openLog() (*logReader, error) {
 		return nil, fmt.Errorf("%w: replay.format: %w", scenario.ErrInvalid, err)
 	}
 	lr := &logReader{readCounts: newReadCounts(path), in: in, rd: rd, speed: rp.Speed, reorder: rp.Reorder.Duration(),
-		tenant: map[string]int{}, defClass: rp.DefaultClass, sessions: map[string]int64{}}
+		tenant: map[string]int{}, defClass: rp.DefaultClass, sessions: map[string]*sessionLog{}}
 	if rp.Tenant.ApplicationName != "" {
 		lr.appRe = regexp.MustCompile(rp.Tenant.ApplicationName) // validated
 	} else {
@@ -197,9 +204,24 @@ func (lr *logReader) read() bool {
 				args[i] = *p
 			}
 		}
-		op := workload.Op{Tenant: n, Class: class,
-			Payload: &recorded{SQL: e.Statement, Args: args, Session: e.Session, Duration: e.Duration}}
-		heap.Push(&lr.window, pending{op: op, start: e.Start(), line: e.Line})
+		rec := &recorded{SQL: e.Statement, Args: args, Session: e.Session, Duration: e.Duration}
+		start := e.Start()
+		if rec.Session != "" {
+			// A session's statements keep their logged order: log_time
+			// has ms precision, so a statement may seem to start before
+			// the one logged above it; it starts no earlier.
+			s := lr.sessions[rec.Session]
+			if s == nil {
+				s = &sessionLog{}
+				lr.sessions[rec.Session] = s
+			}
+			if start.Before(s.last) {
+				start = s.last
+			}
+			s.last = start
+		}
+		op := workload.Op{Tenant: n, Class: class, Payload: rec}
+		heap.Push(&lr.window, pending{op: op, start: start, line: e.Line})
 		if !lr.started || e.Time.After(lr.last) {
 			lr.last = e.Time // the latest end read
 		}
@@ -240,10 +262,12 @@ func (lr *logReader) next() (workload.Op, bool) {
 		p.op.At = at
 		p.op.Seq = lr.seq
 		lr.seq++
-		rec := p.op.Payload.(*recorded)
-		if rec.Session != "" {
-			rec.Index = lr.sessions[rec.Session]
-			lr.sessions[rec.Session]++
+		if rec := p.op.Payload.(*recorded); rec.Session != "" {
+			// Numbered as sent, in order of start: the session's logged
+			// order, as read kept it.
+			s := lr.sessions[rec.Session]
+			rec.Index = s.sent
+			s.sent++
 		}
 		return p.op, true
 	}
