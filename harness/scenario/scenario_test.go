@@ -117,7 +117,7 @@ func TestMinimalTakesDefaults(t *testing.T) {
 			QuietP99:        QuietP99{Factor: 1.5, Slack: Duration(5 * time.Millisecond), MinSamples: 100},
 			QuietP99AB:      QuietP99AB{Block: Duration(5 * time.Second), Settle: Duration(time.Second)},
 			NoisyRejections: true,
-			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict"},
+			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict", "http_429"},
 			CleanAfter:      true,
 		},
 		File:    "testdata/minimal.yaml",
