@@ -128,6 +128,12 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	if err := r.plan(); err != nil {
 		return nil, err
 	}
+	if sv := sc.Service; sv.Started() && sv.Port != 0 {
+		// A taken port is bad input: say so before starting anything.
+		if _, err := r.servicePorts(sv.Instances); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Trace != nil {
 		if sc.Load.Model == scenario.ModelClosed {
 			return nil, fmt.Errorf("%w: a trace records an open loop's operations: load.model closed has none", scenario.ErrInvalid)
