@@ -171,3 +171,40 @@ classes:
 		t.Errorf("hits %v", hits)
 	}
 }
+
+// TestHTTPTargetBalance: a path goes round robin over the service's
+// instances, or sticky per tenant; urls are chosen the same way.
+func TestHTTPTargetBalance(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`name: b
+tenants: {count: 5}
+service: {command: [x], instances: 3}
+configurations: [{name: c, mode: isolated}]
+classes:
+  - {name: rr, isolation_class: interactive, rate: 1, http: {url: "/t/{tenant}"}}
+  - {name: sticky, isolation_class: interactive, rate: 1, http: {url: "/t/{tenant}", balance: sticky}}
+  - {name: urls, isolation_class: heavy, rate: 1, http: {urls: ["http://a/{tenant}", "http://b/{tenant}"], balance: sticky}}
+`), "b.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := newHTTPTarget(sc, []string{"http://i0", "http://i1", "http://i2"}, func(op workload.Op, _ string) string {
+		return fmt.Sprint(op.Tenant)
+	})
+	var got []string
+	for i := range 4 {
+		got = append(got, ht.url(&sc.Classes[0], workload.Op{Tenant: 1 + i%2}))
+	}
+	if want := "http://i0/t/1 http://i1/t/2 http://i2/t/1 http://i0/t/2"; fmt.Sprint(got) != "["+want+"]" {
+		t.Errorf("round robin %v, want %s", got, want)
+	}
+	for tenant, want := range map[int]string{1: "http://i0/t/1", 2: "http://i1/t/2", 4: "http://i0/t/4"} {
+		for range 2 {
+			if got := ht.url(&sc.Classes[1], workload.Op{Tenant: tenant}); got != want {
+				t.Errorf("sticky tenant %d: %s, want %s", tenant, got, want)
+			}
+		}
+	}
+	if got := ht.url(&sc.Classes[2], workload.Op{Tenant: 2}); got != "http://b/2" {
+		t.Errorf("sticky urls tenant 2: %s", got)
+	}
+}

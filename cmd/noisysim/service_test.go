@@ -233,3 +233,84 @@ func processAlive(pid int) bool {
 	f := strings.Fields(string(data))
 	return len(f) > 2 && f[2] != "Z"
 }
+
+// TestServiceInstances runs orders-api as two instances, requests sticky
+// per tenant, reports retried on 429: both instances serve, each logs
+// beside the report, and the retries show as amplification.
+func TestServiceInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: end-to-end scenario run in -short mode")
+	}
+	if _, err := local.FindBinaries(context.Background(), ""); errors.Is(err, backend.ErrNotInstalled) {
+		t.Skipf("skipping: PostgreSQL server binaries not found: %v", err)
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("skipping: no go command to build examples/orders-api")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(sc, []byte(`name: instances
+tenants: {count: 4}
+data: {orders: 2000}
+service:
+  dir: `+root+`
+  migrate: [go, build, -o, "{work}/orders-api", ./examples/orders-api]
+  command: ["{work}/orders-api", -addr, "127.0.0.1:{port}"]
+  instances: 2
+  env: {ORDERS_API_INTERACTIVE_DSN: "{interactive_dsn}", ORDERS_API_HEAVY_DSN: "{heavy_dsn}", ORDERS_API_BYPASS_REPORT: ""}
+  ready: {path: /healthz}
+classes:
+  - {name: interactive, rate: 20, http: {url: "/tenants/{tenant}/orders/1", balance: sticky}}
+  - name: heavy
+    rate: 20
+    senders: dominant
+    http: {url: "/tenants/{tenant}/report", retry: {on: ["429"], max: 2, backoff: 5ms, max_backoff: 20ms}}
+configurations: [{name: gate, mode: isolated}]
+phases: {warmup: 0s, solo: 2s, run: 3s, drain: 2s}
+assertions: {tagged_only: true, noisy_rejections: false}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	t.Setenv(runlock.EnvPath, filepath.Join(dir, "lock"))
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"run", "--no-progress", "--out", out, sc}, &stdout, &stderr)
+	data, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatalf("exit %d, no report: %v\n%s%s", code, err, stdout.String(), stderr.String())
+	}
+	var rep struct {
+		Configurations []struct {
+			HTTP struct {
+				Arrivals, Requests, Retries int64
+				Amplification               float64
+				Outcomes                    map[string]int64
+			} `json:"http"`
+			Service struct {
+				Instances, Logs []string
+			} `json:"service"`
+		} `json:"configurations"`
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Configurations[0]
+	if len(c.Service.Instances) != 2 || len(c.Service.Logs) != 2 || c.Service.Instances[0] == c.Service.Instances[1] {
+		t.Errorf("service %+v: want two instances on their own ports, two logs", c.Service)
+	}
+	for _, l := range c.Service.Logs {
+		if b, err := os.ReadFile(l); err != nil || !strings.Contains(string(b), "listening") {
+			t.Errorf("log %s: %v %q", l, err, b)
+		}
+	}
+	if c.HTTP.Outcomes["2xx"] == 0 || c.HTTP.Retries == 0 || c.HTTP.Requests != c.HTTP.Arrivals+c.HTTP.Retries || c.HTTP.Amplification <= 1 {
+		t.Errorf("http %+v: want successes, retries of the reports' 429s, requests = arrivals + retries", c.HTTP)
+	}
+	if code != 0 && code != exitAssertion {
+		t.Errorf("exit %d\n%s", code, stderr.String())
+	}
+}
