@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math"
 	"maps"
 	"slices"
 	"strings"
@@ -230,7 +231,7 @@ func (a citusAction) outcome(names reports.WorkerNames, before workerLoad, after
 	}
 	if after != nil {
 		o.After = figures(*after)
-		o.Detail += fmt.Sprintf("; skew %.2fx → %.2fx, hot worker %.0f%% → %.0f%% of worker load", before.Skew, after.Skew, before.HotShare*100, after.HotShare*100)
+		o.Detail += fmt.Sprintf("; skew %s → %s, hot worker %.0f%% → %.0f%% of worker load", fmtSkew(before.Skew), fmtSkew(after.Skew), before.HotShare*100, after.HotShare*100)
 	}
 	return o
 }
@@ -254,4 +255,13 @@ func sharesOf(d map[string]time.Duration) map[string]float64 {
 		out[t] = float64(v) / float64(max(total, 1))
 	}
 	return out
+}
+
+// fmtSkew formats a skew as "1.28x", one over idle workers (the largest
+// float64) as "inf".
+func fmtSkew(v float64) string {
+	if v == math.MaxFloat64 {
+		return "inf"
+	}
+	return fmt.Sprintf("%.2fx", v)
 }

@@ -499,7 +499,8 @@ func quietRejections(config string, sums []metrics.Summary, key func(int) string
 		if s.Tenant == scenario.DominantTenant {
 			continue
 		}
-		n := s.ErrorsByClass[string(scenario.ErrorQueueFull)] + s.ErrorsByClass[string(scenario.ErrorWaitExceeded)]
+		n := s.ErrorsByClass[string(scenario.ErrorQueueFull)] + s.ErrorsByClass[string(scenario.ErrorWaitExceeded)] +
+			s.ErrorsByClass[string(scenario.ErrorHTTP429)]
 		if n > 0 {
 			out = append(out, countAssert(AssertQuietNotRejected, config, key(s.Tenant), s.Class, "<=", n, 0,
 				"limiter rejections of a quiet tenant"))
@@ -517,7 +518,9 @@ func (r *runner) dominantSendsLimited(c *scenario.Configuration) bool {
 		return false
 	}
 	for _, cl := range r.sc.Classes {
-		if cl.Senders == scenario.SendersQuiet {
+		if cl.Senders == scenario.SendersQuiet || cl.HTTP != nil {
+			// An HTTP class's requests meet the service's limiter, not
+			// noisysim's.
 			continue
 		}
 		if p := c.Pool(cl.IsolationClass); p != nil && p.Limiter.Enabled {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -85,6 +86,15 @@ type Options struct {
 	// Concurrent, when not empty, is put in the report: the run was
 	// measured beside other measured runs.
 	Concurrent string
+	// ServiceLogDir is where the scenario's service writes its output
+	// (service-<configuration>-<instance>.log, service-migrate.log);
+	// empty means a new directory under the system's temporary directory,
+	// named in the report.
+	ServiceLogDir string
+	// OnService, when not nil, is called with a func that kills a
+	// started service instance's process group at once (to register it
+	// for teardown on a second signal). Run still stops it.
+	OnService func(kill func() error)
 	// Trace, when not nil, receives the run's trace: a header line, then a
 	// JSON line per operation the open loop was handed, of every
 	// configuration (harness/TRACE.md). Run flushes it; the caller closes it.
@@ -118,6 +128,12 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	if err := r.plan(); err != nil {
 		return nil, err
 	}
+	if sv := sc.Service; sv.Started() && sv.Port != 0 {
+		// A taken port is bad input: say so before starting anything.
+		if _, err := r.servicePorts(sv.Instances); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Trace != nil {
 		if sc.Load.Model == scenario.ModelClosed {
 			return nil, fmt.Errorf("%w: a trace records an open loop's operations: load.model closed has none", scenario.ErrInvalid)
@@ -146,6 +162,11 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		return nil, err
 	}
 	defer remove()
+	defer func() {
+		if r.workDir != "" {
+			os.RemoveAll(r.workDir)
+		}
+	}()
 	r.watchMachine()
 	var rep *reports.Report
 	rep, err = r.run(ctx)
@@ -222,6 +243,9 @@ type runner struct {
 	// shardNodes (in the run's schema); nil otherwise.
 	routing    *Routing
 	shardNodes []backend.Node
+	// logDir is where the service's output goes, once chosen; workDir
+	// the service's scratch directory ({work}), removed at the end.
+	logDir, workDir string
 	// replay is the trace a replay scenario replays (nil: the generated
 	// schedule); trace writes the run's own trace (nil: none).
 	replay *replayPlan
@@ -391,6 +415,11 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	defer r.citus.close()
 	if err := r.calibrate(ctx); err != nil {
 		return nil, err
+	}
+	if r.sc.Service != nil {
+		if err := r.migrate(ctx); err != nil {
+			return nil, err
+		}
 	}
 	version, _ := r.serverVersion(ctx)
 
@@ -678,6 +707,8 @@ func rolesOf(c *scenario.Configuration, schema string, access tableAccess) []poo
 type stack struct {
 	*pools.Stack
 	limiters map[pools.Class]*limiter.Limiter
+	// http runs the HTTP classes; nil without one.
+	http *httpTarget
 }
 
 // newStack builds configuration c's isolation stack on the cluster.
@@ -784,6 +815,8 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 	var err error
 	rec, replayed := op.Payload.(*recorded)
 	switch prog := c.Program(); {
+	case c.HTTP != nil:
+		err = e.stack.http.do(ctx, c, op)
 	case replayed && rec.Session != "":
 		if err = e.sessions.wait(ctx, rec); err == nil {
 			_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
@@ -831,6 +864,9 @@ func (e *executor) seenBy(tenant string) (queueFull, waitExceeded int64) {
 
 // errorClass names an op's error for the report and allowed_errors.
 func errorClass(err error) string {
+	if c, ok := httpErrorClass(err); ok {
+		return c
+	}
 	switch c := pools.Classify(err); c {
 	case pools.ErrorLimitedQueueFull:
 		return string(scenario.ErrorQueueFull)
@@ -872,6 +908,24 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 			}
 		}
 	}
+	var svc *serviceRun
+	if r.sc.HasHTTP() {
+		if r.sc.Service != nil {
+			if svc, err = r.startService(ctx, c); err != nil {
+				return configResult{}, err
+			}
+			defer svc.stop()
+		}
+		st.http = newHTTPTarget(r.sc, svc.basesOrNil(), r.httpVar)
+		defer st.http.close()
+	}
+	var act *activitySampler
+	if r.sc.Service.Started() || r.sc.Assertions.TaggedOnly {
+		if act, err = startActivity(ctx, r.primary.DSN(), r.rolesOfConfig(c)); err != nil {
+			return configResult{}, err
+		}
+		defer act.stop()
+	}
 	t0 := time.Now()
 	faults, err := r.startFaults(ctx, c)
 	if err != nil {
@@ -889,11 +943,29 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 		w.finish()
 	}
 	faultReports := faults.finish()
+	// The service's part: what the database showed of it, then the
+	// service stopped before the clean-after checks.
+	var extra configExtra
+	if act != nil {
+		act.stop()
+		extra.activity = act.report()
+	}
+	if st.http != nil {
+		extra.http = st.http.stats()
+	}
+	if svc != nil {
+		if early := svc.exitedEarly(); early != nil {
+			r.note("%s: %v", c.Name, early)
+		}
+		svc.stop()
+		extra.service = svc.report()
+	}
 	if err != nil && ctx.Err() != nil && tr != nil {
 		// Interrupted: the windows as measured until then, no assertions.
 		res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
 		res.report.Faults = faultReports
 		res.report.Incomplete = true
+		extra.set(&res.report)
 		return res, err
 	}
 	if err != nil {
@@ -905,7 +977,11 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	}
 	res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
 	res.report.Faults = faultReports
+	extra.set(&res.report)
 	res.assertions = r.assertions(c, tr, clean)
+	if r.sc.Assertions.TaggedOnly && extra.activity != nil {
+		res.assertions = append(res.assertions, taggedOnly(c.Name, extra.activity))
+	}
 	if w != nil {
 		v, err := r.checkWriter(ctx, w)
 		if err != nil {

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -339,7 +340,7 @@ func (tr *traceReader) next() (workload.Op, bool) {
 	for tr.err == nil && tr.sc.Scan() {
 		tr.line++
 		b := tr.sc.Bytes()
-		if len(strings.TrimSpace(string(b))) == 0 {
+		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
 		if tr.line == 1 {
@@ -354,8 +355,7 @@ func (tr *traceReader) next() (workload.Op, bool) {
 		}
 		tr.records++
 		var t traceOp
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		if err := dec.Decode(&t); err != nil || t.Class == "" && t.Tenant == "" {
+		if err := json.Unmarshal(b, &t); err != nil || t.Class == "" && t.Tenant == "" {
 			var h traceHeader
 			if json.Unmarshal(b, &h) == nil && h.Trace != 0 {
 				tr.skip(skipHeader)

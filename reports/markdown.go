@@ -106,6 +106,12 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 				p("| %s | %s | %s |\n", md(s.Tenant), fmtMS(s.DBTime), fmtShare(s.Share))
 			}
 		}
+		if lines := serviceLines(c); len(lines) > 0 {
+			p("\n### Service\n\n")
+			for _, l := range lines {
+				p("- %s\n", md(l))
+			}
+		}
 		mdActions(w, c)
 		mdWriter(w, c)
 		mdFaults(w, c)

@@ -161,6 +161,82 @@ type Configuration struct {
 	// Report.Incomplete): its rows cover the part measured and its
 	// assertions were not evaluated.
 	Incomplete bool `json:"incomplete,omitempty"`
+	// HTTP counts the answers of the HTTP classes; nil without one.
+	HTTP *HTTPStats `json:"http,omitempty"`
+	// Service is the service under test as started for this
+	// configuration; nil without one.
+	Service *ServiceRun `json:"service,omitempty"`
+	// Activity is what pg_stat_activity showed of the configuration's
+	// roles over the timeline; nil when not sampled (no service).
+	Activity *Activity `json:"activity,omitempty"`
+}
+
+// HTTPStats counts the HTTP classes' outcomes over a configuration's
+// timeline.
+type HTTPStats struct {
+	// Arrivals are the HTTP classes' arrivals (the open loop's calls);
+	// Requests the requests sent for them, Retries the attempts after a
+	// first (classes with retry), Amplification Requests / Arrivals.
+	Arrivals      int64   `json:"arrivals"`
+	Requests      int64   `json:"requests"`
+	Retries       int64   `json:"retries,omitempty"`
+	Amplification float64 `json:"amplification"`
+	// Outcomes counts them by outcome: "2xx", "429", "4xx", "5xx",
+	// "timeout", "transport" (and "3xx", "1xx").
+	Outcomes map[string]int64 `json:"outcomes"`
+	// RetryAfter counts the 429 answers by their Retry-After header:
+	// "seconds", "date", "missing", "malformed".
+	RetryAfter map[string]int64 `json:"retry_after,omitempty"`
+	// RetryAfterMean is the mean of the well-formed Retry-After values, in
+	// seconds.
+	RetryAfterMean float64 `json:"retry_after_mean_s,omitempty"`
+}
+
+// ServiceRun is one configuration's service: its instances and logs.
+type ServiceRun struct {
+	// Instances are the base URLs, one per instance.
+	Instances []string `json:"instances"`
+	// Logs are the files holding each instance's stdout and stderr.
+	Logs []string `json:"logs,omitempty"`
+	// Ready is the seconds from the start to the last instance ready.
+	Ready float64 `json:"ready_s,omitempty"`
+	// Exit is each instance's end once stopped ("signal: terminated",
+	// "exit status 0", or how it ended early).
+	Exit []string `json:"exit,omitempty"`
+}
+
+// Activity is pg_stat_activity sampled for a configuration's roles: a
+// ledger of a black box, per tenant tag (application_name "t:<tenant>").
+type Activity struct {
+	// Interval is the sampling step in ms; Samples the number taken.
+	Interval float64 `json:"interval_ms"`
+	Samples  int64   `json:"samples"`
+	// Tenants are the tagged tenants, most active-backend time first.
+	Tenants []ActivityRow `json:"tenants"`
+	// Untagged is the activity of backends of the roles without a tenant
+	// tag (Tenant empty); nil when none was seen.
+	Untagged *ActivityRow `json:"untagged,omitempty"`
+	// UntaggedQueries are the distinct query texts seen active untagged
+	// (the first ones, truncated to 200 characters).
+	UntaggedQueries []string `json:"untagged_queries,omitempty"`
+}
+
+// ActivityRow is one tenant's sampled backends.
+type ActivityRow struct {
+	Tenant string `json:"tenant"`
+	// Active is active-backend time in seconds: active backends seen ×
+	// the interval; Share its part of all active time.
+	Active float64 `json:"active_s"`
+	Share  float64 `json:"share"`
+	// ActiveSamples, IdleInTx and Waiting count backends seen active,
+	// idle in transaction and active waiting (a wait event other than
+	// client I/O) over the samples; MaxActive the most active at once.
+	ActiveSamples int64 `json:"active_samples"`
+	IdleInTx      int64 `json:"idle_in_transaction_samples"`
+	Waiting       int64 `json:"waiting_samples"`
+	MaxActive     int64 `json:"max_active"`
+	// Longest is the longest-running active query seen, in ms.
+	Longest float64 `json:"longest_ms"`
 }
 
 // Window is one phase of a configuration's timeline: what its arrivals

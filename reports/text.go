@@ -449,6 +449,9 @@ func (t *textWriter) configuration(c Configuration) {
 	for _, a := range c.Actions {
 		t.p("action %s\n", actionLine(a))
 	}
+	for _, l := range serviceLines(c) {
+		t.p("%s\n", l)
+	}
 	if c.Writer != nil {
 		t.p("writer %s\n", writerLine(c.Writer))
 	}

@@ -38,6 +38,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/bench"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/isolation/directory"
@@ -60,6 +61,7 @@ var commands = []command{
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
 	{"report", "render a run's report.json again: report --html (report.html)", runReport},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
+	{"sweep", "run a scenario across ranges of its numeric keys; --search knee finds how far each configuration holds", runSweep},
 	{"tenant", "move a tenant between directory shards (tenant move --tenant X --to NODE)", runTenant},
 	{"validate", "check scenario files and report every problem", runValidate},
 }
@@ -99,6 +101,7 @@ var exitCodes = []struct {
 	{runlock.ErrHeld, exitUsage},
 	{bench.ErrInvalid, exitUsage},
 	{bench.ErrNoPgBench, exitUsage},
+	{sweep.ErrBadInput, exitUsage},
 }
 
 // exitCode returns the exit code for the error a command returned.

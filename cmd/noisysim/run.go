@@ -122,22 +122,11 @@ func runRun(ctx context.Context, a *app, args []string) error {
 			return usagef("run: --trace %s: the file exists; noisysim does not overwrite it", *trace)
 		}
 	}
-	concurrent := ""
-	if *allowConcurrent {
-		concurrent = "measured with --allow-concurrent, without the machine-wide lock"
-		if h, held := runlock.Held(runlock.Path()); held {
-			concurrent += "; another measured run was going at the start: " + h.String()
-		}
-	} else {
-		lock, err := runlock.Acquire(ctx, runlock.Path(), runlock.Options{What: "noisysim run " + sc.Name, NoWait: *noWait,
-			OnWait: func(h runlock.Holder) {
-				fmt.Fprintf(a.stderr, "noisysim: waiting for the measured run of %s to finish (--no-wait exits instead, --allow-concurrent measures beside it)\n", h)
-			}})
-		if err != nil {
-			return err
-		}
-		defer lock.Release()
+	release, concurrent, err := measureLock(ctx, a, "noisysim run "+sc.Name, *noWait, *allowConcurrent)
+	if err != nil {
+		return err
 	}
+	defer release()
 
 	plan, err := harness.PlanSamples(sc)
 	if err != nil {
@@ -154,6 +143,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		Logger:        a.log,
 		MaxForeignCPU: *maxForeign,
 		Concurrent:    concurrent,
+		ServiceLogDir: *out,
+		OnService:     func(kill func() error) { a.teardown.add(kill, kill) },
 		OnCluster: func(c backend.Cluster) {
 			kill := c.Close
 			if k, ok := c.(interface{ Kill() error }); ok {
@@ -219,6 +210,26 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("%w: scenario %s passed with %d marginal verdicts (listed above)", errStrict, sc.Name, len(rep.Marginal))
 	}
 	return nil
+}
+
+// measureLock takes the machine-wide lock of measured runs for what, or
+// with allowConcurrent returns the note the report carries instead.
+func measureLock(ctx context.Context, a *app, what string, noWait, allowConcurrent bool) (release func(), concurrent string, err error) {
+	if allowConcurrent {
+		concurrent = "measured with --allow-concurrent, without the machine-wide lock"
+		if h, held := runlock.Held(runlock.Path()); held {
+			concurrent += "; another measured run was going at the start: " + h.String()
+		}
+		return func() {}, concurrent, nil
+	}
+	lock, err := runlock.Acquire(ctx, runlock.Path(), runlock.Options{What: what, NoWait: noWait,
+		OnWait: func(h runlock.Holder) {
+			fmt.Fprintf(a.stderr, "noisysim: waiting for the measured run of %s to finish (--no-wait exits instead, --allow-concurrent measures beside it)\n", h)
+		}})
+	if err != nil {
+		return nil, "", err
+	}
+	return func() { lock.Release() }, "", nil
 }
 
 // errStrict is a passed run that --strict fails: a verdict is marginal.

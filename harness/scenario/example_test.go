@@ -44,7 +44,7 @@ func ExampleLoad_problems() {
 	// Output:
 	// testdata/unknown-key.yaml: 3 problems
 	// testdata/unknown-key.yaml:4:3: tenants.dominant_shar: unknown key "dominant_shar"; did you mean "dominant_share"?
-	// testdata/unknown-key.yaml:6:50: classes[0].colour: unknown key "colour"; known keys: args, arrival, batch, calibrate, isolation_class, load_factor, name, query, rate, script, senders, sleep, sql
+	// testdata/unknown-key.yaml:6:50: classes[0].colour: unknown key "colour"; known keys: args, arrival, batch, calibrate, http, isolation_class, load_factor, name, query, rate, script, senders, sleep, sql
 	// testdata/unknown-key.yaml:9:1: phase: unknown key "phase"; did you mean "phases"?
 }
 

@@ -561,6 +561,7 @@ func (s *Scenario) applyDefaults() {
 	s.applyShardDefaults()
 	s.applyWriterDefaults()
 	s.applyReplayDefaults()
+	s.applyServiceDefaults()
 	s.applyCitusDefaults()
 	if s.ix.has("assertions.skew") && !s.ix.has("assertions.skew.max") {
 		s.Assertions.Skew.Max = DefaultMaxSkew

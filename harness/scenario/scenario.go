@@ -94,6 +94,10 @@ type Scenario struct {
 	// Faults are node faults injected during each configuration's run
 	// phase; backend kind docker only. Empty means none.
 	Faults []Fault `yaml:"faults"`
+	// Service is the service under test the HTTP classes send to: started
+	// by noisysim for each configuration against the run's database, or
+	// already running (url). Optional.
+	Service *Service `yaml:"service"`
 	// Replay, when present, replays a recorded trace through the timeline
 	// instead of the generated schedule (see Replay).
 	Replay *Replay `yaml:"replay"`
@@ -359,7 +363,8 @@ type Class struct {
 	// of the two; required otherwise.
 	IsolationClass IsolationClass `yaml:"isolation_class"`
 	// Query is lookup, page, report, export or sleep: a canned query on
-	// the built-in orders data set. Exactly one of Query, Script and SQL.
+	// the built-in orders data set. Exactly one of Query, Script, SQL and
+	// HTTP.
 	Query Query `yaml:"query"`
 	// Script is a pgbench custom script, relative to the scenario file,
 	// run once per arrival (package workload/pgscript): its statements,
@@ -371,6 +376,9 @@ type Class struct {
 	// "random(1, :rows_invoices)").
 	SQL  string   `yaml:"sql"`
 	Args []string `yaml:"args"`
+	// HTTP sends an HTTP request per arrival instead of SQL: the service
+	// under test (Scenario.Service, or any URL) runs the queries.
+	HTTP *HTTPTarget `yaml:"http"`
 	// Rate is arrivals per second across all of the class's senders, > 0.
 	// Required. Open loop: arrivals do not wait for earlier ones to finish.
 	Rate float64 `yaml:"rate"`
@@ -602,6 +610,11 @@ const (
 	ErrorReplicaConflict  ErrorClass = "replica_conflict"  // SQLSTATE 40001 on a standby
 	ErrorConnectionLost   ErrorClass = "connection_lost"   // the connection broke
 	ErrorOther            ErrorClass = "other"             // anything else
+	ErrorHTTP429          ErrorClass = "http_429"          // HTTP: the service rejected (429 Too Many Requests)
+	ErrorHTTP4xx          ErrorClass = "http_4xx"          // HTTP: another 4xx answer
+	ErrorHTTP5xx          ErrorClass = "http_5xx"          // HTTP: a 5xx answer
+	ErrorHTTPTimeout      ErrorClass = "http_timeout"      // HTTP: no full answer within http.timeout
+	ErrorHTTPTransport    ErrorClass = "http_transport"    // HTTP: refused, reset or broken connection
 	// Not failures of a call but of the run's service: an arrival the open
 	// loop dropped (too many in flight), an op still running when the
 	// drain ended.
@@ -612,7 +625,8 @@ const (
 // ErrorClasses lists every error class, in the order above.
 func ErrorClasses() []ErrorClass {
 	return []ErrorClass{ErrorQueueFull, ErrorWaitExceeded, ErrorAcquireTimeout, ErrorStatementTimeout,
-		ErrorReplicaConflict, ErrorConnectionLost, ErrorOther, ErrorDropped, ErrorIncomplete}
+		ErrorReplicaConflict, ErrorConnectionLost, ErrorOther, ErrorDropped, ErrorIncomplete, ErrorHTTP429, ErrorHTTP4xx,
+		ErrorHTTP5xx, ErrorHTTPTimeout, ErrorHTTPTransport}
 }
 
 // Assertions decide whether a configuration passes.
@@ -639,6 +653,11 @@ type Assertions struct {
 	// CleanAfter requires, after each configuration: limiter in_flight 0, no
 	// borrowed pool connection, no t:* session left. Default true.
 	CleanAfter bool `yaml:"clean_after"`
+	// TaggedOnly requires that every active backend of the configuration's
+	// roles that pg_stat_activity showed (sampled every 100 ms over the
+	// timeline) carried a tenant tag (application_name t:<tenant>): work
+	// that bypassed the isolation stack shows untagged. Default false.
+	TaggedOnly bool `yaml:"tagged_only"`
 	// Skew bounds the per-worker load skew in a window (topology citus).
 	// Optional.
 	Skew SkewBound `yaml:"skew"`
@@ -696,7 +715,7 @@ type QuietP99 struct {
 // DefaultAllowedErrors returns the default Assertions.AllowedErrors:
 // queue_full, wait_exceeded, statement_timeout, replica_conflict.
 func DefaultAllowedErrors() []ErrorClass {
-	return []ErrorClass{ErrorQueueFull, ErrorWaitExceeded, ErrorStatementTimeout, ErrorReplicaConflict}
+	return []ErrorClass{ErrorQueueFull, ErrorWaitExceeded, ErrorStatementTimeout, ErrorReplicaConflict, ErrorHTTP429}
 }
 
 // DefaultSharedPool returns the shared configuration's defaults: pool of 40,

@@ -59,6 +59,7 @@ func TestShippedShape(t *testing.T) {
 	}{
 		{"noisy-neighbor.yaml", backend.TopologyReplica, 150 * time.Second},
 		{"ci-gate.yaml", backend.TopologySingle, 45 * time.Second},
+		{"replay-incident.yaml", backend.TopologySingle, 45 * time.Second},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			s, err := Load(filepath.Join("../../scenarios", tc.file))
@@ -116,7 +117,7 @@ func TestMinimalTakesDefaults(t *testing.T) {
 			QuietP99:        QuietP99{Factor: 1.5, Slack: Duration(5 * time.Millisecond), MinSamples: 100},
 			QuietP99AB:      QuietP99AB{Block: Duration(5 * time.Second), Settle: Duration(time.Second)},
 			NoisyRejections: true,
-			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict"},
+			AllowedErrors:   []ErrorClass{"queue_full", "wait_exceeded", "statement_timeout", "replica_conflict", "http_429"},
 			CleanAfter:      true,
 		},
 		File:    "testdata/minimal.yaml",

@@ -196,6 +196,7 @@ func (s *Scenario) problems() []Problem {
 	c.citus(s)
 	c.verdicts(s)
 	c.faults(s)
+	c.service(s)
 	return sortProblems(c.ps)
 }
 

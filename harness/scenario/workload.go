@@ -344,13 +344,17 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,62}$`)
 func (c *checker) program(i int, cl *Class) {
 	p := fmt.Sprintf("classes[%d]", i)
 	given := 0
-	for _, f := range []string{"query", "script", "sql"} {
+	for _, f := range []string{"query", "script", "sql", "http"} {
 		if c.present(p + "." + f) {
 			given++
 		}
 	}
 	if given > 1 {
-		c.add(p, "give one of query, script and sql")
+		c.add(p, "give one of query, script, sql and http")
+		return
+	}
+	if cl.HTTP != nil {
+		c.http(p, cl)
 		return
 	}
 	if len(cl.Args) > 0 && cl.SQL == "" {

@@ -97,3 +97,17 @@ func Activity(ctx context.Context, q Querier) ([]ActivityGroup, error) {
 	}
 	return groups, nil
 }
+
+// Housekeeping reports whether query (as pg_stat_activity shows it) is one
+// of the statements a Stack runs on a connection around a tenant's work —
+// setting the tag, resetting the session — which run while the
+// connection shows its pool's application_name rather than a tenant's
+// tag. A sampler that requires every active backend to carry a tag skips
+// these.
+func Housekeeping(query string) bool {
+	switch strings.TrimSpace(query) {
+	case tagSQL, tagLocalSQL, resetSQL, queryResetSQL, unlockSQL:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# gate.sh: put your service under noisysim's gate in CI.
+#
+#   ci/gate.sh SCENARIO [OUT_DIR]
+#
+# Builds noisysim (NOISYSIM_VERSION, default latest) with the go command,
+# or uses the binary NOISYSIM_BIN names, runs SCENARIO with --out OUT_DIR (default gate-report) and exits with
+# noisysim's code: 0 passed, 99 an assertion failed (the regression the
+# gate exists for), 2 bad input (the scenario, or a service that would not
+# start), 1 anything else. OUT_DIR keeps report.json, report.md,
+# junit.xml and the service's logs for the CI system to collect.
+#
+# Needs Go and PostgreSQL's server package (initdb, postgres): on Debian or
+# Ubuntu, apt-get install postgresql.
+set -euo pipefail
+
+scenario=${1:?usage: ci/gate.sh SCENARIO [OUT_DIR]}
+out=${2:-gate-report}
+version=${NOISYSIM_VERSION:-latest}
+
+if [[ -n ${NOISYSIM_BIN:-} ]]; then
+  noisysim=$NOISYSIM_BIN
+else
+  bin=$(mktemp -d)
+  trap 'rm -rf "$bin"' EXIT
+  GOBIN=$bin go install "github.com/noisysim/noisysim/cmd/noisysim@$version"
+  noisysim=$bin/noisysim
+fi
+
+rm -rf "$out"
+set +e
+"$noisysim" run --no-progress --out "$out" "$scenario"
+code=$?
+set -e
+case $code in
+  0)  echo "gate: passed" ;;
+  99) echo "gate: FAILED: an assertion failed; see $out/report.md" ;;
+  2)  echo "gate: bad input: the scenario, or a service that would not start (see the message above and $out)" ;;
+  *)  echo "gate: noisysim could not complete the run (exit $code)" ;;
+esac
+exit $code

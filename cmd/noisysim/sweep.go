@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/guard"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/harness/sweep"
+	"github.com/noisysim/noisysim/reports"
+)
+
+const sweepUsage = `Usage: noisysim sweep [flags] SCENARIO.yaml --vary KEY=LO..HI[:STEPS|*FACTOR] [--vary ...]
+
+Runs the scenario's own run (its configurations and assertions, as
+'noisysim run') at each point of the ranges, --trials times per point with
+seeds seed, seed+1, ..., and reports per point and configuration: the trials
+whose assertions all held, the throughput reached, the quiet tenants' p99 and
+its ratio to their solo p99 (median, min-max), rejections, errors and the top
+tenants' shares of database time.
+
+KEY is any numeric key the scenario file writes, by its path: mapping keys by
+name, list items by their name or 0-based index, e.g. classes.report.rate,
+tenants.dominant_share, tenants.count,
+configurations.isolated.heavy.limiter.max_per_tenant. Each value is written
+into the file at the key's place and validated like any scenario.
+LO..HI:STEPS takes STEPS evenly spaced values (default 5); LO..HI*FACTOR
+takes LO, LO*FACTOR, ... up to HI; KEY=V one value. Integer keys are rounded.
+
+--search knee (one --vary) bisects the range for each configuration (run
+alone) to the largest value at which all its assertions hold in every trial,
+and says so relative to the scenario's own value (headroom).
+
+With --out DIR, sweep.json and sweep.md are rewritten after every trial: an
+interrupted sweep keeps its finished trials, and --resume continues it.
+The cluster is started once and reused for every point (per point when a
+key is under backend).
+
+Exit codes: 0 done, 2 bad input or usage (a key not in the file or not
+numeric, a value the scenario's validation rejects, STEPS 0), 1 any other
+error or an interruption, 99 the scenario's assertions.headroom is not met.
+
+Flags (before or after the file):
+`
+
+// varyFlags collects repeated --vary flags.
+type varyFlags []string
+
+func (v *varyFlags) String() string     { return strings.Join(*v, " ") }
+func (v *varyFlags) Set(s string) error { *v = append(*v, s); return nil }
+
+func runSweep(ctx context.Context, a *app, args []string) error {
+	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), sweepUsage); fs.PrintDefaults() }
+	var varies varyFlags
+	fs.Var(&varies, "vary", "KEY=LO..HI[:STEPS|*FACTOR]: a numeric key's range (repeatable: the points are the product)")
+	trials := fs.Int("trials", 1, "runs per point, seeds seed, seed+1, ...")
+	search := fs.String("search", "", "knee: bisect the one --vary's range for each configuration's largest value where its assertions hold")
+	iterations := fs.Int("iterations", sweep.DefaultIterations, "bisection steps of --search knee")
+	out := fs.String("out", "", "write sweep.json and sweep.md into this directory, after every trial")
+	resume := fs.Bool("resume", false, "continue the interrupted sweep in --out (its finished trials are kept)")
+	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
+	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs")
+	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
+	file, err := parseInterspersed(a, fs, args)
+	if err != nil {
+		return err
+	}
+	if file == "" {
+		fs.Usage()
+		return usagef("sweep: missing scenario file")
+	}
+	switch {
+	case len(varies) == 0:
+		return usagef("sweep: want at least one --vary KEY=LO..HI")
+	case *trials < 1 || *trials > maxRepeat:
+		return usagef("sweep: --trials %d: want 1..%d", *trials, maxRepeat)
+	case *search != "" && *search != "knee":
+		return usagef("sweep: --search %q: want knee", *search)
+	case *search == "knee" && len(varies) != 1:
+		return usagef("sweep: --search knee varies one key, got %d --vary", len(varies))
+	case *iterations < 1 || *iterations > 20:
+		return usagef("sweep: --iterations %d: want 1..20", *iterations)
+	case *resume && *out == "":
+		return usagef("sweep: --resume continues the sweep in --out DIR: give --out")
+	case *noWait && *allowConcurrent:
+		return usagef("sweep: --no-wait and --allow-concurrent exclude each other")
+	case math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0):
+		return usagef("sweep: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
+	}
+	var vs []sweep.Vary
+	for _, s := range varies {
+		v, err := sweep.ParseVary(s)
+		if err != nil {
+			return err
+		}
+		vs = append(vs, v)
+	}
+	src, err := sweep.Load(file)
+	if err != nil {
+		return err
+	}
+	var prior *sweep.Doc
+	if *out != "" {
+		prior, err = sweep.ReadFile(*out)
+		switch {
+		case err == nil && !*resume:
+			return usagef("sweep: %s holds a sweep already: --resume continues it; noisysim does not overwrite it", filepath.Join(*out, "sweep.json"))
+		case errors.Is(err, os.ErrNotExist) && *resume:
+			return usagef("sweep: --resume: no sweep.json in %s", *out)
+		case errors.Is(err, os.ErrNotExist):
+			prior = nil
+		case err != nil:
+			return err
+		}
+	}
+
+	var hopts harness.Options // set below, once the input is checked
+	var startOnce func(context.Context) error
+	var started *teardownItem
+	var writeErr error
+	knees := 0
+	opts := sweep.Options{Trials: *trials, Iterations: *iterations, Prior: prior,
+		Run: func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
+			if err := startOnce(ctx); err != nil {
+				return nil, err
+			}
+			o := hopts
+			o.Only = only
+			return harness.Run(ctx, sc, o)
+		},
+		OnTrial: func(d *sweep.Doc) {
+			if len(d.Knees) > knees {
+				knees = len(d.Knees)
+				fmt.Fprintln(a.stdout, sweep.KneeSentence(d.Knees[knees-1]))
+			} else {
+				p := d.Points[len(d.Points)-1]
+				last := p.Trials[len(p.Trials)-1]
+				fmt.Fprintf(a.stdout, "%s  trial %d/%d  seed %d  %s%s\n", pointWords(d, p), len(p.Trials), d.Trials, last.Seed, heldWords(last), disturbedWord(last))
+			}
+			if *out != "" && writeErr == nil {
+				writeErr = writeSweep(*out, d)
+			}
+		}}
+	sw, err := sweep.New(src, vs, opts)
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
+	}
+	base, err := src.Scenario(nil)
+	if err != nil {
+		return err
+	}
+	if base.Backend.Kind == scenario.BackendDocker {
+		if err := needDocker(ctx, "sweep"); err != nil {
+			return err
+		}
+	}
+	release, concurrent, err := measureLock(ctx, a, "noisysim sweep "+base.Name, *noWait, *allowConcurrent)
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	hopts = harness.Options{Logger: a.log, MaxForeignCPU: *maxForeign, Concurrent: concurrent,
+		OnCluster: func(c backend.Cluster) { registerCluster(a, c) }}
+	perPoint := false
+	for _, v := range vs {
+		perPoint = perPoint || strings.HasPrefix(v.Key, "backend.")
+	}
+	if !perPoint {
+		// The cluster is started at the first run (none when --resume
+		// finds every trial done) and reused by every point.
+		defer func() {
+			if started != nil {
+				a.teardown.finish(started)
+			}
+		}()
+	}
+	startOnce = func(ctx context.Context) error {
+		if perPoint || hopts.Cluster != nil {
+			return nil
+		}
+		c, err := harness.StartBackend(ctx, base, a.log)
+		if err != nil {
+			return err
+		}
+		started = registerCluster(a, c)
+		hopts.Cluster = c
+		return nil
+	}
+	if *search == "knee" {
+		err = sw.Knees(ctx)
+	} else {
+		err = sw.Grid(ctx)
+	}
+	d := sw.Doc()
+	fmt.Fprintln(a.stdout)
+	if werr := sweep.WriteText(a.stdout, d); werr != nil {
+		return errors.Join(err, werr)
+	}
+	if *out != "" {
+		if werr := writeSweep(*out, d); werr != nil {
+			return errors.Join(err, werr)
+		}
+		fmt.Fprintf(a.stdout, "sweep written to %s (sweep.json, sweep.md)\n", *out)
+	}
+	if err != nil {
+		return err
+	}
+	return errors.Join(writeErr, headroomGate(base, d))
+}
+
+func registerCluster(a *app, c backend.Cluster) *teardownItem {
+	kill := c.Close
+	if k, ok := c.(interface{ Kill() error }); ok {
+		kill = k.Kill
+	}
+	return a.teardown.add(c.Close, kill)
+}
+
+func writeSweep(dir string, d *sweep.Doc) error {
+	if err := d.WriteFile(dir); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "sweep.md"))
+	if err != nil {
+		return fmt.Errorf("write sweep: %w", err)
+	}
+	err = sweep.WriteMarkdown(f, d)
+	return errors.Join(err, f.Close())
+}
+
+func pointWords(d *sweep.Doc, p sweep.Point) string {
+	var parts []string
+	for _, v := range d.Vary {
+		if x, ok := p.Values[v.Key]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%g", v.Key, x))
+		}
+	}
+	if p.Only != "" {
+		parts = append(parts, "("+p.Only+")")
+	}
+	return strings.Join(parts, " ")
+}
+
+func heldWords(t sweep.Trial) string {
+	var parts []string
+	for _, c := range t.Configurations {
+		w := c.Name + " held"
+		if !c.Held {
+			w = c.Name + " FAILED " + strings.Join(c.Failed, ",")
+		}
+		if c.QuietOverSolo > 0 {
+			w += fmt.Sprintf(" (quiet/solo p99 %.2f×)", c.QuietOverSolo)
+		}
+		parts = append(parts, w)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func disturbedWord(t sweep.Trial) string {
+	if t.Disturbed {
+		return "  DISTURBED"
+	}
+	return ""
+}
+
+// headroomGate is the scenario's assertions.headroom checked against a knee
+// search of its key: nil when the scenario has none or the search was of
+// another key.
+func headroomGate(sc *scenario.Scenario, d *sweep.Doc) error {
+	return nil
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/noisysim/noisysim/internal/runlock"
+)
+
+func TestSweepBadInput(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(runlock.EnvPath, filepath.Join(dir, "lock"))
+	runs := t.TempDir()
+	if err := os.Chmod(runs, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", runs)
+	done := filepath.Join(dir, "done")
+	if err := os.MkdirAll(done, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(done, "sweep.json"), []byte(`{"sweep_version": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc := "../../scenarios/noisy-neighbor.yaml"
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"sweep", sc}, "at least one --vary"},
+		{[]string{"sweep", sc, "--vary", "classes.report.ratez=1..2"}, `noisy-neighbor.yaml:`},
+		{[]string{"sweep", sc, "--vary", "classes.report.ratez=1..2"}, `no key "ratez"`},
+		{[]string{"sweep", sc, "--vary", "classes.report.query=1..2"}, "not a numeric key"},
+		{[]string{"sweep", sc, "--vary", "classes.report.rate=6..48:0"}, "STEPS"},
+		{[]string{"sweep", sc, "--vary", "tenants.dominant_share=0.5..1.2:3"}, "tenants.dominant_share: must be in (0, 1), got 1.2"},
+		{[]string{"sweep", sc, "--vary", "tenants.dominant_share=0.5..1.2:3"}, "noisy-neighbor.yaml:32:3: tenants.dominant_share"},
+		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--vary", "tenants.count=1..2"}, "the same key"},
+		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--search", "knee", "--vary", "classes.report.rate=1..2"}, "one key"},
+		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--search", "cliff"}, "--search"},
+		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--trials", "0"}, "--trials"},
+		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--resume"}, "give --out"},
+		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--out", done}, "does not overwrite"},
+		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--out", done, "--resume"}, "another scenario"},
+	} {
+		t.Run(strings.Join(tc.args[2:], " "), func(t *testing.T) {
+			before := serversUnder(runs)
+			var out, errOut bytes.Buffer
+			if got := realMain(tc.args, &out, &errOut); got != exitUsage {
+				t.Errorf("exit %d, want 2; stderr:\n%s", got, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.msg) {
+				t.Errorf("stderr lacks %q:\n%s", tc.msg, errOut.String())
+			}
+			if after := serversUnder(runs); len(after) > len(before) {
+				t.Errorf("postgres processes %v left running", after)
+			}
+		})
+	}
+}
+
+// A tiny real sweep: 2 points, 1 trial, short phases, against PostgreSQL
+// started by noisysim; then --resume finds every trial done.
+func TestSweepReal(t *testing.T) {
+	needPostgres(t)
+	sc := writeShort(t)
+	out := filepath.Join(t.TempDir(), "sw")
+	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
+	c := startCLI(t, env, "sweep", sc, "--vary", "classes.lookup.rate=20..40:2", "--out", out)
+	if code := c.wait(t); code != 0 {
+		o, e := c.output()
+		t.Fatalf("exit %d\n%s\n%s", code, o, e)
+	}
+	o, _ := c.output()
+	for _, want := range []string{"classes.lookup.rate=20  trial 1/1  seed 1  shared held", "classes.lookup.rate=40  trial 1/1", "quiet/solo p99", "sweep written to"} {
+		if !strings.Contains(o, want) {
+			t.Errorf("output lacks %q:\n%s", want, o)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "sweep.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Complete bool `json:"complete"`
+		Points   []struct {
+			Values  map[string]float64 `json:"values"`
+			Summary []struct {
+				Name       string `json:"name"`
+				Held       int    `json:"held"`
+				Throughput struct {
+					Median float64 `json:"median"`
+				} `json:"throughput_per_s"`
+			} `json:"summary"`
+		} `json:"points"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Complete || len(d.Points) != 2 || d.Points[1].Values["classes.lookup.rate"] != 40 {
+		t.Fatalf("sweep.json: %s", raw)
+	}
+	// The throughput reached follows the rate asked for.
+	lo, hi := d.Points[0].Summary[0].Throughput.Median, d.Points[1].Summary[0].Throughput.Median
+	if !(lo > 10 && lo < 30 && hi > 30 && hi < 50) {
+		t.Errorf("throughput %v at rate 20, %v at 40", lo, hi)
+	}
+	if _, err := os.Stat(filepath.Join(out, "sweep.md")); err != nil {
+		t.Error(err)
+	}
+	r := startCLI(t, env, "sweep", sc, "--vary", "classes.lookup.rate=20..40:2", "--out", out, "--resume")
+	if code := r.wait(t); code != 0 {
+		o, e := r.output()
+		t.Fatalf("--resume: exit %d\n%s\n%s", code, o, e)
+	}
+	if o, e := r.output(); !strings.Contains(o, "classes.lookup.rate=40  trial 1/1") || strings.Contains(e, "start") {
+		t.Errorf("--resume output:\n%s\n%s", o, e)
+	}
+}

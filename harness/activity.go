@@ -1,0 +1,201 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// AssertTaggedOnly is the assertion that every active backend of the
+// configuration's roles carried a tenant tag.
+const AssertTaggedOnly = "tagged_only"
+
+// activityEvery is the step of the pg_stat_activity sampler.
+const activityEvery = 100 * time.Millisecond
+
+// maxUntaggedQueries bounds the query texts kept of untagged activity.
+const maxUntaggedQueries = 10
+
+// activitySQL reads the client backends of the given roles (the sampling
+// session excluded): tag, state, whether waiting, how long the current
+// query has run (ms) and its text.
+const activitySQL = `SELECT coalesce(application_name, ''), coalesce(state, ''),
+	wait_event_type IS NOT NULL AND wait_event_type <> 'Client',
+	coalesce(extract(epoch FROM clock_timestamp() - query_start) * 1000, 0)::float8,
+	left(coalesce(query, ''), 200)
+FROM pg_stat_activity
+WHERE usename = ANY($1) AND pid <> pg_backend_pid() AND backend_type = 'client backend'`
+
+// activitySampler samples pg_stat_activity for a set of roles every
+// activityEvery: a ledger of what a black-box service does on the
+// database, per tenant tag.
+type activitySampler struct {
+	mu       sync.Mutex
+	rows     map[string]*reports.ActivityRow // by tag; "" untagged
+	queries  []string
+	samples  int64
+	failures int64
+	lastErr  error
+	stop     func()
+}
+
+// startActivity samples the roles' backends on dsn until stop is called.
+func startActivity(ctx context.Context, dsn string, roles []string) (*activitySampler, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: connect to sample pg_stat_activity: %w", ErrRun, err)
+	}
+	s := &activitySampler{rows: map[string]*reports.ActivityRow{}}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer conn.Close(context.Background())
+		tick := time.NewTicker(activityEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+				s.sample(sctx, conn, roles)
+			}
+		}
+	}()
+	var once sync.Once
+	s.stop = func() { once.Do(func() { cancel(); <-done }) }
+	return s, nil
+}
+
+func (s *activitySampler) sample(ctx context.Context, conn *pgx.Conn, roles []string) {
+	rows, err := conn.Query(ctx, activitySQL, roles)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.fail(err)
+		}
+		return
+	}
+	type backend struct {
+		tag, state, query string
+		waiting           bool
+		ms                float64
+	}
+	var seen []backend
+	for rows.Next() {
+		var b backend
+		if err := rows.Scan(&b.tag, &b.state, &b.waiting, &b.ms, &b.query); err != nil {
+			rows.Close()
+			s.fail(err)
+			return
+		}
+		seen = append(seen, b)
+	}
+	if err := rows.Err(); err != nil {
+		s.fail(err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.samples++
+	active := map[string]int64{}
+	for _, b := range seen {
+		tag := ""
+		if t, ok := strings.CutPrefix(b.tag, pools.TagPrefix); ok {
+			tag = t
+		}
+		if tag == "" && (pools.Housekeeping(b.query) || strings.HasPrefix(b.tag, pools.AppNamePrefix)) {
+			// The stack's own connection around a tagged call: its tag
+			// and reset, or the instant between a statement's commit
+			// (which ends a transaction-local tag) and its backend going
+			// idle. The stack runs no work untagged.
+			continue
+		}
+		row := s.rows[tag]
+		switch b.state {
+		case "active":
+			if row == nil {
+				row = &reports.ActivityRow{Tenant: tag}
+				s.rows[tag] = row
+			}
+			row.ActiveSamples++
+			active[tag]++
+			if b.waiting {
+				row.Waiting++
+			}
+			row.Longest = max(row.Longest, b.ms)
+			if tag == "" && len(s.queries) < maxUntaggedQueries && !slices.Contains(s.queries, b.query) {
+				s.queries = append(s.queries, b.query)
+			}
+		case "idle in transaction", "idle in transaction (aborted)":
+			if row == nil {
+				row = &reports.ActivityRow{Tenant: tag}
+				s.rows[tag] = row
+			}
+			row.IdleInTx++
+		}
+	}
+	for tag, n := range active {
+		s.rows[tag].MaxActive = max(s.rows[tag].MaxActive, n)
+	}
+}
+
+func (s *activitySampler) fail(err error) {
+	s.mu.Lock()
+	s.failures++
+	s.lastErr = err
+	s.mu.Unlock()
+}
+
+// report returns the sampled activity: per tenant tag, most active first,
+// and the untagged backends apart.
+func (s *activitySampler) report() *reports.Activity {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := &reports.Activity{Interval: float64(activityEvery.Milliseconds()), Samples: s.samples, Tenants: []reports.ActivityRow{}}
+	var total int64
+	for _, r := range s.rows {
+		total += r.ActiveSamples
+	}
+	step := activityEvery.Seconds()
+	for tag, r := range s.rows {
+		row := *r
+		row.Active = float64(row.ActiveSamples) * step
+		if total > 0 {
+			row.Share = float64(row.ActiveSamples) / float64(total)
+		}
+		if tag == "" {
+			a.Untagged = &row
+			continue
+		}
+		a.Tenants = append(a.Tenants, row)
+	}
+	slices.SortFunc(a.Tenants, func(x, y reports.ActivityRow) int {
+		if x.ActiveSamples != y.ActiveSamples {
+			return int(y.ActiveSamples - x.ActiveSamples)
+		}
+		return strings.Compare(x.Tenant, y.Tenant)
+	})
+	a.UntaggedQueries = slices.Clone(s.queries)
+	return a
+}
+
+// taggedOnly is the tagged_only assertion over a configuration's sampled
+// activity: no active backend of its roles without a tenant tag.
+func taggedOnly(config string, a *reports.Activity) reports.Assertion {
+	var n int64
+	detail := fmt.Sprintf("every active backend of the roles carried a tenant tag (%d samples every %.0f ms)", a.Samples, a.Interval)
+	if a.Untagged != nil && a.Untagged.ActiveSamples > 0 {
+		n = a.Untagged.ActiveSamples
+		detail = fmt.Sprintf("%d active backends seen without a tenant tag (%.1f s of backend time, %.0f%% of all); queries: %s",
+			n, a.Untagged.Active, 100*a.Untagged.Share, strings.Join(a.UntaggedQueries, " | "))
+	}
+	return countAssert(AssertTaggedOnly, config, "", "", "<=", n, 0, detail)
+}

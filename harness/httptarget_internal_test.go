@@ -1,0 +1,210 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/workload"
+)
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		form string
+	}{
+		{"", 0, "missing"},
+		{"3", 3 * time.Second, "seconds"},
+		{" 0 ", 0, "seconds"},
+		{"-1", 0, "malformed"},
+		{"1.5", 0, "malformed"},
+		{"soon", 0, "malformed"},
+		{now.Add(7 * time.Second).Format(http.TimeFormat), 7 * time.Second, "date"},
+		{now.Add(-time.Minute).Format(http.TimeFormat), 0, "date"},
+	} {
+		d, form := parseRetryAfter(tc.in, now)
+		if d != tc.want || form != tc.form {
+			t.Errorf("%q: %s %s, want %s %s", tc.in, d, form, tc.want, tc.form)
+		}
+	}
+}
+
+// TestHTTPTargetOutcomes sends one request per outcome to a test server
+// and checks each error class and the counters.
+func TestHTTPTargetOutcomes(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("X-Tenant"))
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/ok/7":
+		case "/busy/7":
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case "/bad/7":
+			w.Header().Set("Retry-After", "later")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case "/fail/7":
+			w.WriteHeader(http.StatusBadGateway)
+		case "/slow/7":
+			time.Sleep(300 * time.Millisecond)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+
+	cases := []struct{ path, class string }{
+		{"/ok/{tenant}", ""}, {"/busy/{tenant}", "http_429"}, {"/bad/{tenant}", "http_429"},
+		{"/fail/{tenant}", "http_5xx"}, {"/nope/{tenant}", "http_4xx"}, {"/slow/{tenant}", "http_timeout"},
+	}
+	yaml := "name: h\ntenants: {count: 8}\nservice: {url: \"" + srv.URL + "\"}\nconfigurations: [{name: c, mode: isolated}]\nclasses:\n"
+	for i, tc := range cases {
+		yaml += fmt.Sprintf("  - {name: c%d, isolation_class: interactive, rate: 1, http: {url: %q, headers: {X-Tenant: \"{tenant}\"}, timeout: 100ms}}\n", i, tc.path)
+	}
+	yaml += "  - {name: closed, isolation_class: heavy, rate: 1, http: {urls: [\"http://" + closed + "/x\"]}}\n"
+	sc, err := scenario.Parse([]byte(yaml), "h.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := newHTTPTarget(sc, []string{srv.URL}, func(op workload.Op, name string) string { return "7" })
+	defer ht.close()
+	for i, tc := range cases {
+		err := ht.do(context.Background(), &sc.Classes[i], workload.Op{Tenant: 7})
+		got := ""
+		if err != nil {
+			got = errorClass(err)
+		}
+		if got != tc.class {
+			t.Errorf("%s: class %q (%v), want %q", tc.path, got, err, tc.class)
+		}
+	}
+	cl := &sc.Classes[0]
+	if err := ht.do(context.Background(), &sc.Classes[len(cases)], workload.Op{Tenant: 7}); errorClass(err) != "http_transport" {
+		t.Errorf("closed port: %v (%s), want transport", err, errorClass(err))
+	}
+	var he *HTTPError
+	st := ht.stats()
+	if st.Requests != 7 || st.Outcomes["2xx"] != 1 || st.Outcomes["429"] != 2 || st.Outcomes["timeout"] != 1 ||
+		st.Outcomes["transport"] != 1 || st.RetryAfter["seconds"] != 1 || st.RetryAfter["malformed"] != 1 || st.RetryAfterMean != 2 {
+		t.Errorf("stats %+v", st)
+	}
+	// A cancelled run is not the service's fault.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ht.do(ctx, cl, workload.Op{Tenant: 7}); !errors.Is(err, context.Canceled) || errors.As(err, &he) {
+		t.Errorf("cancelled: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 || seen[0] != "GET /ok/7 7" {
+		t.Errorf("requests seen %q", seen)
+	}
+}
+
+// TestHTTPTargetRetry: a client that retries 429s sends each failed
+// arrival again up to max times, fanout requests per attempt, and the
+// stats say how much the retries amplified the arrivals.
+func TestHTTPTargetRetry(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		n := hits[r.URL.Path]
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/flaky" && n <= 2, r.URL.Path == "/busy":
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case r.URL.Path == "/broken":
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	sc, err := scenario.Parse([]byte(`name: r
+tenants: {count: 3}
+service: {url: "`+srv.URL+`"}
+configurations: [{name: c, mode: isolated}]
+classes:
+  - {name: a, isolation_class: interactive, rate: 1, http: {url: /flaky, retry: {on: ["429"], max: 3, backoff: 1ms, honour_retry_after: true}}}
+  - {name: b, isolation_class: interactive, rate: 1, http: {url: /busy, retry: {on: ["429", 5xx], max: 2, backoff: 1ms, fanout: 3}}}
+  - {name: c, isolation_class: interactive, rate: 1, http: {url: /broken, retry: {on: ["429"], max: 5, backoff: 1ms}}}
+`), "r.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := newHTTPTarget(sc, []string{srv.URL}, func(workload.Op, string) string { return "" })
+	defer ht.close()
+	if err := ht.do(context.Background(), &sc.Classes[0], workload.Op{Tenant: 1}); err != nil {
+		t.Errorf("flaky: %v, want success on the third attempt", err)
+	}
+	if err := ht.do(context.Background(), &sc.Classes[1], workload.Op{Tenant: 1}); errorClass(err) != "http_429" {
+		t.Errorf("busy: %v, want http_429 after its retries", err)
+	}
+	if err := ht.do(context.Background(), &sc.Classes[2], workload.Op{Tenant: 1}); errorClass(err) != "http_5xx" {
+		t.Errorf("broken: %v, want http_5xx without retry (5xx not in on)", err)
+	}
+	st := ht.stats()
+	// flaky 3 requests (2 retries), busy 3 attempts × 3 (2 retries), broken 1.
+	if st.Arrivals != 3 || st.Requests != 13 || st.Retries != 4 || st.Amplification < 4.33 || st.Amplification > 4.34 {
+		t.Errorf("stats %+v: want 3 arrivals, 13 requests, 4 retries", st)
+	}
+	if hits["/busy"] != 9 || hits["/broken"] != 1 {
+		t.Errorf("hits %v", hits)
+	}
+}
+
+// TestHTTPTargetBalance: a path goes round robin over the service's
+// instances, or sticky per tenant; urls are chosen the same way.
+func TestHTTPTargetBalance(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`name: b
+tenants: {count: 5}
+service: {command: [x], instances: 3}
+configurations: [{name: c, mode: isolated}]
+classes:
+  - {name: rr, isolation_class: interactive, rate: 1, http: {url: "/t/{tenant}"}}
+  - {name: sticky, isolation_class: interactive, rate: 1, http: {url: "/t/{tenant}", balance: sticky}}
+  - {name: urls, isolation_class: heavy, rate: 1, http: {urls: ["http://a/{tenant}", "http://b/{tenant}"], balance: sticky}}
+`), "b.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := newHTTPTarget(sc, []string{"http://i0", "http://i1", "http://i2"}, func(op workload.Op, _ string) string {
+		return fmt.Sprint(op.Tenant)
+	})
+	var got []string
+	for i := range 4 {
+		got = append(got, ht.url(&sc.Classes[0], workload.Op{Tenant: 1 + i%2}))
+	}
+	if want := "http://i0/t/1 http://i1/t/2 http://i2/t/1 http://i0/t/2"; fmt.Sprint(got) != "["+want+"]" {
+		t.Errorf("round robin %v, want %s", got, want)
+	}
+	for tenant, want := range map[int]string{1: "http://i0/t/1", 2: "http://i1/t/2", 4: "http://i0/t/4"} {
+		for range 2 {
+			if got := ht.url(&sc.Classes[1], workload.Op{Tenant: tenant}); got != want {
+				t.Errorf("sticky tenant %d: %s, want %s", tenant, got, want)
+			}
+		}
+	}
+	if got := ht.url(&sc.Classes[2], workload.Op{Tenant: 2}); got != "http://b/2" {
+		t.Errorf("sticky urls tenant 2: %s", got)
+	}
+}

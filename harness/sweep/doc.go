@@ -1,0 +1,175 @@
+package sweep
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/noisysim/noisysim/reports"
+)
+
+// Doc is what sweep.json holds (reports/REPORT.md, "Sweeps"). It is
+// rewritten after every trial, so an interrupted sweep keeps what finished.
+type Doc struct {
+	Version  int       `json:"sweep_version"`
+	Scenario string    `json:"scenario"`
+	File     string    `json:"file"`
+	Vary     []VaryDoc `json:"vary"`
+	Trials   int       `json:"trials"`
+	// Search is "grid" (every point) or "knee" (bisection per configuration).
+	Search string  `json:"search"`
+	Points []Point `json:"points"`
+	Knees  []Knee  `json:"knees,omitempty"`
+	// Complete is false while the sweep runs and when it was interrupted.
+	Complete bool `json:"complete"`
+}
+
+func (d *Doc) specs() []string {
+	var s []string
+	for _, v := range d.Vary {
+		s = append(s, v.Spec)
+	}
+	return s
+}
+
+// VaryDoc is one varied key.
+type VaryDoc struct {
+	// Spec is the --vary as given, Key its path, Value the scenario's own
+	// value (the baseline of headroom), Integer whether the key is whole.
+	Spec    string  `json:"spec"`
+	Key     string  `json:"key"`
+	Value   float64 `json:"value"`
+	Integer bool    `json:"integer"`
+}
+
+// Point is one set of values, run Trials times.
+type Point struct {
+	// Values maps each varied key to its value at this point.
+	Values map[string]float64 `json:"values"`
+	// Only names the one configuration run (a knee probe); empty: all.
+	Only    string          `json:"only,omitempty"`
+	Trials  []Trial         `json:"trials"`
+	Summary []ConfigSummary `json:"summary"`
+}
+
+// Trial is one run at a point.
+type Trial struct {
+	Seed int64 `json:"seed"`
+	// Passed is the run's verdict (each configuration as expected).
+	Passed bool `json:"passed"`
+	// Disturbed: a measured window saw other work on the machine (guard).
+	Disturbed      bool          `json:"disturbed,omitempty"`
+	Configurations []ConfigTrial `json:"configurations"`
+}
+
+// ConfigTrial is one configuration in one trial.
+type ConfigTrial struct {
+	Name string `json:"name"`
+	// Held: all the configuration's assertions passed (whatever it was
+	// expected to do); Failed names those that did not.
+	Held   bool     `json:"held"`
+	Failed []string `json:"failed,omitempty"`
+	// Throughput and TargetRate are requests per second, issued and intended.
+	Throughput float64 `json:"throughput_per_s"`
+	TargetRate float64 `json:"target_rate_per_s"`
+	// QuietP99 and SoloP99 (ms) are the merged quiet tenants' p99 of
+	// QuietClass, the class with the largest QuietP99/SoloP99
+	// (QuietOverSolo), with and without the noise; SoloP99 is 0 when the
+	// scenario has no solo phase.
+	QuietClass    string          `json:"quiet_class,omitempty"`
+	QuietP99      float64         `json:"quiet_p99_ms"`
+	SoloP99       float64         `json:"solo_p99_ms"`
+	QuietOverSolo float64         `json:"quiet_over_solo"`
+	Rejected      int64           `json:"rejected"`
+	Errors        int64           `json:"errors"`
+	TopDBTime     []reports.Share `json:"top_db_time,omitempty"`
+}
+
+// ConfigSummary is one configuration over a point's trials.
+type ConfigSummary struct {
+	Name string `json:"name"`
+	// Held of Trials trials held all the configuration's assertions.
+	Held          int             `json:"held"`
+	Trials        int             `json:"trials"`
+	Throughput    Spread          `json:"throughput_per_s"`
+	QuietP99      Spread          `json:"quiet_p99_ms"`
+	QuietOverSolo Spread          `json:"quiet_over_solo"`
+	Rejected      Spread          `json:"rejected"`
+	Errors        Spread          `json:"errors"`
+	TopDBTime     []reports.Share `json:"top_db_time,omitempty"`
+}
+
+// Spread is a figure over trials: median, min, max of N values.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	N      int     `json:"n"`
+}
+
+// Knee is one configuration's result of a knee search.
+type Knee struct {
+	Configuration string `json:"configuration"`
+	Expect        string `json:"expect,omitempty"`
+	Key           string `json:"key"`
+	// Baseline is the scenario's own value of Key; Lo..Hi the range searched.
+	Baseline float64 `json:"baseline"`
+	Lo       float64 `json:"lo"`
+	Hi       float64 `json:"hi"`
+	// Found: the assertions held at Lo. Knee is the largest value probed at
+	// which they held in all trials (KneePasses of Trials); FailAt the
+	// smallest above it at which they did not (FailPasses held).
+	Found      bool    `json:"found"`
+	Knee       float64 `json:"knee"`
+	KneePasses int     `json:"knee_passes"`
+	FailAt     float64 `json:"fail_at,omitempty"`
+	FailPasses int     `json:"fail_passes"`
+	Trials     int     `json:"trials"`
+	// AboveRange: the assertions held at Hi too; the knee lies beyond.
+	AboveRange bool `json:"above_range"`
+	// Headroom is Knee / Baseline (0 when not found or Baseline is 0).
+	Headroom float64 `json:"headroom"`
+	Probes   []Probe `json:"probes"`
+}
+
+// Probe is one value a knee search tried and how many trials held.
+type Probe struct {
+	Value float64 `json:"value"`
+	Held  int     `json:"held"`
+}
+
+// WriteFile writes d as dir/sweep.json, atomically (a temporary file renamed).
+func (d *Doc) WriteFile(dir string) error {
+	data, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode sweep: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, ".sweep-*.json")
+	if err != nil {
+		return fmt.Errorf("write sweep: %w", err)
+	}
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write sweep: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write sweep: %w", err)
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, "sweep.json"))
+}
+
+// ReadFile reads dir/sweep.json.
+func ReadFile(dir string) (*Doc, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
+	if err != nil {
+		return nil, err
+	}
+	var d Doc
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, badf("%s: not a sweep: %v", filepath.Join(dir, "sweep.json"), err)
+	}
+	return &d, nil
+}

@@ -1,0 +1,234 @@
+package sweep
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/noisysim/noisysim/harness/scenario"
+)
+
+// ErrBadInput marks a bad --vary, --search or sweep option: a key that is not
+// in the scenario file or not numeric, a malformed range, STEPS of 0. The CLI
+// maps it to exit code 2. A value the scenario's own validation rejects is a
+// *scenario.Error (scenario.ErrInvalid) instead.
+var ErrBadInput = errors.New("bad sweep input")
+
+func badf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrBadInput}, args...)...)
+}
+
+// Source is a scenario file held as text and as its YAML node tree, so that
+// any numeric key can be set by its path and the result validated by
+// scenario.Parse, with problems still reported at the file's line:col.
+type Source struct {
+	File string
+	data []byte
+	root *yaml.Node
+}
+
+// Key is a numeric key found in a Source.
+type Key struct {
+	// Path is the key as given, e.g. "classes.report.rate".
+	Path string
+	// Value is the scenario's own value; Int says the file writes an integer.
+	Value float64
+	Int   bool
+	// Line and Col locate the value in the file (1-based).
+	Line, Col int
+	node      *yaml.Node
+}
+
+// Load reads a scenario file for editing. It does not validate it: call
+// Scenario for that.
+func Load(file string) (*Source, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		// Parse reports the problem with its position.
+		if _, perr := scenario.Parse(data, file); perr != nil {
+			return nil, perr
+		}
+		return nil, fmt.Errorf("%w: %s: %v", scenario.ErrInvalid, file, err)
+	}
+	return &Source{File: file, data: data, root: doc.Content[0]}, nil
+}
+
+// Lookup finds the numeric key at path: mapping keys by name, list items by
+// their name (the "name" key of each item) or by 0-based index, e.g.
+// "classes.report.rate", "configurations.isolated.heavy.limiter.max_queue",
+// "classes.0.rate". A key the file does not write, or whose value is not a
+// plain number, is an error matching ErrBadInput.
+func (s *Source) Lookup(path string) (Key, error) {
+	if path == "" {
+		return Key{}, badf("--vary: empty key")
+	}
+	n := s.root
+	segs := strings.Split(path, ".")
+	for i, seg := range segs {
+		at := strings.Join(segs[:i], ".")
+		if at == "" {
+			at = "the top level"
+		}
+		for n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			var keys []string
+			for j := 0; j+1 < len(n.Content); j += 2 {
+				keys = append(keys, n.Content[j].Value)
+				if n.Content[j].Value == seg {
+					next = n.Content[j+1]
+				}
+			}
+			if next == nil {
+				return Key{}, badf("--vary %s: %s:%d:%d: %s has no key %q (it has %s); a key left to its default must be written in the file to be swept",
+					path, s.File, n.Line, n.Column, at, seg, strings.Join(keys, ", "))
+			}
+		case yaml.SequenceNode:
+			var names []string
+			for _, item := range n.Content {
+				if name := itemName(item); name != "" {
+					names = append(names, name)
+					if name == seg {
+						next = item
+					}
+				}
+			}
+			if next == nil {
+				if ix, err := strconv.Atoi(seg); err == nil && ix >= 0 && ix < len(n.Content) {
+					next = n.Content[ix]
+				}
+			}
+			if next == nil {
+				return Key{}, badf("--vary %s: %s:%d:%d: %s is a list with no item named %q (names: %s; or an index 0..%d)",
+					path, s.File, n.Line, n.Column, at, seg, strings.Join(names, ", "), len(n.Content)-1)
+			}
+		default:
+			return Key{}, badf("--vary %s: %s:%d:%d: %s is a value, not a mapping or list: it has no %q", path, s.File, n.Line, n.Column, at, seg)
+		}
+		n = next
+	}
+	for n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Kind != yaml.ScalarNode || n.Style != 0 || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+		return Key{}, badf("--vary %s: %s:%d:%d: not a numeric key (its value is %s)", path, s.File, n.Line, n.Column, describe(n))
+	}
+	v, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return Key{}, badf("--vary %s: %s:%d:%d: not a finite number: %q", path, s.File, n.Line, n.Column, n.Value)
+	}
+	if _, err := s.offset(n); err != nil {
+		return Key{}, badf("--vary %s: %w", path, err)
+	}
+	return Key{Path: path, Value: v, Int: n.ShortTag() == "!!int", Line: n.Line, Col: n.Column, node: n}, nil
+}
+
+func itemName(item *yaml.Node) string {
+	if item.Kind != yaml.MappingNode {
+		return ""
+	}
+	for j := 0; j+1 < len(item.Content); j += 2 {
+		if item.Content[j].Value == "name" && item.Content[j+1].Kind == yaml.ScalarNode {
+			return item.Content[j+1].Value
+		}
+	}
+	return ""
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	if n.Style != 0 {
+		return fmt.Sprintf("the quoted string %q", n.Value)
+	}
+	return fmt.Sprintf("%q (%s)", n.Value, strings.TrimPrefix(n.ShortTag(), "!!"))
+}
+
+// offset returns the byte offset of scalar n's text in the file, checking
+// that the text there is its value (a plain scalar on one line).
+func (s *Source) offset(n *yaml.Node) (int, error) {
+	off := 0
+	for range n.Line - 1 {
+		i := bytes.IndexByte(s.data[off:], '\n')
+		if i < 0 {
+			return 0, fmt.Errorf("%s:%d:%d: value not found in the file", s.File, n.Line, n.Column)
+		}
+		off += i + 1
+	}
+	line := s.data[off:]
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	col := 0
+	for i := range string(line) { // columns count characters
+		if col == n.Column-1 {
+			off += i
+			if !bytes.HasPrefix(line[i:], []byte(n.Value)) {
+				break
+			}
+			return off, nil
+		}
+		col++
+	}
+	return 0, fmt.Errorf("%s:%d:%d: value %q is not written as a plain number on its line", s.File, n.Line, n.Column, n.Value)
+}
+
+// Format writes v as k's file would: an integer key rounded.
+func (k Key) Format(v float64) string {
+	if k.Int {
+		return strconv.FormatInt(int64(math.Round(v)), 10)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// Scenario returns the scenario with each key set to its value, decoded and
+// validated by scenario.Parse: a value outside the key's bounds is the
+// scenario's own problem (file:line:col, field), an *scenario.Error.
+func (s *Source) Scenario(set []Setting) (*scenario.Scenario, error) {
+	type edit struct {
+		off  int
+		old  int
+		text string
+	}
+	var edits []edit
+	for _, st := range set {
+		off, err := s.offset(st.Key.node)
+		if err != nil {
+			return nil, badf("--vary %s: %w", st.Key.Path, err)
+		}
+		edits = append(edits, edit{off, len(st.Key.node.Value), st.Key.Format(st.Value)})
+	}
+	slices.SortFunc(edits, func(a, b edit) int { return b.off - a.off })
+	data := slices.Clone(s.data)
+	for i, e := range edits {
+		if i > 0 && e.off == edits[i-1].off {
+			return nil, badf("--vary: the same key given twice")
+		}
+		data = slices.Concat(data[:e.off], []byte(e.text), data[e.off+e.old:])
+	}
+	return scenario.Parse(data, s.File)
+}
+
+// Setting is one key set to one value.
+type Setting struct {
+	Key   Key
+	Value float64
+}

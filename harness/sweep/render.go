@@ -1,0 +1,105 @@
+package sweep
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes the sweep as terminal tables: per point and
+// configuration, the trials that held, the throughput, the quiet p99 over
+// the solo p99 (median and min–max over trials), rejections, errors and the
+// top tenants' DB-time shares; then each knee.
+func WriteText(w io.Writer, d *Doc) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "point\tconfiguration\theld\tthroughput/s\tquiet p99 ms\tquiet/solo p99 (min–max)\trejected\terrors\ttop DB time")
+	for _, r := range rows(d) {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, k := range d.Knees {
+		fmt.Fprintln(w, KneeSentence(k))
+	}
+	if !d.Complete {
+		fmt.Fprintln(w, "INCOMPLETE: the sweep was interrupted; --resume continues it")
+	}
+	return nil
+}
+
+// WriteMarkdown writes the sweep as Markdown (sweep.md).
+func WriteMarkdown(w io.Writer, d *Doc) error {
+	fmt.Fprintf(w, "# Sweep of %s\n\n", d.Scenario)
+	fmt.Fprintf(w, "File `%s`, %s, %d trial(s) per point, varying %s.", d.File, d.Search, d.Trials, strings.Join(d.specs(), ", "))
+	if !d.Complete {
+		fmt.Fprintf(w, " **Incomplete** (interrupted; `--resume` continues it).")
+	}
+	fmt.Fprintf(w, "\n\n")
+	if len(d.Knees) > 0 {
+		fmt.Fprintf(w, "## Knees\n\n")
+		for _, k := range d.Knees {
+			fmt.Fprintf(w, "- %s\n", KneeSentence(k))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "## Points\n\n")
+	fmt.Fprintln(w, "| point | configuration | held | throughput/s | quiet p99 ms | quiet/solo p99 (min–max) | rejected | errors | top DB time |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows(d) {
+		_, err := fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KneeSentence says how far a configuration holds, relative to the
+// scenario's own value: "isolated holds classes.report.rate to 36 (3×
+// today's 12; 3/3 trials held there, 1/3 at 48)".
+func KneeSentence(k Knee) string {
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
+	switch {
+	case !k.Found:
+		return fmt.Sprintf("%s fails %s already at %s, the bottom of the range (%d/%d trials held; today's value %s)",
+			k.Configuration, k.Key, f(k.Lo), k.FailPasses, k.Trials, f(k.Baseline))
+	case k.AboveRange:
+		return fmt.Sprintf("%s holds %s to at least %s, the top of the range (%s× today's %s; %d/%d trials held)",
+			k.Configuration, k.Key, f(k.Knee), f(k.Headroom), f(k.Baseline), k.KneePasses, k.Trials)
+	}
+	return fmt.Sprintf("%s holds %s to %s (%s× today's %s; %d/%d trials held there, %d/%d at %s)",
+		k.Configuration, k.Key, f(k.Knee), f(k.Headroom), f(k.Baseline), k.KneePasses, k.Trials, k.FailPasses, k.Trials, f(k.FailAt))
+}
+
+func rows(d *Doc) [][]string {
+	var out [][]string
+	for _, p := range d.Points {
+		var vals []string
+		for _, v := range d.Vary {
+			if x, ok := p.Values[v.Key]; ok {
+				vals = append(vals, v.Key+"="+strconv.FormatFloat(x, 'g', -1, 64))
+			}
+		}
+		pt := strings.Join(vals, " ")
+		for _, s := range p.Summary {
+			if p.Only != "" && s.Name != p.Only {
+				continue
+			}
+			var shares []string
+			for _, sh := range s.TopDBTime {
+				shares = append(shares, fmt.Sprintf("%s %.0f%%", sh.Tenant, 100*sh.Share))
+			}
+			ratio := "-"
+			if s.QuietOverSolo.N > 0 {
+				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", s.QuietOverSolo.Median, s.QuietOverSolo.Min, s.QuietOverSolo.Max)
+			}
+			out = append(out, []string{pt, s.Name, fmt.Sprintf("%d/%d", s.Held, s.Trials),
+				fmt.Sprintf("%.0f", s.Throughput.Median), fmt.Sprintf("%.1f", s.QuietP99.Median), ratio,
+				fmt.Sprintf("%.0f", s.Rejected.Median), fmt.Sprintf("%.0f", s.Errors.Median), strings.Join(shares, ", ")})
+		}
+	}
+	return out
+}

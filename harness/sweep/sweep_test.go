@@ -1,0 +1,290 @@
+package sweep_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/harness/sweep"
+	"github.com/noisysim/noisysim/reports"
+)
+
+func load(t *testing.T) *sweep.Source {
+	t.Helper()
+	src, err := sweep.Load("../../scenarios/noisy-neighbor.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func TestLookupAndEdit(t *testing.T) {
+	src := load(t)
+	for _, tc := range []struct {
+		path  string
+		value float64
+		isInt bool
+		set   float64
+		check func(*scenario.Scenario) float64
+	}{
+		{"classes.report.rate", 12, true, 30, func(s *scenario.Scenario) float64 { return s.Classes[2].Rate }},
+		{"classes.0.rate", 200, true, 150, func(s *scenario.Scenario) float64 { return s.Classes[0].Rate }},
+		{"tenants.dominant_share", 0.6, false, 0.35, func(s *scenario.Scenario) float64 { return s.Tenants.DominantShare }},
+		{"tenants.count", 50, true, 20, func(s *scenario.Scenario) float64 { return float64(s.Tenants.Count) }},
+		{"configurations.isolated.heavy.limiter.max_queue", 5, true, 9, func(s *scenario.Scenario) float64 {
+			c, _ := s.Configuration("isolated")
+			return float64(c.Heavy.Limiter.MaxQueue)
+		}},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			k, err := src.Lookup(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.Value != tc.value || k.Int != tc.isInt {
+				t.Errorf("Lookup = %v int %v, want %v int %v", k.Value, k.Int, tc.value, tc.isInt)
+			}
+			sc, err := src.Scenario([]sweep.Setting{{Key: k, Value: tc.set}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tc.check(sc); got != tc.set {
+				t.Errorf("after the edit %s = %v, want %v", tc.path, got, tc.set)
+			}
+		})
+	}
+}
+
+func TestLookupBadKeys(t *testing.T) {
+	src := load(t)
+	for _, tc := range []struct{ path, want string }{
+		{"classes.report.ratee", `no key "ratee"`},
+		{"classes.nosuch.rate", `no item named "nosuch"`},
+		{"classes.report.query", "not a numeric key"},
+		{"backend.settings.max_connections", "quoted string"},
+		{"tenants", "not a numeric key"},
+		{"tenants.exponent.x", "is a value"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			_, err := src.Lookup(tc.path)
+			if !errors.Is(err, sweep.ErrBadInput) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "noisy-neighbor.yaml:") {
+				t.Errorf("Lookup(%s) = %v, want ErrBadInput with file:line:col and %q", tc.path, err, tc.want)
+			}
+		})
+	}
+}
+
+// A value out of the key's bounds is the scenario's own validation problem,
+// at the key's place in the file.
+func TestOutOfBoundsIsScenarioProblem(t *testing.T) {
+	src := load(t)
+	v, err := sweep.ParseVary("tenants.dominant_share=0.5..1.5:3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sweep.New(src, []sweep.Vary{v}, sweep.Options{})
+	k, _ := src.Lookup("tenants.dominant_share")
+	var se *scenario.Error
+	if !errors.As(err, &se) || !errors.Is(err, scenario.ErrInvalid) || len(se.Problems) != 1 ||
+		se.Problems[0].Line != k.Line || se.Problems[0].Field != "tenants.dominant_share" {
+		t.Fatalf("New = %v, want the scenario's problem at line %d", err, k.Line)
+	}
+}
+
+func TestParseVary(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		isInt bool
+		want  []float64
+		err   string
+	}{
+		{in: "classes.report.rate=6..48*2", isInt: true, want: []float64{6, 12, 24, 48}},
+		{in: "k=1..2:3", want: []float64{1, 1.5, 2}},
+		{in: "k=0.1..0.9:5", want: []float64{0.1, 0.3, 0.5, 0.7, 0.9}},
+		{in: "k=1..3:5", isInt: true, want: []float64{1, 2, 3}},
+		{in: "k=1..100", want: []float64{1, 25.75, 50.5, 75.25, 100}},
+		{in: "k=7", want: []float64{7}},
+		{in: "k=1..10*3", want: []float64{1, 3, 9}},
+		{in: "k=1..2:0", err: "STEPS"},
+		{in: "k=1..2:x", err: "STEPS"},
+		{in: "k=2..1", err: "below LO"},
+		{in: "k=1..8*1", err: "FACTOR"},
+		{in: "k=0..8*2", err: "above 0"},
+		{in: "k=a..2", err: "LO"},
+		{in: "=1..2", err: "want KEY="},
+		{in: "k", err: "want KEY="},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			v, err := sweep.ParseVary(tc.in)
+			if tc.err != "" {
+				if !errors.Is(err, sweep.ErrBadInput) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("ParseVary = %v, want ErrBadInput naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := v.Values(tc.isInt); !slices.Equal(got, tc.want) {
+				t.Errorf("Values = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBisect(t *testing.T) {
+	// The assertions hold up to 30; at 30 one trial in three fails by
+	// chance, so the knee with 3/3 trials lies below it.
+	probe := func(calls *[]float64) func(float64) (int, error) {
+		return func(x float64) (int, error) {
+			*calls = append(*calls, x)
+			switch {
+			case x < 30:
+				return 3, nil
+			case x == 30:
+				return 2, nil
+			}
+			return 0, nil
+		}
+	}
+	var calls []float64
+	k, err := sweep.Bisect(6, 96, true, 10, 3, probe(&calls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !k.Found || k.AboveRange || k.Knee != 29 || k.FailAt != 30 || k.KneePasses != 3 || k.FailPasses != 2 {
+		t.Errorf("Bisect = %+v (probes %v), want knee 29 (3/3), fail at 30 (2/3)", k, calls)
+	}
+	if calls[0] != 6 || calls[1] != 96 {
+		t.Errorf("probes %v: want the range's ends first", calls)
+	}
+	calls = nil
+	if k, _ := sweep.Bisect(31, 96, true, 10, 3, probe(&calls)); k.Found || len(calls) != 1 {
+		t.Errorf("failing at LO: %+v after %v, want not found after one probe", k, calls)
+	}
+	calls = nil
+	if k, _ := sweep.Bisect(1, 20, false, 10, 3, probe(&calls)); !k.AboveRange || k.Knee != 20 || len(calls) != 2 {
+		t.Errorf("holding at HI: %+v after %v, want above range at 20", k, calls)
+	}
+	calls = nil
+	k, _ = sweep.Bisect(10, 40, false, 3, 3, probe(&calls))
+	if len(calls) != 5 || k.Knee < 10 || k.Knee >= 30 || k.FailAt < 30 {
+		t.Errorf("3 iterations: %+v after %v, want 5 probes and 10 <= knee < 30 <= fail", k, calls)
+	}
+}
+
+// fakeRun stands in for harness.Run: configuration "isolated" holds while
+// the report rate is at most 24, "naive" never.
+func fakeRun(runs *int) sweep.RunFunc {
+	return func(_ context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
+		*runs++
+		rep := &reports.Report{Seed: sc.Seed}
+		for _, c := range sc.Configurations {
+			if only != "" && c.Name != only {
+				continue
+			}
+			held := c.Name == "isolated" && sc.Classes[2].Rate <= 24
+			rep.Configurations = append(rep.Configurations, reports.Configuration{Name: c.Name,
+				QuietAll:     []reports.TenantRow{{Class: "lookup", P99: 10}},
+				SoloQuietAll: []reports.TenantRow{{Class: "lookup", P99: 4}}})
+			rep.Assertions = append(rep.Assertions, reports.Assertion{Name: "quiet_p99", Configuration: c.Name, Passed: held})
+		}
+		return rep, nil
+	}
+}
+
+func TestKneesAndResume(t *testing.T) {
+	src := load(t)
+	v, _ := sweep.ParseVary("classes.report.rate=6..96")
+	dir := t.TempDir()
+	runs := 0
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := sweep.Options{Trials: 2, Iterations: 6, Run: fakeRun(&runs), OnTrial: func(d *sweep.Doc) {
+		if err := d.WriteFile(dir); err != nil {
+			t.Fatal(err)
+		}
+		if runs == 5 {
+			cancel() // interrupted: the next run sees it
+		}
+	}}
+	interrupted := opts
+	interrupted.Run = func(c context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
+		if c.Err() != nil {
+			return nil, c.Err()
+		}
+		return fakeRun(&runs)(c, sc, only)
+	}
+	sw, err := sweep.New(src, []sweep.Vary{v}, interrupted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Knees(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Knees = %v, want interrupted", err)
+	}
+	prior, err := sweep.ReadFile(dir)
+	if err != nil || prior.Complete || len(prior.Points) == 0 {
+		t.Fatalf("after the interruption: %v, %+v", err, prior)
+	}
+	done := runs
+	opts.Prior = prior
+	sw, err = sweep.New(src, []sweep.Vary{v}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Knees(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d := sw.Doc()
+	if len(d.Knees) != 2 || !d.Complete {
+		t.Fatalf("knees %+v", d.Knees)
+	}
+	iso, naive := d.Knees[1], d.Knees[0]
+	if iso.Configuration != "isolated" || !iso.Found || iso.Knee != 24 || iso.Headroom != 2 || iso.KneePasses != 2 {
+		t.Errorf("isolated: %+v, want knee 24 = 2x today's 12", iso)
+	}
+	if naive.Found {
+		t.Errorf("naive: %+v, want failing at the bottom", naive)
+	}
+	// The resumed sweep ran only what the interrupted one had not.
+	fresh := 0
+	sw2, _ := sweep.New(src, []sweep.Vary{v}, sweep.Options{Trials: 2, Iterations: 6, Run: fakeRun(&fresh)})
+	if err := sw2.Knees(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if runs != fresh || done >= fresh {
+		t.Errorf("runs: %d before the interruption, %d in all; a fresh sweep takes %d", done, runs, fresh)
+	}
+	if s := sweep.KneeSentence(iso); !strings.Contains(s, "isolated holds classes.report.rate to 24 (2× today's 12") {
+		t.Errorf("sentence %q", s)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sweep.json")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestGridPoints(t *testing.T) {
+	src := load(t)
+	v1, _ := sweep.ParseVary("classes.report.rate=12..24:2")
+	v2, _ := sweep.ParseVary("tenants.dominant_share=0.4..0.6:2")
+	runs := 0
+	sw, err := sweep.New(src, []sweep.Vary{v1, v2}, sweep.Options{Trials: 2, Run: fakeRun(&runs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Grid(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d := sw.Doc()
+	if len(d.Points) != 4 || runs != 8 || d.Points[3].Values["tenants.dominant_share"] != 0.6 || d.Points[3].Values["classes.report.rate"] != 24 {
+		t.Fatalf("points %+v after %d runs", d.Points, runs)
+	}
+	s := d.Points[0].Summary[1]
+	if s.Name != "isolated" || s.Held != 2 || s.QuietOverSolo.Median != 2.5 {
+		t.Errorf("summary %+v", s)
+	}
+}
