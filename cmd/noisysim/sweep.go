@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -163,6 +164,15 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	if h := base.Assertions.Headroom; h.Key != "" {
+		if *search != "knee" {
+			fmt.Fprintf(a.stderr, "noisysim: assertions.headroom (%s) is checked by --search knee only\n", h.Key)
+		} else if k := sw.Keys()[0]; k.Path != h.Key {
+			if hk, err := src.Lookup(h.Key); err != nil || hk.Line != k.Line || hk.Col != k.Col {
+				return usagef("sweep: --search knee of %s: the scenario's assertions.headroom is of %s; search that key", k.Path, h.Key)
+			}
+		}
+	}
 	if base.Backend.Kind == scenario.BackendDocker {
 		if err := needDocker(ctx, "sweep"); err != nil {
 			return err
@@ -220,7 +230,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(writeErr, headroomGate(base, d))
+	return errors.Join(writeErr, headroomGate(a.stdout, base, d))
 }
 
 func registerCluster(a *app, c backend.Cluster) *teardownItem {
@@ -278,9 +288,29 @@ func disturbedWord(t sweep.Trial) string {
 	return ""
 }
 
-// headroomGate is the scenario's assertions.headroom checked against a knee
-// search of its key: nil when the scenario has none or the search was of
-// another key.
-func headroomGate(sc *scenario.Scenario, d *sweep.Doc) error {
+// headroomGate checks the scenario's assertions.headroom against a knee
+// search of its key: every configuration expected to pass holds to at least
+// min × the file's value. nil without headroom or a knee search.
+func headroomGate(w io.Writer, sc *scenario.Scenario, d *sweep.Doc) error {
+	h := sc.Assertions.Headroom
+	if h.Key == "" || d.Search != "knee" {
+		return nil
+	}
+	var short []string
+	for _, k := range d.Knees {
+		if k.Expect == string(scenario.ExpectFail) { // the key was checked: the search is of it
+			continue
+		}
+		ok := k.Found && k.Headroom >= h.Min
+		verdict := "PASS"
+		if !ok {
+			verdict = "FAIL"
+			short = append(short, k.Configuration)
+		}
+		fmt.Fprintf(w, "headroom %s: %s holds %s to %.3g× (want >= %.3g×)\n", verdict, k.Configuration, h.Key, k.Headroom, h.Min)
+	}
+	if len(short) > 0 {
+		return fmt.Errorf("%w: scenario %s: headroom of %s below %g× for %s", errAssertionFailed, sc.Name, h.Key, h.Min, strings.Join(short, ", "))
+	}
 	return nil
 }

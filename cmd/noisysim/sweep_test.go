@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/internal/runlock"
 )
 
@@ -118,5 +120,51 @@ func TestSweepReal(t *testing.T) {
 	}
 	if o, e := r.output(); !strings.Contains(o, "classes.lookup.rate=40  trial 1/1") || strings.Contains(e, "start") {
 		t.Errorf("--resume output:\n%s\n%s", o, e)
+	}
+}
+
+func TestHeadroomGate(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`name: x
+classes: [{name: report, isolation_class: heavy, query: report, rate: 10}]
+configurations:
+  - {name: naive, mode: shared, expect: fail}
+  - {name: isolated, mode: isolated}
+assertions:
+  headroom: {key: classes.report.rate, min: 2}
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	knees := func(iso sweep.Knee) *sweep.Doc {
+		return &sweep.Doc{Search: "knee", Knees: []sweep.Knee{
+			{Configuration: "naive", Expect: "fail", Key: "classes.report.rate"}, // never holds: a control
+			iso}}
+	}
+	var out bytes.Buffer
+	if err := headroomGate(&out, sc, knees(sweep.Knee{Configuration: "isolated", Expect: "pass", Found: true, Headroom: 2.5})); err != nil {
+		t.Errorf("2.5x against min 2: %v", err)
+	}
+	for _, k := range []sweep.Knee{
+		{Configuration: "isolated", Expect: "pass", Found: true, Headroom: 1.5},
+		{Configuration: "isolated", Expect: "pass", Found: true, AboveRange: true, Headroom: 1.8}, // range too short
+		{Configuration: "isolated", Expect: "pass"},
+	} {
+		err := headroomGate(&out, sc, knees(k))
+		if exitCode(err) != exitAssertion || !strings.Contains(err.Error(), "isolated") {
+			t.Errorf("%+v: %v, want exit 99 naming isolated", k, err)
+		}
+	}
+	if err := headroomGate(&out, sc, &sweep.Doc{Search: "grid"}); err != nil {
+		t.Errorf("grid: %v", err)
+	}
+	bad := `name: x
+classes: [{name: report, isolation_class: heavy, query: report, rate: 10}]
+configurations: [{name: s, mode: shared}]
+assertions:
+  headroom: {min: 0}
+`
+	_, err = scenario.Parse([]byte(bad), "bad.yaml")
+	if err == nil || !strings.Contains(err.Error(), "assertions.headroom.key") || !strings.Contains(err.Error(), "bad.yaml:5:") || !strings.Contains(err.Error(), "assertions.headroom.min") {
+		t.Errorf("bad headroom: %v", err)
 	}
 }

@@ -669,6 +669,19 @@ type Assertions struct {
 	// quiet_p99's bound (factor × baseline + slack): proof that the
 	// scenario shows the harm its remedy is judged on. Optional.
 	HarmBefore HarmBefore `yaml:"harm_before"`
+	// Headroom is checked by noisysim sweep --search knee of its Key: every
+	// configuration expected to pass holds its assertions up to at least
+	// Min × the file's value of Key. noisysim run ignores it. Optional.
+	Headroom Headroom `yaml:"headroom"`
+}
+
+// Headroom is the capacity assertion of a knee search (noisysim sweep).
+type Headroom struct {
+	// Key is a numeric key of the scenario file by its path, as sweep's
+	// --vary takes it, e.g. "classes.report.rate". Required with headroom.
+	Key string `yaml:"key"`
+	// Min is the headroom wanted, > 0: the knee over the file's value.
+	Min float64 `yaml:"min"`
 }
 
 // SkewBound is the assertion: in window Window, the per-worker load (each

@@ -617,6 +617,14 @@ func (c *checker) assertions(a *Assertions) {
 	if q.CheckTop != 0 && c.present("assertions.quiet_p99.check_top") && c.s.Load.Model == ModelClosed {
 		c.add("assertions.quiet_p99.check_top", "needs the open model: with load.model closed the users set the pace, so no arrival is planned")
 	}
+	if c.present("assertions.headroom") {
+		if a.Headroom.Key == "" {
+			c.add("assertions.headroom.key", "required with headroom: a numeric key's path, e.g. classes.report.rate")
+		}
+		if !(a.Headroom.Min > 0) || math.IsInf(a.Headroom.Min, 1) {
+			c.add("assertions.headroom.min", "must be > 0, got %s", fmtFloat(a.Headroom.Min))
+		}
+	}
 	known := ErrorClasses()
 	seen := map[ErrorClass]bool{}
 	for i, e := range a.AllowedErrors {

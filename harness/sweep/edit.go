@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,7 +135,14 @@ func (s *Source) Lookup(path string) (Key, error) {
 	if _, err := s.offset(n); err != nil {
 		return Key{}, badf("--vary %s: %w", path, err)
 	}
-	return Key{Path: path, Value: v, Int: n.ShortTag() == "!!int", Line: n.Line, Col: n.Column, node: n}, nil
+	integer := n.ShortTag() == "!!int"
+	// A float field written as a whole number ("rate: 4") sweeps fractions.
+	if sc, err := s.Scenario(nil); err == nil {
+		if k, ok := goKind(sc, path); ok {
+			integer = k >= reflect.Int && k <= reflect.Uint64
+		}
+	}
+	return Key{Path: path, Value: v, Int: integer, Line: n.Line, Col: n.Column, node: n}, nil
 }
 
 func itemName(item *yaml.Node) string {
@@ -231,4 +239,72 @@ func (s *Source) Scenario(set []Setting) (*scenario.Scenario, error) {
 type Setting struct {
 	Key   Key
 	Value float64
+}
+
+// goKind returns the kind of the Go field the key path decodes into, by
+// the yaml tags of scenario.Scenario (list items by their Name or index);
+// ok false when the path cannot be followed (a map, a custom decoder).
+func goKind(sc *scenario.Scenario, path string) (reflect.Kind, bool) {
+	v := reflect.ValueOf(sc).Elem()
+	for _, seg := range strings.Split(path, ".") {
+		for v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return 0, false
+			}
+			v = v.Elem()
+		}
+		switch v.Kind() {
+		case reflect.Struct:
+			f, ok := yamlField(v, seg)
+			if !ok {
+				return 0, false
+			}
+			v = f
+		case reflect.Slice:
+			next := reflect.Value{}
+			for i := range v.Len() {
+				e := reflect.Indirect(v.Index(i))
+				if e.Kind() == reflect.Struct {
+					if n := e.FieldByName("Name"); n.IsValid() && n.Kind() == reflect.String && n.String() == seg {
+						next = e
+						break
+					}
+				}
+			}
+			if !next.IsValid() {
+				ix, err := strconv.Atoi(seg)
+				if err != nil || ix < 0 || ix >= v.Len() {
+					return 0, false
+				}
+				next = v.Index(ix)
+			}
+			v = next
+		default:
+			return 0, false
+		}
+	}
+	return v.Kind(), true
+}
+
+// yamlField returns the field of struct v that the yaml key name decodes
+// into, looking into inlined structs.
+func yamlField(v reflect.Value, name string) (reflect.Value, bool) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if strings.Contains(opts, "inline") {
+			if fv, ok := yamlField(reflect.Indirect(v.Field(i)), name); ok {
+				return fv, true
+			}
+			continue
+		}
+		if tag == "" && f.IsExported() {
+			tag = strings.ToLower(f.Name)
+		}
+		if tag == name {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
 }

@@ -32,8 +32,8 @@ func TestLookupAndEdit(t *testing.T) {
 		set   float64
 		check func(*scenario.Scenario) float64
 	}{
-		{"classes.report.rate", 12, true, 30, func(s *scenario.Scenario) float64 { return s.Classes[2].Rate }},
-		{"classes.0.rate", 200, true, 150, func(s *scenario.Scenario) float64 { return s.Classes[0].Rate }},
+		{"classes.report.rate", 12, false, 30.5, func(s *scenario.Scenario) float64 { return s.Classes[2].Rate }},
+		{"classes.0.rate", 200, false, 150, func(s *scenario.Scenario) float64 { return s.Classes[0].Rate }},
 		{"tenants.dominant_share", 0.6, false, 0.35, func(s *scenario.Scenario) float64 { return s.Tenants.DominantShare }},
 		{"tenants.count", 50, true, 20, func(s *scenario.Scenario) float64 { return float64(s.Tenants.Count) }},
 		{"configurations.isolated.heavy.limiter.max_queue", 5, true, 9, func(s *scenario.Scenario) float64 {
