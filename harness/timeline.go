@@ -395,6 +395,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 				src = r.trace.wrap(c.Name, src)
 			}
 			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
+			tr.ex.endTxs() // a replayed log's transaction blocks left open
 		}
 		if rs != nil && err == nil {
 			if rerr := rs.tr.counts().err; rerr != nil {
