@@ -45,6 +45,7 @@ func TestSweepBadInput(t *testing.T) {
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--search", "cliff"}, "--search"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--trials", "0"}, "--trials"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--resume"}, "give --out"},
+		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--only", "nope"}, `--only "nope"`},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--out", done}, "does not overwrite"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--out", done, "--resume"}, "another scenario"},
 	} {
