@@ -12,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/noisysim/noisysim/harness/pglog"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/workload"
 )
 
@@ -22,13 +25,9 @@ const (
 	skipUnreadable  = "unreadable record"
 	skipNotStmt     = "not a statement (connection, error, other message)"
 	skipProtocol    = "parse or bind step (the statement runs at its execute)"
-	skipTxControl   = "transaction control (each replayed statement runs in a transaction of its own)"
 	skipLate        = "started before a statement already replayed, beyond replay.reorder"
 	skipUntaggedOut = "untagged, and no tenant \"untagged\" in tenants.keys"
 )
-
-// txControl matches the statements that begin or end a transaction block.
-var txControl = regexp.MustCompile(`(?is)^\s*(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION)\b`)
 
 // logRule is a compiled replay.rules entry.
 type logRule struct {
@@ -87,7 +86,14 @@ type logReader struct {
 	started  bool
 	last     time.Time
 	seq      int64
-	sessions map[string]int64
+	sessions map[string]*sessionLog
+}
+
+// sessionLog is what a logReader keeps of a session: the statements it
+// sent so far and the latest start it gave one.
+type sessionLog struct {
+	sent int64
+	last time.Time
 }
 
 func (r *runner) openLog() (*logReader, error) {
@@ -103,7 +109,7 @@ func (r *runner) openLog() (*logReader, error) {
 		return nil, fmt.Errorf("%w: replay.format: %w", scenario.ErrInvalid, err)
 	}
 	lr := &logReader{readCounts: newReadCounts(path), in: in, rd: rd, speed: rp.Speed, reorder: rp.Reorder.Duration(),
-		tenant: map[string]int{}, defClass: rp.DefaultClass, sessions: map[string]int64{}}
+		tenant: map[string]int{}, defClass: rp.DefaultClass, sessions: map[string]*sessionLog{}}
 	if rp.Tenant.ApplicationName != "" {
 		lr.appRe = regexp.MustCompile(rp.Tenant.ApplicationName) // validated
 	} else {
@@ -170,10 +176,6 @@ func (lr *logReader) read() bool {
 			lr.skip(skipProtocol)
 			continue
 		}
-		if txControl.MatchString(e.Statement) {
-			lr.skip(skipTxControl)
-			continue
-		}
 		key := lr.key(&e)
 		if key == "" {
 			lr.untagged++
@@ -202,9 +204,24 @@ func (lr *logReader) read() bool {
 				args[i] = *p
 			}
 		}
-		op := workload.Op{Tenant: n, Class: class,
-			Payload: &recorded{SQL: e.Statement, Args: args, Session: e.Session, Duration: e.Duration}}
-		heap.Push(&lr.window, pending{op: op, start: e.Start(), line: e.Line})
+		rec := &recorded{SQL: e.Statement, Args: args, Session: e.Session, Duration: e.Duration}
+		start := e.Start()
+		if rec.Session != "" {
+			// A session's statements keep their logged order: log_time
+			// has ms precision, so a statement may seem to start before
+			// the one logged above it; it starts no earlier.
+			s := lr.sessions[rec.Session]
+			if s == nil {
+				s = &sessionLog{}
+				lr.sessions[rec.Session] = s
+			}
+			if start.Before(s.last) {
+				start = s.last
+			}
+			s.last = start
+		}
+		op := workload.Op{Tenant: n, Class: class, Payload: rec}
+		heap.Push(&lr.window, pending{op: op, start: start, line: e.Line})
 		if !lr.started || e.Time.After(lr.last) {
 			lr.last = e.Time // the latest end read
 		}
@@ -245,10 +262,12 @@ func (lr *logReader) next() (workload.Op, bool) {
 		p.op.At = at
 		p.op.Seq = lr.seq
 		lr.seq++
-		rec := p.op.Payload.(*recorded)
-		if rec.Session != "" {
-			rec.Index = lr.sessions[rec.Session]
-			lr.sessions[rec.Session]++
+		if rec := p.op.Payload.(*recorded); rec.Session != "" {
+			// Numbered as sent, in order of start: the session's logged
+			// order, as read kept it.
+			s := lr.sessions[rec.Session]
+			rec.Index = s.sent
+			s.sent++
 		}
 		return p.op, true
 	}
@@ -268,6 +287,8 @@ type turn struct {
 	next int64
 	done map[int64]bool
 	wake chan struct{}
+	// tx holds the session's open transaction block, if any.
+	tx *txHolder
 }
 
 func (st *sessionTurns) get(session string) *turn {
@@ -318,4 +339,152 @@ func (st *sessionTurns) finish(rec *recorded) {
 		close(t.wake)
 		t.wake = make(chan struct{})
 	}
+}
+
+// txBegin and txEnd match the statements that open and close a
+// transaction block.
+var (
+	txBegin = regexp.MustCompile(`(?is)^\s*(BEGIN|START\s+TRANSACTION)\b`)
+	txEnd   = regexp.MustCompile(`(?is)^\s*(COMMIT|END|ROLLBACK|ABORT|PREPARE\s+TRANSACTION)\b`)
+)
+
+// errTxGone is a statement of a transaction block whose connection is gone.
+var errTxGone = errors.New("replay: the session's transaction has ended")
+
+// txHolder holds one connection of the stack for a logged session's
+// transaction block, from its BEGIN to its COMMIT or ROLLBACK: the block's
+// statements run on it in order.
+type txHolder struct {
+	reqs chan txReq
+	done chan struct{}
+}
+
+type txReq struct {
+	rec   *recorded
+	reply chan error
+}
+
+// runLogged runs a logged statement of a session in its turn: a BEGIN
+// borrows a connection through the stack and keeps it for the block, the
+// block's statements run on it, its COMMIT or ROLLBACK gives it back; any
+// other statement runs through the stack alone.
+func (e *executor) runLogged(ctx context.Context, class pools.Class, tenant string, rec *recorded) error {
+	if err := e.sessions.wait(ctx, rec); err != nil {
+		e.sessions.finish(rec)
+		return err
+	}
+	defer e.sessions.finish(rec)
+	e.sessions.mu.Lock()
+	t := e.sessions.get(rec.Session)
+	h := t.tx
+	e.sessions.mu.Unlock()
+	switch {
+	case h != nil:
+		req := txReq{rec: rec, reply: make(chan error, 1)}
+		var err error
+		select {
+		case h.reqs <- req:
+			select {
+			case err = <-req.reply:
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+		case <-h.done:
+			err = errTxGone
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if txEnd.MatchString(rec.SQL) {
+			e.sessions.mu.Lock()
+			t.tx = nil
+			e.sessions.mu.Unlock()
+		}
+		return err
+	case txBegin.MatchString(rec.SQL):
+		h, err := e.beginTx(ctx, class, tenant, rec)
+		if h != nil {
+			e.sessions.mu.Lock()
+			t.tx = h
+			e.sessions.mu.Unlock()
+		}
+		return err
+	default:
+		_, err := e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
+		return err
+	}
+}
+
+// beginTx borrows a connection for a transaction block and runs its BEGIN
+// on it; nil when the connection or the BEGIN failed.
+func (e *executor) beginTx(ctx context.Context, class pools.Class, tenant string, rec *recorded) (*txHolder, error) {
+	h := &txHolder{reqs: make(chan txReq), done: make(chan struct{})}
+	first := make(chan error, 1)
+	e.txMu.Lock()
+	if e.txCtx == nil {
+		e.txCtx, e.txCancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	txCtx := e.txCtx
+	e.txs = append(e.txs, h)
+	e.txMu.Unlock()
+	go func() {
+		defer close(h.done)
+		_, err := e.stack.WithConn(txCtx, class, tenant, func(ctx context.Context, conn *pgx.Conn) error {
+			if _, err := conn.Exec(ctx, rec.SQL, rec.Args...); err != nil {
+				first <- err
+				return err
+			}
+			first <- nil
+			for req := range h.reqs {
+				_, err := conn.Exec(ctx, req.rec.SQL, req.rec.Args...)
+				req.reply <- err
+				if txEnd.MatchString(req.rec.SQL) {
+					return nil
+				}
+			}
+			// The run ended inside the block: roll it back, so the
+			// connection goes back clean.
+			rctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+			defer cancel()
+			_, err := conn.Exec(rctx, "ROLLBACK")
+			return err
+		})
+		select {
+		case first <- err: // the connection was not had
+		default:
+		}
+	}()
+	select {
+	case err := <-first:
+		if err != nil {
+			return nil, err
+		}
+		return h, nil
+	case <-ctx.Done():
+		return h, ctx.Err()
+	}
+}
+
+// endTxs ends the transaction blocks still open when the run ended (their
+// COMMIT was dropped, or never came): each is rolled back and its
+// connection given back. It returns when every one has.
+func (e *executor) endTxs() {
+	e.txMu.Lock()
+	txs := e.txs
+	e.txs = nil
+	e.txMu.Unlock()
+	for _, h := range txs {
+		select {
+		case <-h.done:
+			continue
+		default:
+		}
+		close(h.reqs)
+		<-h.done
+	}
+	e.txMu.Lock()
+	if e.txCancel != nil {
+		e.txCancel()
+		e.txCtx, e.txCancel = nil, nil
+	}
+	e.txMu.Unlock()
 }

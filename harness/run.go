@@ -802,8 +802,14 @@ type executor struct {
 	stack *stack
 	seen  sync.Map // tenant string → *[2]atomic.Int64 (queue_full, wait_exceeded)
 	calls atomic.Int64
-	// sessions keeps a replayed log's sessions in order.
+	// sessions keeps a replayed log's sessions in order; txs are their
+	// open transaction blocks, each on a connection of its own until its
+	// end (txCtx, cancelled by endTxs).
 	sessions sessionTurns
+	txMu     sync.Mutex
+	txs      []*txHolder
+	txCtx    context.Context
+	txCancel context.CancelFunc
 }
 
 func (e *executor) do(ctx context.Context, op workload.Op) error {
@@ -818,10 +824,7 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 	case c.HTTP != nil:
 		err = e.stack.http.do(ctx, c, op)
 	case replayed && rec.Session != "":
-		if err = e.sessions.wait(ctx, rec); err == nil {
-			_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
-		}
-		e.sessions.finish(rec)
+		err = e.runLogged(ctx, class, tenant, rec)
 	case replayed:
 		_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
 	case prog != nil:

@@ -210,3 +210,36 @@ configurations: [{name: naive, mode: shared}]
 		}
 	}
 }
+
+// TestReplayBadLog: a PostgreSQL log with no statement to replay is bad
+// input naming the file and its last line, and why each record was skipped.
+func TestReplayBadLog(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"pg.json": `{"timestamp":"2026-12-01 18:00:00.000 UTC","error_severity":"LOG","message":"connection authorized: user=app"}
+not json
+{"timestamp":"2026-12-01 18:00:01.000 UTC","error_severity":"LOG","application_name":"t:zz","message":"duration: 1.000 ms  statement: SELECT 1"}
+`,
+		"s.sql": "SELECT 1;\n",
+		"s.yaml": `name: bad-log
+tenants: {count: 2, keys: {type: text, list: [acme, globex]}}
+data: {setup: [s.sql]}
+classes: [{name: lookup, isolation_class: interactive, sql: "SELECT 1", rate: 10}]
+replay: {log: pg.json}
+configurations: [{name: naive, mode: shared}]
+`,
+	})
+	sc, err := scenario.Load(filepath.Join(dir, "s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = harness.Run(t.Context(), sc, harness.Options{})
+	if !errors.Is(err, scenario.ErrInvalid) {
+		t.Fatalf("err %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{"replay.log: ", "pg.json:3: nothing to replay", "unreadable record: 1 (line 2)",
+		"not a statement (connection, error, other message): 1 (line 1)", "tenant not in the scenario: 1 (line 3)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("err %v\nwant it to say %q", err, want)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,5 +111,32 @@ func TestStoppedErrorSaysWhy(t *testing.T) {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("%q, want %q", got, tc.want)
 		}
+	}
+}
+
+// TestRunTraceRefusesExistingFile: run --trace never overwrites a file,
+// and is refused with --repeat; both before any run starts.
+func TestRunTraceRefusesExistingFile(t *testing.T) {
+	existing := filepath.Join(t.TempDir(), "trace.jsonl")
+	if err := os.WriteFile(existing, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"run", "--trace", existing, "../../scenarios/ci-gate.yaml"}, "the file exists; noisysim does not overwrite it"},
+		{[]string{"run", "--trace", existing + ".new", "--repeat", "2", "../../scenarios/ci-gate.yaml"}, "not with --repeat"},
+	} {
+		var out, errOut bytes.Buffer
+		if got := realMain(tc.args, &out, &errOut); got != 2 || !strings.Contains(errOut.String(), tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", tc.args, got, errOut.String(), tc.msg)
+		}
+	}
+	if b, _ := os.ReadFile(existing); string(b) != "keep me\n" {
+		t.Errorf("the existing file now holds %q", b)
+	}
+	if _, err := os.Stat(existing + ".new"); err == nil {
+		t.Errorf("%s.new was created", existing)
 	}
 }
