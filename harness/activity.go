@@ -38,8 +38,8 @@ WHERE usename = ANY($1) AND pid <> pg_backend_pid() AND backend_type = 'client b
 // activityEvery: a ledger of what a black-box service does on the
 // database, per tenant tag.
 type activitySampler struct {
-	mu       sync.Mutex
-	rows     map[string]*reports.ActivityRow // by tag; "" untagged
+	mu   sync.Mutex
+	rows map[string]*reports.ActivityRow // by tag; "" untagged
 	// phase names the timeline's phase running; windows counts active
 	// backends per phase and tag, phases lists the phases in order seen.
 	phase    func() string
