@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,11 +115,11 @@ func (r *runner) serviceVars(c *scenario.Configuration) map[string]string {
 		if r.sc.Data.IsExisting() {
 			node = readOnly(node)
 		}
-		return node.DSNFor(role, r.passwords[role])
+		return libpqNode(node).DSNFor(role, r.passwords[role])
 	}
 	v := map[string]string{
 		"configuration": c.Name,
-		"admin_dsn":     r.primary.DSN(),
+		"admin_dsn":     libpqNode(r.primary).DSN(),
 		"schema":        r.sc.Data.SchemaName(),
 		"tenants":       strconv.Itoa(r.pop.Len()),
 		"dir":           r.serviceDir(),
@@ -136,6 +138,39 @@ func (r *runner) serviceVars(c *scenario.Configuration) map[string]string {
 		}
 	}
 	return v
+}
+
+// libpqKeywords are the connection parameters libpq itself reads (the
+// ones noisysim's nodes carry); any other parameter is a server setting.
+var libpqKeywords = map[string]bool{
+	"sslmode": true, "sslrootcert": true, "sslcert": true, "sslkey": true, "connect_timeout": true,
+	"application_name": true, "target_session_attrs": true, "options": true,
+}
+
+// libpqNode returns node with its server settings (search_path,
+// default_transaction_read_only) moved into options ("-c name=value"), so
+// that its DSNs work with every libpq-based driver, not only those that
+// pass unknown parameters on to the server as pgx does.
+func libpqNode(node backend.Node) backend.Node {
+	params := map[string]string{}
+	var opts []string
+	if o := node.Params["options"]; o != "" {
+		opts = append(opts, o)
+	}
+	for _, k := range slices.Sorted(maps.Keys(node.Params)) {
+		switch {
+		case k == "options":
+		case libpqKeywords[k]:
+			params[k] = node.Params[k]
+		default:
+			opts = append(opts, "-c "+k+"="+strings.ReplaceAll(node.Params[k], " ", `\ `))
+		}
+	}
+	if len(opts) > 0 {
+		params["options"] = strings.Join(opts, " ")
+	}
+	node.Params = params
+	return node
 }
 
 const (

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // Role is what a node does in its cluster.
@@ -185,11 +186,12 @@ func (n Node) DSNFor(user, password string) string {
 		q.Set("sslmode", "disable")
 	}
 	u := url.URL{
-		Scheme:   "postgres",
-		User:     url.UserPassword(user, password),
-		Host:     net.JoinHostPort(n.Host, strconv.Itoa(n.Port)),
-		Path:     "/" + n.Database,
-		RawQuery: q.Encode(),
+		Scheme: "postgres",
+		User:   url.UserPassword(user, password),
+		Host:   net.JoinHostPort(n.Host, strconv.Itoa(n.Port)),
+		Path:   "/" + n.Database,
+		// A space as %20: libpq, and pgx after it, read "+" as itself.
+		RawQuery: strings.ReplaceAll(q.Encode(), "+", "%20"),
 	}
 	if password == "" {
 		u.User = url.User(user)

@@ -1,0 +1,30 @@
+package reports
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestServiceLines(t *testing.T) {
+	c := Configuration{
+		Service: &ServiceRun{Instances: []string{"http://127.0.0.1:1"}, Logs: []string{"out/service-gate-0.log"}, Ready: 0.25},
+		HTTP: &HTTPStats{Arrivals: 10, Requests: 15, Retries: 5, Amplification: 1.5,
+			Outcomes: map[string]int64{"429": 6, "2xx": 9}, RetryAfter: map[string]int64{"seconds": 5, "malformed": 1}, RetryAfterMean: 1},
+		Activity: &Activity{Interval: 100, Samples: 50,
+			Tenants:  []ActivityRow{{Tenant: "1", Active: 2.5, Share: 0.5}},
+			Untagged: &ActivityRow{Active: 2.5, Share: 0.5, ActiveSamples: 25, MaxActive: 3, Longest: 812}},
+	}
+	got := strings.Join(serviceLines(c), "\n")
+	for _, want := range []string{
+		"service http://127.0.0.1:1 (ready in 0.25 s), logs out/service-gate-0.log",
+		"http 10 arrivals, 15 requests (amplification 1.50x, 5 retries): 2xx 9, 429 6 (429 Retry-After: malformed 1, seconds 5; mean 1.0 s)",
+		"UNTAGGED 2.5 s 50.0% (max 3 at once, longest 812 ms), t:1 2.5 s 50.0%",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lines lack %q:\n%s", want, got)
+		}
+	}
+	if lines := serviceLines(Configuration{}); len(lines) != 0 {
+		t.Errorf("no service: %q", lines)
+	}
+}
