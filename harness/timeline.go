@@ -273,7 +273,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		acts.keep(res)
 	}
 	var current atomic.Int32 // the phase running, for the series
-	stopSeries := r.sampleSeries(st, tr, &current, ring)
+	stopSeries := r.sampleSeries(st, tr, &current, ring, w)
 	defer stopSeries()
 	var layouts sync.WaitGroup // the Citus layout reads (topology citus)
 	defer layouts.Wait()
@@ -445,9 +445,9 @@ const seriesEvery = time.Second
 
 // sampleSeries adds a point to tr.series every seriesEvery until the
 // returned func is called (once or more): the requests issued, the ledger's
-// top tenants and the limiters over the last step. Each ledger reading
-// goes to ring too.
-func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32, ring *ledgerRing) (stop func()) {
+// top tenants, the limiters and the checked writer's answers (w, when
+// not nil) over the last step. Each ledger reading goes to ring too.
+func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32, ring *ledgerRing, w *checkedWriter) (stop func()) {
 	t0 := time.Now()
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -459,6 +459,7 @@ func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32,
 		for class, l := range st.limiters {
 			lastRejected[class] = l.Stat().Total.Rejected()
 		}
+		var lastAcked, lastFailed int64
 		last := t0
 		for {
 			select {
@@ -479,6 +480,11 @@ func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32,
 				for _, ps := range st.Stat().Pools {
 					pt.Pools = append(pt.Pools, reports.PoolPoint{Name: ps.Name, Node: ps.Addr, Standby: ps.Standby,
 						Borrowed: int64(ps.AcquiredConns), Max: int64(ps.MaxConns)})
+				}
+				if w != nil {
+					acked, failed := w.answered()
+					pt.Writer = &reports.WriterPoint{Acked: acked - lastAcked, Errors: failed - lastFailed}
+					lastAcked, lastFailed = acked, failed
 				}
 				tr.series = append(tr.series, pt)
 				lastCalls, lastUsage, last = calls, usage, now

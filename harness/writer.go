@@ -171,6 +171,13 @@ func (w *checkedWriter) run(ctx context.Context) {
 	}
 }
 
+// answered returns the writes acknowledged and failed so far.
+func (w *checkedWriter) answered() (acked, errors int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.v.Inserts + w.v.Updates, w.v.Errors
+}
+
 // record keeps the answer to one write: rows is the number of rows it
 // matched, took how long it took from its intended start at.
 func (w *checkedWriter) record(insert bool, id int64, val string, rows int64, err error, at, took time.Duration) {

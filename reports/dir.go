@@ -15,7 +15,7 @@ const (
 	JUnitFile    = "junit.xml"
 )
 
-// WriteDir writes JSONFile, MarkdownFile and JUnitFile into dir, creating
+// WriteDir writes JSONFile, MarkdownFile, JUnitFile and HTMLFile into dir, creating
 // dir (mode 0755) if needed. Everything is rendered before anything is
 // written, and each file is written to a temporary file in dir and renamed
 // into place, so a reader never sees a partial file and an invalid report
@@ -31,6 +31,7 @@ func WriteDir(dir string, r *Report) error {
 		{name: JSONFile, render: WriteJSON},
 		{name: MarkdownFile, render: WriteMarkdown},
 		{name: JUnitFile, render: WriteJUnit},
+		{name: HTMLFile, render: WriteHTML},
 	}
 	for i := range files {
 		if err := files[i].render(&files[i].buf, r); err != nil {

@@ -35,11 +35,11 @@ func TestWriteDir(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{JUnitFile, JSONFile, MarkdownFile}; !slices.Equal(names, want) {
+	if want := []string{JUnitFile, HTMLFile, JSONFile, MarkdownFile}; !slices.Equal(names, want) {
 		t.Errorf("files %v, want exactly %v (no temporary files left)", names, want)
 	}
 	for name, render := range map[string]func(io.Writer, *Report) error{
-		JSONFile: WriteJSON, MarkdownFile: WriteMarkdown, JUnitFile: WriteJUnit,
+		JSONFile: WriteJSON, MarkdownFile: WriteMarkdown, JUnitFile: WriteJUnit, HTMLFile: WriteHTML,
 	} {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {

@@ -125,6 +125,7 @@ func ExampleWriteDir() {
 	}
 	// Output:
 	// junit.xml
+	// report.html
 	// report.json
 	// report.md
 }

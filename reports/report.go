@@ -62,6 +62,9 @@ type Report struct {
 	Duration float64 `json:"duration_s"`
 	// Backend describes the cluster, e.g. "local single (PostgreSQL 15.18)".
 	Backend string `json:"backend"`
+	// Version is noisysim's version (its module version and VCS revision,
+	// as built), when known.
+	Version string `json:"noisysim_version,omitempty"`
 	// Dominant names the noisy tenant. Empty means the tenant with the most
 	// requests in the first configuration.
 	Dominant string `json:"dominant_tenant,omitempty"`
@@ -400,6 +403,17 @@ type Point struct {
 	// Pools are each pool's connections in use at the point's end, with
 	// the node it runs on: the load per node where there are several.
 	Pools []PoolPoint `json:"pools,omitempty"`
+	// Writer is the checked writer's answers in the second; nil without
+	// a writer.
+	Writer *WriterPoint `json:"writer,omitempty"`
+}
+
+// WriterPoint is the checked writer in a Point: the writes answered in
+// the second, acknowledged (inserts and updates that matched their row)
+// or failed.
+type WriterPoint struct {
+	Acked  int64 `json:"acked"`
+	Errors int64 `json:"errors"`
 }
 
 // PoolPoint is one pool in a Point.
@@ -661,6 +675,10 @@ func (r *Report) Validate() error {
 			}
 			for k, pl := range pt.Pools {
 				nonNegative(fmt.Sprintf("%s.pools[%d].borrowed", q, k), pl.Borrowed)
+			}
+			if w := pt.Writer; w != nil {
+				nonNegative(q+".writer.acked", w.Acked)
+				nonNegative(q+".writer.errors", w.Errors)
 			}
 			for k, l := range pt.Limiters {
 				nonNegative(fmt.Sprintf("%s.limiters[%d].in_flight", q, k), l.InFlight)

@@ -11,7 +11,7 @@ import (
 // on stderr and nothing on stdout.
 func TestHelpOnStdout(t *testing.T) {
 	commands := [][]string{
-		{}, {"help"}, {"run"}, {"validate"}, {"cluster"}, {"cluster", "up"}, {"cluster", "down"},
+		{}, {"help"}, {"run"}, {"report"}, {"validate"}, {"cluster"}, {"cluster", "up"}, {"cluster", "down"},
 		{"citus"}, {"citus", "plan"}, {"citus", "isolate"}, {"citus", "hot-shard"}, {"tenant"}, {"tenant", "move"}, {"bench"}, {"sweep"},
 	}
 	for _, cmd := range commands {

@@ -59,6 +59,7 @@ var commands = []command{
 	{"bench", "measure noisysim against pgbench on one server: maximum rate, fixed rate, memory", runBench},
 	{"citus", "hot shard on Citus: plan [--apply], isolate --tenant X, hot-shard (local experiment)", runCitus},
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
+	{"report", "render a run's report.json again: report --html (report.html)", runReport},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
 	{"sweep", "run a scenario across ranges of its numeric keys; --search knee finds how far each configuration holds", runSweep},
 	{"tenant", "move a tenant between directory shards (tenant move --tenant X --to NODE)", runTenant},

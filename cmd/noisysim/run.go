@@ -168,6 +168,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		opts.Trace = tf
 	}
 	rep, err := harness.Run(ctx, sc, opts)
+	if rep != nil {
+		rep.Version = version()
+	}
 	if tf != nil {
 		if cerr := tf.finish(rep == nil); cerr != nil && err == nil {
 			err = cerr
@@ -195,6 +198,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		} else {
 			fmt.Fprintf(a.stdout, "reports written to %s\n", *out)
 		}
+		fmt.Fprintf(a.stdout, "report.html: %s\n", filepath.Join(*out, reports.HTMLFile))
 	}
 	if err != nil {
 		return err

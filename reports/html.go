@@ -1,0 +1,282 @@
+package reports
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"image/color"
+	"io"
+	"math"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// HTMLFile is the page WriteDir writes beside the others.
+const HTMLFile = "report.html"
+
+//go:embed html.tmpl
+var htmlSource string
+
+var htmlTemplate = template.Must(template.New("report.html").Funcs(template.FuncMap{
+	"ms":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"num": func(v float64) string { return fmt.Sprintf("%.4g", v) },
+	"verdict": func(a Assertion) string {
+		switch {
+		case a.Skipped:
+			return "skipped"
+		case a.Passed && a.Marginal:
+			return "pass (marginal)"
+		case a.Passed:
+			return "pass"
+		case a.Marginal:
+			return "FAIL (marginal)"
+		}
+		return "FAIL"
+	},
+}).Parse(htmlSource))
+
+// htmlPage is what html.tmpl renders.
+type htmlPage struct {
+	R       *Report
+	Figures []htmlFigure
+	// Verdict is the run's one-line verdict.
+	Verdict string
+}
+
+type htmlFigure struct {
+	figure
+	SVGs []htmlPanel
+}
+
+type htmlPanel struct {
+	Configuration string
+	Empty         string
+	SVG           template.HTML
+	// Legend names the panel's lines, in their colours.
+	Legend []legendItem
+}
+
+type legendItem struct {
+	Label  string
+	Color  template.CSS
+	Dashed bool
+}
+
+// WriteHTML writes r to w as one self-contained HTML page (report.html):
+// the run's verdict and identity, one figure per kind of series, each
+// configuration side by side on the same scale (figures), drawn as inline
+// SVG with gonum/plot, then the assertions. The page loads nothing: no
+// script, style sheet, font or image from elsewhere. It returns an error
+// wrapping ErrInvalid if r does not pass Validate, or the writer's error.
+func WriteHTML(w io.Writer, r *Report) error {
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
+	n := normalized(r)
+	page := htmlPage{R: n, Verdict: verdictLine(n)}
+	for _, f := range figures(n) {
+		hf := htmlFigure{figure: f}
+		ymin, ymax := yRange(f)
+		for _, p := range f.Panels {
+			hp := htmlPanel{Configuration: p.Configuration, Empty: p.Empty}
+			if p.Empty == "" {
+				svg, err := drawPanel(f, p, ymin, ymax)
+				if err != nil {
+					return fmt.Errorf("write html: figure %s of %s: %w", f.ID, p.Configuration, err)
+				}
+				hp.SVG = template.HTML(svg)
+				for i, l := range p.Lines {
+					r, g, b, _ := lineColor(f, i).RGBA()
+					hp.Legend = append(hp.Legend, legendItem{Label: l.Label, Dashed: l.Dashed,
+						Color: template.CSS(fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, b>>8))})
+				}
+			}
+			hf.SVGs = append(hf.SVGs, hp)
+		}
+		page.Figures = append(page.Figures, hf)
+	}
+	if err := htmlTemplate.Execute(w, page); err != nil {
+		return fmt.Errorf("write html: %w", err)
+	}
+	return nil
+}
+
+func verdictLine(r *Report) string {
+	switch {
+	case r.Incomplete != "":
+		return "INCOMPLETE: " + r.Incomplete
+	case r.Passed && len(r.Marginal) > 0:
+		return fmt.Sprintf("PASSED, %d marginal verdicts", len(r.Marginal))
+	case r.Passed:
+		return "PASSED"
+	}
+	return "FAILED"
+}
+
+// yRange is the y range shared by a figure's panels, so that
+// configurations compare at a glance. On a log scale it starts at the
+// smallest positive value (at least 0.01).
+func yRange(f figure) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, p := range f.Panels {
+		for _, l := range p.Lines {
+			for _, pt := range l.Points {
+				y := pt[1]
+				if f.LogY && y <= 0 {
+					continue
+				}
+				lo, hi = min(lo, y), max(hi, y)
+			}
+		}
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 0, 1
+	}
+	if f.LogY {
+		lo = max(lo, 0.01)
+		hi = max(hi, lo*10)
+		return lo / 1.2, hi * 1.2
+	}
+	return min(lo, 0), max(hi*1.05, 1)
+}
+
+// panelWidth and panelHeight are one panel's size.
+const (
+	panelWidth  = 6 * vg.Inch
+	panelHeight = 3.6 * vg.Inch
+)
+
+// drawPanel draws p as an SVG document with gonum/plot, its y axis from
+// ymin to ymax.
+func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
+	plt := plot.New()
+	plt.Title.Text = p.Configuration
+	plt.X.Label.Text = "time (s)"
+	plt.Y.Label.Text = f.YLabel
+	plt.Y.Min, plt.Y.Max = ymin, ymax
+	if f.LogY {
+		plt.Y.Scale = plot.LogScale{}
+		plt.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	plt.Add(plotter.NewGrid())
+	bands := &phaseBands{spans: p.Phases, marks: p.Actions}
+	plt.Add(bands)
+	for i, l := range p.Lines {
+		xys := make(plotter.XYs, 0, len(l.Points))
+		for _, pt := range l.Points {
+			if f.LogY && pt[1] <= 0 {
+				continue // no point for an empty second on a log scale
+			}
+			xys = append(xys, plotter.XY{X: pt[0], Y: pt[1]})
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		ln, err := plotter.NewLine(xys)
+		if err != nil {
+			return "", err
+		}
+		ln.Color = lineColor(f, i)
+		ln.Width = vg.Points(1.2)
+		if l.Dashed {
+			ln.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+			ln.Width = vg.Points(0.8)
+		}
+		plt.Add(ln)
+	}
+	plt.X.Min = 0
+	for _, s := range p.Phases {
+		plt.X.Max = max(plt.X.Max, s.To)
+	}
+	var buf bytes.Buffer
+	wt, err := plt.WriterTo(panelWidth, panelHeight, "svg")
+	if err != nil {
+		return "", err
+	}
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return "", err
+	}
+	svg := buf.String()
+	// Inline in the page: from the <svg> element on (no XML prolog).
+	if i := strings.Index(svg, "<svg"); i > 0 {
+		svg = svg[i:]
+	}
+	return svg, nil
+}
+
+// lineColor is the colour of a figure's line i.
+func lineColor(f figure, i int) color.Color { return palette[(i/lineGroup(f))%len(palette)] }
+
+// lineGroup is how many consecutive lines of a figure share a colour: a
+// p99 and its p50 on the latency figure, a class's three lines on the
+// limiter's.
+func lineGroup(f figure) int {
+	switch f.ID {
+	case "latency":
+		return 2
+	case "limiter":
+		return 3
+	}
+	return 1
+}
+
+var palette = []color.Color{
+	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+	color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+}
+
+// phaseBands is a plot.Plotter that shades the timeline's phases
+// (measured ones darker) with their names along the top, and marks each
+// action with a vertical line and its label.
+type phaseBands struct {
+	spans []span
+	marks []mark
+}
+
+var _ plot.Plotter = (*phaseBands)(nil)
+
+func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
+	trX, _ := plt.Transforms(&c)
+	sty := draw.TextStyle{Color: color.Gray{Y: 0x40}, Font: plot.DefaultFont, Handler: plt.Title.TextStyle.Handler,
+		XAlign: draw.XLeft, YAlign: draw.YTop}
+	sty.Font.Size = vg.Points(7)
+	for i, s := range b.spans {
+		x0, x1 := trX(s.From), trX(s.To)
+		if x1 <= x0 {
+			continue
+		}
+		shade := color.Gray{Y: 0xf4}
+		if s.Measured {
+			shade = color.Gray{Y: 0xe4}
+		}
+		if i%2 == 1 {
+			shade.Y -= 6
+		}
+		c.FillPolygon(shade, c.ClipPolygonXY([]vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}))
+		c.FillText(sty, vg.Point{X: x0 + 2, Y: c.Max.Y - 2 - vg.Length(i%2)*9}, s.Name)
+	}
+	ls := draw.LineStyle{Color: color.RGBA{R: 0x80, A: 0xff}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(2)}}
+	asty := sty
+	asty.Color = color.RGBA{R: 0x80, A: 0xff}
+	asty.Rotation = math.Pi / 2
+	asty.XAlign, asty.YAlign = draw.XRight, draw.YBottom
+	for _, m := range b.marks {
+		x := trX(m.At)
+		if x < c.Min.X || x > c.Max.X {
+			continue
+		}
+		c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
+		c.FillText(asty, vg.Point{X: x - 1, Y: c.Max.Y - 20}, m.Label)
+	}
+}

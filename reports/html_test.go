@@ -1,0 +1,148 @@
+package reports
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// seriesReport is sampleReport(4) with a timeline: windows warmup, solo
+// and run, per-second intervals, series with limiters and a checked
+// writer on isolated, and one action fired by a watcher.
+func seriesReport() *Report {
+	r := sampleReport(4)
+	for ci := range r.Configurations {
+		c := &r.Configurations[ci]
+		c.Windows = []Window{
+			{Name: "warmup", Start: 0, End: 2, Senders: "all"},
+			{Name: "solo", Start: 2, End: 5, Senders: "quiet", Measured: true},
+			{Name: "run", Start: 5, End: 8, Senders: "all", Measured: true},
+		}
+		for s := 0; s < 8; s++ {
+			win := c.Windows[0].Name
+			for _, w := range c.Windows {
+				if float64(s) >= w.Start && float64(s) < w.End {
+					win = w.Name
+				}
+			}
+			noisy := s >= 5
+			f := 1.0
+			if noisy && c.Name == "naive" {
+				f = 20
+			}
+			c.Intervals = append(c.Intervals,
+				Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: QuietAll, Class: "interactive",
+					Count: 40, P50: 1 * f, P99: 3 * f, Max: 4 * f})
+			if s != 3 { // one second without a quiet heavy request
+				c.Intervals = append(c.Intervals, Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: QuietAll,
+					Class: "heavy", Count: 4, P50: 150, P99: 200 * f, Max: 210 * f})
+			}
+			if noisy {
+				c.Intervals = append(c.Intervals, Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t1",
+					Class: "interactive", Count: 200, P50: 5, P99: 60, Max: 80})
+			}
+			pt := Point{Window: win, At: float64(s + 1), Rate: 100,
+				TopDBTime: []Share{{Tenant: "t2", DBTime: 300, Share: 0.3}, {Tenant: "t3", DBTime: 200, Share: 0.2}}}
+			if noisy {
+				pt.TopDBTime = []Share{{Tenant: "t1", DBTime: 1800, Share: 0.6}, {Tenant: "t2", DBTime: 600, Share: 0.2}, {Tenant: "t4", DBTime: 300, Share: 0.1}}
+			}
+			if c.Name == "isolated" {
+				pt.Limiters = []LimiterPoint{{Class: "interactive", InFlight: int64(s), Queued: int64(s / 2), Rejected: int64(s % 3)}}
+				pt.Writer = &WriterPoint{Acked: 10, Errors: int64(s / 7)}
+			}
+			c.Series = append(c.Series, pt)
+		}
+		if c.Name == "isolated" {
+			c.Actions = []ActionResult{{Phase: "run", Type: "isolate_tenant", At: 6.5, Took: 0.4, FiredBy: "share_over",
+				Before: map[string]float64{"share": 0.6}, After: map[string]float64{"share": 0.2}}}
+		}
+	}
+	return r
+}
+
+// TestFigures pins the data behind each plot of report.html (not the SVG
+// bytes): testdata/figures.json.golden.
+func TestFigures(t *testing.T) {
+	var b strings.Builder
+	for _, f := range figures(seriesReport()) {
+		fmt.Fprintf(&b, "figure %s %q y=%q log=%v\n", f.ID, f.Title, f.YLabel, f.LogY)
+		for _, p := range f.Panels {
+			fmt.Fprintf(&b, "  panel %s empty=%q\n", p.Configuration, p.Empty)
+			for _, s := range p.Phases {
+				fmt.Fprintf(&b, "    phase %s %g..%g measured=%v\n", s.Name, s.From, s.To, s.Measured)
+			}
+			for _, m := range p.Actions {
+				fmt.Fprintf(&b, "    action %q at %g\n", m.Label, m.At)
+			}
+			for _, l := range p.Lines {
+				fmt.Fprintf(&b, "    line %q dashed=%v:", l.Label, l.Dashed)
+				for _, pt := range l.Points {
+					fmt.Fprintf(&b, " %g,%g", pt[0], pt[1])
+				}
+				b.WriteString("\n")
+			}
+		}
+	}
+	golden(t, "figures.txt", []byte(b.String()))
+}
+
+func TestFiguresLeaveOutWhatNoConfigurationHas(t *testing.T) {
+	figs := figures(sampleReport(3))
+	if len(figs) != 0 {
+		t.Errorf("a report without series or intervals: got figures %v, want none", figs)
+	}
+	r := seriesReport()
+	for i := range r.Configurations {
+		for j := range r.Configurations[i].Series {
+			r.Configurations[i].Series[j].Writer = nil
+		}
+	}
+	for _, f := range figures(r) {
+		if f.ID == "writer" {
+			t.Errorf("no configuration has a writer, yet the writer figure is drawn")
+		}
+	}
+}
+
+// TestWriteHTML checks the page holds one SVG per configuration and
+// figure (an empty panel says why), the assertions and the identity, and
+// refers to nothing outside itself.
+func TestWriteHTML(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, seriesReport()); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, id := range []string{"fig-latency", "fig-db_time", "fig-limiter", "fig-writer", "assertions", "identity"} {
+		if !strings.Contains(page, `id="`+id+`"`) {
+			t.Errorf("page has no element %s", id)
+		}
+	}
+	// 4 figures × 2 configurations, of which naive has no limiter and no writer.
+	if got := strings.Count(page, "<svg"); got != 6 {
+		t.Errorf("page has %d svg elements, want 6", got)
+	}
+	if !strings.Contains(page, "naive: no limiter in this configuration") {
+		t.Errorf("naive's limiter panel does not say it has no limiter")
+	}
+	for _, s := range []string{"9f2c4e1ab37d05c8", "local single (PostgreSQL 15.18)", "quiet_p99", "isolate_tenant (share_over)"} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page lacks %q", s)
+		}
+	}
+	for _, s := range []string{"src=", "href=", "url(", "@import", "<script"} {
+		if strings.Contains(page, s) {
+			t.Errorf("page refers to something outside itself: %q", s)
+		}
+	}
+}
+
+func TestWriteHTMLInvalid(t *testing.T) {
+	r := seriesReport()
+	r.Scenario = ""
+	err := WriteHTML(&bytes.Buffer{}, r)
+	if err == nil || !strings.Contains(fmt.Sprint(err), "scenario") {
+		t.Errorf("got %v, want an invalid report naming scenario", err)
+	}
+}

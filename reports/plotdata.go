@@ -1,0 +1,250 @@
+package reports
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// A figure is one plot of report.html: one panel per configuration, side
+// by side, on the same scale. What each panel draws is plain data, built
+// from the report model alone (figures), so that it can be golden-tested
+// apart from the SVG that draws it.
+type figure struct {
+	// ID names the figure in the page (its element id): latency,
+	// db_time, limiter, writer.
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	// YLabel is the y axis's label with its unit; LogY a log scale.
+	YLabel string `json:"y_label"`
+	LogY   bool   `json:"log_y,omitempty"`
+	// Panels are the configurations', in run order.
+	Panels []panel `json:"panels"`
+}
+
+// panel is one configuration's part of a figure.
+type panel struct {
+	Configuration string `json:"configuration"`
+	// Empty says why the panel has no lines (e.g. "no limiter"); Lines is
+	// then empty.
+	Empty string `json:"empty,omitempty"`
+	Lines []line `json:"lines,omitempty"`
+	// Phases are the timeline's windows, shaded; Actions the actions,
+	// marked where they started.
+	Phases  []span `json:"phases,omitempty"`
+	Actions []mark `json:"actions,omitempty"`
+}
+
+// line is one series of a panel: x in seconds from the timeline's start.
+type line struct {
+	Label  string       `json:"label"`
+	Points [][2]float64 `json:"points"`
+	// Dashed draws a line dashed (a p50 beside its p99).
+	Dashed bool `json:"dashed,omitempty"`
+}
+
+type span struct {
+	Name     string  `json:"name"`
+	From     float64 `json:"from_s"`
+	To       float64 `json:"to_s"`
+	Measured bool    `json:"measured"`
+}
+
+type mark struct {
+	Label string  `json:"label"`
+	At    float64 `json:"at_s"`
+}
+
+// topSeriesTenants is how many tenants the DB-time figure draws: those
+// with the most DB time over the configuration's series.
+const topSeriesTenants = 5
+
+// figures returns report.html's figures: latency over time, the top
+// tenants' DB-time shares, the limiters, and the checked writer's
+// acknowledgements (when a configuration has a writer). A figure none of
+// whose configurations has its data is left out.
+func figures(r *Report) []figure {
+	r = normalized(r)
+	figs := []figure{
+		{ID: "latency", Title: "Latency per second: quiet tenants (all) and the dominant tenant", YLabel: "latency (ms)", LogY: true},
+		{ID: "db_time", Title: fmt.Sprintf("DB-time share per second of the top %d tenants", topSeriesTenants), YLabel: "share of DB time"},
+		{ID: "limiter", Title: "Limiter per class: in flight and queued at each second, rejected in the second", YLabel: "requests"},
+		{ID: "writer", Title: "Checked writer: writes acknowledged and failed per second", YLabel: "writes per second"},
+	}
+	builders := []func(*Report, Configuration) panel{latencyPanel, dbTimePanel, limiterPanel, writerPanel}
+	var out []figure
+	for i := range figs {
+		any := false
+		for _, c := range r.Configurations {
+			p := builders[i](r, c)
+			p.Configuration = c.Name
+			if len(p.Lines) > 0 {
+				any = true
+				p.Phases, p.Actions = phaseSpans(c), actionMarks(c)
+			}
+			figs[i].Panels = append(figs[i].Panels, p)
+		}
+		if any {
+			out = append(out, figs[i])
+		}
+	}
+	return out
+}
+
+func phaseSpans(c Configuration) []span {
+	var out []span
+	for _, w := range c.Windows {
+		out = append(out, span{Name: w.Name, From: w.Start, To: w.End, Measured: w.Measured})
+	}
+	return out
+}
+
+func actionMarks(c Configuration) []mark {
+	var out []mark
+	for _, a := range c.Actions {
+		l := a.Type
+		if a.FiredBy != "" {
+			l += " (" + a.FiredBy + ")"
+		}
+		if a.Error != "" {
+			l += " failed"
+		}
+		out = append(out, mark{Label: l, At: a.At})
+	}
+	return out
+}
+
+// latencyPanel draws, per class, the p99 and p50 of each second of the
+// quiet tenants merged and of the dominant tenant (Configuration.Intervals);
+// a second without a request has no point.
+func latencyPanel(r *Report, c Configuration) panel {
+	type key struct{ tenant, class string }
+	byKey := map[key][]Interval{}
+	for _, iv := range c.Intervals {
+		if iv.Count == 0 {
+			continue
+		}
+		k := key{iv.Tenant, iv.Class}
+		byKey[k] = append(byKey[k], iv)
+	}
+	keys := slices.SortedFunc(maps.Keys(byKey), func(a, b key) int {
+		// quiet (all) first, then the dominant tenant; classes in order.
+		qa, qb := a.tenant != QuietAll, b.tenant != QuietAll
+		if qa != qb {
+			if qa {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Or(cmp.Compare(a.class, b.class), cmp.Compare(a.tenant, b.tenant))
+	})
+	var p panel
+	for _, k := range keys {
+		ivs := byKey[k]
+		slices.SortFunc(ivs, func(a, b Interval) int { return cmp.Compare(a.Start, b.Start) })
+		who := k.tenant
+		if who != QuietAll {
+			who = "tenant " + who + " (dominant)"
+		}
+		p99 := line{Label: fmt.Sprintf("%s %s p99", who, k.class)}
+		p50 := line{Label: fmt.Sprintf("%s %s p50", who, k.class), Dashed: true}
+		for _, iv := range ivs {
+			p99.Points = append(p99.Points, [2]float64{iv.End, iv.P99})
+			p50.Points = append(p50.Points, [2]float64{iv.End, iv.P50})
+		}
+		p.Lines = append(p.Lines, p99, p50)
+	}
+	if len(p.Lines) == 0 {
+		p.Empty = "no per-second latencies in the report"
+	}
+	return p
+}
+
+// dbTimePanel draws the DB-time share of each second of the tenants with
+// the most DB time over the series (a second where a tenant was not among
+// the series' top 5 counts as 0 for it).
+func dbTimePanel(r *Report, c Configuration) panel {
+	total := map[string]float64{}
+	for _, pt := range c.Series {
+		for _, s := range pt.TopDBTime {
+			total[s.Tenant] += s.DBTime
+		}
+	}
+	tenants := slices.SortedFunc(maps.Keys(total), func(a, b string) int {
+		return cmp.Or(cmp.Compare(total[b], total[a]), cmp.Compare(a, b))
+	})
+	tenants = tenants[:min(len(tenants), topSeriesTenants)]
+	var p panel
+	for _, t := range tenants {
+		l := line{Label: "tenant " + t}
+		if t == r.Dominant {
+			l.Label += " (dominant)"
+		}
+		for _, pt := range c.Series {
+			v := 0.0
+			for _, s := range pt.TopDBTime {
+				if s.Tenant == t {
+					v = s.Share
+				}
+			}
+			l.Points = append(l.Points, [2]float64{pt.At, v})
+		}
+		p.Lines = append(p.Lines, l)
+	}
+	if len(p.Lines) == 0 {
+		p.Empty = "no DB time in the series"
+	}
+	return p
+}
+
+// limiterPanel draws each limited class's in-flight and queued requests
+// at each point and its rejections in the second.
+func limiterPanel(r *Report, c Configuration) panel {
+	classes := map[string]bool{}
+	for _, pt := range c.Series {
+		for _, l := range pt.Limiters {
+			classes[l.Class] = true
+		}
+	}
+	var p panel
+	for _, class := range slices.Sorted(maps.Keys(classes)) {
+		in := line{Label: class + " in flight"}
+		q := line{Label: class + " queued", Dashed: true}
+		rej := line{Label: class + " rejected"}
+		for _, pt := range c.Series {
+			for _, l := range pt.Limiters {
+				if l.Class == class {
+					in.Points = append(in.Points, [2]float64{pt.At, float64(l.InFlight)})
+					q.Points = append(q.Points, [2]float64{pt.At, float64(l.Queued)})
+					rej.Points = append(rej.Points, [2]float64{pt.At, float64(l.Rejected)})
+				}
+			}
+		}
+		p.Lines = append(p.Lines, in, q, rej)
+	}
+	if len(p.Lines) == 0 {
+		p.Empty = "no limiter in this configuration"
+	}
+	return p
+}
+
+// writerPanel draws the checked writer's acknowledged and failed writes
+// per second (Point.Writer).
+func writerPanel(r *Report, c Configuration) panel {
+	var p panel
+	ack, fail := line{Label: "acknowledged"}, line{Label: "failed"}
+	for _, pt := range c.Series {
+		if pt.Writer == nil {
+			continue
+		}
+		ack.Points = append(ack.Points, [2]float64{pt.At, float64(pt.Writer.Acked)})
+		fail.Points = append(fail.Points, [2]float64{pt.At, float64(pt.Writer.Errors)})
+	}
+	if len(ack.Points) == 0 {
+		p.Empty = "no checked writer in this configuration"
+		return p
+	}
+	p.Lines = []line{ack, fail}
+	return p
+}
