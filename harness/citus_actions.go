@@ -30,6 +30,11 @@ const (
 	// citusAfterSample is how long the Citus actions measure the load
 	// after their steps, for their "after" figures.
 	citusAfterSample = time.Second
+	// citusStepLimit bounds one step (an isolation, a move): a step
+	// still running then is cancelled and the action fails, rather than
+	// hold the run (Citus cleans up what a cancelled step left, see
+	// citus_cleanup_orphaned_resources).
+	citusStepLimit = 5 * time.Minute
 )
 
 // citusAction is the runner of the Citus actions (scenario.IsolateTenant,
@@ -175,7 +180,9 @@ func (a citusAction) Run(ctx context.Context, env ActionEnv) (o ActionOutcome, e
 		if next == nil {
 			break
 		}
-		rec, err := ladder.Execute(ctx, layout, *next)
+		stepCtx, cancel := context.WithTimeout(ctx, citusStepLimit)
+		rec, err := ladder.Execute(stepCtx, layout, *next)
+		cancel()
 		if err != nil {
 			return a.outcome(names, beforeLoad, nil, recs, advice), fmt.Errorf("%s: %s: %w", a.kind, names.Rename(next.String()), err)
 		}
