@@ -21,11 +21,20 @@ import (
 // Figures of the Citus actions.
 const (
 	// citusDecideOver is the span of ledger DB time the Citus actions
-	// decide on (tenant shares, shard loads) and report as "before".
-	citusDecideOver = 10 * time.Second
+	// and the ladder policy decide on (tenant shares, shard loads) and
+	// the actions report as "before": as long as hot-shard.yaml's before
+	// window, so that at the ladder's start it does not reach back into
+	// solo, where tenant 1 sends nothing and the quiet tenants' shares
+	// are larger.
+	citusDecideOver = 5 * time.Second
 	// citusAfterSample is how long the Citus actions measure the load
 	// after their steps, for their "after" figures.
 	citusAfterSample = time.Second
+	// citusStepLimit bounds one step (an isolation, a move): a step
+	// still running then is cancelled and the action fails, rather than
+	// hold the run (Citus cleans up what a cancelled step left, see
+	// citus_cleanup_orphaned_resources).
+	citusStepLimit = 5 * time.Minute
 )
 
 // citusAction is the runner of the Citus actions (scenario.IsolateTenant,
@@ -171,7 +180,9 @@ func (a citusAction) Run(ctx context.Context, env ActionEnv) (o ActionOutcome, e
 		if next == nil {
 			break
 		}
-		rec, err := ladder.Execute(ctx, layout, *next)
+		stepCtx, cancel := context.WithTimeout(ctx, citusStepLimit)
+		rec, err := ladder.Execute(stepCtx, layout, *next)
+		cancel()
 		if err != nil {
 			return a.outcome(names, beforeLoad, nil, recs, advice), fmt.Errorf("%s: %s: %w", a.kind, names.Rename(next.String()), err)
 		}

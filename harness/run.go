@@ -927,7 +927,12 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	}
 	var act *activitySampler
 	if r.sc.Service.Started() || r.sc.Assertions.TaggedOnly {
-		if act, err = startActivity(ctx, r.primary.DSN(), r.rolesOfConfig(c)); err != nil {
+		phase := func() string {
+			r.progressMu.Lock()
+			defer r.progressMu.Unlock()
+			return r.progress.Phase
+		}
+		if act, err = startActivity(ctx, r.primary.DSN(), r.rolesOfConfig(c), phase); err != nil {
 			return configResult{}, err
 		}
 		defer act.stop()

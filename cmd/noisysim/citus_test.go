@@ -309,3 +309,13 @@ func readmeSection(t *testing.T, heading string) string {
 func flagsIn(text string) []string {
 	return regexp.MustCompile(`--[a-z][a-z-]+`).FindAllString(text, -1)
 }
+
+// TestRunApplyWithoutLadder: --apply on a scenario without a
+// hot_shard_ladder watch is a usage error naming what it needs.
+func TestRunApplyWithoutLadder(t *testing.T) {
+	var out, errOut bytes.Buffer
+	got := realMain([]string{"run", "--no-progress", "../../scenarios/ci-gate.yaml", "--apply"}, &out, &errOut)
+	if got != exitUsage || !strings.Contains(errOut.String(), "--apply is for scenarios with a hot_shard_ladder watch") {
+		t.Fatalf("exit %d, want 2 naming the hot_shard_ladder watch; stderr:\n%s", got, errOut.String())
+	}
+}

@@ -63,6 +63,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), sweepUsage); fs.PrintDefaults() }
 	var varies varyFlags
 	fs.Var(&varies, "vary", "KEY=LO..HI[:STEPS|*FACTOR]: a numeric key's range (repeatable: the points are the product)")
+	only := fs.String("only", "", "sweep only this configuration (its assertions applied, its expectation not)")
 	trials := fs.Int("trials", 1, "runs per point, seeds seed, seed+1, ...")
 	search := fs.String("search", "", "knee: bisect the one --vary's range for each configuration's largest value where its assertions hold")
 	iterations := fs.Int("iterations", sweep.DefaultIterations, "bisection steps of --search knee")
@@ -129,7 +130,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	var started *teardownItem
 	var writeErr error
 	knees := 0
-	opts := sweep.Options{Trials: *trials, Iterations: *iterations, Prior: prior,
+	opts := sweep.Options{Trials: *trials, Iterations: *iterations, Prior: prior, Only: *only,
 		Run: func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
 			if err := startOnce(ctx); err != nil {
 				return nil, err

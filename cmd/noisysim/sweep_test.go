@@ -2,10 +2,10 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/noisysim/noisysim/harness/scenario"
@@ -45,6 +45,7 @@ func TestSweepBadInput(t *testing.T) {
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--search", "cliff"}, "--search"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--trials", "0"}, "--trials"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--resume"}, "give --out"},
+		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--only", "nope"}, `--only "nope"`},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--out", done}, "does not overwrite"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--out", done, "--resume"}, "another scenario"},
 	} {
@@ -65,62 +66,60 @@ func TestSweepBadInput(t *testing.T) {
 }
 
 // A tiny real sweep: 2 points, 1 trial, short phases, against PostgreSQL
-// started by noisysim; then --resume finds every trial done.
+// started by noisysim. SIGINT during the second point keeps the first in
+// sweep.json (exit 1); --resume runs only the second.
 func TestSweepReal(t *testing.T) {
 	needPostgres(t)
 	sc := writeShort(t)
 	out := filepath.Join(t.TempDir(), "sw")
 	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
-	c := startCLI(t, env, "sweep", sc, "--vary", "classes.lookup.rate=20..40:2", "--out", out)
-	if code := c.wait(t); code != 0 {
-		o, e := c.output()
-		t.Fatalf("exit %d\n%s\n%s", code, o, e)
+	args := []string{"sweep", sc, "--vary", "classes.lookup.rate=20..40:2", "--out", out}
+	c := startCLI(t, env, args...)
+	c.waitLine(t, "classes.lookup.rate=20  trial 1/1  seed 1  shared held")
+	if err := c.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
 	}
-	o, _ := c.output()
-	for _, want := range []string{"classes.lookup.rate=20  trial 1/1  seed 1  shared held", "classes.lookup.rate=40  trial 1/1", "quiet/solo p99", "sweep written to"} {
+	if code := c.wait(t); code != exitError {
+		o, e := c.output()
+		t.Fatalf("SIGINT: exit %d, want 1\n%s\n%s", code, o, e)
+	}
+	d := readSweep(t, out)
+	if d.Complete || len(d.Points) < 1 || len(d.Points[0].Trials) != 1 || (len(d.Points) == 2 && len(d.Points[1].Trials) != 0) {
+		t.Fatalf("after SIGINT sweep.json: %+v", d)
+	}
+
+	r := startCLI(t, env, append(args, "--resume")...)
+	if code := r.wait(t); code != 0 {
+		o, e := r.output()
+		t.Fatalf("--resume: exit %d\n%s\n%s", code, o, e)
+	}
+	o, _ := r.output()
+	for _, want := range []string{"classes.lookup.rate=40  trial 1/1  seed 1  shared held", "quiet/solo p99", "sweep written to"} {
 		if !strings.Contains(o, want) {
 			t.Errorf("output lacks %q:\n%s", want, o)
 		}
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "sweep.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Complete bool `json:"complete"`
-		Points   []struct {
-			Values  map[string]float64 `json:"values"`
-			Summary []struct {
-				Name       string `json:"name"`
-				Held       int    `json:"held"`
-				Throughput struct {
-					Median float64 `json:"median"`
-				} `json:"throughput_per_s"`
-			} `json:"summary"`
-		} `json:"points"`
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
-		t.Fatal(err)
-	}
-	if !d.Complete || len(d.Points) != 2 || d.Points[1].Values["classes.lookup.rate"] != 40 {
-		t.Fatalf("sweep.json: %s", raw)
+	d = readSweep(t, out)
+	if !d.Complete || len(d.Points) != 2 || d.Points[1].Values["classes.lookup.rate"] != 40 || d.Points[0].Trials[0].Seed != 1 {
+		t.Fatalf("sweep.json: %+v", d)
 	}
 	// The throughput reached follows the rate asked for.
 	lo, hi := d.Points[0].Summary[0].Throughput.Median, d.Points[1].Summary[0].Throughput.Median
 	if !(lo > 10 && lo < 30 && hi > 30 && hi < 50) {
 		t.Errorf("throughput %v at rate 20, %v at 40", lo, hi)
 	}
-	if _, err := os.Stat(filepath.Join(out, "sweep.md")); err != nil {
-		t.Error(err)
+	if md, err := os.ReadFile(filepath.Join(out, "sweep.md")); err != nil || !strings.Contains(string(md), "| classes.lookup.rate=40 | shared | 1/1 |") {
+		t.Errorf("sweep.md: %v\n%s", err, md)
 	}
-	r := startCLI(t, env, "sweep", sc, "--vary", "classes.lookup.rate=20..40:2", "--out", out, "--resume")
-	if code := r.wait(t); code != 0 {
-		o, e := r.output()
-		t.Fatalf("--resume: exit %d\n%s\n%s", code, o, e)
+}
+
+func readSweep(t *testing.T, dir string) *sweep.Doc {
+	t.Helper()
+	d, err := sweep.ReadFile(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if o, e := r.output(); !strings.Contains(o, "classes.lookup.rate=40  trial 1/1") || strings.Contains(e, "start") {
-		t.Errorf("--resume output:\n%s\n%s", o, e)
-	}
+	return d
 }
 
 func TestHeadroomGate(t *testing.T) {

@@ -53,6 +53,9 @@ type Options struct {
 	// OnTrial, when not nil, is called after each trial finished, with the
 	// sweep so far (to write it out).
 	OnTrial func(*Doc)
+	// Only, when not empty, sweeps just this configuration (as
+	// harness.Options.Only: its assertions applied, its expectation not).
+	Only string
 	// Prior is an earlier, interrupted sweep of the same scenario and
 	// ranges (--resume): its trials are taken instead of being run again.
 	Prior *Doc
@@ -85,6 +88,9 @@ func New(src *Source, varies []Vary, opts Options) (*Sweep, error) {
 	base, err := src.Scenario(nil)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := base.Configuration(opts.Only); opts.Only != "" && !ok {
+		return nil, badf("--only %q: %s has no such configuration", opts.Only, src.File)
 	}
 	sw := &Sweep{src: src, varies: varies, opts: opts, base: base, prior: map[string]Trial{}}
 	points := 1
@@ -152,7 +158,7 @@ func (sw *Sweep) Grid(ctx context.Context) error {
 	var walk func(i int, set []Setting) error
 	walk = func(i int, set []Setting) error {
 		if i == len(sw.keys) {
-			_, err := sw.point(ctx, set, "")
+			_, err := sw.point(ctx, set, sw.opts.Only)
 			return err
 		}
 		for _, x := range sw.varies[i].Values(sw.keys[i].Int) {
@@ -178,6 +184,9 @@ func (sw *Sweep) Knees(ctx context.Context) error {
 	sw.doc.Search = "knee"
 	k, v := sw.keys[0], sw.varies[0]
 	for _, c := range sw.base.Configurations {
+		if sw.opts.Only != "" && c.Name != sw.opts.Only {
+			continue
+		}
 		probe := func(x float64) (int, error) {
 			p, err := sw.point(ctx, []Setting{{k, x}}, c.Name)
 			if err != nil {
