@@ -418,6 +418,9 @@ func runValidate(_ context.Context, a *app, args []string) error {
 	for _, f := range fs.Args() {
 		sc, err := scenario.Load(f)
 		if err == nil {
+			err = checkHeadroomKey(f, sc)
+		}
+		if err == nil {
 			var plan *reports.QuietPlan
 			if plan, err = harness.PlanSamples(sc); err == nil && plan != nil {
 				fmt.Fprintf(a.stdout, "%s: ok\n", f)

@@ -315,3 +315,20 @@ func headroomGate(w io.Writer, sc *scenario.Scenario, d *sweep.Doc) error {
 	}
 	return nil
 }
+
+// checkHeadroomKey checks that sc's assertions.headroom.key is a numeric
+// key of its file, as sweep --vary would take it.
+func checkHeadroomKey(file string, sc *scenario.Scenario) error {
+	h := sc.Assertions.Headroom
+	if h.Key == "" {
+		return nil
+	}
+	src, err := sweep.Load(file)
+	if err == nil {
+		_, err = src.Lookup(h.Key)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: assertions.headroom.key: %w", file, err)
+	}
+	return nil
+}

@@ -188,7 +188,10 @@ func fakeRun(runs *int) sweep.RunFunc {
 			if only != "" && c.Name != only {
 				continue
 			}
-			held := c.Name == "isolated" && sc.Classes[2].Rate <= 24
+			held := c.Name == "isolated" && sc.Classes[2].Rate <= 24 || c.Name == "naive" && sc.Classes[2].Rate <= 3
+			if c.Name == "naive" && only == "" { // as the harness judges a control
+				rep.Assertions = append(rep.Assertions, reports.Assertion{Name: "control_fails", Configuration: c.Name, Passed: !held})
+			}
 			rep.Configurations = append(rep.Configurations, reports.Configuration{Name: c.Name,
 				QuietAll:     []reports.TenantRow{{Class: "lookup", P99: 10}},
 				SoloQuietAll: []reports.TenantRow{{Class: "lookup", P99: 4}}})
@@ -249,6 +252,16 @@ func TestKneesAndResume(t *testing.T) {
 	}
 	if naive.Found {
 		t.Errorf("naive: %+v, want failing at the bottom", naive)
+	}
+	// A held control fails the run's control_fails, not its own assertions.
+	grid, _ := sweep.ParseVary("classes.report.rate=2")
+	gridRuns := 0
+	sw3, _ := sweep.New(src, []sweep.Vary{grid}, sweep.Options{Run: fakeRun(&gridRuns)})
+	if err := sw3.Grid(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := sw3.Doc().Points[0].Summary[0]; s.Name != "naive" || s.Held != 1 {
+		t.Errorf("naive at rate 2: %+v, want held", s)
 	}
 	// The resumed sweep ran only what the interrupted one had not.
 	fresh := 0
