@@ -99,6 +99,9 @@ type Options struct {
 	// JSON line per operation the open loop was handed, of every
 	// configuration (harness/TRACE.md). Run flushes it; the caller closes it.
 	Trace io.Writer
+	// Observer, when not nil, sees each request's outcome, each series
+	// point and each phase as the run goes (live metrics).
+	Observer Observer
 }
 
 // ErrRun marks a run that could not complete (as opposed to one whose
