@@ -283,10 +283,14 @@ func heldWords(t sweep.Trial) string {
 }
 
 func disturbedWord(t sweep.Trial) string {
+	s := ""
 	if t.Disturbed {
-		return "  DISTURBED"
+		s += "  DISTURBED"
 	}
-	return ""
+	if t.Resumed {
+		s += "  (kept from the interrupted sweep)"
+	}
+	return s
 }
 
 // headroomGate checks the scenario's assertions.headroom against a knee
