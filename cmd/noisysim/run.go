@@ -62,7 +62,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
 	only := fs.String("only", "", "run only this configuration and apply the assertions to it")
-	out := fs.String("out", "", "write report.json, report.md and junit.xml into this directory")
+	out := fs.String("out", "", "write report.json, report.md, junit.xml and report.html into this directory")
 	noProgress := fs.Bool("no-progress", false, "no progress display")
 	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
 	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
