@@ -38,8 +38,14 @@ WHERE usename = ANY($1) AND pid <> pg_backend_pid() AND backend_type = 'client b
 // activityEvery: a ledger of what a black-box service does on the
 // database, per tenant tag.
 type activitySampler struct {
-	mu       sync.Mutex
-	rows     map[string]*reports.ActivityRow // by tag; "" untagged
+	mu   sync.Mutex
+	rows map[string]*reports.ActivityRow // by tag; "" untagged
+	// phase names the timeline's phase running; windows counts active
+	// backends per phase and tag, phases lists the phases in order seen.
+	phase    func() string
+	windows  map[string]map[string]int64
+	wsamples map[string]int64
+	phases   []string
 	queries  []string
 	samples  int64
 	failures int64
@@ -48,12 +54,13 @@ type activitySampler struct {
 }
 
 // startActivity samples the roles' backends on dsn until stop is called.
-func startActivity(ctx context.Context, dsn string, roles []string) (*activitySampler, error) {
+func startActivity(ctx context.Context, dsn string, roles []string, phase func() string) (*activitySampler, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect to sample pg_stat_activity: %w", ErrRun, err)
 	}
-	s := &activitySampler{rows: map[string]*reports.ActivityRow{}}
+	s := &activitySampler{rows: map[string]*reports.ActivityRow{}, phase: phase,
+		windows: map[string]map[string]int64{}, wsamples: map[string]int64{}}
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -106,6 +113,15 @@ func (s *activitySampler) sample(ctx context.Context, conn *pgx.Conn, roles []st
 	defer s.mu.Unlock()
 	s.samples++
 	active := map[string]int64{}
+	ph := ""
+	if s.phase != nil {
+		ph = s.phase()
+	}
+	if s.windows[ph] == nil {
+		s.windows[ph] = map[string]int64{}
+		s.phases = append(s.phases, ph)
+	}
+	s.wsamples[ph]++
 	for _, b := range seen {
 		tag := ""
 		if t, ok := strings.CutPrefix(b.tag, pools.TagPrefix); ok {
@@ -127,6 +143,7 @@ func (s *activitySampler) sample(ctx context.Context, conn *pgx.Conn, roles []st
 			}
 			row.ActiveSamples++
 			active[tag]++
+			s.windows[ph][tag]++
 			if b.waiting {
 				row.Waiting++
 			}
@@ -184,6 +201,34 @@ func (s *activitySampler) report() *reports.Activity {
 		return strings.Compare(x.Tenant, y.Tenant)
 	})
 	a.UntaggedQueries = slices.Clone(s.queries)
+	for _, ph := range s.phases {
+		w := reports.ActivityWindow{Window: ph, Samples: s.wsamples[ph], Shares: []reports.Share{}}
+		var total int64
+		for _, n := range s.windows[ph] {
+			total += n
+		}
+		for tag, n := range s.windows[ph] {
+			sh := reports.Share{Tenant: tag, DBTime: float64(n) * float64(activityEvery.Milliseconds())}
+			if total > 0 {
+				sh.Share = float64(n) / float64(total)
+			}
+			if tag == "" {
+				w.Untagged = sh.DBTime / 1000
+				continue
+			}
+			w.Shares = append(w.Shares, sh)
+		}
+		slices.SortFunc(w.Shares, func(x, y reports.Share) int {
+			if x.DBTime != y.DBTime {
+				if x.DBTime > y.DBTime {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(x.Tenant, y.Tenant)
+		})
+		a.Windows = append(a.Windows, w)
+	}
 	return a
 }
 

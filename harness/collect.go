@@ -572,6 +572,9 @@ func (r *runner) setPhase(phase, config string, total time.Duration) {
 	if r.guard != nil {
 		r.guard.Begin(r.guardWindow(phase, config))
 	}
+	if o := r.opts.Observer; o != nil {
+		o.Phase(config, phase)
+	}
 }
 
 func (r *runner) snapshot(last *int64, lastAt *time.Time) Progress {

@@ -58,27 +58,46 @@ func BenchmarkReplayFidelity(b *testing.B) {
 	if err := r.planReplay(); err != nil {
 		b.Fatal(err)
 	}
-	for b.Loop() {
-		rs, err := r.newReplaySource()
-		if err != nil {
-			b.Fatal(err)
-		}
-		var mu sync.Mutex
-		gaps := hdr.New(1, int64(10*time.Second/time.Microsecond), 3)
-		rec := workload.RecorderFunc(func(res workload.Result) {
-			mu.Lock()
-			defer mu.Unlock()
-			if !res.Start.IsZero() {
-				gaps.RecordValue(max(res.Start.Sub(res.Intended).Microseconds(), 1))
+	b.Run("trace", func(b *testing.B) {
+		for b.Loop() {
+			rs, err := r.newReplaySource()
+			if err != nil {
+				b.Fatal(err)
 			}
-		})
-		exec := func(context.Context, workload.Op) error { return nil }
-		st, err := workload.RunOpenLoopSource(context.Background(), rs, exec, rec, workload.OpenLoopConfig{Drain: time.Second})
-		rs.Close()
-		if err != nil || st.Issued != int64(n) {
-			b.Fatalf("replay: %v, %d of %d issued", err, st.Issued, n)
+			fidelity(b, rs, n)
+			rs.Close()
 		}
-		b.ReportMetric(float64(gaps.ValueAtQuantile(99)), "start-gap-p99-µs")
-		b.ReportMetric(float64(gaps.Max()), "start-gap-max-µs")
+	})
+	// The same rate drawn by the generated schedule, for comparison: what
+	// the open loop and the machine alone give.
+	b.Run("generated", func(b *testing.B) {
+		for b.Loop() {
+			s, err := workload.NewStream(pop, []workload.ClassSpec{{Name: "lookup", Rate: rate, Arrival: workload.Constant}}, length, 1, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			fidelity(b, s, int(s.Len()))
+		}
+	})
+}
+
+// fidelity runs src through the open loop with an executor that returns at
+// once and reports the p99 and max gap between intended and actual starts.
+func fidelity(b *testing.B, src workload.Source, n int) {
+	var mu sync.Mutex
+	gaps := hdr.New(1, int64(10*time.Second/time.Microsecond), 3)
+	rec := workload.RecorderFunc(func(res workload.Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !res.Start.IsZero() {
+			gaps.RecordValue(max(res.Start.Sub(res.Intended).Microseconds(), 1))
+		}
+	})
+	exec := func(context.Context, workload.Op) error { return nil }
+	st, err := workload.RunOpenLoopSource(context.Background(), src, exec, rec, workload.OpenLoopConfig{Drain: time.Second})
+	if err != nil || st.Issued != int64(n) {
+		b.Fatalf("replay: %v, %d of %d issued", err, st.Issued, n)
 	}
+	b.ReportMetric(float64(gaps.ValueAtQuantile(99)), "start-gap-p99-µs")
+	b.ReportMetric(float64(gaps.Max()), "start-gap-max-µs")
 }

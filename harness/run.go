@@ -99,6 +99,9 @@ type Options struct {
 	// JSON line per operation the open loop was handed, of every
 	// configuration (harness/TRACE.md). Run flushes it; the caller closes it.
 	Trace io.Writer
+	// Observer, when not nil, sees each request's outcome, each series
+	// point and each phase as the run goes (live metrics).
+	Observer Observer
 }
 
 // ErrRun marks a run that could not complete (as opposed to one whose
@@ -924,7 +927,12 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	}
 	var act *activitySampler
 	if r.sc.Service.Started() || r.sc.Assertions.TaggedOnly {
-		if act, err = startActivity(ctx, r.primary.DSN(), r.rolesOfConfig(c)); err != nil {
+		phase := func() string {
+			r.progressMu.Lock()
+			defer r.progressMu.Unlock()
+			return r.progress.Phase
+		}
+		if act, err = startActivity(ctx, r.primary.DSN(), r.rolesOfConfig(c), phase); err != nil {
 			return configResult{}, err
 		}
 		defer act.stop()

@@ -453,9 +453,15 @@ func (s *serviceRun) stop() {
 }
 
 // kill ends every instance's process group at once (a second signal).
+// An instance already waited for is left alone: its process group id may
+// belong to another process by now.
 func (s *serviceRun) kill() error {
 	for _, in := range s.instances {
-		syscall.Kill(-in.cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-in.exited:
+		default:
+			syscall.Kill(-in.cmd.Process.Pid, syscall.SIGKILL)
+		}
 	}
 	return nil
 }

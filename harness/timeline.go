@@ -273,7 +273,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		acts.keep(res)
 	}
 	var current atomic.Int32 // the phase running, for the series
-	stopSeries := r.sampleSeries(st, tr, &current, ring, w)
+	stopSeries := r.sampleSeries(c.Name, st, tr, &current, ring, w)
 	defer stopSeries()
 	var layouts sync.WaitGroup // the Citus layout reads (topology citus)
 	defer layouts.Wait()
@@ -320,7 +320,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 				}
 			} else {
 				var cs workload.RunStats
-				cs, err = r.closedLoop(ctx, w.step, drain, exec, shifted(w.rec, w.step.start))
+				cs, err = r.closedLoop(ctx, w.step, drain, exec, r.observed(c.Name, shifted(w.rec, w.step.start)))
 				tr.stats = addStats(tr.stats, cs)
 			}
 			close(over[i])
@@ -335,12 +335,12 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		if w != nil {
 			w.start(ctx, t0)
 		}
-		rec := workload.RecorderFunc(func(res workload.Result) {
+		rec := r.observed(c.Name, workload.RecorderFunc(func(res workload.Result) {
 			if p, ok := res.Op.Payload.(*recorded); ok && p.Session != "" && errors.Is(res.Err, workload.ErrDropped) {
 				tr.ex.sessions.finish(p) // a dropped statement never runs: the session goes on
 			}
 			tr.windows[clk.stepAt(res.Op.At)].rec.Record(res)
-		})
+		}))
 		marks := make(chan struct{})
 		go func() {
 			defer close(marks)
@@ -447,7 +447,7 @@ const seriesEvery = time.Second
 // returned func is called (once or more): the requests issued, the ledger's
 // top tenants, the limiters and the checked writer's answers (w, when
 // not nil) over the last step. Each ledger reading goes to ring too.
-func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32, ring *ledgerRing, w *checkedWriter) (stop func()) {
+func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current *atomic.Int32, ring *ledgerRing, w *checkedWriter) (stop func()) {
 	t0 := time.Now()
 	done := make(chan struct{})
 	finished := make(chan struct{})
@@ -487,6 +487,9 @@ func (r *runner) sampleSeries(st *stack, tr *timelineRun, current *atomic.Int32,
 					lastAcked, lastFailed = acked, failed
 				}
 				tr.series = append(tr.series, pt)
+				if o := r.opts.Observer; o != nil {
+					o.Point(config, pt)
+				}
 				lastCalls, lastUsage, last = calls, usage, now
 			}
 		}

@@ -219,6 +219,18 @@ type Activity struct {
 	// UntaggedQueries are the distinct query texts seen active untagged
 	// (the first ones, truncated to 200 characters).
 	UntaggedQueries []string `json:"untagged_queries,omitempty"`
+	// Windows split the active-backend time by the timeline's phase
+	// running at each sample, in timeline order.
+	Windows []ActivityWindow `json:"windows,omitempty"`
+}
+
+// ActivityWindow is one phase's sampled activity: active-backend time per
+// tenant tag (Share.DBTime in ms, most first) and untagged, in seconds.
+type ActivityWindow struct {
+	Window   string  `json:"window"`
+	Samples  int64   `json:"samples"`
+	Shares   []Share `json:"shares"`
+	Untagged float64 `json:"untagged_s,omitempty"`
 }
 
 // ActivityRow is one tenant's sampled backends.

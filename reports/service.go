@@ -46,6 +46,21 @@ func serviceLines(c Configuration) []string {
 		}
 		out = append(out, fmt.Sprintf("database activity (pg_stat_activity every %.0f ms, %d samples), active-backend time: %s",
 			a.Interval, a.Samples, strings.Join(parts, ", ")))
+		for _, w := range a.Windows {
+			var ws []string
+			if w.Untagged > 0 {
+				ws = append(ws, fmt.Sprintf("UNTAGGED %.1f s", w.Untagged))
+			}
+			for i, sh := range w.Shares {
+				if i == 3 {
+					break
+				}
+				ws = append(ws, fmt.Sprintf("t:%s %s", sh.Tenant, fmtShare(sh.Share)))
+			}
+			if len(ws) > 0 {
+				out = append(out, fmt.Sprintf("  in %s: %s", w.Window, strings.Join(ws, ", ")))
+			}
+		}
 	}
 	return out
 }

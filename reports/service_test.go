@@ -12,13 +12,15 @@ func TestServiceLines(t *testing.T) {
 			Outcomes: map[string]int64{"429": 6, "2xx": 9}, RetryAfter: map[string]int64{"seconds": 5, "malformed": 1}, RetryAfterMean: 1},
 		Activity: &Activity{Interval: 100, Samples: 50,
 			Tenants:  []ActivityRow{{Tenant: "1", Active: 2.5, Share: 0.5}},
-			Untagged: &ActivityRow{Active: 2.5, Share: 0.5, ActiveSamples: 25, MaxActive: 3, Longest: 812}},
+			Untagged: &ActivityRow{Active: 2.5, Share: 0.5, ActiveSamples: 25, MaxActive: 3, Longest: 812},
+			Windows:  []ActivityWindow{{Window: "run", Samples: 30, Shares: []Share{{Tenant: "1", DBTime: 2500, Share: 0.5}}, Untagged: 2.5}}},
 	}
 	got := strings.Join(serviceLines(c), "\n")
 	for _, want := range []string{
 		"service http://127.0.0.1:1 (ready in 0.25 s), logs out/service-gate-0.log",
 		"http 10 arrivals, 15 requests (amplification 1.50x, 5 retries): 2xx 9, 429 6 (429 Retry-After: malformed 1, seconds 5; mean 1.0 s)",
 		"UNTAGGED 2.5 s 50.0% (max 3 at once, longest 812 ms), t:1 2.5 s 50.0%",
+		"  in run: UNTAGGED 2.5 s, t:1 50.0%",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lines lack %q:\n%s", want, got)

@@ -20,6 +20,7 @@ import (
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/guard"
+	"github.com/noisysim/noisysim/harness/live"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/reports"
@@ -61,7 +62,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), runUsage); fs.PrintDefaults() }
 	only := fs.String("only", "", "run only this configuration and apply the assertions to it")
-	out := fs.String("out", "", "write report.json, report.md and junit.xml into this directory")
+	out := fs.String("out", "", "write report.json, report.md, junit.xml and report.html into this directory")
 	noProgress := fs.Bool("no-progress", false, "no progress display")
 	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
 	kind := backendFlag(fs, "", "override the scenario's backend kind: local or docker")
@@ -74,6 +75,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	strict := fs.Bool("strict", false, "exit 1 when the run passed but a verdict is marginal (its limit inside the p99's 95% confidence interval)")
 	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
 	trace := fs.String("trace", "", "write every operation the open loop is handed (intended start, tenant, class, statement, parameters) to this new file as JSON Lines, gzip-compressed if it ends in .gz (harness/TRACE.md)")
+	metricsAddr := fs.String("metrics-addr", "", "serve live Prometheus metrics on this host:port while the run lasts (e.g. "+live.DefaultAddr+"; loopback only unless --metrics-remote)")
+	metricsRemote := fs.Bool("metrics-remote", false, "let --metrics-addr be a non-loopback address (the metrics are then open to the network)")
+	metricsTop := fs.Int("metrics-top", live.DefaultTopTenants, "tenants with their own tenant label in the live metrics (tenants 1..N); the other quiet tenants share the label \""+live.OtherQuiet+"\"")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
 		return err
@@ -81,6 +85,14 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if file == "" {
 		fs.Usage()
 		return usagef("run: missing scenario file")
+	}
+	if *metricsAddr != "" {
+		if err := live.CheckAddr(*metricsAddr, *metricsRemote); err != nil {
+			return usagef("run: --metrics-addr: %v (--metrics-remote allows it)", err)
+		}
+		if *metricsTop < 1 {
+			return usagef("run: --metrics-top %d: want at least 1", *metricsTop)
+		}
 	}
 	sc, err := scenario.Load(file)
 	if err != nil {
@@ -156,6 +168,16 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if !*noProgress && *repeat == 1 {
 		prog = newProgress(a.stderr)
 		opts.Progress = prog.update
+	}
+	if *metricsAddr != "" {
+		m := live.New(*metricsTop)
+		srv, err := live.Serve(*metricsAddr, m, *metricsRemote)
+		if err != nil {
+			return usagef("run: --metrics-addr: %v", err)
+		}
+		defer srv.Close()
+		opts.Observer = m
+		fmt.Fprintf(a.stderr, "noisysim: live metrics at http://%s/metrics while the run lasts\n", srv.Addr())
 	}
 	if *repeat > 1 {
 		return runRepeat(ctx, a, sc, opts, *repeat, *out, *strict)
@@ -395,6 +417,9 @@ func runValidate(_ context.Context, a *app, args []string) error {
 	var bad []error
 	for _, f := range fs.Args() {
 		sc, err := scenario.Load(f)
+		if err == nil {
+			err = checkHeadroomKey(f, sc)
+		}
 		if err == nil {
 			var plan *reports.QuietPlan
 			if plan, err = harness.PlanSamples(sc); err == nil && plan != nil {

@@ -283,10 +283,14 @@ func heldWords(t sweep.Trial) string {
 }
 
 func disturbedWord(t sweep.Trial) string {
+	s := ""
 	if t.Disturbed {
-		return "  DISTURBED"
+		s += "  DISTURBED"
 	}
-	return ""
+	if t.Resumed {
+		s += "  (kept from the interrupted sweep)"
+	}
+	return s
 }
 
 // headroomGate checks the scenario's assertions.headroom against a knee
@@ -312,6 +316,23 @@ func headroomGate(w io.Writer, sc *scenario.Scenario, d *sweep.Doc) error {
 	}
 	if len(short) > 0 {
 		return fmt.Errorf("%w: scenario %s: headroom of %s below %g× for %s", errAssertionFailed, sc.Name, h.Key, h.Min, strings.Join(short, ", "))
+	}
+	return nil
+}
+
+// checkHeadroomKey checks that sc's assertions.headroom.key is a numeric
+// key of its file, as sweep --vary would take it.
+func checkHeadroomKey(file string, sc *scenario.Scenario) error {
+	h := sc.Assertions.Headroom
+	if h.Key == "" {
+		return nil
+	}
+	src, err := sweep.Load(file)
+	if err == nil {
+		_, err = src.Lookup(h.Key)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: assertions.headroom.key: %w", file, err)
 	}
 	return nil
 }

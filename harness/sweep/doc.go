@@ -59,7 +59,10 @@ type Trial struct {
 	// Passed is the run's verdict (each configuration as expected).
 	Passed bool `json:"passed"`
 	// Disturbed: a measured window saw other work on the machine (guard).
-	Disturbed      bool          `json:"disturbed,omitempty"`
+	Disturbed bool `json:"disturbed,omitempty"`
+	// Resumed: taken from the interrupted sweep --resume continued (not
+	// written: a resumed sweep's file holds it as it was).
+	Resumed        bool          `json:"-"`
 	Configurations []ConfigTrial `json:"configurations"`
 }
 

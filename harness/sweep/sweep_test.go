@@ -188,7 +188,10 @@ func fakeRun(runs *int) sweep.RunFunc {
 			if only != "" && c.Name != only {
 				continue
 			}
-			held := c.Name == "isolated" && sc.Classes[2].Rate <= 24
+			held := c.Name == "isolated" && sc.Classes[2].Rate <= 24 || c.Name == "naive" && sc.Classes[2].Rate <= 3
+			if c.Name == "naive" && only == "" { // as the harness judges a control
+				rep.Assertions = append(rep.Assertions, reports.Assertion{Name: "control_fails", Configuration: c.Name, Passed: !held})
+			}
 			rep.Configurations = append(rep.Configurations, reports.Configuration{Name: c.Name,
 				QuietAll:     []reports.TenantRow{{Class: "lookup", P99: 10}},
 				SoloQuietAll: []reports.TenantRow{{Class: "lookup", P99: 4}}})
@@ -250,6 +253,16 @@ func TestKneesAndResume(t *testing.T) {
 	if naive.Found {
 		t.Errorf("naive: %+v, want failing at the bottom", naive)
 	}
+	// A held control fails the run's control_fails, not its own assertions.
+	grid, _ := sweep.ParseVary("classes.report.rate=2")
+	gridRuns := 0
+	sw3, _ := sweep.New(src, []sweep.Vary{grid}, sweep.Options{Run: fakeRun(&gridRuns)})
+	if err := sw3.Grid(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := sw3.Doc().Points[0].Summary[0]; s.Name != "naive" || s.Held != 1 {
+		t.Errorf("naive at rate 2: %+v, want held", s)
+	}
 	// The resumed sweep ran only what the interrupted one had not.
 	fresh := 0
 	sw2, _ := sweep.New(src, []sweep.Vary{v}, sweep.Options{Trials: 2, Iterations: 6, Run: fakeRun(&fresh)})
@@ -286,5 +299,38 @@ func TestGridPoints(t *testing.T) {
 	s := d.Points[0].Summary[1]
 	if s.Name != "isolated" || s.Held != 2 || s.QuietOverSolo.Median != 2.5 {
 		t.Errorf("summary %+v", s)
+	}
+}
+
+func TestRenderers(t *testing.T) {
+	src := load(t)
+	v, _ := sweep.ParseVary("classes.report.rate=12..24:2")
+	runs := 0
+	sw, err := sweep.New(src, []sweep.Vary{v}, sweep.Options{Run: fakeRun(&runs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Grid(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var text, md strings.Builder
+	if err := sweep.WriteText(&text, sw.Doc()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sweep.WriteMarkdown(&md, sw.Doc()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"configuration", "classes.report.rate=24  isolated       1/1", "2.50× (2.50–2.50)"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "INCOMPLETE") {
+		t.Errorf("a complete sweep says INCOMPLETE:\n%s", text.String())
+	}
+	for _, want := range []string{"# Sweep of noisy-neighbor", "| classes.report.rate=12 | naive | 0/1 |", "| classes.report.rate=24 | isolated | 1/1 |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
 	}
 }
