@@ -301,3 +301,36 @@ func TestGridPoints(t *testing.T) {
 		t.Errorf("summary %+v", s)
 	}
 }
+
+func TestRenderers(t *testing.T) {
+	src := load(t)
+	v, _ := sweep.ParseVary("classes.report.rate=12..24:2")
+	runs := 0
+	sw, err := sweep.New(src, []sweep.Vary{v}, sweep.Options{Run: fakeRun(&runs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Grid(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var text, md strings.Builder
+	if err := sweep.WriteText(&text, sw.Doc()); err != nil {
+		t.Fatal(err)
+	}
+	if err := sweep.WriteMarkdown(&md, sw.Doc()); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"configuration", "classes.report.rate=24  isolated       1/1", "2.50× (2.50–2.50)"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "INCOMPLETE") {
+		t.Errorf("a complete sweep says INCOMPLETE:\n%s", text.String())
+	}
+	for _, want := range []string{"# Sweep of noisy-neighbor", "| classes.report.rate=12 | naive | 0/1 |", "| classes.report.rate=24 | isolated | 1/1 |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+}
