@@ -62,9 +62,9 @@ type htmlPanel struct {
 }
 
 type legendItem struct {
-	Label  string
-	Color  template.CSS
-	Dashed bool
+	Label          string
+	Color          template.CSS
+	Dashed, Dotted bool
 }
 
 // WriteHTML writes r to w as one self-contained HTML page (report.html):
@@ -92,7 +92,7 @@ func WriteHTML(w io.Writer, r *Report) error {
 				hp.SVG = template.HTML(svg)
 				for i, l := range p.Lines {
 					r, g, b, _ := lineColor(f, i).RGBA()
-					hp.Legend = append(hp.Legend, legendItem{Label: l.Label, Dashed: l.Dashed,
+					hp.Legend = append(hp.Legend, legendItem{Label: l.Label, Dashed: l.Dashed, Dotted: l.Dotted,
 						Color: template.CSS(fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, b>>8))})
 				}
 			}
@@ -186,6 +186,10 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 		if l.Dashed {
 			ln.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 			ln.Width = vg.Points(0.8)
+		}
+		if l.Dotted {
+			ln.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+			ln.Width = vg.Points(1.6)
 		}
 		plt.Add(ln)
 	}

@@ -76,7 +76,7 @@ func TestFigures(t *testing.T) {
 				fmt.Fprintf(&b, "    action %q at %g\n", m.Label, m.At)
 			}
 			for _, l := range p.Lines {
-				fmt.Fprintf(&b, "    line %q dashed=%v:", l.Label, l.Dashed)
+				fmt.Fprintf(&b, "    line %q dashed=%v dotted=%v:", l.Label, l.Dashed, l.Dotted)
 				for _, pt := range l.Points {
 					fmt.Fprintf(&b, " %g,%g", pt[0], pt[1])
 				}

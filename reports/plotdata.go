@@ -40,8 +40,10 @@ type panel struct {
 type line struct {
 	Label  string       `json:"label"`
 	Points [][2]float64 `json:"points"`
-	// Dashed draws a line dashed (a p50 beside its p99).
+	// Dashed draws a line dashed (a p50 beside its p99), Dotted dotted
+	// (a limiter's rejections beside its in-flight requests).
 	Dashed bool `json:"dashed,omitempty"`
+	Dotted bool `json:"dotted,omitempty"`
 }
 
 type span struct {
@@ -211,7 +213,7 @@ func limiterPanel(r *Report, c Configuration) panel {
 	for _, class := range slices.Sorted(maps.Keys(classes)) {
 		in := line{Label: class + " in flight"}
 		q := line{Label: class + " queued", Dashed: true}
-		rej := line{Label: class + " rejected"}
+		rej := line{Label: class + " rejected", Dotted: true}
 		for _, pt := range c.Series {
 			for _, l := range pt.Limiters {
 				if l.Class == class {
