@@ -91,6 +91,12 @@ type Options struct {
 	// empty means a new directory under the system's temporary directory,
 	// named in the report.
 	ServiceLogDir string
+	// OnTempDir, when not nil, is called with each temporary directory
+	// the run makes for its service (its work directory; its log
+	// directory without ServiceLogDir), to register it for removal on a
+	// second signal. Run itself removes the work directory, and the log
+	// directory when it returns no report to name it.
+	OnTempDir func(dir string)
 	// OnService, when not nil, is called with a func that kills a
 	// started service instance's process group at once (to register it
 	// for teardown on a second signal). Run still stops it.
@@ -173,6 +179,10 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	r.watchMachine()
 	var rep *reports.Report
 	rep, err = r.run(ctx)
+	if rep == nil && r.logTemp {
+		// Nothing names it: the error shows the service's last lines.
+		os.RemoveAll(r.logDir)
+	}
 	r.machineReport(rep)
 	if r.trace != nil {
 		if ferr := r.trace.flush(); ferr != nil && err == nil {
@@ -249,6 +259,8 @@ type runner struct {
 	// logDir is where the service's output goes, once chosen; workDir
 	// the service's scratch directory ({work}), removed at the end.
 	logDir, workDir string
+	// logTemp: logDir is a temporary directory the run made.
+	logTemp bool
 	// replay is the trace a replay scenario replays (nil: the generated
 	// schedule); trace writes the run's own trace (nil: none).
 	replay *replayPlan

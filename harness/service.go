@@ -248,6 +248,7 @@ func (r *runner) serviceWorkDir() string {
 			return os.TempDir()
 		}
 		r.workDir = d
+		r.onTempDir(d)
 	}
 	return r.workDir
 }
@@ -263,11 +264,21 @@ func (r *runner) serviceLogDir() string {
 		var err error
 		if d, err = os.MkdirTemp("", "noisysim-service-"); err != nil {
 			d = os.TempDir()
+		} else {
+			r.logTemp = true
+			r.onTempDir(d)
 		}
 	}
 	os.MkdirAll(d, 0o755)
 	r.logDir = d
 	return d
+}
+
+// onTempDir hands a temporary directory of the run to Options.OnTempDir.
+func (r *runner) onTempDir(d string) {
+	if r.opts.OnTempDir != nil {
+		r.opts.OnTempDir(d)
+	}
 }
 
 // startService starts configuration c's service instances and waits until
@@ -311,7 +322,8 @@ func (r *runner) startService(ctx context.Context, c *scenario.Configuration) (*
 		if err := cmd.Start(); err != nil {
 			f.Close()
 			run.stop()
-			return nil, &ServiceError{What: fmt.Sprintf("instance %d of configuration %s (%s)", i, c.Name, strings.Join(argv, " ")), Err: err}
+			return nil, &ServiceError{What: fmt.Sprintf("instance %d of configuration %s (%s)", i, c.Name, strings.Join(argv, " ")),
+				Err: fmt.Errorf("%s: %w", r.sc.Where("service.command"), err)}
 		}
 		go func() {
 			in.err = cmd.Wait()

@@ -157,6 +157,10 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		Concurrent:    concurrent,
 		ServiceLogDir: *out,
 		OnService:     func(kill func() error) { a.teardown.add(kill, kill) },
+		// Run removes them on its own path; a second signal does not wait for it.
+		OnTempDir: func(dir string) {
+			a.teardown.add(func() error { return nil }, func() error { return os.RemoveAll(dir) })
+		},
 		OnCluster: func(c backend.Cluster) {
 			kill := c.Close
 			if k, ok := c.(interface{ Kill() error }); ok {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
@@ -149,9 +150,10 @@ func (r report) detail(name string) string {
 	return ""
 }
 
-// TestServiceBadInput: a service whose port is taken, or that exits
-// before it is ready, stops the run with exit 2 and its last lines;
-// nothing is left running.
+// TestServiceBadInput: a service whose port is taken, whose program does
+// not exist, or that exits before it is ready, stops the run with exit 2
+// and its last lines; nothing is left running, no temporary directory
+// behind.
 func TestServiceBadInput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: end-to-end scenario run in -short mode")
@@ -186,6 +188,8 @@ func TestServiceBadInput(t *testing.T) {
 			"exited before it was ready (exit status 3); its last lines:\n  cannot reach the database"},
 		{"never ready", `{command: [sh, -c, "echo $$ > ` + marker + `; exec sleep 60"], ready: {timeout: 1s}}`,
 			"not ready after 1s (ready.timeout)"},
+		{"no such program", `{command: [/nonexistent/service, -x]}`,
+			"s.yaml:4:11: service.command: fork/exec /nonexistent/service: no such file or directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Remove(marker)
@@ -209,6 +213,11 @@ phases: {warmup: 0s, solo: 1s, run: 1s}
 			}
 			if left := serversUnder(runs); len(left) > 0 {
 				t.Errorf("postgres processes %v left running", left)
+			}
+			// The error shows the last lines; no report names a log
+			// directory, so none is left behind.
+			if left, _ := filepath.Glob(filepath.Join(runs, "noisysim-service-*")); len(left) > 0 {
+				t.Errorf("service log directories %v left behind", left)
 			}
 			if tc.name == "never ready" {
 				data, err := os.ReadFile(marker)
@@ -312,5 +321,90 @@ assertions: {tagged_only: true, noisy_rejections: false}
 	}
 	if code != 0 && code != exitAssertion {
 		t.Errorf("exit %d\n%s", code, stderr.String())
+	}
+}
+
+// TestServiceSecondSignal: a second Ctrl-C while the service is being
+// stopped (it ignores SIGTERM) ends noisysim at once, exit 1, and still
+// leaves no service process, server or temporary directory (the run's
+// work directory and its service log directory) behind.
+func TestServiceSecondSignal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: end-to-end scenario run in -short mode")
+	}
+	needPostgres(t)
+	bin := noisysimBinary(t)
+	dir := t.TempDir()
+	runs := t.TempDir()
+	// The servers run as postgres: they must reach runs.
+	if err := os.Chmod(filepath.Dir(runs), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(runs, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "pid")
+	sc := filepath.Join(dir, "s.yaml")
+	// Never ready, and deaf to SIGTERM: the graceful stop lasts stop_grace.
+	if err := os.WriteFile(sc, []byte(`name: twice
+tenants: {count: 3}
+data: {orders: 300}
+service:
+  migrate: [sh, -c, "echo built > {work}/api"]
+  command: [sh, -c, "trap '' TERM; echo $$ > `+marker+`; exec sleep 120"]
+  ready: {timeout: 60s}
+  stop_grace: 60s
+classes: [{name: interactive, rate: 5, http: {url: /x}}]
+configurations: [{name: gate, mode: isolated}]
+phases: {warmup: 0s, solo: 1s, run: 1s}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--no-progress", "--allow-concurrent", sc)
+	cmd.Env = append(os.Environ(), "TMPDIR="+runs, runlock.EnvPath+"="+filepath.Join(dir, "lock"))
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the service never started; stderr:\n%s", errOut.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	work, _ := filepath.Glob(filepath.Join(runs, "noisysim-work-*"))
+	logs, _ := filepath.Glob(filepath.Join(runs, "noisysim-service-*"))
+	if len(work) != 1 || len(logs) != 1 {
+		t.Errorf("while the service runs: work directories %v, log directories %v; want one each", work, logs)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	time.Sleep(500 * time.Millisecond) // the graceful stop waits out stop_grace
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitError {
+		t.Errorf("exit %v, want 1; stderr:\n%s", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "stopping immediately") {
+		t.Errorf("no immediate stop; stderr:\n%s", errOut.String())
+	}
+	data, _ := os.ReadFile(marker)
+	if pid, _ := strconv.Atoi(strings.TrimSpace(string(data))); pid <= 0 || processAlive(pid) {
+		t.Errorf("service process %d left running", pid)
+	}
+	if left := serversUnder(runs); len(left) > 0 {
+		t.Errorf("postgres processes %v left running", left)
+	}
+	for _, pattern := range []string{"noisysim-work-*", "noisysim-service-*"} {
+		if left, _ := filepath.Glob(filepath.Join(runs, pattern)); len(left) > 0 {
+			t.Errorf("%v left behind", left)
+		}
 	}
 }

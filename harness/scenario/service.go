@@ -385,7 +385,22 @@ func (c *checker) absURL(field string, t Template) {
 	u, err := url.Parse(t.Expand(func(string) string { return "1" }))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		c.add(field, "must be an http:// or https:// URL (or a path starting with / on the service)")
+		return
 	}
+	if !validPort(u) {
+		c.add(field, "port %q is not a TCP port (1..65535)", u.Port())
+	}
+}
+
+// validPort reports whether u has no port, or one in 1..65535: url.Parse
+// takes any digits.
+func validPort(u *url.URL) bool {
+	p := u.Port()
+	if p == "" {
+		return !strings.HasSuffix(u.Host, ":")
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 func httpMethod(m string) bool {
@@ -425,6 +440,8 @@ func (c *checker) service(s *Scenario) {
 	case sv.URL != "":
 		if u, err := url.Parse(sv.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			c.add("service.url", "must be an http:// or https:// base URL, got %q", sv.URL)
+		} else if !validPort(u) {
+			c.add("service.url", "port %q is not a TCP port (1..65535)", u.Port())
 		}
 		for _, f := range []string{"instances", "port", "dir", "env", "migrate", "stop_grace"} {
 			if c.present("service." + f) {
@@ -434,6 +451,9 @@ func (c *checker) service(s *Scenario) {
 	case len(sv.Command) == 0:
 		c.add("service.command", "required: the argv of the service (or url: a running service)")
 		return
+	}
+	if len(sv.Command) > 0 && sv.Command[0] == "" {
+		c.add("service.command[0]", "empty: the program to run (a path, or a name looked up in PATH)")
 	}
 	sv.command = nil
 	for i, w := range sv.Command {
