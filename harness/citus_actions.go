@@ -3,8 +3,8 @@ package harness
 import (
 	"context"
 	"fmt"
-	"math"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
