@@ -2,9 +2,7 @@ package scenario
 
 import (
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -42,34 +40,19 @@ type ActionProblem struct {
 	Msg string
 }
 
-var (
-	actionsMu sync.RWMutex
-	actions   = map[string]func() ActionConfig{}
-)
+var actions = newRegistry[ActionConfig]("action")
 
 // RegisterAction makes an action kind known to scenario files under name:
 // newConfig returns a pointer to a zero struct whose yaml-tagged fields are
 // the kind's keys. It panics on an empty or duplicate name (a programmer
 // error).
 func RegisterAction(name string, newConfig func() ActionConfig) {
-	actionsMu.Lock()
-	defer actionsMu.Unlock()
-	if name == "" || actions[name] != nil {
-		panic("scenario: action " + name + " registered twice or without a name")
-	}
-	actions[name] = newConfig
+	actions.add(name, newConfig)
 }
 
 // ActionTypes lists the registered action kinds, sorted.
 func ActionTypes() []string {
-	actionsMu.RLock()
-	defer actionsMu.RUnlock()
-	out := make([]string, 0, len(actions))
-	for n := range actions {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return actions.names()
 }
 
 // UnmarshalYAML reads type and at, then the rest of the mapping into the
@@ -92,9 +75,7 @@ func (a *Action) UnmarshalYAML(n *yaml.Node) error {
 			rest.Content = append(rest.Content, k, v)
 		}
 	}
-	actionsMu.RLock()
-	mk := actions[a.Type]
-	actionsMu.RUnlock()
+	mk := actions.get(a.Type)
 	if mk == nil {
 		return nil // Validate names the type
 	}

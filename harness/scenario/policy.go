@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -39,34 +38,19 @@ type PolicyConfig interface {
 	Validate(s *Scenario) []ActionProblem
 }
 
-var (
-	policiesMu sync.RWMutex
-	policies   = map[string]func() PolicyConfig{}
-)
+var policies = newRegistry[PolicyConfig]("policy")
 
 // RegisterPolicy makes a policy kind known to scenario files under name:
 // newConfig returns a pointer to a struct whose yaml-tagged fields are the
 // kind's keys, holding the kind's defaults (a key the file leaves out keeps
 // its value). It panics on an empty or duplicate name (a programmer error).
 func RegisterPolicy(name string, newConfig func() PolicyConfig) {
-	policiesMu.Lock()
-	defer policiesMu.Unlock()
-	if name == "" || policies[name] != nil {
-		panic("scenario: policy " + name + " registered twice or without a name")
-	}
-	policies[name] = newConfig
+	policies.add(name, newConfig)
 }
 
 // PolicyNames lists the registered policy kinds, sorted.
 func PolicyNames() []string {
-	policiesMu.RLock()
-	defer policiesMu.RUnlock()
-	out := make([]string, 0, len(policies))
-	for n := range policies {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return policies.names()
 }
 
 // UnmarshalYAML reads policy and every, then the rest of the mapping into
@@ -90,9 +74,7 @@ func (w *Watch) UnmarshalYAML(n *yaml.Node) error {
 			rest.Content = append(rest.Content, k, v)
 		}
 	}
-	policiesMu.RLock()
-	mk := policies[w.Policy]
-	policiesMu.RUnlock()
+	mk := policies.get(w.Policy)
 	if mk == nil {
 		return nil // Validate names the policy
 	}
