@@ -242,7 +242,8 @@ var palette = []color.Color{
 
 // phaseBands is a plot.Plotter that shades the timeline's phases
 // (measured ones darker) with their names along the top, and marks each
-// action with a vertical line and its label.
+// action with a vertical line and its label, its run (start to end)
+// shaded light red.
 type phaseBands struct {
 	spans []span
 	marks []mark
@@ -279,6 +280,12 @@ func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
 		x := trX(m.At)
 		if x < c.Min.X || x > c.Max.X {
 			continue
+		}
+		if m.Took > 0 {
+			// The action's run, shaded from its start to its end.
+			x1 := min(trX(m.At+m.Took), c.Max.X)
+			c.FillPolygon(color.NRGBA{R: 0xd0, G: 0x30, B: 0x30, A: 0x28},
+				c.ClipPolygonXY([]vg.Point{{X: x, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x, Y: c.Max.Y}}))
 		}
 		c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
 		c.FillText(asty, vg.Point{X: x - 1, Y: c.Max.Y - 20}, m.Label)

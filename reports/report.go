@@ -431,12 +431,17 @@ type WriterPoint struct {
 // PoolPoint is one pool in a Point.
 type PoolPoint struct {
 	Name string `json:"name"`
-	// Node is the pool's server address; Standby says it is a replica.
+	// Node is the shard node's name for a pool of topology shards
+	// (primary1…), else the pool's server address; Standby says it is a
+	// replica.
 	Node    string `json:"node"`
 	Standby bool   `json:"standby,omitempty"`
 	// Borrowed and Max are the connections in use and the pool's size.
 	Borrowed int64 `json:"borrowed"`
 	Max      int64 `json:"max"`
+	// Busy is the DB time of the calls the pool ran that ended in the
+	// second, per second: the mean connections busy, the node's load.
+	Busy float64 `json:"busy,omitempty"`
 }
 
 // LimiterPoint is one class's limiter in a Point.
@@ -687,6 +692,7 @@ func (r *Report) Validate() error {
 			}
 			for k, pl := range pt.Pools {
 				nonNegative(fmt.Sprintf("%s.pools[%d].borrowed", q, k), pl.Borrowed)
+				finite(fmt.Sprintf("%s.pools[%d].busy", q, k), pl.Busy)
 			}
 			if w := pt.Writer; w != nil {
 				nonNegative(q+".writer.acked", w.Acked)
