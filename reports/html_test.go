@@ -53,6 +53,21 @@ func seriesReport() *Report {
 			}
 			c.Series = append(c.Series, pt)
 		}
+		// A percentile plot per merged quiet row: p50 at the row's p50,
+		// p99 at its p99; naive's noisy phase 20 × its solo tail.
+		spectrum := func(t TenantRow, tail float64) []Percentile {
+			return []Percentile{{P: 0, Ms: t.P50 / 4}, {P: 50, Ms: t.P50}, {P: 90, Ms: (t.P50 + t.P99) / 2}, {P: 99, Ms: t.P99 * tail}, {P: 99.9, Ms: t.Max * tail}}
+		}
+		for i := range c.QuietAll {
+			tail := 1.0
+			if c.Name == "naive" {
+				tail = 20
+			}
+			c.QuietAll[i].Percentiles = spectrum(c.QuietAll[i], tail)
+		}
+		for i := range c.SoloQuietAll {
+			c.SoloQuietAll[i].Percentiles = spectrum(c.SoloQuietAll[i], 1)
+		}
 		if c.Name == "isolated" {
 			c.Actions = []ActionResult{{Phase: "run", Type: "isolate_tenant", At: 6.5, Took: 0.4, FiredBy: "share_over",
 				Before: map[string]float64{"share": 0.6}, After: map[string]float64{"share": 0.2}}}
@@ -167,14 +182,15 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
-	for _, id := range []string{"fig-latency", "fig-db_time", "fig-limiter", "fig-writer", "assertions", "identity"} {
+	for _, id := range []string{"fig-latency", "fig-distribution", "fig-db_time", "fig-limiter", "fig-writer", "assertions", "identity"} {
 		if !strings.Contains(page, `id="`+id+`"`) {
 			t.Errorf("page has no element %s", id)
 		}
 	}
-	// 4 figures × 2 configurations, of which naive has no limiter and no writer.
-	if got := strings.Count(page, "<svg"); got != 6 {
-		t.Errorf("page has %d svg elements, want 6", got)
+	// 4 figures × 2 configurations, of which naive has no limiter and no
+	// writer, and the distribution's 2 classes.
+	if got := strings.Count(page, "<svg"); got != 8 {
+		t.Errorf("page has %d svg elements, want 8", got)
 	}
 	if !strings.Contains(page, "naive: no limiter in this configuration") {
 		t.Errorf("naive's limiter panel does not say it has no limiter")

@@ -13,12 +13,16 @@ import (
 // apart from the SVG that draws it.
 type figure struct {
 	// ID names the figure in the page (its element id): latency,
-	// db_time, limiter, writer, nodes.
+	// distribution, db_time, limiter, writer, nodes.
 	ID    string `json:"id"`
 	Title string `json:"title"`
 	// YLabel is the y axis's label with its unit; LogY a log scale.
 	YLabel string `json:"y_label"`
 	LogY   bool   `json:"log_y,omitempty"`
+	// PercentileX: the x values are percentiles (0..100), drawn on
+	// HdrHistogram's percentile axis (1 / (1 - p), log scale); otherwise
+	// x is seconds from the timeline's start.
+	PercentileX bool `json:"percentile_x,omitempty"`
 	// Panels are the configurations', in run order.
 	Panels []panel `json:"panels"`
 }
@@ -80,6 +84,11 @@ func figures(r *Report) []figure {
 	builders := []func(*Report, Configuration) panel{latencyPanel, dbTimePanel, limiterPanel, writerPanel, nodesPanel}
 	var out []figure
 	for i := range figs {
+		if i == 1 {
+			if d := distributionFigure(r); len(d.Panels) > 0 {
+				out = append(out, d)
+			}
+		}
 		any := false
 		for _, c := range r.Configurations {
 			p := builders[i](r, c)
@@ -365,4 +374,54 @@ func nodesPanel(r *Report, c Configuration) panel {
 		p.Lines = append(p.Lines, l)
 	}
 	return p
+}
+
+// distributionFigure is the quiet tenants' (all) response-time
+// distribution, a panel per class: the solo baseline of the first
+// configuration and each configuration's quiet_p99 window (QuietAll) on
+// one chart, percentile against latency (TenantRow.Percentiles). No panel
+// without percentiles.
+func distributionFigure(r *Report) figure {
+	f := figure{ID: "distribution", Title: "Latency distribution of the quiet tenants (all): solo and each configuration",
+		YLabel: "latency (ms)", LogY: true, PercentileX: true}
+	if len(r.Configurations) == 0 {
+		return f
+	}
+	rowOf := func(rows []TenantRow, class string) []Percentile {
+		for _, t := range rows {
+			if t.Class == class {
+				return t.Percentiles
+			}
+		}
+		return nil
+	}
+	classes := map[string]bool{}
+	for _, c := range r.Configurations {
+		for _, t := range append(slices.Clone(c.QuietAll), c.SoloQuietAll...) {
+			if len(t.Percentiles) > 0 {
+				classes[t.Class] = true
+			}
+		}
+	}
+	toLine := func(label string, ps []Percentile) line {
+		l := line{Label: label}
+		for _, q := range ps {
+			l.Points = append(l.Points, [2]float64{q.P, q.Ms})
+		}
+		return l
+	}
+	for _, class := range slices.Sorted(maps.Keys(classes)) {
+		p := panel{Configuration: QuietAll + " " + class}
+		first := r.Configurations[0]
+		if ps := rowOf(first.SoloQuietAll, class); len(ps) > 0 {
+			p.Lines = append(p.Lines, toLine("solo ("+first.Name+")", ps))
+		}
+		for _, c := range r.Configurations {
+			if ps := rowOf(c.QuietAll, class); len(ps) > 0 {
+				p.Lines = append(p.Lines, toLine(c.Name, ps))
+			}
+		}
+		f.Panels = append(f.Panels, p)
+	}
+	return f
 }

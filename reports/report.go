@@ -319,6 +319,17 @@ type TenantRow struct {
 	DBTime float64 `json:"db_time_ms,omitempty"`
 	// DBTimeShare is the tenant's share of all database time, 0..1.
 	DBTimeShare float64 `json:"db_time_share"`
+	// Percentiles are the response time's distribution (a percentile
+	// plot), on the merged quiet rows only (QuietAll, SoloQuietAll and
+	// Window.QuietAll).
+	Percentiles []Percentile `json:"percentiles,omitempty"`
+}
+
+// Percentile is one point of a distribution: the response time in ms at
+// percentile P (0..100).
+type Percentile struct {
+	P  float64 `json:"p"`
+	Ms float64 `json:"ms"`
 }
 
 // RunStats are the counters of one configuration's noisy phase.
@@ -568,6 +579,13 @@ func (r *Report) Validate() error {
 		finite(p+".service_p99_ms", t.ServiceP99)
 		finite(p+".db_time_ms", t.DBTime)
 		share(p+".db_time_share", t.DBTimeShare)
+		for i, q := range t.Percentiles {
+			finite(fmt.Sprintf("%s.percentiles[%d].p", p, i), q.P)
+			finite(fmt.Sprintf("%s.percentiles[%d].ms", p, i), q.Ms)
+			if q.P < 0 || q.P >= 100 {
+				bad(fmt.Sprintf("%s.percentiles[%d].p", p, i), "percentile %g outside 0..100 (100 excluded)", q.P)
+			}
+		}
 	}
 	rows := func(prefix string, rs []TenantRow) {
 		for i, t := range rs {

@@ -121,7 +121,7 @@ func checkStory(t *testing.T, dom string, want []figureWant, absent ...string) {
 // side by side: the quiet tenants' and the dominant tenant's latency with
 // the solo and run phases shaded, the DB-time shares, the isolated
 // limiter's rejections (naive has none), and the quiet tenants' latency
-// distribution, solo against each configuration.
+// distribution, solo against each configuration, a panel per class.
 func TestStoryCIGate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: end-to-end scenario run in -short mode")
@@ -138,6 +138,7 @@ func TestStoryCIGate(t *testing.T) {
 	dom, img := browse(t, browser, page)
 	checkStory(t, dom, []figureWant{
 		{id: "latency", plots: 2, texts: []string{"solo", "run", "quiet (all) lookup p99", "tenant 1 (dominant) report p99"}},
+		{id: "distribution", plots: 2, texts: []string{"quiet (all) lookup", "quiet (all) page", "solo (naive)", "isolated", "99.9%"}},
 		{id: "db_time", plots: 2, texts: []string{"tenant 1 (dominant)"}},
 		{id: "limiter", plots: 1, texts: []string{"naive: no limiter in this configuration", "heavy rejected"}},
 	}, "nodes", "writer")
@@ -160,8 +161,9 @@ func TestStoryCIGate(t *testing.T) {
 // TestStoryIncidentDrill: scenarios/incident-drill.yaml's page shows the
 // drill on directory shards: the latency with the promote policy's
 // move_tenant marked, the big tenant's DB-time share, the checked writer's
-// acknowledgements through the move, and the connections in use per node,
-// the spare node primary3 idle before the move and busy after it.
+// acknowledgements through the move, and the load per node (busy
+// connections), the spare node primary3 idle before the move and busy
+// after it.
 func TestStoryIncidentDrill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: end-to-end scenario run in -short mode")
@@ -177,6 +179,7 @@ func TestStoryIncidentDrill(t *testing.T) {
 	dom, img := browse(t, browser, page)
 	checkStory(t, dom, []figureWant{
 		{id: "latency", plots: 1, texts: []string{"solo", "incident", "after", "move_tenant (promote)"}},
+		{id: "distribution", plots: 2, texts: []string{"solo (sharded)", "sharded"}},
 		{id: "db_time", plots: 1, texts: []string{"tenant 1 (dominant)"}},
 		{id: "writer", plots: 1, texts: []string{"acknowledged", "move_tenant (promote)"}},
 		{id: "nodes", plots: 1, texts: []string{"primary1", "primary2", "primary3", "move_tenant (promote)"}},
@@ -192,21 +195,22 @@ func TestStoryIncidentDrill(t *testing.T) {
 	if moved < 0 {
 		t.Fatalf("actions %+v: no move_tenant", c.Actions)
 	}
-	var before, after int64
+	// What the load-per-node figure draws: primary3's busy connections.
+	var before, after float64
 	for _, pt := range c.Series {
 		for _, pl := range pt.Pools {
 			if pl.Node != "primary3" {
 				continue
 			}
 			if pt.At < moved {
-				before += pl.Borrowed
+				before += pl.Busy
 			} else {
-				after += pl.Borrowed
+				after += pl.Busy
 			}
 		}
 	}
 	if before != 0 || after == 0 {
-		t.Errorf("primary3's connections in use: %d before the move, %d after; want 0, then some", before, after)
+		t.Errorf("primary3's busy connections: %g before the move, %g after; want 0, then some", before, after)
 	}
 }
 
