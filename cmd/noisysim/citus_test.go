@@ -278,12 +278,13 @@ func TestCitusReadme(t *testing.T) {
 	if _, err := os.Stat("../../scenarios/hot-shard.yaml"); err != nil {
 		t.Error(err)
 	}
-	// The section's flags are the citus commands' or noisysim run's.
+	// The section's flags are the citus commands' (hot-shard's included)
+	// or noisysim run's.
 	var runHelp, runErr bytes.Buffer
 	realMain([]string{"run", "--help"}, &runHelp, &runErr)
 	runFlags := runHelp.String() + runErr.String()
 	for _, f := range flagsIn(sec) {
-		if !strings.Contains(citusUsage, f) && !strings.Contains(runFlags, "  "+f[1:]+" ") && f != "--help" && f != "--apply" {
+		if !strings.Contains(citusUsage, f) && !strings.Contains(hotShardUsage, "  "+f+" ") && !strings.Contains(runFlags, "  "+f[1:]+" ") && f != "--help" && f != "--apply" {
 			t.Errorf("README names %s, which neither noisysim citus nor noisysim run has", f)
 		}
 	}

@@ -5,245 +5,240 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
+	"math"
 	"slices"
-	"text/tabwriter"
+	"strings"
+	"text/template"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
-	"github.com/noisysim/noisysim/harness/dataset"
-	"github.com/noisysim/noisysim/harness/footprint"
-	"github.com/noisysim/noisysim/harness/hotshard"
+	"github.com/noisysim/noisysim/harness/guard"
+	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/workload"
 )
 
 const hotShardUsage = `usage: noisysim citus hot-shard [--apply] [flags]
 
-Starts a throwaway local Citus cluster (coordinator + --workers workers; the
-citus extension must be installed for the local PostgreSQL), loads the data
-set with tenant 1 holding --hot-share of rows and queries, distributes it
-(--shards shards), and runs: the quiet tenants alone (solo p99), tenant 1
-joining (detection timed from its start), with --apply the policy ladder
-under a checked writer for tenant 1, and the after window. Prints per-worker
-load (each tenant's DB time from the isolation stack's ledger counted on the
-worker holding its shard, in mean busy backends; sampled pg_stat_activity
-beside it), skew, the hot worker's share, tenant 1's share of cluster DB time
-and its shard's size, quiet p99, the steps and the assertions.
+Runs the hot-shard scenario (scenarios/hot-shard.yaml) with the figures of
+the flags, through the same engine as noisysim run: a throwaway local Citus
+cluster (coordinator + --workers workers, each worker with --node-cpu CPUs
+of its own; the citus extension must be installed for the local
+PostgreSQL), the data set with tenant 1 holding --hot-share of rows and
+queries, distributed in --shards shards; the quiet tenants alone (solo),
+tenant 1 joining (before: the harm, detection timed from its start), with
+--apply the policy ladder (isolate_tenant, dedicate_worker, balance) under
+a checked writer for tenant 1, and the after window. Prints the report of
+noisysim run: per-window p99, per-worker load and skew, the actions and
+the assertions. --print-scenario prints the scenario the flags make, to run
+or edit with noisysim run.
 
 flags:
   --apply            run the ladder (default: detect and plan only)
-  --workers N        worker count (default 4)
+  --workers N        worker count, 2..64 (default 4)
+  --node-cpu X       each worker's CPU budget in CPUs, 0 for none (default 0.3;
+                     needs root and a cgroup cpu controller)
   --shards N         shard count (default 32)
   --tenants N        tenant count, 2..100000 (default 100)
   --hot-share F      tenant 1's share (default 0.6)
   --rate R           queries/s, open loop, at most 10000 (default 200)
   --query KIND       each query, through the isolation stack: the data set's
-                     page (default), lookup or report on the tenant's orders,
-                     or sleep (a pg_sleep of --query-time on the tenant's shard)
-  --query-time D     a sleep query's cost on its worker (default 20ms)
+                     page (default), lookup or report on the tenant's orders
   --solo D, --before D, --after D   window lengths (default 3s, 5s, 5s)
+  --ladder-max D     the ladder's bound (default 5m)
   --detect-within D  detection bound (default 3s)
+  --writer-rate R    tenant 1's checked writes/s (default 100)
+  --update-share F   share of the checked writes that update a row (default 0.2)
   --max-pause D      write pause bound (default 1s)
   --mode MODE        shard transfer mode: force_logical (default) or block_writes
-  --seed N           seed of tenant choice (default 1)
+  --seed N           seed (default 11)
+  --out DIR          write report.json, report.md, junit.xml and report.html
+  --no-progress      no progress display
+  --no-wait, --allow-concurrent, --max-foreign-cpu X   as for noisysim run
+  --print-scenario   print the scenario YAML and exit
 
 exit codes: 0 all assertions held, 99 an assertion failed, 2 bad input or
 Citus not installed, 1 any other error.
 `
 
+// hotShardFlags are the figures of the hot-shard scenario that
+// noisysim citus hot-shard takes as flags.
+type hotShardFlags struct {
+	apply               bool
+	workers, shards     int
+	tenants             int
+	nodeCPU, hotShare   float64
+	rate, writerRate    float64
+	updateShare         float64
+	query, mode         string
+	solo, before, after time.Duration
+	ladderMax           time.Duration
+	detectWithin, pause time.Duration
+	seed                uint64
+}
+
+// Defaults of noisysim citus hot-shard, those of scenarios/hot-shard.yaml.
+const (
+	hotShardNodeCPU       = 0.3
+	hotShardHotShare      = 0.6
+	hotShardRate          = 200.0
+	hotShardWriterRate    = 100.0
+	hotShardUpdateShare   = 0.2
+	hotShardSeed          = 11
+	hotShardMaxRate       = 10000.0
+	hotShardMaxWriterRate = 5000.0 // writer.rate's bound
+)
+
 func citusHotShard(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("citus hot-shard", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), hotShardUsage) }
-	cfg := hotshard.Config{Log: a.log}
-	apply := fs.Bool("apply", false, "")
-	workers := fs.Int("workers", local.DefaultCitusWorkers, "")
-	fs.IntVar(&cfg.ShardCount, "shards", citus.DefaultShardCount, "")
-	fs.IntVar(&cfg.Tenants, "tenants", 100, "")
-	fs.Float64Var(&cfg.HotShare, "hot-share", hotshard.DefaultHotShare, "")
-	fs.Float64Var(&cfg.Rate, "rate", hotshard.DefaultRate, "")
-	query := fs.String("query", string(hotshard.DefaultKind), "")
-	fs.DurationVar(&cfg.QueryTime, "query-time", 20*time.Millisecond, "")
-	fs.DurationVar(&cfg.Solo, "solo", hotshard.DefaultSolo, "")
-	fs.DurationVar(&cfg.Before, "before", hotshard.DefaultBefore, "")
-	fs.DurationVar(&cfg.After, "after", hotshard.DefaultAfter, "")
-	fs.DurationVar(&cfg.DetectWithin, "detect-within", hotshard.DefaultDetectWithin, "")
-	fs.DurationVar(&cfg.MaxPause, "max-pause", hotshard.DefaultMaxPause, "")
-	mode := fs.String("mode", string(citus.DefaultTransferMode), "")
-	fs.Uint64Var(&cfg.Seed, "seed", 1, "")
+	var h hotShardFlags
+	fs.BoolVar(&h.apply, "apply", false, "")
+	fs.IntVar(&h.workers, "workers", local.DefaultCitusWorkers, "")
+	fs.Float64Var(&h.nodeCPU, "node-cpu", hotShardNodeCPU, "")
+	fs.IntVar(&h.shards, "shards", citus.DefaultShardCount, "")
+	fs.IntVar(&h.tenants, "tenants", 100, "")
+	fs.Float64Var(&h.hotShare, "hot-share", hotShardHotShare, "")
+	fs.Float64Var(&h.rate, "rate", hotShardRate, "")
+	fs.StringVar(&h.query, "query", string(scenario.QueryPage), "")
+	fs.DurationVar(&h.solo, "solo", 3*time.Second, "")
+	fs.DurationVar(&h.before, "before", 5*time.Second, "")
+	fs.DurationVar(&h.after, "after", 5*time.Second, "")
+	fs.DurationVar(&h.ladderMax, "ladder-max", 5*time.Minute, "")
+	fs.DurationVar(&h.detectWithin, "detect-within", 3*time.Second, "")
+	fs.Float64Var(&h.writerRate, "writer-rate", hotShardWriterRate, "")
+	fs.Float64Var(&h.updateShare, "update-share", hotShardUpdateShare, "")
+	fs.DurationVar(&h.pause, "max-pause", time.Second, "")
+	fs.StringVar(&h.mode, "mode", string(citus.DefaultTransferMode), "")
+	fs.Uint64Var(&h.seed, "seed", hotShardSeed, "")
+	var x execFlags
+	fs.StringVar(&x.out, "out", "", "")
+	fs.BoolVar(&x.noProgress, "no-progress", false, "")
+	fs.BoolVar(&x.noWait, "no-wait", false, "")
+	fs.BoolVar(&x.allowConcurrent, "allow-concurrent", false, "")
+	fs.Float64Var(&x.maxForeign, "max-foreign-cpu", guard.DefaultMaxForeignCPU, "")
+	print := fs.Bool("print-scenario", false, "")
 	if err := parseFlags(a, fs, args); err != nil {
 		return err
 	}
-	switch {
-	case fs.NArg() > 0:
+	if fs.NArg() > 0 {
 		return usagef("citus hot-shard: unexpected argument %q", fs.Arg(0))
-	case *workers < 2 || *workers > 64:
-		return usagef("citus hot-shard: --workers %d: want 2..64", *workers)
-	case cfg.Tenants < 2 || cfg.Tenants > workload.MaxTenants || cfg.ShardCount < 1:
-		return usagef("citus hot-shard: --tenants must be in 2..%d and --shards >= 1", workload.MaxTenants)
-	case !(cfg.HotShare > 0 && cfg.HotShare < 1):
-		return usagef("citus hot-shard: --hot-share %v: want (0, 1)", cfg.HotShare)
-	case !(cfg.Rate > 0 && cfg.Rate <= hotshard.MaxRate):
-		return usagef("citus hot-shard: --rate %v: want (0, %v] queries/s", cfg.Rate, hotshard.MaxRate)
-	case cfg.QueryTime <= 0 || cfg.Solo <= 0 || cfg.Before <= 0 || cfg.After <= 0 || cfg.DetectWithin <= 0 || cfg.MaxPause <= 0:
-		return usagef("citus hot-shard: --query-time, --solo, --before, --after, --detect-within and --max-pause must be positive")
-	case !slices.Contains([]dataset.Kind{dataset.KindSleep, dataset.KindLookup, dataset.KindPage, dataset.KindReport}, dataset.Kind(*query)):
-		return usagef("citus hot-shard: --query %q: want sleep, lookup, page or report", *query)
-	case !citus.TransferMode(*mode).Valid():
-		return usagef("citus hot-shard: --mode %q: want force_logical or block_writes", *mode)
 	}
-	cfg.Apply, cfg.Mode, cfg.Kind = *apply, citus.TransferMode(*mode), dataset.Kind(*query)
-
-	b := local.New(local.WithLogger(a.log))
-	td := a.teardown.add(b.CloseAll, b.KillAll)
-	c, err := b.StartCluster(ctx, backend.Spec{Topology: local.TopologyCitus, Nodes: *workers})
-	if err != nil {
-		return fmt.Errorf("start citus cluster: %w", err)
-	}
-	st := c.Stat()
-	fmt.Fprintf(a.stdout, "citus cluster up: coordinator + %d workers in %.1f s\n", *workers, st.Ready.Seconds())
-	res, err := runHotShard(ctx, c, cfg)
-	printHotShard(a.stdout, res)
-	if cerr := a.teardown.finish(td); cerr != nil && err == nil {
-		err = fmt.Errorf("stop cluster: %w", cerr)
-	}
-	if err != nil {
+	if err := h.check(); err != nil {
 		return err
 	}
-	if f := res.Failed(); len(f) > 0 {
-		return fmt.Errorf("citus hot-shard: %d assertion(s) failed: %w", len(f), errAssertionFailed)
+	switch {
+	case math.IsNaN(x.maxForeign) || math.IsInf(x.maxForeign, 0):
+		return usagef("citus hot-shard: --max-foreign-cpu %v: want a number of CPUs", x.maxForeign)
+	case x.noWait && x.allowConcurrent:
+		return usagef("citus hot-shard: --no-wait and --allow-concurrent exclude each other")
+	}
+	yml := h.scenario()
+	if *print {
+		_, err := io.WriteString(a.stdout, yml)
+		return err
+	}
+	sc, err := scenario.Parse([]byte(yml), "citus hot-shard flags")
+	if err != nil {
+		// The flags were checked: a problem here is the generated
+		// scenario's, shown whole.
+		return fmt.Errorf("citus hot-shard: %w", err)
+	}
+	return execScenario(ctx, a, sc, x)
+}
+
+// check returns a usage error naming the first flag no run can be carried
+// out with.
+func (h hotShardFlags) check() error {
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case h.workers < 2 || h.workers > 64:
+		return usagef("citus hot-shard: --workers %d: want 2..64", h.workers)
+	case h.tenants < 2 || h.tenants > workload.MaxTenants:
+		return usagef("citus hot-shard: --tenants %d: want 2..%d", h.tenants, workload.MaxTenants)
+	case h.shards < 1:
+		return usagef("citus hot-shard: --shards %d: want >= 1", h.shards)
+	case !(h.hotShare > 0 && h.hotShare < 1):
+		return usagef("citus hot-shard: --hot-share %v: want (0, 1)", h.hotShare)
+	case !(h.rate > 0 && h.rate <= hotShardMaxRate):
+		return usagef("citus hot-shard: --rate %v: want (0, %v] queries/s", h.rate, hotShardMaxRate)
+	case !(h.writerRate > 0 && h.writerRate <= hotShardMaxWriterRate):
+		return usagef("citus hot-shard: --writer-rate %v: want (0, %v] writes/s", h.writerRate, hotShardMaxWriterRate)
+	case !(h.updateShare >= 0 && h.updateShare < 1):
+		return usagef("citus hot-shard: --update-share %v: want [0, 1)", h.updateShare)
+	case !finite(h.nodeCPU) || h.nodeCPU < 0 || (h.nodeCPU > 0 && h.nodeCPU < 0.01):
+		return usagef("citus hot-shard: --node-cpu %v: want 0 (no budget) or at least 0.01 CPUs", h.nodeCPU)
+	case h.solo <= 0 || h.before <= 0 || h.after <= 0 || h.ladderMax <= 0 || h.detectWithin <= 0 || h.pause <= 0:
+		return usagef("citus hot-shard: --solo, --before, --after, --ladder-max, --detect-within and --max-pause must be positive")
+	case !slices.Contains([]scenario.Query{scenario.QueryLookup, scenario.QueryPage, scenario.QueryReport}, scenario.Query(h.query)):
+		return usagef("citus hot-shard: --query %q: want page, lookup or report", h.query)
+	case !citus.TransferMode(h.mode).Valid():
+		return usagef("citus hot-shard: --mode %q: want force_logical or block_writes", h.mode)
 	}
 	return nil
 }
 
-// runHotShard makes the data set's schema on the throwaway cluster's
-// coordinator, then runs the scenario.
-func runHotShard(ctx context.Context, c backend.Cluster, cfg hotshard.Config) (hotshard.Result, error) {
-	coord, _ := backend.First(c, backend.RoleCoordinator)
-	conn, err := pgx.Connect(ctx, coord.DSN())
+// hotShardYAML is the hot-shard scenario of the flags: the shape of
+// scenarios/hot-shard.yaml (see there each key's why), the flags' figures.
+var hotShardYAML = template.Must(template.New("hot-shard").Parse(`# noisysim citus hot-shard's scenario (see scenarios/hot-shard.yaml for each key's why)
+name: hot-shard
+seed: {{.Seed}}
+backend:
+  kind: local
+  topology: citus
+  workers: {{.Workers}}
+{{- if gt .NodeCPU 0.0}}
+  node_cpu: {{.NodeCPU}}
+  node_cpu_roles: {coordinator: 1}
+{{- end}}
+  settings: {max_connections: "200"}
+tenants: {count: {{.Tenants}}, dominant_share: {{.HotShare}}}
+data:
+  orders: 20000
+  days: 30
+  customers: 50
+  citus: {shards: {{.Shards}}}
+classes:
+  - {name: {{.Query}}, isolation_class: interactive, query: {{.Query}}, rate: {{.Rate}}}
+phases: {drain: 2s}
+timeline:
+  - {name: solo_warmup, length: 1s, senders: quiet, measure: false}
+  - {name: solo, length: {{.Solo}}, senders: quiet}
+  - name: before
+    length: {{.Before}}
+    watch: {policy: hot_shard_ladder, every: 500ms, detect_only: true}
+  - name: ladder
+    until: actions_done
+    max: {{.LadderMax}}
+    measure: false
+    watch: {policy: hot_shard_ladder, every: 500ms, skew: 1.5, isolate: 0.05, dedicate: 0.20, cluster: 0.50, mode: {{.Mode}}, apply: {{.Apply}}}
+  - {name: after_warmup, length: 1s, measure: false}
+  - {name: after, length: {{.After}}}
+writer: {tenant: 1, rate: {{.WriterRate}}, update_share: {{.UpdateShare}}}
+configurations:
+  - name: citus
+    mode: shared
+    shared: {pool_size: 32, acquire_timeout: 10s}
+assertions:
+  quiet_p99: {window: after, baseline: solo, factor: 1.5, slack: 5ms}
+  harm_before: {window: before}
+  skew: {window: after, max: 1.5}
+  zero_loss: true
+  write_pause: {max: {{.Pause}}}
+  detect_within: {{.DetectWithin}}
+`))
+
+// scenario returns the hot-shard scenario of the flags as YAML.
+func (h hotShardFlags) scenario() string {
+	var b strings.Builder
+	err := hotShardYAML.Execute(&b, map[string]any{
+		"Seed": h.seed, "Workers": h.workers, "NodeCPU": h.nodeCPU, "Tenants": h.tenants, "HotShare": h.hotShare,
+		"Shards": h.shards, "Query": h.query, "Rate": h.rate, "Solo": h.solo, "Before": h.before, "LadderMax": h.ladderMax,
+		"Mode": h.mode, "Apply": h.apply, "After": h.after, "WriterRate": h.writerRate, "UpdateShare": h.updateShare,
+		"Pause": h.pause, "DetectWithin": h.detectWithin,
+	})
 	if err != nil {
-		return hotshard.Result{}, fmt.Errorf("connect to coordinator: %w", err)
+		panic("hot-shard scenario template: " + err.Error()) // the template and its data are this file's
 	}
-	err = footprint.Claim(ctx, conn, "coordinator", footprint.Plan{Schema: footprint.DefaultSchema, Run: "citus-hot-shard"})
-	conn.Close(context.Background())
-	if err != nil {
-		return hotshard.Result{}, err
-	}
-	return hotshard.Run(ctx, c, cfg)
+	return b.String()
 }
-
-func printHotShard(w io.Writer, res hotshard.Result) {
-	addrs := slices.Clone(res.Workers)
-	for _, r := range res.Steps {
-		addrs = slices.AppendSeq(addrs, maps.Keys(r.Before.Shards))
-		addrs = slices.AppendSeq(addrs, maps.Keys(r.After.Shards))
-	}
-	names := newWorkerNames(addrs)
-	if len(names.Addrs) > 0 {
-		fmt.Fprintf(w, "workers:\n")
-		names.Table(w)
-	}
-	if res.DetectedOK {
-		fmt.Fprintf(w, "detected %.2f s after tenant 1 started:\n", res.Detected.Seconds())
-		for _, al := range res.Alerts {
-			fmt.Fprintf(w, "  alert %s\n", names.Rename(al.String()))
-		}
-	} else {
-		fmt.Fprintf(w, "no alert fired\n")
-	}
-	fmt.Fprintf(w, "tenant 1: %.1f%% of cluster DB time (ledger); cross-checks %.1f%% sampled on the coordinator", res.LedgerShare*100, res.SampledShare*100)
-	if res.StatTenantsOK {
-		fmt.Fprintf(w, ", %.1f%% in citus_stat_tenants", res.StatTenantsShare*100)
-	}
-	fmt.Fprintln(w)
-	for _, s := range []struct {
-		when  string
-		shard hotshard.Shard
-	}{{"before", res.ShardBefore}, {"after", res.ShardAfter}} {
-		if s.shard.ID != 0 {
-			fmt.Fprintf(w, "tenant 1's shard %-6s %d on %s, %d bytes, isolated %v\n", s.when, s.shard.ID, names.Name(s.shard.Worker), s.shard.Bytes, s.shard.Isolated)
-		}
-	}
-	for _, win := range []struct {
-		name string
-		w    hotshard.Window
-	}{{"solo", res.Solo}, {"before", res.Before}, {"after", res.After}} {
-		if win.w.Queries == 0 {
-			continue
-		}
-		fmt.Fprintf(w, "%-6s quiet p99 %6.1f ms  %5d queries %d dropped", win.name, ms(win.w.QuietP99), win.w.Queries, win.w.Dropped)
-		if win.w.Workers != nil {
-			fmt.Fprintf(w, "  hot worker share %4.1f%% (sampled %4.1f%%)  skew (shared workers) %s (sampled %s)",
-				win.w.HotWorkerShare*100, win.w.SampledHotWorkerShare*100, fmtSkew(win.w.SharedSkew), fmtSkew(win.w.SampledSkew))
-		}
-		fmt.Fprintln(w)
-	}
-	printWindowLoads(w, names, res)
-	for i, s := range res.Plan.Steps {
-		fmt.Fprintf(w, "plan %d: %s\n", i+1, names.Rename(s.String()))
-	}
-	printRecords(w, names, res.Steps)
-	for _, s := range res.Advice {
-		fmt.Fprintf(w, "advice: %s\n", names.Rename(s.String()))
-	}
-	if len(res.Steps) > 0 {
-		fmt.Fprintf(w, "ladder: %d steps in %.1f s; writer %d acknowledged, %d lost, %d duplicated, longest pause %.0f ms, errors: %s\n",
-			len(res.Steps), res.LadderTook.Seconds(), res.Writes.Acked, res.Writes.Lost, res.Writes.Duplicated, ms(res.Writes.MaxPause), counts(res.Writes.Errors))
-	}
-	for _, as := range res.Assertions {
-		mark := "ok  "
-		if !as.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(w, "%s %-20s %s\n", mark, as.Name, names.Rename(as.Detail))
-	}
-}
-
-// printWindowLoads prints each worker's load per measured window as a
-// table: from the ledger, and sampled in pg_stat_activity.
-func printWindowLoads(w io.Writer, names workerNames, res hotshard.Result) {
-	type col struct {
-		name string
-		load map[string]float64
-	}
-	var cols []col
-	for _, win := range []struct {
-		name string
-		w    hotshard.Window
-	}{{"solo", res.Solo}, {"before", res.Before}, {"after", res.After}} {
-		if win.w.Workers != nil {
-			cols = append(cols, col{win.name, win.w.Workers})
-		}
-	}
-	for _, win := range []struct {
-		name string
-		w    hotshard.Window
-	}{{"solo", res.Solo}, {"before", res.Before}, {"after", res.After}} {
-		if win.w.Sampled != nil {
-			cols = append(cols, col{win.name + " sampled", win.w.Sampled})
-		}
-	}
-	if len(cols) == 0 || len(names.Addrs) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "load per worker (mean busy backends: ledger DB time through the placements; sampled: pg_stat_activity):\n")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "  worker\t")
-	for _, c := range cols {
-		fmt.Fprintf(tw, "%s\t", c.name)
-	}
-	fmt.Fprintln(tw)
-	for _, a := range names.Addrs {
-		fmt.Fprintf(tw, "  %s\t", names.Name(a))
-		for _, c := range cols {
-			fmt.Fprintf(tw, "%.2f\t", c.load[a])
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -134,7 +134,37 @@ func runRun(ctx context.Context, a *app, args []string) error {
 			return usagef("run: --trace %s: the file exists; noisysim does not overwrite it", *trace)
 		}
 	}
-	release, concurrent, err := measureLock(ctx, a, "noisysim run "+sc.Name, *noWait, *allowConcurrent)
+	return execScenario(ctx, a, sc, execFlags{
+		only: *only, out: *out, noProgress: *noProgress, top: *top, noWait: *noWait, allowConcurrent: *allowConcurrent,
+		repeat: *repeat, maxForeign: *maxForeign, strict: *strict, keep: *keep, trace: *trace,
+		metricsAddr: *metricsAddr, metricsRemote: *metricsRemote, metricsTop: *metricsTop,
+	})
+}
+
+// execFlags are the run flags execScenario acts on, as noisysim run's
+// flags of the same names; top 0 means reports.DefaultTopQuiet, repeat 0
+// once, and maxForeign is --max-foreign-cpu (negative: no guard).
+type execFlags struct {
+	only, out, trace, metricsAddr string
+	noProgress, noWait, strict    bool
+	allowConcurrent, keep         bool
+	metricsRemote                 bool
+	top, repeat, metricsTop       int
+	maxForeign                    float64
+}
+
+// execScenario runs a loaded scenario, whose flags have been checked,
+// through the engine (harness.Run): the machine-wide lock, the sample plan,
+// the progress display, the reports, and the exit code of its verdict.
+// noisysim run and noisysim citus hot-shard both end here.
+func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlags) error {
+	if f.top == 0 {
+		f.top = reports.DefaultTopQuiet
+	}
+	if f.repeat == 0 {
+		f.repeat = 1
+	}
+	release, concurrent, err := measureLock(ctx, a, "noisysim run "+sc.Name, f.noWait, f.allowConcurrent)
 	if err != nil {
 		return err
 	}
@@ -150,12 +180,12 @@ func runRun(ctx context.Context, a *app, args []string) error {
 
 	var prog *progress
 	opts := harness.Options{
-		Only:          *only,
-		Keep:          *keep,
+		Only:          f.only,
+		Keep:          f.keep,
 		Logger:        a.log,
-		MaxForeignCPU: *maxForeign,
+		MaxForeignCPU: f.maxForeign,
 		Concurrent:    concurrent,
-		ServiceLogDir: *out,
+		ServiceLogDir: f.out,
 		OnService:     func(kill func() error) { a.teardown.add(kill, kill) },
 		// Run removes them on its own path; a second signal does not wait for it.
 		OnTempDir: func(dir string) {
@@ -169,13 +199,13 @@ func runRun(ctx context.Context, a *app, args []string) error {
 			a.teardown.add(c.Close, kill)
 		},
 	}
-	if !*noProgress && *repeat == 1 {
+	if !f.noProgress && f.repeat == 1 {
 		prog = newProgress(a.stderr)
 		opts.Progress = prog.update
 	}
-	if *metricsAddr != "" {
-		m := live.New(*metricsTop)
-		srv, err := live.Serve(*metricsAddr, m, *metricsRemote)
+	if f.metricsAddr != "" {
+		m := live.New(f.metricsTop)
+		srv, err := live.Serve(f.metricsAddr, m, f.metricsRemote)
 		if err != nil {
 			return usagef("run: --metrics-addr: %v", err)
 		}
@@ -183,12 +213,12 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		opts.Observer = m
 		fmt.Fprintf(a.stderr, "noisysim: live metrics at http://%s/metrics while the run lasts\n", srv.Addr())
 	}
-	if *repeat > 1 {
-		return runRepeat(ctx, a, sc, opts, *repeat, *out, *strict)
+	if f.repeat > 1 {
+		return runRepeat(ctx, a, sc, opts, f.repeat, f.out, f.strict)
 	}
 	var tf *traceFile
-	if *trace != "" {
-		if tf, err = createTrace(*trace); err != nil {
+	if f.trace != "" {
+		if tf, err = createTrace(f.trace); err != nil {
 			return err
 		}
 		opts.Trace = tf
@@ -201,7 +231,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		if cerr := tf.finish(rep == nil); cerr != nil && err == nil {
 			err = cerr
 		} else if cerr == nil && rep != nil {
-			fmt.Fprintf(a.stderr, "noisysim: trace written to %s\n", *trace)
+			fmt.Fprintf(a.stderr, "noisysim: trace written to %s\n", f.trace)
 		}
 	}
 	if prog != nil {
@@ -212,19 +242,19 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	}
 	// An interrupted run (err set, rep incomplete) still shows and writes
 	// what it measured, then fails with the interruption (exit 1).
-	if werr := reports.WriteText(a.stdout, rep, textOptions(*top, *out)); werr != nil {
+	if werr := reports.WriteText(a.stdout, rep, textOptions(f.top, f.out)); werr != nil {
 		return errors.Join(err, werr)
 	}
-	if *out != "" {
-		if werr := reports.WriteDir(*out, rep); werr != nil {
+	if f.out != "" {
+		if werr := reports.WriteDir(f.out, rep); werr != nil {
 			return errors.Join(err, werr)
 		}
 		if err != nil {
-			fmt.Fprintf(a.stdout, "partial reports (incomplete) written to %s\n", *out)
+			fmt.Fprintf(a.stdout, "partial reports (incomplete) written to %s\n", f.out)
 		} else {
-			fmt.Fprintf(a.stdout, "reports written to %s\n", *out)
+			fmt.Fprintf(a.stdout, "reports written to %s\n", f.out)
 		}
-		fmt.Fprintf(a.stdout, "report.html: %s\n", filepath.Join(*out, reports.HTMLFile))
+		fmt.Fprintf(a.stdout, "report.html: %s\n", filepath.Join(f.out, reports.HTMLFile))
 	}
 	if err != nil {
 		return err
@@ -232,7 +262,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if !rep.Passed {
 		return fmt.Errorf("%w: scenario %s (see the assertions above)", errAssertionFailed, sc.Name)
 	}
-	if *strict && len(rep.Marginal) > 0 {
+	if f.strict && len(rep.Marginal) > 0 {
 		return fmt.Errorf("%w: scenario %s passed with %d marginal verdicts (listed above)", errStrict, sc.Name, len(rep.Marginal))
 	}
 	return nil

@@ -23,7 +23,7 @@ func TestShippedScenarios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	examples, err := filepath.Glob("../../examples/*/scenario.yaml")
+	examples, err := filepath.Glob("../../examples/*/*.yaml")
 	if err != nil || len(examples) == 0 {
 		t.Fatalf("no example scenarios in ../../examples (%v)", err)
 	}

@@ -72,8 +72,8 @@ func TestAttribute(t *testing.T) {
 
 // BenchmarkAttribute attributes one interval of 100 tenants over 34 shards
 // on 4 workers (the hot-shard scenario after isolation): compare with one
-// pg_stat_activity sample of 4 workers (harness/hotshard
-// BenchmarkWorkerSampling).
+// pg_stat_activity sample of 4 workers (55 ms through the coordinator,
+// 0.84 ms directly; see MinViaInterval).
 func BenchmarkAttribute(b *testing.B) {
 	workers := []Worker{{Name: "w1"}, {Name: "w2"}, {Name: "w3"}, {Name: "w4"}}
 	placements := map[int64]string{}

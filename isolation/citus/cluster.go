@@ -32,8 +32,8 @@ const (
 	// MinViaInterval is the shortest time between two samples through the
 	// coordinator (Sampling.WorkersVia): each costs a connection set-up on
 	// every worker, about 11 ms of CPU per worker with SCRAM on 2 cores
-	// (BenchmarkWorkerSampling in harness/hotshard: 55 ms a call for 4
-	// workers, against 0.84 ms for direct queries), so shorter intervals
+	// (measured with a benchmark of the former hot-shard runner: 55 ms a
+	// call for 4 workers, against 0.84 ms for direct queries), so shorter intervals
 	// would run calls back to back and load the workers they measure.
 	MinViaInterval = 250 * time.Millisecond
 	// DefaultTagPrefix is the application_name prefix of a tenant's
