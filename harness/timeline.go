@@ -392,6 +392,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		if err == nil {
 			if r.trace != nil {
 				src = r.trace.wrap(c.Name, src)
+				rec = r.trace.results(c.Name, rec)
 			}
 			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
 			tr.ex.endTxs() // a replayed log's transaction blocks left open
