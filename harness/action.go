@@ -44,6 +44,13 @@ type ActionEnv struct {
 	// TenantKey returns tenant n's key (tenants.keys), as its sessions
 	// are tagged; nil means n itself.
 	TenantKey func(n int) string
+	// Keys are the tenants' keys, tenant 1's first (n's at n-1); nil
+	// means the numbers themselves.
+	Keys []string
+	// CitusTable is the distributed table whose shards the Citus actions
+	// move (data.citus's anchor: orders, or data.citus.tables[0]); ""
+	// means orders.
+	CitusTable string
 }
 
 // ledgerRing keeps the ledger's readings of the last minute, one a
@@ -96,7 +103,8 @@ func (env ActionEnv) key(n int) string {
 
 // actionEnv is the ActionEnv of a configuration running on stack st.
 func (r *runner) actionEnv(st *stack) ActionEnv {
-	return ActionEnv{Cluster: r.cluster, Logger: r.log, Schema: r.sc.Data.SchemaName(), Ledger: st.Ledger(), Routing: r.routing, TenantKey: r.key}
+	return ActionEnv{Cluster: r.cluster, Logger: r.log, Schema: r.sc.Data.SchemaName(), Ledger: st.Ledger(), Routing: r.routing, TenantKey: r.key,
+		Keys: r.keys, CitusTable: r.sc.Data.Citus.Anchor()}
 }
 
 // ActionOutcome is what an action reports: a line for people and its

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,29 @@ const activitySQL = `SELECT coalesce(application_name, ''), coalesce(state, ''),
 	left(coalesce(query, ''), 200)
 FROM pg_stat_activity
 WHERE usename = ANY($1) AND pid <> pg_backend_pid() AND backend_type = 'client backend'`
+
+// tagStatement matches a statement that only sets or resets a session's
+// application_name (or resets the whole session), whatever the service's
+// language or driver: SELECT set_config('application_name', 't:7', false),
+// SET [SESSION|LOCAL] application_name = 't:7', RESET application_name,
+// RESET ALL, DISCARD ALL. A tag takes effect while its statement runs and a
+// reset ends it while its statement runs, so pg_stat_activity may show
+// either active without a tenant tag: it is the tagging itself, not work
+// around it. Only a whole statement matches; work sent with it in one query
+// string does not.
+var tagStatement = regexp.MustCompile(`(?is)^\s*(?:` +
+	`select\s+(?:pg_catalog\.)?set_config\s*\(\s*'application_name'\s*,\s*(?:'(?:[^']|'')*'|\$\d+)\s*,\s*(?:true|false|\$\d+)\s*\)` +
+	`|set\s+(?:session\s+|local\s+)?application_name\s*(?:=|to)\s*(?:'(?:[^']|'')*'|"[^"]*"|\$\d+|default)` +
+	`|reset\s+(?:all|application_name)` +
+	`|discard\s+all` +
+	`)\s*;?\s*$`)
+
+// housekeeping reports whether an untagged active backend's query is the
+// tagging around a tenant's work: noisysim's own stack's statements, or
+// any service's tag and reset statements (tagStatement).
+func housekeeping(query string) bool {
+	return pools.Housekeeping(query) || tagStatement.MatchString(query)
+}
 
 // activitySampler samples pg_stat_activity for a set of roles every
 // activityEvery: a ledger of what a black-box service does on the
@@ -127,8 +151,9 @@ func (s *activitySampler) sample(ctx context.Context, conn *pgx.Conn, roles []st
 		if t, ok := strings.CutPrefix(b.tag, pools.TagPrefix); ok {
 			tag = t
 		}
-		if tag == "" && (pools.Housekeeping(b.query) || strings.HasPrefix(b.tag, pools.AppNamePrefix)) {
-			// The stack's own connection around a tagged call: its tag
+		if tag == "" && (housekeeping(b.query) || strings.HasPrefix(b.tag, pools.AppNamePrefix)) {
+			// A service's tag or reset statement caught as it runs; or
+			// the stack's own connection around a tagged call: its tag
 			// and reset, or the instant between a statement's commit
 			// (which ends a transaction-local tag) and its backend going
 			// idle. The stack runs no work untagged.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,10 +22,6 @@ import (
 	"github.com/noisysim/noisysim/reports"
 )
 
-// citusAnchor is the distributed table whose shards the Citus steps name;
-// tenants is co-located with it and moves with it.
-const citusAnchor = "orders"
-
 // coordinator returns the cluster's Citus coordinator with every session
 // in schema, and false when it has none.
 func coordinator(c backend.Cluster, schema string) (backend.Node, bool) {
@@ -36,16 +32,70 @@ func coordinator(c backend.Cluster, schema string) (backend.Node, bool) {
 	return footprint.InSchema(n, schema), true
 }
 
-// distribute makes the data set's tables distributed on tenant_id,
-// co-located, with the scenario's shard count, and takes planner
-// statistics of the shards now rather than by autovacuum during the first
-// window.
-func distribute(ctx context.Context, conn *pgx.Conn, shards int) error {
-	if err := citus.Distribute(ctx, conn, citus.Distribution{Tables: dataset.Tables, ShardCount: shards}); err != nil {
-		return fmt.Errorf("distribute the data set: %w", err)
+// distribute makes the data set's tables distributed on the tenant
+// column, co-located, with the scenario's shard count (the built-in data
+// set's tenants and orders on tenant_id, or data.citus.tables on
+// data.citus.column, and data.citus.reference copied to every worker),
+// and takes planner statistics of the shards now rather than by
+// autovacuum during the first window. A table or column of data.citus
+// that the setup did not create is bad input naming its key.
+func (r *runner) distribute(ctx context.Context, conn *pgx.Conn) error {
+	cd := r.sc.Data.Citus
+	d := citus.Distribution{Tables: dataset.Tables, ShardCount: cd.Shards}
+	if !r.sc.Data.Builtin() {
+		if err := r.checkCitusTables(ctx, conn); err != nil {
+			return err
+		}
+		d = citus.Distribution{Tables: cd.Tables, Reference: cd.Reference, Column: cd.Column, ShardCount: cd.Shards}
 	}
-	if _, err := conn.Exec(ctx, "ANALYZE tenants, orders"); err != nil {
-		return fmt.Errorf("analyze the distributed tables: %w", err)
+	if err := citus.Distribute(ctx, conn, d); err != nil {
+		return fmt.Errorf("%w: distribute the data set: %w", ErrRun, err)
+	}
+	tables := append(slices.Clone(d.Tables), d.Reference...)
+	quoted := make([]string, len(tables))
+	for i, t := range tables {
+		quoted[i] = pgx.Identifier{t}.Sanitize()
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE "+strings.Join(quoted, ", ")); err != nil {
+		return fmt.Errorf("%w: analyze the distributed tables: %w", ErrRun, err)
+	}
+	return nil
+}
+
+// checkCitusTables checks that every table of data.citus is a table of the
+// run's schema, after the setup ran, and that each of data.citus.tables
+// has data.citus.column: else bad input at the key's file:line:col.
+func (r *runner) checkCitusTables(ctx context.Context, conn *pgx.Conn) error {
+	cd := r.sc.Data.Citus
+	schema := r.sc.Data.SchemaName()
+	check := func(key, table string, column bool) error {
+		var isTable, hasColumn bool
+		err := conn.QueryRow(ctx, `SELECT
+			EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			        WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')),
+			EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 AND column_name = $3)`,
+			schema, table, cd.Column).Scan(&isTable, &hasColumn)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: look up table %s: %w", ErrRun, table, err)
+		case !isTable:
+			return fmt.Errorf("%w: %s: no table %s in the run's schema %s after data.setup ran: name a table your setup files create",
+				scenario.ErrInvalid, r.sc.Where(key), table, schema)
+		case column && !hasColumn:
+			return fmt.Errorf("%w: %s: table %s has no column %s (data.citus.column, the tenant column every distributed table needs)",
+				scenario.ErrInvalid, r.sc.Where(key), table, cd.Column)
+		}
+		return nil
+	}
+	for i, t := range cd.Tables {
+		if err := check(fmt.Sprintf("data.citus.tables[%d]", i), t, true); err != nil {
+			return err
+		}
+	}
+	for i, t := range cd.Reference {
+		if err := check(fmt.Sprintf("data.citus.reference[%d]", i), t, false); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -58,18 +108,10 @@ type citusLayout struct {
 	at      time.Time
 }
 
-// tenantIDs returns "1".."n".
-func tenantIDs(n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = strconv.Itoa(i + 1)
-	}
-	return out
-}
-
-// readLayout reads the placements and the shards of tenants.
-func readLayout(ctx context.Context, db citus.DB, tenants []string) (*citusLayout, error) {
-	l, err := citus.Inspect(ctx, db, citusAnchor)
+// readLayout reads the placements of anchor, the distributed table whose
+// shards the Citus steps name, and the shards of tenants (their keys).
+func readLayout(ctx context.Context, db citus.DB, anchor string, tenants []string) (*citusLayout, error) {
+	l, err := citus.Inspect(ctx, db, anchor)
 	if err != nil {
 		return nil, err
 	}
@@ -123,14 +165,14 @@ func finiteSkew(v float64) float64 {
 	return v
 }
 
-// tenantsOn returns the tenants, other than except, whose shard is on
+// tenantsOn returns the tenants (by number, through their keys' index
+// in keys: key n-1 is tenant n's), other than except, whose shard is on
 // worker.
-func (l *citusLayout) tenantsOn(worker, except string) map[int]bool {
+func (l *citusLayout) tenantsOn(worker, except string, keys []string) map[int]bool {
 	out := map[int]bool{}
-	for t, shard := range l.shardOf {
-		if t != except && l.Placements[shard] == worker {
-			id, _ := strconv.Atoi(t)
-			out[id] = true
+	for i, t := range keys {
+		if shard, ok := l.shardOf[t]; ok && t != except && l.Placements[shard] == worker {
+			out[i+1] = true
 		}
 	}
 	return out
@@ -149,7 +191,10 @@ func dbTimes(w map[string]*pools.Window) map[string]time.Duration {
 // coordinator (in the run's schema) for the layout reads, the tenants, and
 // the worker names of the report.
 type citusRun struct {
-	db      *pgxpool.Pool
+	db *pgxpool.Pool
+	// anchor is the distributed table whose placements are read.
+	anchor string
+	// tenants are the tenants' keys, tenant 1's first.
 	tenants []string
 	names   reports.WorkerNames
 	// hotQuiet are the quiet tenants whose shard was on the dominant
@@ -169,7 +214,7 @@ func (r *runner) openCitus(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: connect to coordinator: %w", ErrRun, err)
 	}
-	r.citus = &citusRun{db: db, tenants: tenantIDs(r.pop.Len())}
+	r.citus = &citusRun{db: db, anchor: r.sc.Data.Citus.Anchor(), tenants: slices.Clone(r.keys)}
 	return nil
 }
 
@@ -179,7 +224,7 @@ func (r *runner) snapshotLayout(ctx context.Context, phase string) *citusLayout 
 	if r.citus == nil {
 		return nil
 	}
-	l, err := readLayout(ctx, r.citus.db, r.citus.tenants)
+	l, err := readLayout(ctx, r.citus.db, r.citus.anchor, r.citus.tenants)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn("read the Citus layout", "phase", phase, "err", err)
@@ -195,7 +240,7 @@ func (r *runner) citusWindows(tr *timelineRun, out []reports.Window) {
 	if r.citus == nil {
 		return
 	}
-	dom := strconv.Itoa(scenario.DominantTenant)
+	dom := r.key(scenario.DominantTenant)
 	var addrs []string
 	for _, w := range tr.windows {
 		if w.layout != nil {
@@ -227,7 +272,7 @@ func (r *runner) citusWindows(tr *timelineRun, out []reports.Window) {
 func (r *runner) windowSkew(tr *timelineRun, name string) (float64, bool) {
 	for i, w := range tr.windows {
 		if w.step.Name == name && w.layout != nil {
-			return w.layout.load(dbTimes(tr.shares(i)), w.step.Length.Duration(), strconv.Itoa(scenario.DominantTenant)).Skew, true
+			return w.layout.load(dbTimes(tr.shares(i)), w.step.Length.Duration(), r.key(scenario.DominantTenant)).Skew, true
 		}
 	}
 	return 0, false
@@ -268,11 +313,12 @@ func (r *runner) warmCitus(ctx context.Context, c *scenario.Configuration, st *s
 	go func() { arrived.Wait(); close(all) }()
 	var g sync.WaitGroup
 	errs := make(chan error, n)
+	warm := "SELECT count(*) FROM " + pgx.Identifier{r.sc.Data.Citus.Anchor()}.Sanitize()
 	for class, k := range byClass {
 		for range k {
 			g.Go(func() {
 				_, err := st.WithConn(ctx, class, citusWarmTenant, func(ctx context.Context, conn *pgx.Conn) error {
-					_, err := conn.Exec(ctx, "SELECT count(*) FROM orders")
+					_, err := conn.Exec(ctx, warm)
 					arrived.Done()
 					select {
 					case <-all:

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -134,12 +135,25 @@ func (a citusAction) Run(ctx context.Context, env ActionEnv) (o ActionOutcome, e
 	if env.DBTime != nil {
 		dbT, span = env.DBTime(citusDecideOver)
 	}
-	tenants := slices.Sorted(maps.Keys(dbT))
-	if a.tenant != "" && !slices.Contains(tenants, a.tenant) {
-		tenants = append(tenants, a.tenant)
+	// The ledger, the layout and the steps name tenants by their keys.
+	key := func(n string) string {
+		if id, err := strconv.Atoi(n); err == nil && env.TenantKey != nil {
+			return env.TenantKey(id)
+		}
+		return n
 	}
-	hot := cmpOr(a.tenant, fmt.Sprint(scenario.DominantTenant))
-	before, err := readLayout(ctx, conn, tenants)
+	tenant := ""
+	if a.tenant != "" {
+		tenant = key(a.tenant)
+		a.tenant = tenant // as the plan's steps name it (wants)
+	}
+	anchor := cmpOr(env.CitusTable, scenario.CitusData{}.Anchor())
+	tenants := slices.Sorted(maps.Keys(dbT))
+	if tenant != "" && !slices.Contains(tenants, tenant) {
+		tenants = append(tenants, tenant)
+	}
+	hot := cmpOr(tenant, key(fmt.Sprint(scenario.DominantTenant)))
+	before, err := readLayout(ctx, conn, anchor, tenants)
 	if err != nil {
 		return ActionOutcome{}, fmt.Errorf("%s: %w", a.kind, err)
 	}
@@ -147,18 +161,18 @@ func (a citusAction) Run(ctx context.Context, env ActionEnv) (o ActionOutcome, e
 	beforeLoad := before.load(dbT, span, hot)
 
 	shares := sharesOf(dbT)
-	if a.tenant != "" {
+	if tenant != "" {
 		// The action names its tenant whatever its share: above the
 		// rungs it runs (isolate, dedicate), below a cluster of its own.
-		shares[a.tenant] = max(shares[a.tenant], citus.DefaultDedicate+0.01)
+		shares[tenant] = max(shares[tenant], citus.DefaultDedicate+0.01)
 	}
 	th := a.thresholds()
-	ladder := citus.Ladder{DB: conn, Table: citusAnchor, Mode: a.mode, Thresholds: th}
+	ladder := citus.Ladder{DB: conn, Table: anchor, Mode: a.mode, Thresholds: th}
 	var recs []citus.Record
 	var advice []string
 	maxSteps := 100 + 2*len(before.Placements)
 	for range maxSteps {
-		layout, err := citus.Inspect(ctx, conn, citusAnchor)
+		layout, err := citus.Inspect(ctx, conn, anchor)
 		if err != nil {
 			return a.outcome(names, beforeLoad, nil, recs, advice), fmt.Errorf("%s: %w", a.kind, err)
 		}
@@ -201,7 +215,7 @@ func (a citusAction) Run(ctx context.Context, env ActionEnv) (o ActionOutcome, e
 		if !sleepUntil(ctx, t0.Add(citusAfterSample)) {
 			return a.outcome(names, beforeLoad, nil, recs, advice), ctx.Err()
 		}
-		after, err := readLayout(ctx, conn, tenants)
+		after, err := readLayout(ctx, conn, anchor, tenants)
 		if err != nil {
 			return a.outcome(names, beforeLoad, nil, recs, advice), fmt.Errorf("%s: %w", a.kind, err)
 		}

@@ -31,12 +31,35 @@ func TestCitusLayoutLoad(t *testing.T) {
 	if wl.Hot != "w1" || wl.HotShare != 0.35 {
 		t.Errorf("hot worker %s at %v, want w1 at 0.35 of 10", wl.Hot, wl.HotShare)
 	}
-	if on := l.tenantsOn("w1", "1"); len(on) != 1 || !on[2] {
+	if on := l.tenantsOn("w1", "1", []string{"1", "2", "3", "4", "5"}); len(on) != 1 || !on[2] {
 		t.Errorf("quiet tenants on w1 = %v, want tenant 2", on)
 	}
 	idle := l.load(map[string]time.Duration{"1": time.Second}, time.Second, "1")
 	if idle.Skew != finiteSkew(citus.Skew([]float64{1, 0, 0})) || idle.Skew <= 1e300 {
 		t.Errorf("skew over idle workers = %v, want the largest float64", idle.Skew)
+	}
+}
+
+// TestCitusTextKeys: with tenants.keys the layout, the quiet tenants on
+// the hot worker and the ladder's actions go by the tenants' keys, mapped
+// back to their numbers.
+func TestCitusTextKeys(t *testing.T) {
+	keys := []string{"org-1", "org-2", "org-3"}
+	l := &citusLayout{
+		Layout:  citus.Layout{Workers: []citus.Worker{{Name: "w1", ShouldHaveShards: true}, {Name: "w2", ShouldHaveShards: true}}, Placements: map[int64]string{10: "w1", 11: "w2"}},
+		shardOf: map[string]int64{"org-1": 10, "org-2": 11, "org-3": 10},
+	}
+	if on := l.tenantsOn("w1", "org-1", keys); len(on) != 1 || !on[3] {
+		t.Errorf("quiet tenants on w1 = %v, want tenant 3 (org-3)", on)
+	}
+	p := &ladderPolicy{cfg: &scenario.HotShardLadder{}}
+	a, key, ok := p.action(citus.Step{Action: citus.ActionIsolate, Tenant: "org-2"}, keys)
+	if it, _ := a.Config.(*scenario.IsolateTenant); !ok || it == nil || it.Tenant != 2 || key != scenario.ActionIsolateTenant+"org-2" {
+		t.Errorf("action of isolating org-2 = %+v %q %v, want isolate_tenant of tenant 2", a, key, ok)
+	}
+	a, _, _ = p.action(citus.Step{Action: citus.ActionIsolate, Tenant: "7"}, nil)
+	if it, _ := a.Config.(*scenario.IsolateTenant); it == nil || it.Tenant != 7 {
+		t.Errorf("action of isolating 7 without keys = %+v, want tenant 7", a)
 	}
 }
 

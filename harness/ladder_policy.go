@@ -70,13 +70,17 @@ func (p *ladderPolicy) Check(ctx context.Context, env ActionEnv, s Sample) ([]sc
 
 	last := dbTimes(s.Last)
 	tenants := slices.Sorted(maps.Keys(last))
-	layout, err := readLayout(ctx, conn, tenants)
+	layout, err := readLayout(ctx, conn, cmpOr(env.CitusTable, scenario.CitusData{}.Anchor()), tenants)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", scenario.PolicyHotShardLadder, err)
 	}
 	names := reports.NewWorkerNames(workerAddrs(layout))
 	// Detection: the last interval's per-worker load and tenant shares.
-	wl := layout.load(last, s.Interval, fmt.Sprint(scenario.DominantTenant))
+	dom := fmt.Sprint(scenario.DominantTenant)
+	if env.TenantKey != nil {
+		dom = env.TenantKey(scenario.DominantTenant)
+	}
+	wl := layout.load(last, s.Interval, dom)
 	state, err := layout.State(ctx, conn, citus.Load{Workers: wl.Workers, Tenants: shareOf(s.Last)})
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", scenario.PolicyHotShardLadder, err)
@@ -118,7 +122,7 @@ func (p *ladderPolicy) Check(ctx context.Context, env ActionEnv, s Sample) ([]sc
 		return nil, true, nil
 	}
 	for _, st := range plan.Steps {
-		a, key, ok := p.action(st)
+		a, key, ok := p.action(st, env.Keys)
 		if !ok || p.fired[key] {
 			continue
 		}
@@ -130,10 +134,16 @@ func (p *ladderPolicy) Check(ctx context.Context, env ActionEnv, s Sample) ([]sc
 	return nil, true, nil
 }
 
-// action returns the action that carries out step s, and its key.
-func (p *ladderPolicy) action(s citus.Step) (scenario.Action, string, bool) {
+// action returns the action that carries out step s, and its key; keys
+// are the tenants' keys (tenant n's at n-1), nil when a tenant's key is
+// its number.
+func (p *ladderPolicy) action(s citus.Step, keys []string) (scenario.Action, string, bool) {
 	var id int
-	fmt.Sscan(s.Tenant, &id)
+	if i := slices.Index(keys, s.Tenant); i >= 0 {
+		id = i + 1
+	} else {
+		fmt.Sscan(s.Tenant, &id)
+	}
 	switch {
 	case s.Action == citus.ActionIsolate:
 		return scenario.Action{Type: scenario.ActionIsolateTenant, Config: &scenario.IsolateTenant{Tenant: id, Mode: p.cfg.Mode}},

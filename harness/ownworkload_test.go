@@ -14,9 +14,11 @@ import (
 
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
 )
 
 // pgbenchTables are pgbench's tables with a tenant column; each tenant
@@ -154,17 +156,25 @@ configurations: [{name: shared, mode: shared}]
 	}
 }
 
-// TestExampleSaasInvoices runs examples/saas-invoices end to end with
-// short phases and a small data set: its setup, its three scripts under
-// both configurations, the tenants named by their keys.
-func TestExampleSaasInvoices(t *testing.T) {
-	sc, err := scenario.Load("../examples/saas-invoices/scenario.yaml")
+// shortSaasInvoices is the example file (scenario.yaml, citus.yaml) of
+// examples/saas-invoices with short phases and a small data set.
+func shortSaasInvoices(t *testing.T, file string) *scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Load("../examples/saas-invoices/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc.Phases = scenario.Phases{Warmup: scenario.Duration(200 * time.Millisecond), Solo: scenario.Duration(1500 * time.Millisecond),
 		Run: scenario.Duration(1500 * time.Millisecond), Drain: scenario.Duration(3 * time.Second)}
 	sc.Data.Rows = map[string]int64{"accounts": 200, "invoices": 3000}
+	return sc
+}
+
+// TestExampleSaasInvoices runs examples/saas-invoices end to end with
+// short phases and a small data set: its setup, its three scripts under
+// both configurations, the tenants named by their keys.
+func TestExampleSaasInvoices(t *testing.T) {
+	sc := shortSaasInvoices(t, "scenario.yaml")
 	c := localtest.Start(t, sc.Backend.Spec())
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -172,6 +182,50 @@ func TestExampleSaasInvoices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkSaasInvoices(t, rep)
+}
+
+// TestExampleSaasInvoicesContainers runs the same on the container
+// backend (a primary and its replica in containers of the local test
+// image), and checks that nothing of the run is left in Docker.
+func TestExampleSaasInvoicesContainers(t *testing.T) {
+	image := container.LocalTestImage
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	skip := t.Skipf
+	if os.Getenv("NOISYSIM_REQUIRE_DOCKER") == "1" { // set by .ci/run where a daemon answers
+		skip = t.Fatalf
+	}
+	if err := container.Available(ctx); err != nil {
+		skip("skipping: no Docker daemon reachable")
+	}
+	if ok, err := container.ImagePresent(ctx, image); err != nil || !ok {
+		skip("skipping: image %s is absent (build it with .ci/pg-image.sh)", image)
+	}
+	sc := shortSaasInvoices(t, "scenario.yaml")
+	sc.Backend.Kind, sc.Backend.Image = scenario.BackendDocker, image
+	var run string
+	rep, err := harness.Run(ctx, sc, harness.Options{OnCluster: func(c backend.Cluster) {
+		run = c.(*container.Cluster).RunID()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(rep.Backend, "docker replica") {
+		t.Errorf("backend %q, want docker replica", rep.Backend)
+	}
+	checkSaasInvoices(t, rep)
+	cs, ns, err := container.Leftovers(context.Background(), container.LabelRun+"="+run)
+	if err != nil || len(cs)+len(ns) > 0 || run == "" {
+		t.Errorf("run %q left in Docker: containers %v, networks %v (%v)", run, cs, ns, err)
+	}
+}
+
+// checkSaasInvoices checks a report of examples/saas-invoices: the
+// dominant tenant and every row named by key, both configurations, every
+// class measured, no error of class other.
+func checkSaasInvoices(t *testing.T, rep *reports.Report) {
+	t.Helper()
 	if rep.Dominant != "org-0001" || len(rep.Configurations) != 2 {
 		t.Fatalf("dominant %q, %d configurations; want org-0001 and 2", rep.Dominant, len(rep.Configurations))
 	}

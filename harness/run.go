@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -585,11 +586,19 @@ func (r *runner) load(ctx context.Context) error {
 		// coordinator's user (no role of noisysim's: Citus would need
 		// their passwords to reach the workers as them).
 		t0 = time.Now()
-		if err := distribute(ctx, conn, r.sc.Data.Citus.Shards); err != nil {
-			return fmt.Errorf("%w: %w", ErrRun, err)
+		if err := r.distribute(ctx, conn); err != nil {
+			return err
 		}
-		r.log.Info("data set distributed", "shards", r.sc.Data.Citus.Shards, "took", time.Since(t0).Round(time.Millisecond))
-		r.note("citus: tenants and orders distributed on tenant_id in %d co-located shards; the configurations log in as the coordinator's user (role settings not applied)", r.sc.Data.Citus.Shards)
+		cd := r.sc.Data.Citus
+		r.log.Info("data set distributed", "shards", cd.Shards, "took", time.Since(t0).Round(time.Millisecond))
+		what := "tenants and orders distributed on tenant_id"
+		if !r.sc.Data.Builtin() {
+			what = fmt.Sprintf("%s distributed on %s", strings.Join(cd.Tables, ", "), cd.Column)
+			if len(cd.Reference) > 0 {
+				what += fmt.Sprintf(" (reference: %s)", strings.Join(cd.Reference, ", "))
+			}
+		}
+		r.note("citus: %s in %d co-located shards; the configurations log in as the coordinator's user (role settings not applied)", what, cd.Shards)
 		return r.openCitus(ctx)
 	}
 

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -298,8 +297,8 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			layouts.Go(func() {
 				w.layout = r.snapshotLayout(ctx, w.step.Name)
 				if w.layout != nil && w.step.Name == r.sc.NoiseStart() {
-					dom := strconv.Itoa(scenario.DominantTenant)
-					r.citus.hotQuiet = w.layout.tenantsOn(w.layout.Placements[w.layout.shardOf[dom]], dom)
+					dom := r.key(scenario.DominantTenant)
+					r.citus.hotQuiet = w.layout.tenantsOn(w.layout.Placements[w.layout.shardOf[dom]], dom, r.citus.tenants)
 				}
 			})
 		}
@@ -393,6 +392,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		if err == nil {
 			if r.trace != nil {
 				src = r.trace.wrap(c.Name, src)
+				rec = r.trace.results(c.Name, rec)
 			}
 			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
 			tr.ex.endTxs() // a replayed log's transaction blocks left open

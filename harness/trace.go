@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,11 +17,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
@@ -28,7 +31,11 @@ import (
 
 // TraceVersion is the version of the trace format a run writes and a
 // replay reads (harness/TRACE.md).
-const TraceVersion = 1
+const TraceVersion = 2
+
+// traceVersionOps is the first version, ops without result lines; a
+// replay reads it too.
+const traceVersionOps = 1
 
 // traceHeader is a trace's first line.
 type traceHeader struct {
@@ -57,6 +64,30 @@ type traceOp struct {
 	Args []*string `json:"args,omitempty"`
 }
 
+// traceResult is a result line: how one op of the traced run ended
+// (harness/TRACE.md). A replay reads them as the recorded figures.
+type traceResult struct {
+	Config string `json:"config"`
+	Seq    int64  `json:"seq"`
+	AtNS   int64  `json:"at_ns"`
+	Tenant string `json:"tenant"`
+	Class  string `json:"class"`
+	// LatencyNS is end − intended start; ServiceNS end − actual start (0:
+	// never started).
+	LatencyNS int64 `json:"latency_ns"`
+	ServiceNS int64 `json:"service_ns"`
+	// Outcome is "ok", "dropped", "incomplete" or the error class.
+	Outcome string `json:"outcome"`
+}
+
+// decodedLine is what a reader decodes a line into: an op, or a result
+// when LatencyNS is present.
+type decodedLine struct {
+	traceOp
+	LatencyNS *int64 `json:"latency_ns"`
+	Outcome   string `json:"outcome"`
+}
+
 // recorded is a replayed op's statement: the executor sends it as it was
 // recorded, through the op's class and tenant.
 type recorded struct {
@@ -72,9 +103,11 @@ type recorded struct {
 }
 
 // traceWriter writes a run's trace. Ops are written from the open loop's
-// dispatching goroutine, one configuration after the other.
+// dispatching goroutine, one configuration after the other; results from
+// the goroutines that ran them.
 type traceWriter struct {
 	r   *runner
+	mu  sync.Mutex
 	w   *bufio.Writer
 	err error
 }
@@ -87,10 +120,12 @@ func newTraceWriter(r *runner, w io.Writer) *traceWriter {
 }
 
 func (tw *traceWriter) line(v any) {
+	b, err := json.Marshal(v)
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
 	if tw.err != nil {
 		return
 	}
-	b, err := json.Marshal(v)
 	if err == nil {
 		b = append(b, '\n')
 		_, err = tw.w.Write(b)
@@ -100,6 +135,8 @@ func (tw *traceWriter) line(v any) {
 
 // flush writes what is buffered and returns the first error met.
 func (tw *traceWriter) flush() error {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
 	if tw.err == nil {
 		tw.err = tw.w.Flush()
 	}
@@ -112,6 +149,25 @@ func (tw *traceWriter) flush() error {
 // wrap returns src writing each op it hands out as a line of config's.
 func (tw *traceWriter) wrap(config string, src workload.Source) workload.Source {
 	return &tracedSource{Source: src, tw: tw, config: config}
+}
+
+// results returns rec writing each result as a line of config's.
+func (tw *traceWriter) results(config string, rec workload.Recorder) workload.Recorder {
+	return workload.RecorderFunc(func(res workload.Result) {
+		rec.Record(res)
+		out := traceResult{Config: config, Seq: res.Op.Seq, AtNS: int64(res.Op.At), Tenant: tw.r.key(res.Op.Tenant),
+			Class: res.Op.Class, LatencyNS: int64(res.Latency()), ServiceNS: int64(res.Service()), Outcome: "ok"}
+		switch {
+		case res.Err == nil:
+		case errors.Is(res.Err, workload.ErrDropped):
+			out.Outcome = "dropped"
+		case errors.Is(res.Err, workload.ErrIncomplete):
+			out.Outcome = "incomplete"
+		default:
+			out.Outcome = errorClass(res.Err)
+		}
+		tw.line(out)
+	})
 }
 
 type tracedSource struct {
@@ -268,7 +324,44 @@ type traceReader struct {
 	tenant map[string]int
 	class  map[string]bool
 	last   time.Duration
+	// onResult, when set, receives the recorded results of the replayed
+	// configuration's ops that map onto the scenario and its timeline.
+	onResult func(res workload.Result)
 }
+
+// result hands a result line of the replayed configuration to onResult,
+// as a Result of the op at its replayed start: latency as recorded, the
+// outcome's error (ErrDropped, ErrIncomplete or the error class).
+func (tr *traceReader) result(t traceOp, latency int64, outcome string) {
+	if tr.onResult == nil || tr.config != "" && t.Config != tr.config {
+		return
+	}
+	n, ok := tr.tenant[t.Tenant]
+	if !ok || !tr.class[t.Class] || t.AtNS < 0 {
+		return
+	}
+	at := time.Duration(math.Round(float64(t.AtNS) / tr.speed))
+	if at >= tr.end {
+		return
+	}
+	res := workload.Result{Op: workload.Op{Seq: t.Seq, Tenant: n, Class: t.Class, At: at}}
+	res.End = res.Intended.Add(time.Duration(latency))
+	switch outcome {
+	case "ok":
+	case "dropped":
+		res.Err = workload.ErrDropped
+	case "incomplete":
+		res.Err = workload.ErrIncomplete
+	default:
+		res.Err = recordedError(outcome)
+	}
+	tr.onResult(res)
+}
+
+// recordedError is a recorded op's error class.
+type recordedError string
+
+func (e recordedError) Error() string { return string(e) }
 
 // replayFile is a replayed file, decompressed when its name ends in .gz.
 type replayFile struct {
@@ -346,16 +439,22 @@ func (tr *traceReader) next() (workload.Op, bool) {
 		if tr.line == 1 {
 			var h traceHeader
 			if json.Unmarshal(b, &h) == nil && h.Trace != 0 {
-				if h.Trace != TraceVersion {
-					tr.err = fmt.Errorf("%s:1: trace version %d, this noisysim reads version %d", tr.path, h.Trace, TraceVersion)
+				if h.Trace != TraceVersion && h.Trace != traceVersionOps {
+					tr.err = fmt.Errorf("%s:1: trace version %d, this noisysim reads versions %d and %d", tr.path, h.Trace, traceVersionOps, TraceVersion)
 					return workload.Op{}, false
 				}
 				continue
 			}
 		}
+		var d decodedLine
+		err := json.Unmarshal(b, &d)
+		t := d.traceOp
+		if err == nil && d.LatencyNS != nil {
+			tr.result(t, *d.LatencyNS, d.Outcome)
+			continue
+		}
 		tr.records++
-		var t traceOp
-		if err := json.Unmarshal(b, &t); err != nil || t.Class == "" && t.Tenant == "" {
+		if err != nil || t.Class == "" && t.Tenant == "" {
 			var h traceHeader
 			if json.Unmarshal(b, &h) == nil && h.Trace != 0 {
 				tr.skip(skipHeader)
@@ -432,6 +531,10 @@ type replayPlan struct {
 	hash     string
 	skips    map[string]*skipped
 	other    map[string]int64
+	// results are the recorded results of a trace's replayed ops, one
+	// recorder per step (nil: none in the step); resultLines their count.
+	results     []*metrics.Recorder
+	resultLines int64
 }
 
 // planReplay reads the whole trace once (one line at a time): it checks
@@ -445,6 +548,17 @@ func (r *runner) planReplay() error {
 	defer rd.Close()
 	tr := rd.counts()
 	p := &replayPlan{path: tr.path, phases: make([]int64, len(r.steps)), recorded: map[recordedKey]*hdr.Histogram{}}
+	if trd, ok := rd.(*traceReader); ok {
+		p.results = make([]*metrics.Recorder, len(r.steps))
+		trd.onResult = func(res workload.Result) {
+			i := stepOf(r.steps, res.Op.At)
+			if p.results[i] == nil {
+				p.results[i], _ = metrics.New(metrics.Config{Classify: recordedClass}) // cannot fail: the defaults
+			}
+			p.results[i].Record(res)
+			p.resultLines++
+		}
+	}
 	h := sha256.New()
 	io.WriteString(h, "noisysim replay v1\x00")
 	i := 0
@@ -484,6 +598,23 @@ func (r *runner) planReplay() error {
 	r.note("replay: %s: %d %s at speed %s%s", p.path, p.total, what,
 		strconv.FormatFloat(r.sc.Replay.Speed, 'g', -1, 64), p.skipText())
 	return nil
+}
+
+// stepOf returns the index of the step at lies in (the last for later).
+func stepOf(steps []step, at time.Duration) int {
+	i := 0
+	for i+1 < len(steps) && at >= steps[i].end {
+		i++
+	}
+	return i
+}
+
+// recordedClass is the error class of a recorded result.
+func recordedClass(err error) string {
+	if e, ok := err.(recordedError); ok {
+		return string(e)
+	}
+	return errorClass(err)
 }
 
 // skipText lists the skipped lines by cause ("" when none).
@@ -600,6 +731,20 @@ func (r *runner) replayReport() *reports.Replay {
 		}
 		def := "default_class " + rp.DefaultClass
 		out.Rules = append(out.Rules, reports.ReplayRule{Rule: def, Class: rp.DefaultClass, Count: p.rules[def]})
+	}
+	out.Results = p.resultLines
+	for i, rec := range p.results {
+		if rec == nil || !r.steps[i].Measure {
+			continue
+		}
+		rows := append(r.quietAllRows(rec, nil), r.rows(rec.Summary(), nil)...)
+		for _, row := range rows {
+			if row.Count == 0 {
+				continue
+			}
+			out.Recorded = append(out.Recorded, reports.RecordedRow{Window: r.steps[i].Name, Tenant: row.Tenant, Class: row.Class,
+				Count: row.Count, P50: row.P50, P99: row.P99, Max: row.Max})
+		}
 	}
 	keys := slices.SortedFunc(maps.Keys(p.recorded), func(a, b recordedKey) int {
 		if a.tenant != b.tenant {

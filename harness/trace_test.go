@@ -28,13 +28,37 @@ type traceLine struct {
 	Script string    `json:"script"`
 	SQL    string    `json:"sql"`
 	Args   []*string `json:"args"`
+	// LatencyNS is set on a result line.
+	LatencyNS *int64 `json:"latency_ns"`
+	Outcome   string `json:"outcome"`
 }
 
-// readTrace returns a trace's op lines, in order, checking its header.
+// readTrace returns a trace's op lines, in order, checking its header and
+// that each op has one result line after it.
 func readTrace(t *testing.T, b []byte) []traceLine {
 	t.Helper()
+	ops, results := readTraceLines(t, b)
+	pending := map[string]bool{}
+	for _, l := range ops {
+		pending[fmt.Sprint(l.Config, "/", l.Seq)] = true
+	}
+	for _, l := range results {
+		k := fmt.Sprint(l.Config, "/", l.Seq)
+		if !pending[k] || l.Outcome == "" || *l.LatencyNS < 0 {
+			t.Fatalf("result line %+v: not one per op, or no outcome", l)
+		}
+		delete(pending, k)
+	}
+	if len(pending) > 0 {
+		t.Fatalf("%d ops without a result line", len(pending))
+	}
+	return ops
+}
+
+// readTraceLines returns a trace's op lines and result lines, in order.
+func readTraceLines(t *testing.T, b []byte) (ops, results []traceLine) {
+	t.Helper()
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	var out []traceLine
 	for n := 1; sc.Scan(); n++ {
 		if n == 1 {
 			var h struct {
@@ -49,9 +73,13 @@ func readTrace(t *testing.T, b []byte) []traceLine {
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("trace line %d: %v", n, err)
 		}
-		out = append(out, l)
+		if l.LatencyNS != nil {
+			results = append(results, l)
+		} else {
+			ops = append(ops, l)
+		}
 	}
-	return out
+	return ops, results
 }
 
 // TestTraceReplay runs a short scenario with a trace, then replays the
@@ -81,7 +109,8 @@ assertions: {quiet_p99: {min_samples: 1000000}}
 	}
 	c := localtest.Start(t, backend.Spec{Topology: backend.TopologyReplica})
 	var recorded bytes.Buffer
-	if _, err := harness.Run(t.Context(), sc, harness.Options{Cluster: c, Trace: &recorded}); err != nil {
+	orig, err := harness.Run(t.Context(), sc, harness.Options{Cluster: c, Trace: &recorded})
+	if err != nil {
 		t.Fatal(err)
 	}
 	want := readTrace(t, recorded.Bytes())
@@ -159,6 +188,30 @@ assertions: {quiet_p99: {min_samples: 1000000}}
 		if fmt.Sprint(measured) != fmt.Sprint(count) {
 			t.Errorf("%s measured per tenant/class %v, recorded %v", cfg.Name, measured, count)
 		}
+	}
+	// The recorded figures are the traced run's own: per measured window,
+	// each tenant × class and the quiet tenants merged, the same count and
+	// p99 as its report.
+	if rep.Replay == nil || rep.Replay.Results != int64(len(want)) {
+		t.Fatalf("replay section %+v, want %d recorded results", rep.Replay, len(want))
+	}
+	got99 := map[string]string{}
+	for _, row := range rep.Replay.Recorded {
+		got99[row.Window+"/"+row.Tenant+"/"+row.Class] = fmt.Sprintf("%d %.3f", row.Count, row.P99)
+	}
+	want99 := map[string]string{}
+	for _, w := range orig.Configurations[0].Windows {
+		if !w.Measured {
+			continue
+		}
+		for _, row := range append(w.Tenants, w.QuietAll...) {
+			if row.Count > 0 {
+				want99[w.Name+"/"+row.Tenant+"/"+row.Class] = fmt.Sprintf("%d %.3f", row.Count, row.P99)
+			}
+		}
+	}
+	if len(want99) == 0 || fmt.Sprint(got99) != fmt.Sprint(want99) {
+		t.Errorf("recorded rows (count, p99 ms)\n%v\nthe traced run's report\n%v", got99, want99)
 	}
 }
 

@@ -3,6 +3,7 @@ package reports
 import (
 	"bufio"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -29,8 +30,13 @@ type Replay struct {
 	// Rules are the statements each classification rule (and the default
 	// class) took, in rule order (log).
 	Rules []ReplayRule `json:"rules,omitempty"`
-	// Recorded are the recorded durations per tenant × class (log), sorted
-	// by tenant then class.
+	// Results are the result lines read (a trace of version 2): how each
+	// recorded op ended. They are not records.
+	Results int64 `json:"results,omitempty"`
+	// Recorded are the recorded figures per tenant × class: a log's
+	// durations (no Window), sorted by tenant then class; or a trace's
+	// latencies from the intended start per measured window, the quiet
+	// tenants merged (QuietAll) first, then each tenant.
 	Recorded []RecordedRow `json:"recorded,omitempty"`
 }
 
@@ -51,6 +57,9 @@ type ReplayRule struct {
 // RecordedRow is the distribution of one tenant × class's recorded
 // durations, in ms.
 type RecordedRow struct {
+	// Window is the phase a trace's recorded latencies were measured in;
+	// empty for a log's durations.
+	Window string  `json:"window,omitempty"`
 	Tenant string  `json:"tenant"`
 	Class  string  `json:"class"`
 	Count  int64   `json:"count"`
@@ -59,30 +68,49 @@ type RecordedRow struct {
 	Max    float64 `json:"max_ms"`
 }
 
-// replayTable writes the recorded durations beside each configuration's
-// replayed p99 over all its windows' rows (the worst window's p99 of the
-// tenant × class), as text table rows.
-func replayTable(r *Report) (head []string, rows [][]string) {
+// replayTable writes the recorded figures beside each configuration's
+// replayed p99, as text table rows: a trace's per window beside the same
+// window's p99 (the quiet tenants merged and the dominant tenant, or every
+// tenant when all is set); a log's beside the worst window's p99 of the
+// tenant × class.
+func replayTable(r *Report, all bool) (head []string, rows [][]string) {
 	if r.Replay == nil || len(r.Replay.Recorded) == 0 {
 		return nil, nil
 	}
+	windowed := r.Replay.Recorded[0].Window != ""
 	head = []string{"tenant", "class", "recorded n", "recorded p50", "recorded p99"}
-	p99 := make([]map[rowKey]float64, len(r.Configurations))
+	if windowed {
+		head = append([]string{"window"}, head...)
+	}
+	type key struct{ window, tenant, class string }
+	p99 := make([]map[key]float64, len(r.Configurations))
 	for i, c := range r.Configurations {
 		head = append(head, c.Name+" p99")
-		p99[i] = map[rowKey]float64{}
+		p99[i] = map[key]float64{}
 		for _, w := range c.Windows {
-			for _, t := range w.Tenants {
-				if t.Count > 0 {
-					p99[i][keyOf(t)] = max(p99[i][keyOf(t)], t.P99)
+			for _, t := range append(slices.Clip(w.Tenants), w.QuietAll...) {
+				if t.Count == 0 {
+					continue
+				}
+				if windowed {
+					p99[i][key{w.Name, t.Tenant, t.Class}] = t.P99
+				} else {
+					k := key{"", t.Tenant, t.Class}
+					p99[i][k] = max(p99[i][k], t.P99)
 				}
 			}
 		}
 	}
 	for _, rec := range r.Replay.Recorded {
+		if windowed && !all && rec.Tenant != QuietAll && rec.Tenant != r.Dominant {
+			continue
+		}
 		row := []string{rec.Tenant, rec.Class, strconv.FormatInt(rec.Count, 10), fmtMs(rec.P50), fmtMs(rec.P99)}
+		if windowed {
+			row = append([]string{rec.Window}, row...)
+		}
 		for i := range r.Configurations {
-			v, ok := p99[i][rowKey{rec.Tenant, rec.Class}]
+			v, ok := p99[i][key{rec.Window, rec.Tenant, rec.Class}]
 			row = append(row, dash(ok, func() string { return fmtMs(v) }))
 		}
 		rows = append(rows, row)
@@ -100,6 +128,9 @@ func replayLines(rp *Replay) []string {
 	}
 	out := []string{fmt.Sprintf("replay of %s at speed %s: %d records, %d replayed", what,
 		strconv.FormatFloat(rp.Speed, 'g', -1, 64), rp.Records, rp.Replayed)}
+	if rp.Results > 0 {
+		out = append(out, fmt.Sprintf("  recorded results: %d", rp.Results))
+	}
 	if rp.Untagged > 0 {
 		out = append(out, fmt.Sprintf("  untagged statements: %d", rp.Untagged))
 	}
@@ -129,11 +160,15 @@ func writeReplayText(t *textWriter, r *Report) {
 	for _, l := range replayLines(r.Replay) {
 		t.p("%s\n", l)
 	}
-	head, rows := replayTable(r)
+	head, rows := replayTable(r, false)
 	if head == nil {
 		return
 	}
-	t.p("\nrecorded durations beside the replayed p99 (worst window):\n")
+	if r.Replay.Recorded[0].Window != "" {
+		t.p("\nrecorded p99 (latency from the intended start) beside the replayed p99, per window (every tenant in report.json):\n")
+	} else {
+		t.p("\nrecorded durations beside the replayed p99 (worst window):\n")
+	}
 	tw := t.table()
 	row(tw, head...)
 	for _, cells := range rows {
@@ -151,7 +186,7 @@ func writeReplayMarkdown(w *bufio.Writer, r *Report) {
 	for _, l := range replayLines(r.Replay) {
 		fmt.Fprintf(w, "- %s\n", md(strings.TrimSpace(l)))
 	}
-	head, rows := replayTable(r)
+	head, rows := replayTable(r, true)
 	if head == nil {
 		return
 	}

@@ -40,34 +40,7 @@ func TestServiceGate(t *testing.T) {
 	bin := noisysimBinary(t)
 	lock := filepath.Join(t.TempDir(), "lock")
 	run := func(t *testing.T, bypass bool) (report, string, int) {
-		dir := filepath.Join(t.TempDir(), "out")
-		cmd := exec.Command(bin, "run", "--no-progress", "--out", dir, "../../scenarios/service-gate.yaml")
-		cmd.Env = append(os.Environ(), runlock.EnvPath+"="+lock, "ORDERS_API_BYPASS_REPORT=")
-		if bypass {
-			cmd.Env = append(cmd.Env, "ORDERS_API_BYPASS_REPORT=1")
-		}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		var rep report
-		data, err := os.ReadFile(filepath.Join(dir, "report.json"))
-		if err != nil {
-			t.Fatalf("exit %d, no report: %v\n%s", code, err, out.String())
-		}
-		if err := json.Unmarshal(data, &rep); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := os.Stat(filepath.Join(dir, "service-gate-0.log")); err != nil {
-			t.Errorf("service log beside the report: %v", err)
-		}
-		return rep, out.String(), code
+		return runServiceGate(t, bin, lock, "../../scenarios/service-gate.yaml", bypass)
 	}
 	t.Run("as built", func(t *testing.T) {
 		rep, out, code := run(t, false)
@@ -107,16 +80,57 @@ func TestServiceGate(t *testing.T) {
 	})
 }
 
+// runServiceGate runs a service-gate scenario with noisysim's binary,
+// ORDERS_API_BYPASS_REPORT set to 1 (bypass) or empty, and returns its
+// report.json, its output and its exit code. The service's log must be
+// beside the report.
+func runServiceGate(t *testing.T, bin, lock, scenarioPath string, bypass bool) (report, string, int) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "out")
+	cmd := exec.Command(bin, "run", "--no-progress", "--out", dir, scenarioPath)
+	cmd.Env = append(os.Environ(), runlock.EnvPath+"="+lock, "ORDERS_API_BYPASS_REPORT=")
+	if bypass {
+		cmd.Env = append(cmd.Env, "ORDERS_API_BYPASS_REPORT=1")
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatalf("exit %d, no report: %v\n%s", code, err, out.String())
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "service-gate-0.log")); err != nil {
+		t.Errorf("service log beside the report: %v", err)
+	}
+	return rep, out.String(), code
+}
+
 // report is the part of report.json the service tests read.
 type report struct {
 	Configurations []struct {
 		HTTP *struct {
-			Outcomes map[string]int64 `json:"outcomes"`
+			Outcomes   map[string]int64 `json:"outcomes"`
+			RetryAfter map[string]int64 `json:"retry_after"`
 		} `json:"http"`
 		Activity *struct {
 			Tenants []struct {
 				Tenant string `json:"tenant"`
 			} `json:"tenants"`
+			Untagged *struct {
+				ActiveSamples int64 `json:"active_samples"`
+			} `json:"untagged"`
+			UntaggedQueries []string `json:"untagged_queries"`
 		} `json:"activity"`
 	} `json:"configurations"`
 	Assertions []struct {

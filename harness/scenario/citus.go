@@ -41,12 +41,33 @@ const (
 	DefaultMaxSkew = 1.5
 )
 
-// CitusData is how the data set is distributed on topology citus: tenants
-// and orders by tenant_id (create_distributed_table), co-located.
+// CitusData is how the data set is distributed on topology citus: the
+// built-in data set's tenants and orders by tenant_id, or with data.setup
+// the user's Tables by Column (create_distributed_table), co-located.
 type CitusData struct {
 	// Shards is the shard count of the co-location group, 1..4096.
 	// Default 32.
 	Shards int `yaml:"shards"`
+	// Tables (data.setup only, and then required) are the user's tables
+	// in the run's schema distributed on Column, co-located with the
+	// first: the anchor whose shards the reports' per-worker load and the
+	// Citus actions name. Distributed after the setup files ran.
+	Tables []string `yaml:"tables"`
+	// Column is the tenant column of every table of Tables, holding the
+	// tenant's key (tenants.keys). Required with Tables.
+	Column string `yaml:"column"`
+	// Reference (data.setup only) are tables copied whole to every worker
+	// (create_reference_table): small tables every tenant's queries join.
+	Reference []string `yaml:"reference"`
+}
+
+// Anchor returns the distributed table whose shards the Citus steps and
+// the per-worker load name: Tables[0], or the built-in data set's orders.
+func (d CitusData) Anchor() string {
+	if len(d.Tables) > 0 {
+		return d.Tables[0]
+	}
+	return "orders"
 }
 
 // removedKeys are keys of earlier versions: the message names their
@@ -108,6 +129,47 @@ func (c *checker) citus(s *Scenario) {
 	}
 	if n := s.Data.Citus.Shards; n < 1 || n > MaxCitusShards {
 		c.add("data.citus.shards", "must be in 1..%d, got %d", MaxCitusShards, n)
+	}
+	c.citusTables(s)
+}
+
+// citusTables checks data.citus.tables, column and reference: the user's
+// tables to distribute, required with data.setup and only with it.
+func (c *checker) citusTables(s *Scenario) {
+	d := &s.Data
+	if len(d.Setup) == 0 {
+		for _, k := range []string{"tables", "column", "reference"} {
+			if c.present("data.citus." + k) {
+				c.add("data.citus."+k, "only with data.setup: the built-in data set distributes tenants and orders on tenant_id")
+			}
+		}
+		return
+	}
+	if len(d.Citus.Tables) == 0 {
+		c.add("data.citus.tables", "required with data.setup on topology citus: the tables your setup creates that Citus distributes on the tenant column, co-located with the first (e.g. [accounts, invoices])")
+	}
+	if d.Citus.Column == "" {
+		c.add("data.citus.column", "required with data.setup on topology citus: the tenant column of data.citus.tables, holding the tenant's key")
+	} else if !identifier.MatchString(d.Citus.Column) {
+		c.add("data.citus.column", "must be a column name: letters, digits, '_' and '$', not starting with a digit, at most 63 bytes; got %q", d.Citus.Column)
+	}
+	seen := map[string]string{}
+	for _, list := range []struct {
+		key    string
+		tables []string
+	}{{"tables", d.Citus.Tables}, {"reference", d.Citus.Reference}} {
+		for i, t := range list.tables {
+			f := fmt.Sprintf("data.citus.%s[%d]", list.key, i)
+			switch {
+			case !identifier.MatchString(t):
+				c.add(f, "must be a table name in the run's schema (unqualified): letters, digits, '_' and '$', not starting with a digit, at most 63 bytes; got %q", t)
+			case t == SetupTenantsTable:
+				c.add(f, "%s is noisysim's table of tenants; name your own tables", t)
+			case seen[t] != "":
+				c.add(f, "table %s is already listed at %s", t, seen[t])
+			}
+			seen[t] = f
+		}
 	}
 }
 

@@ -44,6 +44,26 @@ func TestCitusDefaults(t *testing.T) {
 	}
 }
 
+// TestCitusOwnWorkload: on topology citus a workload of one's own (setup
+// SQL, text keys, scripts) names the tables to distribute and their tenant
+// column; the first is the anchor.
+func TestCitusOwnWorkload(t *testing.T) {
+	y := strings.Replace(strings.Replace(strings.Replace(citusYAML,
+		"data: {orders: 1000, days: 30, customers: 10}", "data: {setup: [/dev/null], citus: {tables: [invoices, lines], reference: [products], column: tenant_key}}", 1),
+		"query: page", "sql: SELECT 1", 1),
+		"tenants: {count: 10, dominant_share: 0.6}", `tenants: {count: 10, dominant_share: 0.6, keys: {type: text, template: "org-{n}"}}`, 1)
+	s, err := Parse([]byte(strings.Replace(y, "CITUS", "", 1)), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := s.Data.Citus.Anchor(); a != "invoices" || s.Data.Citus.Column != "tenant_key" || s.Data.Citus.Shards != DefaultCitusShards {
+		t.Errorf("anchor %q, column %q, shards %d; want invoices, tenant_key, %d", a, s.Data.Citus.Column, s.Data.Citus.Shards, DefaultCitusShards)
+	}
+	if a := (CitusData{}).Anchor(); a != "orders" {
+		t.Errorf("built-in anchor %q, want orders", a)
+	}
+}
+
 // TestCitusInvalid: each bad key of the Citus data step, actions and
 // verdicts is named with its place in the file.
 func TestCitusInvalid(t *testing.T) {
@@ -74,6 +94,18 @@ func TestCitusInvalid(t *testing.T) {
 		{"harm_before unknown window", strings.Replace(citusYAML, "CITUS", "  harm_before: {window: nosuch}", 1),
 			`assertions.harm_before.window: unknown window "nosuch"`},
 		{"detect_within", strings.Replace(citusYAML, "CITUS", "  detect_within: 0s", 1), "assertions.detect_within: must be a duration > 0"},
+		{"tables without setup", strings.Replace(citusYAML, "days: 30,", "days: 30, citus: {tables: [invoices]},", 1),
+			"x.yaml:4:40: data.citus.tables: only with data.setup: the built-in data set distributes tenants and orders on tenant_id"},
+		{"setup without tables", strings.Replace(strings.Replace(strings.Replace(citusYAML, "data: {orders: 1000, days: 30, customers: 10}", "data: {setup: [/dev/null], citus: {OWN}}", 1), "query: page", "sql: SELECT 1", 1), "OWN", "shards: 8", 1), "data.citus.tables: required with data.setup on topology citus"},
+		{"setup without column", strings.Replace(strings.Replace(strings.Replace(citusYAML, "data: {orders: 1000, days: 30, customers: 10}", "data: {setup: [/dev/null], citus: {OWN}}", 1), "query: page", "sql: SELECT 1", 1), "OWN", "tables: [a]", 1), "data.citus.column: required with data.setup on topology citus"},
+		{"bad column", strings.Replace(strings.Replace(strings.Replace(citusYAML, "data: {orders: 1000, days: 30, customers: 10}", "data: {setup: [/dev/null], citus: {OWN}}", 1), "query: page", "sql: SELECT 1", 1), "OWN", "tables: [a], column: 'tenant key'", 1), `data.citus.column: must be a column name`},
+		{"tenants table", strings.Replace(strings.Replace(strings.Replace(citusYAML, "data: {orders: 1000, days: 30, customers: 10}", "data: {setup: [/dev/null], citus: {OWN}}", 1), "query: page", "sql: SELECT 1", 1), "OWN", "tables: [a, noisysim_tenants], column: k", 1),
+			"data.citus.tables[1]: noisysim_tenants is noisysim's table of tenants"},
+		{"listed twice", strings.Replace(strings.Replace(strings.Replace(citusYAML, "data: {orders: 1000, days: 30, customers: 10}", "data: {setup: [/dev/null], citus: {OWN}}", 1), "query: page", "sql: SELECT 1", 1), "OWN", "tables: [a], reference: [a], column: k", 1),
+			"data.citus.reference[0]: table a is already listed at data.citus.tables[0]"},
+		{"qualified", strings.Replace(strings.Replace(strings.Replace(citusYAML, "data: {orders: 1000, days: 30, customers: 10}", "data: {setup: [/dev/null], citus: {OWN}}", 1), "query: page", "sql: SELECT 1", 1), "OWN", "tables: [app.a], column: k", 1), `data.citus.tables[0]: must be a table name in the run's schema (unqualified)`},
+		{"existing on citus", strings.Replace(citusYAML, "data: {orders: 1000, days: 30, customers: 10}", "data: {existing: {schemas: [app]}}", 1),
+			"data.existing: not on topology citus: give data.setup and data.citus.tables"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(strings.Replace(tc.yaml, "CITUS", "", 1)), "x.yaml")

@@ -309,7 +309,7 @@ func (c *checker) http(p string, cl *Class) {
 	if h == nil {
 		return
 	}
-	if other := c.s.otherRunner(); other != "" {
+	if other := c.s.sqlOnly(); other != "" {
 		c.add(p+".http", "http is only for the noisy-neighbour scenario; a %s scenario runs its own queries", other)
 		return
 	}
@@ -425,7 +425,7 @@ func (c *checker) service(s *Scenario) {
 	if sv == nil {
 		return
 	}
-	if other := s.otherRunner(); other != "" {
+	if other := s.sqlOnly(); other != "" {
 		c.add("service", "only for the noisy-neighbour scenario, not a %s scenario", other)
 		return
 	}

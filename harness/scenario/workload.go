@@ -263,6 +263,9 @@ func (c *checker) setup(s *Scenario) {
 		return
 	}
 	if d.IsExisting() {
+		if s.Citus() {
+			c.add("data.existing", "not on topology citus: give data.setup and data.citus.tables, which noisysim distributes")
+		}
 		c.existing(s)
 		return
 	}
@@ -296,16 +299,24 @@ func (c *checker) setup(s *Scenario) {
 }
 
 // otherRunner names a scenario that loads its own data set and runs its
-// own queries ("topology shards", "topology citus": the built-in data set
-// and query kinds); "" for the others.
+// own queries ("topology shards": the built-in data set and query kinds);
+// "" for the others. Topology citus runs a workload of the user's own
+// (data.setup with data.citus.tables) but not data.existing, an HTTP
+// target or a service: see sqlOnly.
 func (s *Scenario) otherRunner() string {
-	switch {
-	case s.Backend.Topology == TopologyShards:
+	if s.Backend.Topology == TopologyShards {
 		return "topology shards"
-	case s.Citus():
-		return "topology citus"
 	}
 	return ""
+}
+
+// sqlOnly names a scenario whose classes run SQL only, no HTTP target or
+// service ("topology shards", "topology citus"); "" for the others.
+func (s *Scenario) sqlOnly() string {
+	if s.Citus() {
+		return "topology citus"
+	}
+	return s.otherRunner()
 }
 
 // existing checks data.existing.
