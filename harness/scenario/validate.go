@@ -523,7 +523,8 @@ func (s *Scenario) timelineLength() Duration {
 
 func (c *checker) configurations(cs []Configuration) {
 	if len(cs) == 0 {
-		c.add("configurations", "required: at least one configuration")
+		c.add("configurations", "required: at least one configuration; the smallest comparison is "+
+			"[{name: naive, mode: shared, expect: fail}, {name: isolated, mode: isolated, expect: pass}] (defaults for the pools, roles and limiters: REFERENCE.md)")
 		return
 	}
 	first := map[string]string{}
