@@ -392,6 +392,9 @@ type WriterCheck struct {
 	Inserts int64 `json:"inserts"`
 	Updates int64 `json:"updates"`
 	Errors  int64 `json:"errors"`
+	// LockRetries are writes run again after waiting their lock_timeout
+	// for a lock (nothing written; the wait counts in LongestWrite).
+	LockRetries int64 `json:"lock_retries,omitempty"`
 	// Lost are acknowledged rows missing at the tenant's node, Duplicated
 	// rows present more than once, Stale rows whose value is neither the
 	// last acknowledged one nor a later unanswered one, Vanished
