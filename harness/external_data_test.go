@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -160,13 +162,25 @@ func TestExternalDatabaseKeepsUserData(t *testing.T) {
 		u.check(t)
 	})
 	t.Run("run fails", func(t *testing.T) {
-		// The server refuses the heavy role's work_mem: the run fails once
-		// the data set is loaded and the roles are being created.
-		sc := parse(t, strings.Replace(onUserDB, "{name: isolated, mode: isolated}",
-			"{name: isolated, mode: isolated, heavy: {role: {work_mem: 9000TB}}}", 1))
-		err := run(t, sc, harness.Options{})
-		if !errors.Is(err, harness.ErrRun) {
-			t.Fatalf("got %v, want a failed run", err)
+		// The server refuses a step of the last role's set-up (an event
+		// trigger of the user's raises on its GRANT on the schema): the
+		// run fails once the data set is loaded and two roles and part
+		// of the third exist. A value validate could catch (work_mem
+		// 9000TB) no longer gets this far.
+		if _, err := u.admin.Exec(t.Context(), `
+			CREATE FUNCTION public.refuse_heavy_grant() RETURNS event_trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'noisysim_isolated_heavy') THEN
+					RAISE EXCEPTION 'the user''s event trigger refuses this GRANT';
+				END IF;
+			END $$;
+			CREATE EVENT TRIGGER refuse_heavy_grant ON ddl_command_end WHEN TAG IN ('GRANT') EXECUTE FUNCTION public.refuse_heavy_grant()`); err != nil {
+			t.Fatal(err)
+		}
+		defer u.admin.Exec(context.Background(), "DROP EVENT TRIGGER refuse_heavy_grant; DROP FUNCTION public.refuse_heavy_grant()")
+		err := run(t, parse(t, onUserDB), harness.Options{})
+		if !errors.Is(err, harness.ErrRun) || !strings.Contains(err.Error(), "refuses this GRANT") {
+			t.Fatalf("got %v, want the run failed by the trigger", err)
 		}
 		u.check(t)
 	})
@@ -182,6 +196,46 @@ func TestExternalDatabaseKeepsUserData(t *testing.T) {
 			}})
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want the run cancelled", err)
+		}
+		u.check(t)
+	})
+	t.Run("cleanup cannot log in", func(t *testing.T) {
+		// The DSN's password changes mid-run: the run cannot log in to
+		// remove what it created. It says so, naming what it left and
+		// that the next run removes it; the next run does.
+		cfg, err := pgx.ParseConfig(os.Getenv("NOISYSIM_TEST_USER_DSN"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs syncBuffer
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		var once sync.Once
+		var alterErr error
+		_, err = harness.Run(ctx, parse(t, onUserDB), harness.Options{Only: "isolated",
+			Logger: slog.New(slog.NewTextHandler(&logs, nil)), ProgressEvery: 50 * time.Millisecond,
+			Progress: func(p harness.Progress) {
+				if p.Phase == harness.PhaseRun {
+					once.Do(func() {
+						_, alterErr = u.admin.Exec(context.Background(), "ALTER ROLE "+pgx.Identifier{cfg.User}.Sanitize()+" PASSWORD 'changed mid-run'")
+					})
+				}
+			}})
+		if _, rerr := u.admin.Exec(context.Background(), "ALTER ROLE "+pgx.Identifier{cfg.User}.Sanitize()+" PASSWORD "+quote(cfg.Password)); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if alterErr != nil {
+			t.Fatal(alterErr)
+		}
+		t.Logf("run: %v", err)
+		for _, want := range []string{"could not remove what the run created", "the next run against this database removes it",
+			`schema=noisysim`, "noisysim_isolated_interactive", "authentication failed"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("the log lacks %q:\n%s", want, logs.String())
+			}
+		}
+		if err := run(t, parse(t, onUserDB), harness.Options{Only: "naive"}); err != nil {
+			t.Fatal(err)
 		}
 		u.check(t)
 	})
@@ -322,4 +376,26 @@ func TestExternalCitusKeepsUserData(t *testing.T) {
 			t.Errorf("%s: left behind: %s", n.Name, left)
 		}
 	}
+}
+
+// quote is s as an SQL string literal.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// syncBuffer is a strings.Builder safe for a logger writing while the test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

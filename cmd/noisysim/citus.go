@@ -204,6 +204,7 @@ func runCitus(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	plan := citus.Decide(state, th)
+	names.Table(a.stdout)
 	printState(a.stdout, "before", names, layout, load, plan)
 	if !*apply {
 		if len(plan.Steps) > 0 {
@@ -278,14 +279,24 @@ func printState(w io.Writer, when string, names workerNames, l citus.Layout, loa
 		total += v
 	}
 	fmt.Fprintf(w, "%s: %d samples over %.1f s\n", when, load.Samples, load.Duration.Seconds())
+	// Workers by name (worker1 first); their addresses are in the workers
+	// table printed once before.
+	rank := func(addr string) int {
+		if i := slices.Index(names.Addrs, addr); i >= 0 {
+			return i
+		}
+		return len(names.Addrs)
+	}
+	workers := slices.Clone(l.Workers)
+	slices.SortStableFunc(workers, func(a, b citus.Worker) int { return cmp.Compare(rank(a.Name), rank(b.Name)) })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "  worker\taddress\tshards\tactive\tshare\ttakes shards\n")
-	for _, wk := range l.Workers {
+	fmt.Fprintf(tw, "  worker\tshards\tactive\tshare\ttakes shards\n")
+	for _, wk := range workers {
 		share := 0.0
 		if total > 0 {
 			share = load.Workers[wk.Name] / total * 100
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%.2f\t%.1f%%\t%s\n", names.Name(wk.Name), wk.Name, counts[wk.Name], load.Workers[wk.Name], share, yesNo(wk.ShouldHaveShards))
+		fmt.Fprintf(tw, "  %s\t%d\t%.2f\t%.1f%%\t%s\n", names.Name(wk.Name), counts[wk.Name], load.Workers[wk.Name], share, yesNo(wk.ShouldHaveShards))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "  worker skew %s (shared workers), shard skew %s\n", fmtSkew(p.WorkerSkew), fmtSkew(p.ShardSkew))

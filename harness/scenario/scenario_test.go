@@ -413,6 +413,16 @@ func TestValidateMore(t *testing.T) {
 			"8:5 configurations[3].mode: required: mode shared or isolated",
 			"9:6 configurations[4].name: at most 42 characters",
 		}},
+		// Values of the right form that PostgreSQL refuses for a role
+		// (work_mem 64 kB .. 2147483647 kB, timeouts at most 2147483647
+		// ms): bad input at validate, not a run that fails after loading
+		// its data set.
+		{"role settings out of PostgreSQL's range", head + "configurations:\n  - {name: a, mode: shared, shared: {role: {work_mem: 9000TB}}}\n  - {name: b, mode: shared, shared: {role: {work_mem: 100B, statement_timeout: 600h, idle_in_transaction_session_timeout: 596h32m}}}\n  - {name: c, mode: shared, shared: {role: {work_mem: 64kB, statement_timeout: 596h31m23s}}}\n  - {name: d, mode: shared, shared: {role: {work_mem: 2147483647kB}}}\n", []string{
+			"5:45 configurations[0].shared.role.work_mem: 9000TB is outside PostgreSQL's range for work_mem, 64kB to 2147483647kB",
+			"6:45 configurations[1].shared.role.work_mem: 100B is outside PostgreSQL's range for work_mem, 64kB to 2147483647kB",
+			"6:61 configurations[1].shared.role.statement_timeout: 600h0m0s is above PostgreSQL's maximum 596h31m23.647s",
+			"6:86 configurations[1].shared.role.idle_in_transaction_session_timeout: 596h32m0s is above PostgreSQL's maximum 596h31m23.647s",
+		}},
 		{"missing lists", "name: x\n", []string{
 			"0:0 classes: required: at least one class",
 			"0:0 configurations: required: at least one configuration",

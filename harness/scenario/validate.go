@@ -523,7 +523,8 @@ func (s *Scenario) timelineLength() Duration {
 
 func (c *checker) configurations(cs []Configuration) {
 	if len(cs) == 0 {
-		c.add("configurations", "required: at least one configuration")
+		c.add("configurations", "required: at least one configuration; the smallest comparison is "+
+			"[{name: naive, mode: shared, expect: fail}, {name: isolated, mode: isolated, expect: pass}] (defaults for the pools, roles and limiters: REFERENCE.md)")
 		return
 	}
 	first := map[string]string{}
@@ -590,11 +591,33 @@ func (c *checker) pool(p string, pl *Pool) {
 	c.atLeast(lp+".max_global", l.MaxGlobal, 0)
 }
 
+// PostgreSQL's ranges for the role settings a run sets (guc_tables.c,
+// 64-bit builds): a value outside them is refused by ALTER ROLE ... SET
+// with SQLSTATE 22023, so validate refuses it first.
+const (
+	// MinWorkMemKB and MaxWorkMemKB bound work_mem, in kB.
+	MinWorkMemKB = 64
+	MaxWorkMemKB = math.MaxInt32
+	// MaxRoleTimeout bounds statement_timeout and
+	// idle_in_transaction_session_timeout: INT_MAX ms.
+	MaxRoleTimeout = Duration(math.MaxInt32 * time.Millisecond)
+)
+
 func (c *checker) role(p string, r *Role, poolSize int) {
-	c.nonNegative(p+".statement_timeout", r.StatementTimeout)
-	c.nonNegative(p+".idle_in_transaction_session_timeout", r.IdleInTransactionSessionTimeout)
-	if _, err := r.WorkMem.Bytes(); err != nil {
+	for _, t := range []struct {
+		field string
+		d     Duration
+	}{{"statement_timeout", r.StatementTimeout}, {"idle_in_transaction_session_timeout", r.IdleInTransactionSessionTimeout}} {
+		c.nonNegative(p+"."+t.field, t.d)
+		if t.d > MaxRoleTimeout {
+			c.add(p+"."+t.field, "%s is above PostgreSQL's maximum %s", t.d, MaxRoleTimeout)
+		}
+	}
+	if b, err := r.WorkMem.Bytes(); err != nil {
 		c.add(p+".work_mem", "must be a PostgreSQL size such as \"64MB\" or \"512kB\" (units B, kB, MB, GB, TB), got %q", string(r.WorkMem))
+	} else if kb := math.Round(float64(b) / 1024); r.WorkMem != "" && (kb < MinWorkMemKB || kb > MaxWorkMemKB) {
+		// PostgreSQL rounds a value in another unit to the nearest kB.
+		c.add(p+".work_mem", "%s is outside PostgreSQL's range for work_mem, %dkB to %dkB", string(r.WorkMem), MinWorkMemKB, MaxWorkMemKB)
 	}
 	switch {
 	case r.ConnectionLimit < 0:
