@@ -75,7 +75,7 @@ func TestHTTPTargetOutcomes(t *testing.T) {
 		{"/ok/{tenant}", ""}, {"/busy/{tenant}", "http_429"}, {"/bad/{tenant}", "http_429"},
 		{"/fail/{tenant}", "http_5xx"}, {"/nope/{tenant}", "http_4xx"}, {"/slow/{tenant}", "http_timeout"},
 	}
-	yaml := "name: h\ntenants: {count: 8}\nservice: {url: \"" + srv.URL + "\"}\nconfigurations: [{name: c, mode: isolated}]\nclasses:\n"
+	yaml := "name: h\ntenants: {count: 8}\n" + externalBackend + "service: {url: \"" + srv.URL + "\"}\nconfigurations: [{name: c, mode: isolated}]\nclasses:\n"
 	for i, tc := range cases {
 		yaml += fmt.Sprintf("  - {name: c%d, isolation_class: interactive, rate: 1, http: {url: %q, headers: {X-Tenant: \"{tenant}\"}, timeout: 100ms}}\n", i, tc.path)
 	}
@@ -119,6 +119,10 @@ func TestHTTPTargetOutcomes(t *testing.T) {
 	}
 }
 
+// externalBackend is the backend a scenario with a service already
+// running (service.url) needs; these tests only parse it.
+const externalBackend = "backend: {kind: external, primary_dsn: \"postgres://app@127.0.0.1:1/app\"}\n"
+
 // TestHTTPTargetRetry: a client that retries 429s sends each failed
 // arrival again up to max times, fanout requests per attempt, and the
 // stats say how much the retries amplified the arrivals.
@@ -141,7 +145,7 @@ func TestHTTPTargetRetry(t *testing.T) {
 	defer srv.Close()
 	sc, err := scenario.Parse([]byte(`name: r
 tenants: {count: 3}
-service: {url: "`+srv.URL+`"}
+`+externalBackend+`service: {url: "`+srv.URL+`"}
 configurations: [{name: c, mode: isolated}]
 classes:
   - {name: a, isolation_class: interactive, rate: 1, http: {url: /flaky, retry: {on: ["429"], max: 3, backoff: 1ms, honour_retry_after: true}}}

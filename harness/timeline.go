@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -460,6 +461,10 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 			lastRejected[class] = l.Stat().Total.Rejected()
 		}
 		var lastAcked, lastFailed int64
+		var lastDBTime []time.Duration // per pool, in st.Stat().Pools order (fixed for the stack's life)
+		for _, ps := range st.Stat().Pools {
+			lastDBTime = append(lastDBTime, ps.DBTime)
+		}
 		last := t0
 		for {
 			select {
@@ -477,9 +482,13 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 						Queued: int64(ls.Queued), Rejected: ls.Rejected() - lastRejected[class]})
 					lastRejected[class] = ls.Rejected()
 				}
-				for _, ps := range st.Stat().Pools {
-					pt.Pools = append(pt.Pools, reports.PoolPoint{Name: ps.Name, Node: ps.Addr, Standby: ps.Standby,
+				for i, ps := range st.Stat().Pools {
+					pt.Pools = append(pt.Pools, reports.PoolPoint{Name: ps.Name, Node: cmp.Or(ps.Node, ps.Addr), Standby: ps.Standby,
 						Borrowed: int64(ps.AcquiredConns), Max: int64(ps.MaxConns)})
+					if i < len(lastDBTime) {
+						pt.Pools[i].Busy = (ps.DBTime - lastDBTime[i]).Seconds() / now.Sub(last).Seconds()
+						lastDBTime[i] = ps.DBTime
+					}
 				}
 				if w != nil {
 					acked, failed := w.answered()
