@@ -33,6 +33,11 @@ type step struct {
 	specs []workload.ClassSpec
 }
 
+// preciseWait is the open loop's PreciseWait in a run: the last stretch
+// before each intended start is slept in the kernel, not on a Go timer
+// (BenchmarkReplayFidelity measures it).
+const preciseWait = workload.DefaultPreciseWait
+
 // buildTimeline lays out the phases one after the other, each with the
 // scenario's classes at its rate factors.
 func buildTimeline(specs []workload.ClassSpec, phases []scenario.Phase) []step {
@@ -395,7 +400,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 				src = r.trace.wrap(c.Name, src)
 				rec = r.trace.results(c.Name, rec)
 			}
-			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
+			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log, PreciseWait: preciseWait})
 			tr.ex.endTxs() // a replayed log's transaction blocks left open
 		}
 		if rs != nil && err == nil {
