@@ -187,21 +187,18 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 		if len(xys) == 0 {
 			continue
 		}
-		ln, err := plotter.NewLine(xys)
-		if err != nil {
-			return "", err
+		segments := []plotter.XYs{xys}
+		if l.Steps {
+			segments = nil
+			for j := 0; j+1 < len(xys); j += 2 {
+				segments = append(segments, xys[j:j+2])
+			}
 		}
-		ln.Color = lineColor(f, i)
-		ln.Width = vg.Points(1.2)
-		if l.Dashed {
-			ln.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-			ln.Width = vg.Points(0.8)
+		for _, seg := range segments {
+			if err := addLine(plt, f, i, l, seg); err != nil {
+				return "", err
+			}
 		}
-		if l.Dotted {
-			ln.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
-			ln.Width = vg.Points(1.6)
-		}
-		plt.Add(ln)
 	}
 	if !f.PercentileX {
 		plt.X.Min = 0
@@ -320,4 +317,25 @@ func (percentileTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return out
+}
+
+// addLine adds line l (the figure's i-th) through xys to plt, in its
+// colour and dash.
+func addLine(plt *plot.Plot, f figure, i int, l line, xys plotter.XYs) error {
+	ln, err := plotter.NewLine(xys)
+	if err != nil {
+		return err
+	}
+	ln.Color = lineColor(f, i)
+	ln.Width = vg.Points(1.2)
+	if l.Dashed {
+		ln.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		ln.Width = vg.Points(0.8)
+	}
+	if l.Dotted {
+		ln.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
+		ln.Width = vg.Points(1.6)
+	}
+	plt.Add(ln)
+	return nil
 }

@@ -48,6 +48,9 @@ type line struct {
 	// (a limiter's rejections beside its in-flight requests).
 	Dashed bool `json:"dashed,omitempty"`
 	Dotted bool `json:"dotted,omitempty"`
+	// Steps draws the points in pairs, each pair a segment of its own (a
+	// value held over a phase), not joined to the next.
+	Steps bool `json:"steps,omitempty"`
 }
 
 type span struct {
@@ -300,7 +303,8 @@ func nodesFigure(r *Report) figure {
 }
 
 // nodesPanel draws the load per node (see nodesFigure). On topology citus
-// each worker's load is a step over each phase, and the skew limit (the
+// each worker's load is a step over each measured phase (a warm-up's or
+// the ladder's is left out), and the skew limit (the
 // skew assertion's max × the median load of the workers that take shards,
 // Window.Skew = max / median) a dashed step; elsewhere each node's load in
 // each second summed over its pools, a replica's apart: its mean busy
@@ -322,17 +326,20 @@ func nodesPanel(r *Report, c Configuration) panel {
 			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(workers)) {
-			l := line{Label: k}
+			l := line{Label: k, Steps: true}
 			for _, w := range c.Windows {
-				if v, ok := w.Workers[k]; ok {
+				if v, ok := w.Workers[k]; ok && w.Measured {
 					l.Points = append(l.Points, [2]float64{w.Start, v}, [2]float64{w.End, v})
 				}
 			}
 			p.Lines = append(p.Lines, l)
 		}
 		if limit > 0 {
-			sk := line{Label: fmt.Sprintf("skew limit (%g × median)", limit), Dashed: true}
+			sk := line{Label: fmt.Sprintf("skew limit (%g × median)", limit), Dashed: true, Steps: true}
 			for _, w := range c.Windows {
+				if !w.Measured {
+					continue
+				}
 				top := 0.0
 				for _, v := range w.Workers {
 					top = max(top, v)

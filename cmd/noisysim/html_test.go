@@ -142,11 +142,15 @@ func figureSections(dom string) map[string]string {
 	return got
 }
 
-// drawnLines counts a figure's drawn lines: open paths through 6 points or
-// more (the frame, the phases' bands and the grid are closed or straight).
+// drawnLines counts a figure's drawn lines: open paths of two points or
+// more stroked in one of the plots' line colours (the axes and ticks are
+// black, the grid grey, the phases' bands closed, the actions' marks dark
+// red).
 func drawnLines(sec string) int {
-	return len(regexp.MustCompile(`<path d="M[^"Z]*(?:L[^"Z]*){5,}"`).FindAllString(sec, -1))
+	return len(drawnLine.FindAllString(sec, -1))
 }
+
+var drawnLine = regexp.MustCompile(`(?i)<path d="M[^"Z]*L[^"Z]*" style="[^"]*stroke:#(?:1f77b4|d62728|2ca02c|ff7f0e|9467bd|8c564b|e377c2|7f7f7f);`)
 
 // checkScreenshot fails unless img shows a page with plots: not blank, and
 // the plots' first line colour drawn.
