@@ -229,14 +229,14 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 func lineColor(f figure, i int) color.Color { return palette[(i/lineGroup(f))%len(palette)] }
 
 // lineGroup is how many consecutive lines of a figure share a colour: a
-// p99 and its p50 on the latency figure, a class's three lines on the
+// p99 and its p50 on the latency figure, a class's two lines on the
 // limiter's.
 func lineGroup(f figure) int {
 	switch f.ID {
 	case "latency":
 		return 2
 	case "limiter":
-		return 3
+		return 2
 	}
 	return 1
 }

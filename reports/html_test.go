@@ -182,15 +182,15 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
-	for _, id := range []string{"fig-latency", "fig-distribution", "fig-db_time", "fig-limiter", "fig-writer", "assertions", "identity"} {
+	for _, id := range []string{"fig-latency", "fig-distribution", "fig-db_time", "fig-limiter", "fig-rejections", "fig-writer", "assertions", "identity"} {
 		if !strings.Contains(page, `id="`+id+`"`) {
 			t.Errorf("page has no element %s", id)
 		}
 	}
-	// 4 figures × 2 configurations, of which naive has no limiter and no
-	// writer, and the distribution's 2 classes.
-	if got := strings.Count(page, "<svg"); got != 8 {
-		t.Errorf("page has %d svg elements, want 8", got)
+	// 5 figures × 2 configurations, of which naive has no limiter (2
+	// figures) and no writer, and the distribution's 2 classes.
+	if got := strings.Count(page, "<svg"); got != 9 {
+		t.Errorf("page has %d svg elements, want 9", got)
 	}
 	if !strings.Contains(page, "naive: no limiter in this configuration") {
 		t.Errorf("naive's limiter panel does not say it has no limiter")

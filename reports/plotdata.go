@@ -13,7 +13,7 @@ import (
 // apart from the SVG that draws it.
 type figure struct {
 	// ID names the figure in the page (its element id): latency,
-	// distribution, db_time, limiter, writer, nodes.
+	// distribution, db_time, limiter, rejections, writer, nodes.
 	ID    string `json:"id"`
 	Title string `json:"title"`
 	// YLabel is the y axis's label with its unit; LogY a log scale.
@@ -77,11 +77,12 @@ func figures(r *Report) []figure {
 	figs := []figure{
 		{ID: "latency", Title: "Latency per second: quiet tenants (all) and the dominant tenant", YLabel: "latency (ms)", LogY: true},
 		{ID: "db_time", Title: fmt.Sprintf("DB-time share per second of the top %d tenants", topSeriesTenants), YLabel: "share of DB time"},
-		{ID: "limiter", Title: "Limiter per class: in flight and queued at each second, rejected in the second", YLabel: "requests"},
+		{ID: "limiter", Title: "Limiter per class: in flight and queued at each second", YLabel: "requests"},
+		{ID: "rejections", Title: "Limiter per class: requests rejected in each second", YLabel: "rejected per second"},
 		{ID: "writer", Title: "Checked writer: writes acknowledged and failed per second", YLabel: "writes per second"},
 		nodesFigure(r),
 	}
-	builders := []func(*Report, Configuration) panel{latencyPanel, dbTimePanel, limiterPanel, writerPanel, nodesPanel}
+	builders := []func(*Report, Configuration) panel{latencyPanel, dbTimePanel, limiterPanel, rejectionsPanel, writerPanel, nodesPanel}
 	var out []figure
 	for i := range figs {
 		if i == 1 {
@@ -213,8 +214,15 @@ func dbTimePanel(r *Report, c Configuration) panel {
 }
 
 // limiterPanel draws each limited class's in-flight and queued requests
-// at each point and its rejections in the second.
-func limiterPanel(r *Report, c Configuration) panel {
+// at each point.
+func limiterPanel(r *Report, c Configuration) panel { return limiterLines(c, false) }
+
+// rejectionsPanel draws each limited class's rejections in each second,
+// apart from limiterPanel: hundreds per second would flatten a handful in
+// flight.
+func rejectionsPanel(r *Report, c Configuration) panel { return limiterLines(c, true) }
+
+func limiterLines(c Configuration, rejections bool) panel {
 	classes := map[string]bool{}
 	for _, pt := range c.Series {
 		for _, l := range pt.Limiters {
@@ -225,7 +233,7 @@ func limiterPanel(r *Report, c Configuration) panel {
 	for _, class := range slices.Sorted(maps.Keys(classes)) {
 		in := line{Label: class + " in flight"}
 		q := line{Label: class + " queued", Dashed: true}
-		rej := line{Label: class + " rejected", Dotted: true}
+		rej := line{Label: class + " rejected"}
 		for _, pt := range c.Series {
 			for _, l := range pt.Limiters {
 				if l.Class == class {
@@ -235,7 +243,11 @@ func limiterPanel(r *Report, c Configuration) panel {
 				}
 			}
 		}
-		p.Lines = append(p.Lines, in, q, rej)
+		if rejections {
+			p.Lines = append(p.Lines, rej)
+		} else {
+			p.Lines = append(p.Lines, in, q)
+		}
 	}
 	if len(p.Lines) == 0 {
 		p.Empty = "no limiter in this configuration"

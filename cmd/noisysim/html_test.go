@@ -60,7 +60,7 @@ func TestReportHTMLInBrowser(t *testing.T) {
 	for _, want := range []struct {
 		fig  string
 		svgs int
-	}{{"latency", 2}, {"db_time", 2}, {"limiter", 1}, {"writer", 2}} {
+	}{{"latency", 2}, {"db_time", 2}, {"limiter", 1}, {"rejections", 1}, {"writer", 2}} {
 		sec, ok := got[want.fig]
 		if !ok {
 			t.Errorf("report.html has no figure %s", want.fig)

@@ -140,7 +140,8 @@ func TestStoryCIGate(t *testing.T) {
 		{id: "latency", plots: 2, texts: []string{"solo", "run", "quiet (all) lookup p99", "tenant 1 (dominant) report p99"}},
 		{id: "distribution", plots: 2, texts: []string{"quiet (all) lookup", "quiet (all) page", "solo (naive)", "isolated", "99.9%"}},
 		{id: "db_time", plots: 2, texts: []string{"tenant 1 (dominant)"}},
-		{id: "limiter", plots: 1, texts: []string{"naive: no limiter in this configuration", "heavy rejected"}},
+		{id: "limiter", plots: 1, texts: []string{"naive: no limiter in this configuration", "heavy in flight", "interactive queued"}},
+		{id: "rejections", plots: 1, texts: []string{"naive: no limiter in this configuration", "heavy rejected"}},
 	}, "nodes", "writer")
 	checkScreenshot(t, img)
 	// The story in the data the page draws: the isolated limiter turned
@@ -183,7 +184,7 @@ func TestStoryIncidentDrill(t *testing.T) {
 		{id: "db_time", plots: 1, texts: []string{"tenant 1 (dominant)"}},
 		{id: "writer", plots: 1, texts: []string{"acknowledged", "move_tenant (promote)"}},
 		{id: "nodes", plots: 1, texts: []string{"primary1", "primary2", "primary3", "move_tenant (promote)"}},
-	}, "limiter")
+	}, "limiter", "rejections")
 	checkScreenshot(t, img)
 	c := rep.Configurations[0]
 	var moved float64 = -1
@@ -248,6 +249,6 @@ func TestStoryHotShard(t *testing.T) {
 		{id: "latency", plots: 1, texts: []string{"solo", "before", "after", "isolate_tenant", "dedicate_worker"}},
 		{id: "writer", plots: 1, texts: []string{"acknowledged"}},
 		{id: "nodes", plots: 1, texts: []string{"worker1", "worker2", "skew limit", "dedicate_worker"}},
-	}, "limiter")
+	}, "limiter", "rejections")
 	checkScreenshot(t, img)
 }
