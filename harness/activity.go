@@ -267,5 +267,13 @@ func taggedOnly(config string, a *reports.Activity) reports.Assertion {
 		detail = fmt.Sprintf("%d active backends seen without a tenant tag (%.1f s of backend time, %.0f%% of all); queries: %s",
 			n, a.Untagged.Active, 100*a.Untagged.Share, strings.Join(a.UntaggedQueries, " | "))
 	}
-	return countAssert(AssertTaggedOnly, config, "", "", "<=", n, 0, detail)
+	as := countAssert(AssertTaggedOnly, config, "", "", "<=", n, 0, detail)
+	if n == 0 && !slices.ContainsFunc(a.Tenants, func(r reports.ActivityRow) bool { return r.ActiveSamples > 0 }) {
+		// Nothing seen is nothing checked, not a pass: a service that
+		// logs in as other roles than the configuration's shows none.
+		as.Skipped = true
+		as.Detail = fmt.Sprintf("no active backend of the roles seen in %d samples every %.0f ms: nothing to check; "+
+			"does the service log in with the configuration's DSNs (interactive_dsn, heavy_dsn)?", a.Samples, a.Interval)
+	}
+	return as
 }

@@ -193,6 +193,9 @@ func (r *runner) quietRows(rec *metrics.Recorder, shares map[string]*pools.Windo
 			m.Tenant, m.Class = 0, class
 			rows := r.rows([]metrics.Summary{m}, nil)
 			rows[0].Tenant = g.label
+			for i, v := range m.Spectrum {
+				rows[0].Percentiles = append(rows[0].Percentiles, reports.Percentile{P: metrics.SpectrumPercentiles[i], Ms: ms(v)})
+			}
 			share := 0.0
 			for id := 1; id <= r.pop.Len() && len(shares) > 0; id++ {
 				if w, ok := shares[r.key(id)]; ok && g.in(id) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -197,6 +199,46 @@ func TestExternalDatabaseKeepsUserData(t *testing.T) {
 		}
 		u.check(t)
 	})
+	t.Run("cleanup cannot log in", func(t *testing.T) {
+		// The DSN's password changes mid-run: the run cannot log in to
+		// remove what it created. It says so, naming what it left and
+		// that the next run removes it; the next run does.
+		cfg, err := pgx.ParseConfig(os.Getenv("NOISYSIM_TEST_USER_DSN"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs syncBuffer
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		var once sync.Once
+		var alterErr error
+		_, err = harness.Run(ctx, parse(t, onUserDB), harness.Options{Only: "isolated",
+			Logger: slog.New(slog.NewTextHandler(&logs, nil)), ProgressEvery: 50 * time.Millisecond,
+			Progress: func(p harness.Progress) {
+				if p.Phase == harness.PhaseRun {
+					once.Do(func() {
+						_, alterErr = u.admin.Exec(context.Background(), "ALTER ROLE "+pgx.Identifier{cfg.User}.Sanitize()+" PASSWORD 'changed mid-run'")
+					})
+				}
+			}})
+		if _, rerr := u.admin.Exec(context.Background(), "ALTER ROLE "+pgx.Identifier{cfg.User}.Sanitize()+" PASSWORD "+quote(cfg.Password)); rerr != nil {
+			t.Fatal(rerr)
+		}
+		if alterErr != nil {
+			t.Fatal(alterErr)
+		}
+		t.Logf("run: %v", err)
+		for _, want := range []string{"could not remove what the run created", "the next run against this database removes it",
+			`schema=noisysim`, "noisysim_isolated_interactive", "authentication failed"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("the log lacks %q:\n%s", want, logs.String())
+			}
+		}
+		if err := run(t, parse(t, onUserDB), harness.Options{Only: "naive"}); err != nil {
+			t.Fatal(err)
+		}
+		u.check(t)
+	})
 	t.Run("kept", func(t *testing.T) {
 		// --keep leaves the schema and roles for a look, and the report
 		// says what it left; the next run takes them over (they carry
@@ -334,4 +376,26 @@ func TestExternalCitusKeepsUserData(t *testing.T) {
 			t.Errorf("%s: left behind: %s", n.Name, left)
 		}
 	}
+}
+
+// quote is s as an SQL string literal.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// syncBuffer is a strings.Builder safe for a logger writing while the test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -74,7 +74,10 @@ func (r *runner) claim(ctx context.Context) (remove func(), err error) {
 		for _, n := range claimed {
 			err := withConn(ctx, n, func(conn *pgx.Conn) error { return footprint.Remove(ctx, conn, plan) })
 			if err != nil {
-				r.log.Error("remove what the run created", "node", n.Name, "schema", plan.Schema, "roles", plan.Roles, "err", err)
+				// What is left carries noisysim's mark and no live holder:
+				// the next run's claim removes it.
+				r.log.Error("could not remove what the run created: it stays until the next run against this database removes it",
+					"node", n.Name, "database", n.Database, "schema", plan.Schema, "roles", plan.Roles, "err", err)
 			}
 		}
 	}

@@ -56,6 +56,7 @@ func BenchmarkHTTPClientOverhead(b *testing.B) {
 	sc, err := scenario.Parse([]byte(fmt.Sprintf(`name: overhead
 seed: 1
 tenants: {count: 10}
+backend: {kind: external, primary_dsn: "postgres://app@127.0.0.1:1/app"}  # only parsed: no database is used
 service: {url: %q}
 configurations: [{name: c, mode: isolated}]
 classes:

@@ -75,7 +75,7 @@ func TestHTTPTargetOutcomes(t *testing.T) {
 		{"/ok/{tenant}", ""}, {"/busy/{tenant}", "http_429"}, {"/bad/{tenant}", "http_429"},
 		{"/fail/{tenant}", "http_5xx"}, {"/nope/{tenant}", "http_4xx"}, {"/slow/{tenant}", "http_timeout"},
 	}
-	yaml := "name: h\ntenants: {count: 8}\nservice: {url: \"" + srv.URL + "\"}\nconfigurations: [{name: c, mode: isolated}]\nclasses:\n"
+	yaml := "name: h\ntenants: {count: 8}\n" + externalBackend + "service: {url: \"" + srv.URL + "\"}\nconfigurations: [{name: c, mode: isolated}]\nclasses:\n"
 	for i, tc := range cases {
 		yaml += fmt.Sprintf("  - {name: c%d, isolation_class: interactive, rate: 1, http: {url: %q, headers: {X-Tenant: \"{tenant}\"}, timeout: 100ms}}\n", i, tc.path)
 	}
@@ -119,6 +119,10 @@ func TestHTTPTargetOutcomes(t *testing.T) {
 	}
 }
 
+// externalBackend is the backend a scenario with a service already
+// running (service.url) needs; these tests only parse it.
+const externalBackend = "backend: {kind: external, primary_dsn: \"postgres://app@127.0.0.1:1/app\"}\n"
+
 // TestHTTPTargetRetry: a client that retries 429s sends each failed
 // arrival again up to max times, fanout requests per attempt, and the
 // stats say how much the retries amplified the arrivals.
@@ -141,7 +145,7 @@ func TestHTTPTargetRetry(t *testing.T) {
 	defer srv.Close()
 	sc, err := scenario.Parse([]byte(`name: r
 tenants: {count: 3}
-service: {url: "`+srv.URL+`"}
+`+externalBackend+`service: {url: "`+srv.URL+`"}
 configurations: [{name: c, mode: isolated}]
 classes:
   - {name: a, isolation_class: interactive, rate: 1, http: {url: /flaky, retry: {on: ["429"], max: 3, backoff: 1ms, honour_retry_after: true}}}
@@ -206,5 +210,78 @@ classes:
 	}
 	if got := ht.url(&sc.Classes[2], workload.Op{Tenant: 2}); got != "http://b/2" {
 		t.Errorf("sticky urls tenant 2: %s", got)
+	}
+}
+
+// TestHTTPTargetHonourRetryAfter measures the two client models of the
+// retry storm against the same overload: a service that answers every
+// request 429 with Retry-After: 2 for its first two seconds, then serves. Ten
+// arrivals at once, three retries each. The client that ignores
+// Retry-After spends its retries inside the overload (10 ms backoff,
+// doubled) and fails every arrival with four requests each; the one that
+// honours it retries once, after the overload, and succeeds. Honouring
+// must send fewer requests and succeed more.
+func TestHTTPTargetHonourRetryAfter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: waits out a two-second overload in -short mode")
+	}
+	const arrivals = 10
+	measure := func(honour bool) (requests int64, amplification float64, ok int) {
+		var mu sync.Mutex
+		var start time.Time
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			if start.IsZero() {
+				start = time.Now()
+			}
+			overloaded := time.Since(start) < 2*time.Second
+			mu.Unlock()
+			if overloaded {
+				w.Header().Set("Retry-After", "2")
+				w.WriteHeader(http.StatusTooManyRequests)
+			}
+		}))
+		defer srv.Close()
+		sc, err := scenario.Parse([]byte(fmt.Sprintf(`name: storm
+tenants: {count: 3}
+%sservice: {url: %q}
+configurations: [{name: c, mode: isolated}]
+classes:
+  - {name: screen, isolation_class: interactive, rate: 1, http: {url: /s, retry: {on: ["429"], max: 3, backoff: 10ms, max_backoff: 5s, honour_retry_after: %v}}}
+`, externalBackend, srv.URL, honour)), "storm.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ht := newHTTPTarget(sc, []string{srv.URL}, func(workload.Op, string) string { return "" })
+		defer ht.close()
+		var wg sync.WaitGroup
+		var okMu sync.Mutex
+		for i := range arrivals {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := ht.do(context.Background(), &sc.Classes[0], workload.Op{Tenant: 1, Seq: int64(i)}); err == nil {
+					okMu.Lock()
+					ok++
+					okMu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		st := ht.stats()
+		return st.Requests, st.Amplification, ok
+	}
+	ignReq, ignAmp, ignOK := measure(false)
+	honReq, honAmp, honOK := measure(true)
+	t.Logf("ignoring Retry-After: %d requests for %d arrivals (amplification %.1fx), %d succeeded", ignReq, arrivals, ignAmp, ignOK)
+	t.Logf("honouring Retry-After: %d requests for %d arrivals (amplification %.1fx), %d succeeded", honReq, arrivals, honAmp, honOK)
+	if ignReq != 4*arrivals || ignOK != 0 {
+		t.Errorf("ignoring: %d requests, %d succeeded; want %d, 0 (every retry inside the overload)", ignReq, ignOK, 4*arrivals)
+	}
+	if honReq != 2*arrivals || honOK != arrivals {
+		t.Errorf("honouring: %d requests, %d succeeded; want %d, %d (one retry, after the overload)", honReq, honOK, 2*arrivals, arrivals)
+	}
+	if honReq >= ignReq {
+		t.Errorf("honouring Retry-After sent %d requests, ignoring it %d: want fewer", honReq, ignReq)
 	}
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,6 +32,11 @@ type step struct {
 	// leaves the class out).
 	specs []workload.ClassSpec
 }
+
+// preciseWait is the open loop's PreciseWait in a run: the last stretch
+// before each intended start is slept in the kernel, not on a Go timer
+// (BenchmarkReplayFidelity measures it).
+const preciseWait = workload.DefaultPreciseWait
 
 // buildTimeline lays out the phases one after the other, each with the
 // scenario's classes at its rate factors.
@@ -394,7 +400,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 				src = r.trace.wrap(c.Name, src)
 				rec = r.trace.results(c.Name, rec)
 			}
-			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log})
+			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log, PreciseWait: preciseWait})
 			tr.ex.endTxs() // a replayed log's transaction blocks left open
 		}
 		if rs != nil && err == nil {
@@ -460,6 +466,10 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 			lastRejected[class] = l.Stat().Total.Rejected()
 		}
 		var lastAcked, lastFailed int64
+		var lastDBTime []time.Duration // per pool, in st.Stat().Pools order (fixed for the stack's life)
+		for _, ps := range st.Stat().Pools {
+			lastDBTime = append(lastDBTime, ps.DBTime)
+		}
 		last := t0
 		for {
 			select {
@@ -477,9 +487,13 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 						Queued: int64(ls.Queued), Rejected: ls.Rejected() - lastRejected[class]})
 					lastRejected[class] = ls.Rejected()
 				}
-				for _, ps := range st.Stat().Pools {
-					pt.Pools = append(pt.Pools, reports.PoolPoint{Name: ps.Name, Node: ps.Addr, Standby: ps.Standby,
+				for i, ps := range st.Stat().Pools {
+					pt.Pools = append(pt.Pools, reports.PoolPoint{Name: ps.Name, Node: cmp.Or(ps.Node, ps.Addr), Standby: ps.Standby,
 						Borrowed: int64(ps.AcquiredConns), Max: int64(ps.MaxConns)})
+					if i < len(lastDBTime) {
+						pt.Pools[i].Busy = (ps.DBTime - lastDBTime[i]).Seconds() / now.Sub(last).Seconds()
+						lastDBTime[i] = ps.DBTime
+					}
 				}
 				if w != nil {
 					acked, failed := w.answered()

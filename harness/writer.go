@@ -2,7 +2,9 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/scenario"
@@ -53,16 +56,36 @@ type checkedWriter struct {
 // writerVerdict is the checker's counts.
 type writerVerdict struct {
 	Inserts, Updates, Errors int64
-	Lost, Duplicated, Stale  int64
-	Vanished                 int64
-	Longest                  time.Duration
-	node                     string
+	// LockRetries are statements that waited writerLockTimeout for a
+	// lock, failed and were run again (not errors).
+	LockRetries             int64
+	Lost, Duplicated, Stale int64
+	Vanished                int64
+	Longest                 time.Duration
+	node                    string
 }
 
 // writerPoolSize is the writer's connections per node: it writes one at a
 // time, a second lets a write start while the first one's connection is
 // being replaced.
 const writerPoolSize = 2
+
+// writerLockTimeout is the writer sessions' lock_timeout. A write that
+// waits longer for a lock fails with SQLSTATE 55P03 before it changes
+// anything and is run again, after writerRetryDelay, until it is answered:
+// the wait still counts in its time from its intended start (the write
+// pause), but the writer never sits in a lock queue for the whole of an
+// operation that takes its shard's lock (Citus blocks writes to a shard
+// at the end of a move or split, shard_transfer.c BlockWritesToShardList:
+// the shard's metadata lock in ExclusiveLock until the operation
+// commits), and the report says how often it had to wait (lock_retries).
+const (
+	writerLockTimeout = 250 * time.Millisecond
+	writerRetryDelay  = 20 * time.Millisecond
+)
+
+// lockNotAvailable is lock_timeout's SQLSTATE.
+const lockNotAvailable = "55P03"
 
 // newWriter opens the writer's pools for configuration c (its shared or
 // interactive role) and removes the checked rows an earlier
@@ -77,6 +100,7 @@ func (r *runner) newWriter(ctx context.Context, c *scenario.Configuration) (*che
 	role := roleName(c.Name, pool)
 	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}}, Logger: r.log}
 	for _, n := range r.dataNodes() {
+		n = writerNode(n)
 		dsn := n.DSNFor(role, r.passwords[role])
 		if r.sc.Citus() {
 			dsn = n.DSN() // the coordinator's user, as the configurations' stacks
@@ -103,6 +127,18 @@ func (r *runner) newWriter(ctx context.Context, c *scenario.Configuration) (*che
 	}
 	w.stack = s
 	return w, nil
+}
+
+// writerNode returns n with the writer sessions' settings: lock_timeout
+// writerLockTimeout.
+func writerNode(n backend.Node) backend.Node {
+	params := maps.Clone(n.Params)
+	if params == nil {
+		params = map[string]string{}
+	}
+	params["lock_timeout"] = strconv.FormatInt(writerLockTimeout.Milliseconds(), 10) + "ms"
+	n.Params = params
+	return n
 }
 
 // dataNodes are the nodes that hold the data set: every node of topology
@@ -207,7 +243,8 @@ func (w *checkedWriter) record(insert bool, id int64, val string, rows int64, er
 }
 
 // write runs one write; a write refused by a fenced node is retried after
-// the router refreshes (the application's side of a move).
+// the router refreshes (the application's side of a move), one that timed
+// out waiting for a lock after writerRetryDelay (see writerLockTimeout).
 func (w *checkedWriter) write(ctx context.Context, insert bool, id int64, val string) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		var res pools.Result
@@ -223,6 +260,16 @@ func (w *checkedWriter) write(ctx context.Context, insert bool, id int64, val st
 		if directory.IsFenced(err) && attempt < 5 && w.routing != nil {
 			_ = w.routing.Router.Refresh(ctx)
 			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == lockNotAvailable && ctx.Err() == nil {
+			// Nothing was written: the statement failed waiting.
+			w.mu.Lock()
+			w.v.LockRetries++
+			w.mu.Unlock()
+			if !sleepUntil(ctx, time.Now().Add(writerRetryDelay)) {
+				return 0, ctx.Err()
+			}
 			continue
 		}
 		return res.Rows, err
@@ -305,7 +352,7 @@ func (w *checkedWriter) report(v writerVerdict, tr *timelineRun) *reports.Writer
 	w.mu.Lock()
 	at := w.longAt
 	w.mu.Unlock()
-	wc := &reports.WriterCheck{Tenant: w.tenant, Rate: w.cfg.Rate, Inserts: v.Inserts, Updates: v.Updates, Errors: v.Errors,
+	wc := &reports.WriterCheck{Tenant: w.tenant, Rate: w.cfg.Rate, Inserts: v.Inserts, Updates: v.Updates, Errors: v.Errors, LockRetries: v.LockRetries,
 		Lost: v.Lost, Duplicated: v.Duplicated, Stale: v.Stale, Vanished: v.Vanished,
 		LongestWrite: ms(v.Longest), LongestWriteAt: at.Seconds(), Node: v.node}
 	for _, win := range tr.windows {
@@ -331,7 +378,7 @@ func (r *runner) writerAssertions(config string, wc *reports.WriterCheck) []repo
 	if maxPause := a.WritePause.Max.Duration(); maxPause > 0 {
 		out = append(out, reports.Assertion{Name: AssertWritePause, Configuration: config, Tenant: wc.Tenant,
 			Observed: wc.LongestWrite, Limit: ms(maxPause), Unit: "ms", Op: "<=", Passed: wc.LongestWrite <= ms(maxPause),
-			Detail: fmt.Sprintf("longest write, from its intended start to its answer, at %.2f s in %s", wc.LongestWriteAt, wc.LongestWriteWindow)})
+			Detail: fmt.Sprintf("longest write, from its intended start to its answer, at %.2f s in %s; %d lock waits of %v retried", wc.LongestWriteAt, wc.LongestWriteWindow, wc.LockRetries, writerLockTimeout)})
 	}
 	return out
 }

@@ -1,12 +1,17 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/pools"
 )
@@ -160,4 +165,63 @@ func TestPromoteCheck(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWriterLockRetry: a write that waits for a lock longer than the
+// writer's lock_timeout is run again until answered, counted as a lock
+// retry and not an error, its time covering the whole wait.
+func TestWriterLockRetry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: starts PostgreSQL (-short)")
+	}
+	c := localtest.Start(t, backend.Spec{})
+	n, _ := backend.First(c, backend.RolePrimary)
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, `CREATE TABLE orders (tenant_id bigint, id bigint, created_at timestamptz, amount numeric,
+		status text, customer text, note text, PRIMARY KEY (tenant_id, id))`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pools.New(ctx, pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}},
+		Pools: []pools.PoolConfig{{Name: "writer", DSN: writerNode(n).DSN(), Size: writerPoolSize}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	w := &checkedWriter{cfg: scenario.Writer{Tenant: 1}, tenant: "1", stack: st, acked: map[int64]string{}, possible: map[int64][]string{}}
+
+	const hold = 1200 * time.Millisecond
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE orders IN EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(hold)
+		tx.Commit(context.Background())
+	}()
+	t0 := time.Now()
+	rows, err := w.write(ctx, true, -1, "w0")
+	took := time.Since(t0)
+	<-released
+	if err != nil || rows != 1 {
+		t.Fatalf("write: %d rows, %v; want 1 row, no error", rows, err)
+	}
+	if took < hold {
+		t.Errorf("write answered after %v, before the lock was released (%v)", took, hold)
+	}
+	if min := int64(hold / (writerLockTimeout + writerRetryDelay)); w.v.LockRetries < min-1 || w.v.LockRetries > min+1 {
+		t.Errorf("%d lock retries over a %v wait, want about %d", w.v.LockRetries, hold, min)
+	}
+	if w.v.Errors != 0 {
+		t.Errorf("%d errors counted for lock waits", w.v.Errors)
+	}
 }

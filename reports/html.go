@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -157,6 +158,14 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 	plt := plot.New()
 	plt.Title.Text = p.Configuration
 	plt.X.Label.Text = "time (s)"
+	xOf := func(x float64) float64 { return x }
+	if f.PercentileX {
+		plt.X.Label.Text = "percentile"
+		plt.X.Scale = plot.LogScale{}
+		plt.X.Tick.Marker = percentileTicks{}
+		plt.X.Min, plt.X.Max = 1, percentileX(99.995) // room for the 99.99% label
+		xOf = percentileX
+	}
 	plt.Y.Label.Text = f.YLabel
 	plt.Y.Min, plt.Y.Max = ymin, ymax
 	if f.LogY {
@@ -164,15 +173,16 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 		plt.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
 	plt.Add(plotter.NewGrid())
-	bands := &phaseBands{spans: p.Phases, marks: p.Actions}
-	plt.Add(bands)
+	if !f.PercentileX {
+		plt.Add(&phaseBands{spans: p.Phases, marks: p.Actions})
+	}
 	for i, l := range p.Lines {
 		xys := make(plotter.XYs, 0, len(l.Points))
 		for _, pt := range l.Points {
 			if f.LogY && pt[1] <= 0 {
 				continue // no point for an empty second on a log scale
 			}
-			xys = append(xys, plotter.XY{X: pt[0], Y: pt[1]})
+			xys = append(xys, plotter.XY{X: xOf(pt[0]), Y: pt[1]})
 		}
 		if len(xys) == 0 {
 			continue
@@ -193,9 +203,11 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 		}
 		plt.Add(ln)
 	}
-	plt.X.Min = 0
-	for _, s := range p.Phases {
-		plt.X.Max = max(plt.X.Max, s.To)
+	if !f.PercentileX {
+		plt.X.Min = 0
+		for _, s := range p.Phases {
+			plt.X.Max = max(plt.X.Max, s.To)
+		}
 	}
 	var buf bytes.Buffer
 	wt, err := plt.WriterTo(panelWidth, panelHeight, "svg")
@@ -217,14 +229,14 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 func lineColor(f figure, i int) color.Color { return palette[(i/lineGroup(f))%len(palette)] }
 
 // lineGroup is how many consecutive lines of a figure share a colour: a
-// p99 and its p50 on the latency figure, a class's three lines on the
+// p99 and its p50 on the latency figure, a class's two lines on the
 // limiter's.
 func lineGroup(f figure) int {
 	switch f.ID {
 	case "latency":
 		return 2
 	case "limiter":
-		return 3
+		return 2
 	}
 	return 1
 }
@@ -242,7 +254,8 @@ var palette = []color.Color{
 
 // phaseBands is a plot.Plotter that shades the timeline's phases
 // (measured ones darker) with their names along the top, and marks each
-// action with a vertical line and its label.
+// action with a vertical line and its label, its run (start to end)
+// shaded light red.
 type phaseBands struct {
 	spans []span
 	marks []mark
@@ -280,7 +293,31 @@ func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
 		if x < c.Min.X || x > c.Max.X {
 			continue
 		}
+		if m.Took > 0 {
+			// The action's run, shaded from its start to its end.
+			x1 := min(trX(m.At+m.Took), c.Max.X)
+			c.FillPolygon(color.NRGBA{R: 0xd0, G: 0x30, B: 0x30, A: 0x28},
+				c.ClipPolygonXY([]vg.Point{{X: x, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x, Y: c.Max.Y}}))
+		}
 		c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
 		c.FillText(asty, vg.Point{X: x - 1, Y: c.Max.Y - 20}, m.Label)
 	}
+}
+
+// percentileX places percentile p (0..100) on HdrHistogram's percentile
+// axis: 1 / (1 - p/100), so that 90, 99, 99.9 and 99.99 are evenly
+// spaced on a log scale.
+func percentileX(p float64) float64 { return 1 / (1 - p/100) }
+
+// percentileTicks labels the percentile axis at 0, 90, 99, 99.9 and 99.99.
+type percentileTicks struct{}
+
+func (percentileTicks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for _, p := range []float64{0, 50, 90, 99, 99.9, 99.99} {
+		if x := percentileX(p); x >= lo && x <= hi {
+			out = append(out, plot.Tick{Value: x, Label: strconv.FormatFloat(p, 'g', -1, 64) + "%"})
+		}
+	}
+	return out
 }

@@ -53,6 +53,21 @@ func seriesReport() *Report {
 			}
 			c.Series = append(c.Series, pt)
 		}
+		// A percentile plot per merged quiet row: p50 at the row's p50,
+		// p99 at its p99; naive's noisy phase 20 × its solo tail.
+		spectrum := func(t TenantRow, tail float64) []Percentile {
+			return []Percentile{{P: 0, Ms: t.P50 / 4}, {P: 50, Ms: t.P50}, {P: 90, Ms: (t.P50 + t.P99) / 2}, {P: 99, Ms: t.P99 * tail}, {P: 99.9, Ms: t.Max * tail}}
+		}
+		for i := range c.QuietAll {
+			tail := 1.0
+			if c.Name == "naive" {
+				tail = 20
+			}
+			c.QuietAll[i].Percentiles = spectrum(c.QuietAll[i], tail)
+		}
+		for i := range c.SoloQuietAll {
+			c.SoloQuietAll[i].Percentiles = spectrum(c.SoloQuietAll[i], 1)
+		}
 		if c.Name == "isolated" {
 			c.Actions = []ActionResult{{Phase: "run", Type: "isolate_tenant", At: 6.5, Took: 0.4, FiredBy: "share_over",
 				Before: map[string]float64{"share": 0.6}, After: map[string]float64{"share": 0.2}}}
@@ -64,8 +79,13 @@ func seriesReport() *Report {
 // TestFigures pins the data behind each plot of report.html (not the SVG
 // bytes): testdata/figures.json.golden.
 func TestFigures(t *testing.T) {
+	golden(t, "figures.txt", []byte(dumpFigures(figures(seriesReport()))))
+}
+
+// dumpFigures writes the data behind figs as text, one line per series.
+func dumpFigures(figs []figure) string {
 	var b strings.Builder
-	for _, f := range figures(seriesReport()) {
+	for _, f := range figs {
 		fmt.Fprintf(&b, "figure %s %q y=%q log=%v\n", f.ID, f.Title, f.YLabel, f.LogY)
 		for _, p := range f.Panels {
 			fmt.Fprintf(&b, "  panel %s empty=%q\n", p.Configuration, p.Empty)
@@ -73,7 +93,7 @@ func TestFigures(t *testing.T) {
 				fmt.Fprintf(&b, "    phase %s %g..%g measured=%v\n", s.Name, s.From, s.To, s.Measured)
 			}
 			for _, m := range p.Actions {
-				fmt.Fprintf(&b, "    action %q at %g\n", m.Label, m.At)
+				fmt.Fprintf(&b, "    action %q at %g took %g\n", m.Label, m.At, m.Took)
 			}
 			for _, l := range p.Lines {
 				fmt.Fprintf(&b, "    line %q dashed=%v dotted=%v:", l.Label, l.Dashed, l.Dotted)
@@ -84,7 +104,55 @@ func TestFigures(t *testing.T) {
 			}
 		}
 	}
-	golden(t, "figures.txt", []byte(b.String()))
+	return b.String()
+}
+
+// TestNodesFigure pins the load-per-node figure's data: connections in
+// use per node on directory shards (a move from primary1 to primary3),
+// and on Citus each worker's load per phase with the skew limit
+// (testdata/nodes.txt.golden).
+func TestNodesFigure(t *testing.T) {
+	shards := seriesReport()
+	shards.Configurations = shards.Configurations[:1]
+	shards.Assertions = nil
+	c := &shards.Configurations[0]
+	c.Name = "sharded"
+	for i := range c.Series {
+		on := "primary1"
+		if c.Series[i].At > 6.5 {
+			on = "primary3"
+		}
+		c.Series[i].Pools = []PoolPoint{{Name: "shared", Node: "primary1", Borrowed: 1, Max: 4, Busy: 0.5}, {Name: "shared", Node: "primary2", Borrowed: 1, Max: 4, Busy: 0.25},
+			{Name: "shared", Node: "primary3", Max: 4}}
+		for j := range c.Series[i].Pools {
+			if pl := &c.Series[i].Pools[j]; pl.Node == on && c.Series[i].At > 5 {
+				pl.Borrowed, pl.Busy = 4, 3.5
+			}
+		}
+	}
+	c.Actions = []ActionResult{{Phase: "run", Type: "move_tenant", At: 6.5, Took: 0.8, FiredBy: "promote"}}
+
+	citus := seriesReport()
+	citus.Configurations = citus.Configurations[:1]
+	c = &citus.Configurations[0]
+	c.Name = "citus"
+	citus.Assertions = []Assertion{{Name: "skew", Configuration: "citus", Window: "run", Observed: 1.2, Op: "<=", Limit: 1.5, Passed: true}}
+	c.Windows[1].Workers, c.Windows[1].Skew = map[string]float64{"worker1": 0.2, "worker2": 0.25, "worker3": 0.2}, 1.25
+	c.Windows[2].Workers, c.Windows[2].Skew = map[string]float64{"worker1": 0.9, "worker2": 0.25, "worker3": 0.2}, 3.6
+
+	single := seriesReport()
+	var figs []figure
+	for _, r := range []*Report{shards, citus, single} {
+		for _, f := range figures(r) {
+			if f.ID == "nodes" {
+				figs = append(figs, f)
+			}
+		}
+	}
+	if len(figs) != 2 {
+		t.Fatalf("%d nodes figures, want 2 (shards, citus; none on one node)", len(figs))
+	}
+	golden(t, "nodes.txt", []byte(dumpFigures(figs)))
 }
 
 func TestFiguresLeaveOutWhatNoConfigurationHas(t *testing.T) {
@@ -114,14 +182,15 @@ func TestWriteHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := buf.String()
-	for _, id := range []string{"fig-latency", "fig-db_time", "fig-limiter", "fig-writer", "assertions", "identity"} {
+	for _, id := range []string{"fig-latency", "fig-distribution", "fig-db_time", "fig-limiter", "fig-rejections", "fig-writer", "assertions", "identity"} {
 		if !strings.Contains(page, `id="`+id+`"`) {
 			t.Errorf("page has no element %s", id)
 		}
 	}
-	// 4 figures × 2 configurations, of which naive has no limiter and no writer.
-	if got := strings.Count(page, "<svg"); got != 6 {
-		t.Errorf("page has %d svg elements, want 6", got)
+	// 5 figures × 2 configurations, of which naive has no limiter (2
+	// figures) and no writer, and the distribution's 2 classes.
+	if got := strings.Count(page, "<svg"); got != 9 {
+		t.Errorf("page has %d svg elements, want 9", got)
 	}
 	if !strings.Contains(page, "naive: no limiter in this configuration") {
 		t.Errorf("naive's limiter panel does not say it has no limiter")

@@ -13,12 +13,16 @@ import (
 // apart from the SVG that draws it.
 type figure struct {
 	// ID names the figure in the page (its element id): latency,
-	// db_time, limiter, writer.
+	// distribution, db_time, limiter, rejections, writer, nodes.
 	ID    string `json:"id"`
 	Title string `json:"title"`
 	// YLabel is the y axis's label with its unit; LogY a log scale.
 	YLabel string `json:"y_label"`
 	LogY   bool   `json:"log_y,omitempty"`
+	// PercentileX: the x values are percentiles (0..100), drawn on
+	// HdrHistogram's percentile axis (1 / (1 - p), log scale); otherwise
+	// x is seconds from the timeline's start.
+	PercentileX bool `json:"percentile_x,omitempty"`
 	// Panels are the configurations', in run order.
 	Panels []panel `json:"panels"`
 }
@@ -53,9 +57,11 @@ type span struct {
 	Measured bool    `json:"measured"`
 }
 
+// mark is an action: where it started and how long it ran, in seconds.
 type mark struct {
 	Label string  `json:"label"`
 	At    float64 `json:"at_s"`
+	Took  float64 `json:"took_s,omitempty"`
 }
 
 // topSeriesTenants is how many tenants the DB-time figure draws: those
@@ -71,12 +77,19 @@ func figures(r *Report) []figure {
 	figs := []figure{
 		{ID: "latency", Title: "Latency per second: quiet tenants (all) and the dominant tenant", YLabel: "latency (ms)", LogY: true},
 		{ID: "db_time", Title: fmt.Sprintf("DB-time share per second of the top %d tenants", topSeriesTenants), YLabel: "share of DB time"},
-		{ID: "limiter", Title: "Limiter per class: in flight and queued at each second, rejected in the second", YLabel: "requests"},
+		{ID: "limiter", Title: "Limiter per class: in flight and queued at each second", YLabel: "requests"},
+		{ID: "rejections", Title: "Limiter per class: requests rejected in each second", YLabel: "rejected per second"},
 		{ID: "writer", Title: "Checked writer: writes acknowledged and failed per second", YLabel: "writes per second"},
+		nodesFigure(r),
 	}
-	builders := []func(*Report, Configuration) panel{latencyPanel, dbTimePanel, limiterPanel, writerPanel}
+	builders := []func(*Report, Configuration) panel{latencyPanel, dbTimePanel, limiterPanel, rejectionsPanel, writerPanel, nodesPanel}
 	var out []figure
 	for i := range figs {
+		if i == 1 {
+			if d := distributionFigure(r); len(d.Panels) > 0 {
+				out = append(out, d)
+			}
+		}
 		any := false
 		for _, c := range r.Configurations {
 			p := builders[i](r, c)
@@ -112,7 +125,7 @@ func actionMarks(c Configuration) []mark {
 		if a.Error != "" {
 			l += " failed"
 		}
-		out = append(out, mark{Label: l, At: a.At})
+		out = append(out, mark{Label: l, At: a.At, Took: a.Took})
 	}
 	return out
 }
@@ -201,8 +214,15 @@ func dbTimePanel(r *Report, c Configuration) panel {
 }
 
 // limiterPanel draws each limited class's in-flight and queued requests
-// at each point and its rejections in the second.
-func limiterPanel(r *Report, c Configuration) panel {
+// at each point.
+func limiterPanel(r *Report, c Configuration) panel { return limiterLines(c, false) }
+
+// rejectionsPanel draws each limited class's rejections in each second,
+// apart from limiterPanel: hundreds per second would flatten a handful in
+// flight.
+func rejectionsPanel(r *Report, c Configuration) panel { return limiterLines(c, true) }
+
+func limiterLines(c Configuration, rejections bool) panel {
 	classes := map[string]bool{}
 	for _, pt := range c.Series {
 		for _, l := range pt.Limiters {
@@ -213,7 +233,7 @@ func limiterPanel(r *Report, c Configuration) panel {
 	for _, class := range slices.Sorted(maps.Keys(classes)) {
 		in := line{Label: class + " in flight"}
 		q := line{Label: class + " queued", Dashed: true}
-		rej := line{Label: class + " rejected", Dotted: true}
+		rej := line{Label: class + " rejected"}
 		for _, pt := range c.Series {
 			for _, l := range pt.Limiters {
 				if l.Class == class {
@@ -223,7 +243,11 @@ func limiterPanel(r *Report, c Configuration) panel {
 				}
 			}
 		}
-		p.Lines = append(p.Lines, in, q, rej)
+		if rejections {
+			p.Lines = append(p.Lines, rej)
+		} else {
+			p.Lines = append(p.Lines, in, q)
+		}
 	}
 	if len(p.Lines) == 0 {
 		p.Empty = "no limiter in this configuration"
@@ -249,4 +273,167 @@ func writerPanel(r *Report, c Configuration) panel {
 	}
 	p.Lines = []line{ack, fail}
 	return p
+}
+
+// nodesFigure is the load per node: on topology citus each worker's load
+// in each phase (Window.Workers), else the connections in use per node
+// (Series.Pools) where the pools reach two nodes or more.
+func nodesFigure(r *Report) figure {
+	for _, c := range r.Configurations {
+		for _, w := range c.Windows {
+			if len(w.Workers) > 0 {
+				return figure{ID: "nodes", Title: "Load per Citus worker in each phase (DB time through the shard placements), with the skew limit",
+					YLabel: "mean busy backends"}
+			}
+		}
+	}
+	for _, c := range r.Configurations {
+		for _, pt := range c.Series {
+			for _, pl := range pt.Pools {
+				if pl.Busy > 0 {
+					return figure{ID: "nodes", Title: "Load per node: DB time per second of the calls each node ran", YLabel: "mean busy connections"}
+				}
+			}
+		}
+	}
+	return figure{ID: "nodes", Title: "Load per node: connections in use at each second", YLabel: "connections in use"}
+}
+
+// nodesPanel draws the load per node (see nodesFigure). On topology citus
+// each worker's load is a step over each phase, and the skew limit (the
+// skew assertion's max × the median load of the workers that take shards,
+// Window.Skew = max / median) a dashed step; elsewhere each node's load in
+// each second summed over its pools, a replica's apart: its mean busy
+// connections (PoolPoint.Busy), or in a report without them the
+// connections borrowed at the second's end. A single node has no panel.
+func nodesPanel(r *Report, c Configuration) panel {
+	var p panel
+	workers := map[string]bool{}
+	for _, w := range c.Windows {
+		for k := range w.Workers {
+			workers[k] = true
+		}
+	}
+	if len(workers) > 0 {
+		limit := 0.0
+		for _, a := range r.Assertions {
+			if a.Configuration == c.Name && a.Name == "skew" && a.Limit > 0 {
+				limit = a.Limit
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(workers)) {
+			l := line{Label: k}
+			for _, w := range c.Windows {
+				if v, ok := w.Workers[k]; ok {
+					l.Points = append(l.Points, [2]float64{w.Start, v}, [2]float64{w.End, v})
+				}
+			}
+			p.Lines = append(p.Lines, l)
+		}
+		if limit > 0 {
+			sk := line{Label: fmt.Sprintf("skew limit (%g × median)", limit), Dashed: true}
+			for _, w := range c.Windows {
+				top := 0.0
+				for _, v := range w.Workers {
+					top = max(top, v)
+				}
+				if w.Skew > 0 && w.Skew < 1e300 && top > 0 {
+					y := top / w.Skew * limit
+					sk.Points = append(sk.Points, [2]float64{w.Start, y}, [2]float64{w.End, y})
+				}
+			}
+			if len(sk.Points) > 0 {
+				p.Lines = append(p.Lines, sk)
+			}
+		}
+		return p
+	}
+	nodes := map[string]bool{}
+	name := func(pl PoolPoint) string {
+		if pl.Standby {
+			return pl.Node + " (replica)"
+		}
+		return pl.Node
+	}
+	for _, pt := range c.Series {
+		for _, pl := range pt.Pools {
+			nodes[name(pl)] = true
+		}
+	}
+	if len(nodes) < 2 {
+		p.Empty = "one node"
+		return p
+	}
+	busy := nodesFigure(r).YLabel == "mean busy connections"
+	for _, n := range slices.Sorted(maps.Keys(nodes)) {
+		l := line{Label: n}
+		for _, pt := range c.Series {
+			sum, seen := 0.0, false
+			for _, pl := range pt.Pools {
+				if name(pl) == n {
+					v := float64(pl.Borrowed)
+					if busy {
+						v = pl.Busy
+					}
+					sum += v
+					seen = true
+				}
+			}
+			if seen {
+				l.Points = append(l.Points, [2]float64{pt.At, sum})
+			}
+		}
+		p.Lines = append(p.Lines, l)
+	}
+	return p
+}
+
+// distributionFigure is the quiet tenants' (all) response-time
+// distribution, a panel per class: the solo baseline of the first
+// configuration and each configuration's quiet_p99 window (QuietAll) on
+// one chart, percentile against latency (TenantRow.Percentiles). No panel
+// without percentiles.
+func distributionFigure(r *Report) figure {
+	f := figure{ID: "distribution", Title: "Latency distribution of the quiet tenants (all): solo and each configuration",
+		YLabel: "latency (ms)", LogY: true, PercentileX: true}
+	if len(r.Configurations) == 0 {
+		return f
+	}
+	rowOf := func(rows []TenantRow, class string) []Percentile {
+		for _, t := range rows {
+			if t.Class == class {
+				return t.Percentiles
+			}
+		}
+		return nil
+	}
+	classes := map[string]bool{}
+	for _, c := range r.Configurations {
+		for _, t := range append(slices.Clone(c.QuietAll), c.SoloQuietAll...) {
+			if len(t.Percentiles) > 0 {
+				classes[t.Class] = true
+			}
+		}
+	}
+	toLine := func(label string, ps []Percentile) line {
+		l := line{Label: label}
+		for _, q := range ps {
+			l.Points = append(l.Points, [2]float64{q.P, q.Ms})
+		}
+		return l
+	}
+	for _, class := range slices.Sorted(maps.Keys(classes)) {
+		p := panel{Configuration: QuietAll + " " + class}
+		first := r.Configurations[0]
+		if ps := rowOf(first.SoloQuietAll, class); len(ps) > 0 {
+			p.Lines = append(p.Lines, toLine("solo ("+first.Name+")", ps))
+		}
+		for _, c := range r.Configurations {
+			if ps := rowOf(c.QuietAll, class); len(ps) > 0 {
+				p.Lines = append(p.Lines, toLine(c.Name, ps))
+			}
+		}
+		f.Panels = append(f.Panels, p)
+	}
+	return f
 }

@@ -319,6 +319,17 @@ type TenantRow struct {
 	DBTime float64 `json:"db_time_ms,omitempty"`
 	// DBTimeShare is the tenant's share of all database time, 0..1.
 	DBTimeShare float64 `json:"db_time_share"`
+	// Percentiles are the response time's distribution (a percentile
+	// plot), on the merged quiet rows only (QuietAll, SoloQuietAll and
+	// Window.QuietAll).
+	Percentiles []Percentile `json:"percentiles,omitempty"`
+}
+
+// Percentile is one point of a distribution: the response time in ms at
+// percentile P (0..100).
+type Percentile struct {
+	P  float64 `json:"p"`
+	Ms float64 `json:"ms"`
 }
 
 // RunStats are the counters of one configuration's noisy phase.
@@ -381,6 +392,9 @@ type WriterCheck struct {
 	Inserts int64 `json:"inserts"`
 	Updates int64 `json:"updates"`
 	Errors  int64 `json:"errors"`
+	// LockRetries are writes run again after waiting their lock_timeout
+	// for a lock (nothing written; the wait counts in LongestWrite).
+	LockRetries int64 `json:"lock_retries,omitempty"`
 	// Lost are acknowledged rows missing at the tenant's node, Duplicated
 	// rows present more than once, Stale rows whose value is neither the
 	// last acknowledged one nor a later unanswered one, Vanished
@@ -431,12 +445,17 @@ type WriterPoint struct {
 // PoolPoint is one pool in a Point.
 type PoolPoint struct {
 	Name string `json:"name"`
-	// Node is the pool's server address; Standby says it is a replica.
+	// Node is the shard node's name for a pool of topology shards
+	// (primary1…), else the pool's server address; Standby says it is a
+	// replica.
 	Node    string `json:"node"`
 	Standby bool   `json:"standby,omitempty"`
 	// Borrowed and Max are the connections in use and the pool's size.
 	Borrowed int64 `json:"borrowed"`
 	Max      int64 `json:"max"`
+	// Busy is the DB time of the calls the pool ran that ended in the
+	// second, per second: the mean connections busy, the node's load.
+	Busy float64 `json:"busy,omitempty"`
 }
 
 // LimiterPoint is one class's limiter in a Point.
@@ -563,6 +582,13 @@ func (r *Report) Validate() error {
 		finite(p+".service_p99_ms", t.ServiceP99)
 		finite(p+".db_time_ms", t.DBTime)
 		share(p+".db_time_share", t.DBTimeShare)
+		for i, q := range t.Percentiles {
+			finite(fmt.Sprintf("%s.percentiles[%d].p", p, i), q.P)
+			finite(fmt.Sprintf("%s.percentiles[%d].ms", p, i), q.Ms)
+			if q.P < 0 || q.P >= 100 {
+				bad(fmt.Sprintf("%s.percentiles[%d].p", p, i), "percentile %g outside 0..100 (100 excluded)", q.P)
+			}
+		}
 	}
 	rows := func(prefix string, rs []TenantRow) {
 		for i, t := range rs {
@@ -687,6 +713,7 @@ func (r *Report) Validate() error {
 			}
 			for k, pl := range pt.Pools {
 				nonNegative(fmt.Sprintf("%s.pools[%d].borrowed", q, k), pl.Borrowed)
+				finite(fmt.Sprintf("%s.pools[%d].busy", q, k), pl.Busy)
 			}
 			if w := pt.Writer; w != nil {
 				nonNegative(q+".writer.acked", w.Acked)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,10 @@ const (
 	// DefaultDrain is how long a run waits for in-flight ops after the
 	// schedule ends when the config's Drain is 0.
 	DefaultDrain = 10 * time.Second
+	// DefaultPreciseWait is the PreciseWait a caller on the real clock
+	// should set: 2 ms, twice the 1 ms to which the Go runtime rounds a
+	// timer's sleep on Linux (its epoll wait takes whole milliseconds).
+	DefaultPreciseWait = 2 * time.Millisecond
 )
 
 // OpenLoopConfig tunes RunOpenLoop. The zero value is usable.
@@ -93,6 +98,17 @@ type OpenLoopConfig struct {
 	// Logger receives debug events and a warning at the first drop. nil
 	// means silent.
 	Logger *slog.Logger
+	// PreciseWait is the last stretch before an op's intended start that
+	// the dispatcher sleeps in the kernel (nanosleep, to within tens of
+	// µs) instead of on a Go timer: an idle Go program's timers wake in
+	// whole milliseconds on Linux (the runtime's epoll wait), so a timer
+	// alone starts ops up to 1 ms late at any rate. The dispatcher's
+	// thread is blocked for that stretch (its P handed to other
+	// goroutines); ctx is checked when it ends. 0 means Go timers only,
+	// as under testing/synctest, whose fake clock a kernel sleep would
+	// not advance; DefaultPreciseWait is the value for the real clock.
+	// Negative is invalid.
+	PreciseWait time.Duration
 }
 
 // RunStats counts what happened to a schedule's ops.
@@ -281,7 +297,7 @@ func (e *openLoop) dispatch(ctx context.Context, src Source) (cancelled bool, or
 		prev = op.At
 		e.stats.Scheduled++
 		intended := e.stats.Start.Add(op.At)
-		if wait := time.Until(intended); wait > 0 {
+		if wait := time.Until(intended) - e.cfg.PreciseWait; wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
@@ -289,13 +305,17 @@ func (e *openLoop) dispatch(ctx context.Context, src Source) (cancelled bool, or
 				unissued()
 				return true, nil
 			}
-		} else {
-			select {
-			case <-done:
-				unissued()
-				return true, nil
-			default:
+		}
+		if e.cfg.PreciseWait > 0 {
+			if wait := time.Until(intended); wait > 0 {
+				preciseSleep(wait)
 			}
+		}
+		select {
+		case <-done:
+			unissued()
+			return true, nil
+		default:
 		}
 		e.issue(op, intended, time.Now())
 	}
@@ -330,6 +350,9 @@ func (e *openLoop) issue(op Op, intended, now time.Time) {
 		defer e.wg.Done()
 		e.execute(f)
 	}()
+	// The op's goroutine is next on this P: let it call the executor
+	// before the dispatcher reads the next op from its source.
+	runtime.Gosched()
 }
 
 // drain waits for the ops in flight until the schedule's end (or the last
@@ -363,6 +386,9 @@ func (cfg OpenLoopConfig) validate(exec Executor) error {
 	}
 	if cfg.MaxInFlight < 0 {
 		errs = append(errs, fieldErr("MaxInFlight", cfg.MaxInFlight, "must be ≥ 0 (0 means %d)", DefaultMaxInFlight))
+	}
+	if cfg.PreciseWait < 0 {
+		errs = append(errs, fieldErr("PreciseWait", cfg.PreciseWait, "must be ≥ 0 (0 means Go timers only)"))
 	}
 	return errors.Join(errs...)
 }

@@ -343,6 +343,8 @@ func TestOpenLoopEveryOpOnce(t *testing.T) {
 		{Workers: 4},
 		{Workers: 2, MaxInFlight: 8},
 		{MaxInFlight: 8, Drain: -1},
+		{PreciseWait: workload.DefaultPreciseWait},
+		{PreciseWait: workload.DefaultPreciseWait, Workers: 4},
 	} {
 		var rec results
 		var n atomic.Int64
@@ -372,6 +374,9 @@ func TestOpenLoopEveryOpOnce(t *testing.T) {
 			if r.Latency() < r.Service() || r.Service() < 0 {
 				t.Errorf("%+v: op %d latency %v < service %v", cfg, i, r.Latency(), r.Service())
 			}
+			if !r.Start.IsZero() && r.Start.Before(r.Intended) {
+				t.Errorf("%+v: op %d started %v before its intended start", cfg, i, r.Intended.Sub(r.Start))
+			}
 		}
 		if stats.Issued+stats.Dropped+stats.Unissued != stats.Scheduled || stats.Completed+stats.Incomplete != stats.Issued || stats.Errors != errs {
 			t.Errorf("%+v: stats do not add up: %+v (errors seen %d)", cfg, stats, errs)
@@ -393,6 +398,7 @@ func TestOpenLoopInvalid(t *testing.T) {
 		{"nil executor", every(1, 0), nil, workload.OpenLoopConfig{}, []string{"Executor"}},
 		{"negative workers", every(1, 0), noop, workload.OpenLoopConfig{Workers: -1}, []string{"Workers"}},
 		{"negative max in flight", every(1, 0), noop, workload.OpenLoopConfig{MaxInFlight: -1}, []string{"MaxInFlight"}},
+		{"negative precise wait", every(1, 0), noop, workload.OpenLoopConfig{PreciseWait: -1}, []string{"PreciseWait"}},
 		{"unsorted", unsorted, noop, workload.OpenLoopConfig{}, []string{"Ops[2].At"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -201,3 +201,26 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestRunExternalWrongPassword: a scenario whose external DSN has a wrong
+// password says what the server said (authentication failed), not that
+// the server is unreachable, shows no password, and exits 2.
+func TestRunExternalWrongPassword(t *testing.T) {
+	needPostgres(t)
+	c := localtest.Start(t, backend.Spec{})
+	primary, _ := backend.First(c, backend.RolePrimary)
+	primary.Password = "s3cret-never-shown"
+	file := filepath.Join(t.TempDir(), "external.yaml")
+	if err := os.WriteFile(file, []byte(externalScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NOISYSIM_TEST_USER_DSN", primary.DSN())
+	var out, errOut bytes.Buffer
+	code := realMain([]string{"run", "--no-progress", file}, &out, &errOut)
+	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+	last := lines[len(lines)-1]
+	if code != exitUsage || !strings.Contains(last, "authentication failed") || strings.Contains(errOut.String(), "unreachable") ||
+		strings.Contains(errOut.String(), primary.Password) {
+		t.Errorf("exit %d, last line on stderr %q; want 2 and \"authentication failed\", no \"unreachable\", no password:\n%s", code, last, errOut.String())
+	}
+}

@@ -54,27 +54,13 @@ func TestReportHTMLInBrowser(t *testing.T) {
 		t.Errorf("the terminal does not name %s:\n%s", page, stdout.String())
 	}
 
-	// The DOM as Chromium built it.
-	profile := filepath.Join(dir, "chromium")
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--user-data-dir=" + profile}
-	dom, err := exec.Command(browser, append(args, "--dump-dom", "file://"+page)...).Output()
-	if err != nil {
-		t.Fatalf("chromium --dump-dom: %v", err)
-	}
-	figs := regexp.MustCompile(`id="fig-([a-z_]+)"`).FindAllStringSubmatchIndex(string(dom), -1)
-	got := map[string]string{}
-	for i, m := range figs {
-		end := len(dom)
-		if i+1 < len(figs) {
-			end = figs[i+1][0]
-		}
-		got[string(dom[m[2]:m[3]])] = string(dom[m[0]:end])
-	}
+	dom, img := browse(t, browser, page)
+	got := figureSections(dom)
 	// Every figure, per configuration: naive has no limiter.
 	for _, want := range []struct {
 		fig  string
 		svgs int
-	}{{"latency", 2}, {"db_time", 2}, {"limiter", 1}, {"writer", 2}} {
+	}{{"latency", 2}, {"db_time", 2}, {"limiter", 1}, {"rejections", 1}, {"writer", 2}} {
 		sec, ok := got[want.fig]
 		if !ok {
 			t.Errorf("report.html has no figure %s", want.fig)
@@ -83,47 +69,22 @@ func TestReportHTMLInBrowser(t *testing.T) {
 		if n := strings.Count(sec, "<svg"); n != want.svgs {
 			t.Errorf("figure %s: %d plots, want %d", want.fig, n, want.svgs)
 		}
-		// A drawn line is an open path through 6 points or more (the
-		// frame, the phases' bands and the grid are closed or straight).
-		if n := len(regexp.MustCompile(`<path d="M[^"Z]*(?:L[^"Z]*){5,}"`).FindAllString(sec, -1)); n < want.svgs {
+		if n := drawnLines(sec); n < want.svgs {
 			t.Errorf("figure %s: %d drawn lines, want at least one per plot", want.fig, n)
 		}
+	}
+	if _, ok := got["nodes"]; ok {
+		t.Errorf("report.html of a one-node run has a load-per-node figure")
 	}
 	if !strings.Contains(got["limiter"], "naive: no limiter in this configuration") {
 		t.Errorf("the limiter figure does not say naive has no limiter")
 	}
 	for _, s := range []string{`id="assertions"`, "quiet_p99", "schedule hash", "terminate_sessions"} {
-		if !strings.Contains(string(dom), s) {
+		if !strings.Contains(dom, s) {
 			t.Errorf("report.html lacks %q", s)
 		}
 	}
-
-	// The screenshot: not blank, and the plots' first colour is drawn.
-	shot := filepath.Join(dir, "report.png")
-	if b, err := exec.Command(browser, append(args, "--window-size=1300,2600", "--screenshot="+shot, "file://"+page)...).CombinedOutput(); err != nil {
-		t.Fatalf("chromium --screenshot: %v\n%s", err, b)
-	}
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	white, blue := pixels(img)
-	total := img.Bounds().Dx() * img.Bounds().Dy()
-	if white > total*98/100 {
-		t.Errorf("screenshot is blank: %d of %d pixels white", white, total)
-	}
-	if blue < 200 {
-		t.Errorf("screenshot shows %d pixels of the plots' first line colour, want a drawn line", blue)
-	}
-	if keep := os.Getenv("NOISYSIM_KEEP_SCREENSHOT"); keep != "" {
-		b, _ := os.ReadFile(shot)
-		os.WriteFile(keep, b, 0o644)
-	}
+	checkScreenshot(t, img)
 
 	// noisysim report --html renders the same page from report.json.
 	again := filepath.Join(dir, "again.html")
@@ -134,6 +95,70 @@ func TestReportHTMLInBrowser(t *testing.T) {
 	b, _ := os.ReadFile(again)
 	if !bytes.Equal(a, b) {
 		t.Errorf("noisysim report --html does not render the page run --out wrote")
+	}
+}
+
+// browse renders page in headless Chromium: the DOM as the browser built
+// it, and a screenshot of the page's top 1300 × 2600 pixels (kept where
+// NOISYSIM_KEEP_SCREENSHOT names a directory, as <page's scenario>.png).
+func browse(t *testing.T, browser, page string) (string, image.Image) {
+	t.Helper()
+	dir := t.TempDir()
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--user-data-dir=" + filepath.Join(dir, "profile")}
+	dom, err := exec.Command(browser, append(args, "--dump-dom", "file://"+page)...).Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v", err)
+	}
+	shot := filepath.Join(dir, "report.png")
+	if b, err := exec.Command(browser, append(args, "--window-size=1300,2600", "--screenshot="+shot, "file://"+page)...).CombinedOutput(); err != nil {
+		t.Fatalf("chromium --screenshot: %v\n%s", err, b)
+	}
+	raw, err := os.ReadFile(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keep := os.Getenv("NOISYSIM_KEEP_SCREENSHOT"); keep != "" {
+		os.WriteFile(filepath.Join(keep, t.Name()+".png"), raw, 0o644)
+	}
+	return string(dom), img
+}
+
+// figureSections splits a report.html DOM by figure: its id (latency,
+// db_time, …) to the markup from its element to the next figure's.
+func figureSections(dom string) map[string]string {
+	figs := regexp.MustCompile(`id="fig-([a-z_]+)"`).FindAllStringSubmatchIndex(dom, -1)
+	got := map[string]string{}
+	for i, m := range figs {
+		end := len(dom)
+		if i+1 < len(figs) {
+			end = figs[i+1][0]
+		}
+		got[dom[m[2]:m[3]]] = dom[m[0]:end]
+	}
+	return got
+}
+
+// drawnLines counts a figure's drawn lines: open paths through 6 points or
+// more (the frame, the phases' bands and the grid are closed or straight).
+func drawnLines(sec string) int {
+	return len(regexp.MustCompile(`<path d="M[^"Z]*(?:L[^"Z]*){5,}"`).FindAllString(sec, -1))
+}
+
+// checkScreenshot fails unless img shows a page with plots: not blank, and
+// the plots' first line colour drawn.
+func checkScreenshot(t *testing.T, img image.Image) {
+	t.Helper()
+	white, blue := pixels(img)
+	total := img.Bounds().Dx() * img.Bounds().Dy()
+	if white > total*98/100 {
+		t.Errorf("screenshot is blank: %d of %d pixels white", white, total)
+	}
+	if blue < 200 {
+		t.Errorf("screenshot shows %d pixels of the plots' first line colour, want a drawn line", blue)
 	}
 }
 

@@ -40,8 +40,10 @@ takes LO, LO*FACTOR, ... up to HI; KEY=V one value. Integer keys are rounded.
 alone) to the largest value at which all its assertions hold in every trial,
 and says so relative to the scenario's own value (headroom).
 
-With --out DIR, sweep.json and sweep.md are rewritten after every trial: an
-interrupted sweep keeps its finished trials, and --resume continues it.
+With --out DIR, sweep.json, sweep.md and sweep.html (a plot of the quiet
+p99 / solo p99 against the first key, knees marked) are rewritten after
+every trial: an interrupted sweep keeps its finished trials, and --resume
+continues it.
 The cluster is started once and reused for every point (per point when a
 key is under backend).
 
@@ -67,7 +69,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	trials := fs.Int("trials", 1, "runs per point, seeds seed, seed+1, ...")
 	search := fs.String("search", "", "knee: bisect the one --vary's range for each configuration's largest value where its assertions hold")
 	iterations := fs.Int("iterations", sweep.DefaultIterations, "bisection steps of --search knee")
-	out := fs.String("out", "", "write sweep.json and sweep.md into this directory, after every trial")
+	out := fs.String("out", "", "write sweep.json, sweep.md and sweep.html into this directory, after every trial")
 	resume := fs.Bool("resume", false, "continue the interrupted sweep in --out (its finished trials are kept)")
 	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs")
@@ -226,7 +228,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		if werr := writeSweep(*out, d); werr != nil {
 			return errors.Join(err, werr)
 		}
-		fmt.Fprintf(a.stdout, "sweep written to %s (sweep.json, sweep.md)\n", *out)
+		fmt.Fprintf(a.stdout, "sweep written to %s (sweep.json, sweep.md, sweep.html)\n", *out)
 	}
 	if err != nil {
 		return err
@@ -251,7 +253,15 @@ func writeSweep(dir string, d *sweep.Doc) error {
 		return fmt.Errorf("write sweep: %w", err)
 	}
 	err = sweep.WriteMarkdown(f, d)
-	return errors.Join(err, f.Close())
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	h, err := os.Create(filepath.Join(dir, sweep.HTMLFile))
+	if err != nil {
+		return fmt.Errorf("write sweep: %w", err)
+	}
+	err = sweep.WriteHTML(h, d)
+	return errors.Join(err, h.Close())
 }
 
 func pointWords(d *sweep.Doc, p sweep.Point) string {

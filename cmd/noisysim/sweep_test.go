@@ -122,6 +122,9 @@ func TestSweepReal(t *testing.T) {
 	if md, err := os.ReadFile(filepath.Join(out, "sweep.md")); err != nil || !strings.Contains(string(md), "| classes.lookup.rate=40 | shared | 1/1 |") {
 		t.Errorf("sweep.md: %v\n%s", err, md)
 	}
+	if page, err := os.ReadFile(filepath.Join(out, sweep.HTMLFile)); err != nil || !strings.Contains(string(page), `id="sweep-plot"`) {
+		t.Errorf("sweep.html: %v", err)
+	}
 }
 
 func readSweep(t *testing.T, dir string) *sweep.Doc {

@@ -323,7 +323,15 @@ type Summary struct {
 	// P99CI is the distribution-free 95% confidence interval of P99 (see
 	// QuantileCI): a limit inside it makes a verdict on P99 marginal.
 	P99CI QuantileCI
+	// Spectrum is the response time at each of SpectrumPercentiles, from
+	// the same histogram, capped at Max: the distribution's percentile
+	// plot.
+	Spectrum []time.Duration
 }
+
+// SpectrumPercentiles are the percentiles of Summary.Spectrum: the
+// points of an HdrHistogram percentile plot, up to 99.99.
+var SpectrumPercentiles = []float64{0, 10, 25, 50, 75, 90, 95, 98, 99, 99.5, 99.8, 99.9, 99.95, 99.99}
 
 // Summary returns one Summary per key, sorted by tenant then class.
 func (r *Recorder) Summary() []Summary {
@@ -411,6 +419,9 @@ func summarize(k Key, ss []*series) Summary {
 	capAt := func(v int64, m time.Duration) time.Duration { return min(time.Duration(v), m) }
 	sum.P50, sum.P90, sum.P99, sum.P999 = capAt(p[0], sum.Max), capAt(p[1], sum.Max), capAt(p[2], sum.Max), capAt(p[3], sum.Max)
 	sum.Mean = time.Duration(latSum / sum.Count)
+	for _, v := range lat.ValueAtPercentilesSlice(SpectrumPercentiles) {
+		sum.Spectrum = append(sum.Spectrum, capAt(v, sum.Max))
+	}
 	sum.P99CI = QuantileCIOf(lat, 0.99, DefaultConfidence, sum.Max)
 	if svc.TotalCount() > 0 {
 		p = svc.ValueAtPercentilesSlice([]float64{50, 99})

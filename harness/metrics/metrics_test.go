@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -134,6 +135,11 @@ func TestRecorderOutcomes(t *testing.T) {
 	if ci := one.P99CI; ci.HiBounded || !ci.LoBounded || ci.LoRank != 5 || ci.Hi != 900*ms || !within(ci.Lo, 800*ms) {
 		t.Errorf("p99 interval of 6 samples = %+v, want X(5) ≈ 800ms and no upper bound", ci)
 	}
+	// The spectrum: a value per percentile, rising, capped at the max.
+	if sp := one.Spectrum; len(sp) != len(metrics.SpectrumPercentiles) || !slices.IsSorted(sp) || sp[len(sp)-1] != 900*ms || !within(sp[0], 1*ms) {
+		t.Errorf("spectrum %v, want %d values rising from about 1ms to 900ms", sp, len(metrics.SpectrumPercentiles))
+	}
+	one.Spectrum = nil
 	one.P99CI = metrics.QuantileCI{}
 	one.P50, one.P90, one.P99, one.P999, one.ServiceP50, one.ServiceP99 = 0, 0, 0, 0, 0, 0
 	if !reflect.DeepEqual(one, want) {

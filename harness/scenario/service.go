@@ -443,6 +443,12 @@ func (c *checker) service(s *Scenario) {
 		} else if !validPort(u) {
 			c.add("service.url", "port %q is not a TCP port (1..65535)", u.Port())
 		}
+		if s.Backend.Kind != BackendExternal {
+			// Its database is not one noisysim starts: pg_stat_activity of
+			// a cluster the service never reaches would pass tagged_only
+			// on no backends at all.
+			c.add("service.url", "a service already running uses a database of its own: give backend: {kind: external, primary_dsn: ...} naming it, or command: for noisysim to start the service against the cluster it starts")
+		}
 		for _, f := range []string{"instances", "port", "dir", "env", "migrate", "stop_grace"} {
 			if c.present("service." + f) {
 				c.add("service."+f, "only with command: noisysim does not start a service given by url")

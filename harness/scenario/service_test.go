@@ -78,6 +78,8 @@ func TestServiceProblems(t *testing.T) {
 			`service.env.A: unknown variable {passwrd}`},
 		{"command and url", "service: {command: [x], url: \"http://x\"}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
 			`service: give one of command and url`},
+		{"url on a local backend", "service: {url: \"http://127.0.0.1:8080\"}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
+			`s.yaml:4:11: service.url: a service already running uses a database of its own: give backend: {kind: external`},
 		{"url with instances", "service: {url: \"http://x:1\", instances: 2}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
 			`service.instances: only with command`},
 		{"too many instances", "service: {command: [x], instances: 99}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",

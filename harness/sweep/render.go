@@ -14,7 +14,7 @@ import (
 // top tenants' DB-time shares; then each knee.
 func WriteText(w io.Writer, d *Doc) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "point\tconfiguration\theld\tthroughput/s\tquiet p99 ms\tquiet/solo p99 (min–max)\trejected\terrors\ttop DB time")
+	fmt.Fprintln(tw, strings.Join(columns, "\t"))
 	for _, r := range rows(d) {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
@@ -46,7 +46,7 @@ func WriteMarkdown(w io.Writer, d *Doc) error {
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "## Points\n\n")
-	fmt.Fprintln(w, "| point | configuration | held | throughput/s | quiet p99 ms | quiet/solo p99 (min–max) | rejected | errors | top DB time |")
+	fmt.Fprintf(w, "| %s |\n", strings.Join(columns, " | "))
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows(d) {
 		_, err := fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
@@ -73,6 +73,9 @@ func KneeSentence(k Knee) string {
 	return fmt.Sprintf("%s holds %s to %s (%s× today's %s; %d/%d trials held there, %d/%d at %s)",
 		k.Configuration, k.Key, f(k.Knee), f(k.Headroom), f(k.Baseline), k.KneePasses, k.Trials, k.FailPasses, k.Trials, f(k.FailAt))
 }
+
+// columns are the heads of rows' columns.
+var columns = []string{"point", "configuration", "held", "throughput/s", "quiet p99 ms", "quiet/solo p99 (min–max)", "rejected", "errors", "top DB time"}
 
 func rows(d *Doc) [][]string {
 	var out [][]string

@@ -177,6 +177,7 @@ type pool struct {
 	destroyed   atomic.Int64
 	closing     atomic.Int64
 	tagFailures atomic.Int64
+	dbTime      atomic.Int64 // ns, as the ledger counts it
 }
 
 type class struct {
@@ -624,6 +625,7 @@ func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn 
 			return
 		}
 		s.ledger.Record(tenant, c, res.DBTime)
+		p.dbTime.Add(int64(res.DBTime))
 		s.giveBack(p, conn, finished, deferReset)
 	}()
 	err = fn(ctx, conn.Conn())
@@ -953,6 +955,11 @@ type PoolStat struct {
 	Closing int64
 	// TagFailures is how many borrow-time tag attempts failed.
 	TagFailures int64
+	// DBTime is the DB time of the calls this pool's connections ran, as
+	// the ledger counts it (recorded when each call ends), cumulative: its
+	// growth over a span divided by the span is the node's mean busy
+	// connections of this pool.
+	DBTime time.Duration
 }
 
 // ErrorCount is how many calls of one tenant in one class ended with one
@@ -989,6 +996,7 @@ func (s *Stack) Stat() Stat {
 			MaxConns: ps.MaxConns(), TotalConns: ps.TotalConns(), IdleConns: ps.IdleConns(), AcquiredConns: ps.AcquiredConns(),
 			AcquireCount: ps.AcquireCount(), EmptyAcquireCount: ps.EmptyAcquireCount(), CanceledAcquireCount: ps.CanceledAcquireCount(),
 			Borrowed: p.borrowed.Load(), Destroyed: p.destroyed.Load(), Closing: p.closing.Load(), TagFailures: p.tagFailures.Load(),
+			DBTime: time.Duration(p.dbTime.Load()),
 		})
 	}
 	st.Limiters = map[Class]limiter.Stat{}
