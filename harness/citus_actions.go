@@ -68,7 +68,8 @@ func init() {
 	mode := func(m string) citus.TransferMode { return citus.TransferMode(cmpOr(m, scenario.DefaultTransferMode)) }
 	RegisterActionRunner(scenario.ActionIsolateTenant, func(c scenario.ActionConfig) ActionRunner {
 		a := c.(*scenario.IsolateTenant)
-		return citusAction{kind: scenario.ActionIsolateTenant, tenant: fmt.Sprint(a.Tenant), mode: mode(a.Mode), cfg: c}
+		split := citus.TransferMode(cmpOr(a.Mode, scenario.DefaultSplitMode))
+		return citusAction{kind: scenario.ActionIsolateTenant, tenant: fmt.Sprint(a.Tenant), mode: split, cfg: c}
 	})
 	RegisterActionRunner(scenario.ActionDedicateWorker, func(c scenario.ActionConfig) ActionRunner {
 		a := c.(*scenario.DedicateWorker)
@@ -167,7 +168,8 @@ func (a citusAction) Run(ctx context.Context, env ActionEnv) (o ActionOutcome, e
 		shares[tenant] = max(shares[tenant], citus.DefaultDedicate+0.01)
 	}
 	th := a.thresholds()
-	ladder := citus.Ladder{DB: conn, Table: anchor, Mode: a.mode, Thresholds: th}
+	// Only isolate_tenant splits: its mode is the split's.
+	ladder := citus.Ladder{DB: conn, Table: anchor, Mode: a.mode, SplitMode: a.mode, Thresholds: th}
 	var recs []citus.Record
 	var advice []string
 	maxSteps := 100 + 2*len(before.Placements)

@@ -146,7 +146,7 @@ func (p *ladderPolicy) action(s citus.Step, keys []string) (scenario.Action, str
 	}
 	switch {
 	case s.Action == citus.ActionIsolate:
-		return scenario.Action{Type: scenario.ActionIsolateTenant, Config: &scenario.IsolateTenant{Tenant: id, Mode: p.cfg.Mode}},
+		return scenario.Action{Type: scenario.ActionIsolateTenant, Config: &scenario.IsolateTenant{Tenant: id, Mode: p.cfg.SplitMode}},
 			scenario.ActionIsolateTenant + s.Tenant, true
 	case (s.Action == citus.ActionDedicate || s.Action == citus.ActionMove) && s.Tenant != "":
 		return scenario.Action{Type: scenario.ActionDedicateWorker, Config: &scenario.DedicateWorker{Tenant: id, Mode: p.cfg.Mode}},

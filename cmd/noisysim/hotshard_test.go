@@ -48,9 +48,9 @@ func TestCitusBadNumbers(t *testing.T) {
 }
 
 // TestHotShardScenario: the scenario citus hot-shard makes with its
-// default flags is scenarios/hot-shard.yaml (with --update-share 0, the
-// file's, and --apply, which run --apply sets) in every key but the name
-// of its class; each flag lands on its key.
+// default flags is scenarios/hot-shard.yaml (with --apply, which run
+// --apply sets) in every key but the name of its class; each flag lands on
+// its key.
 func TestHotShardScenario(t *testing.T) {
 	parse := func(args ...string) *scenario.Scenario {
 		t.Helper()
@@ -64,7 +64,7 @@ func TestHotShardScenario(t *testing.T) {
 		}
 		return sc
 	}
-	got := parse("--update-share", "0", "--apply")
+	got := parse("--apply")
 	want, err := scenario.Load("../../scenarios/hot-shard.yaml")
 	if err != nil {
 		t.Fatal(err)

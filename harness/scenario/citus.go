@@ -35,8 +35,13 @@ const (
 	// MaxCitusShards bounds data.citus.shards (Citus's own limit is
 	// 64000; a run this size would not end on one machine).
 	MaxCitusShards = 4096
-	// DefaultTransferMode is the shard transfer mode of the Citus actions.
+	// DefaultTransferMode is the shard transfer mode of the Citus
+	// actions' moves.
 	DefaultTransferMode = "force_logical"
+	// DefaultSplitMode is the shard transfer mode of isolate_tenant's
+	// split: a force_logical split of Citus 13.2 does not finish while
+	// the tenant's rows are updated (see isolation/citus DefaultSplitMode).
+	DefaultSplitMode = "block_writes"
 	// DefaultMaxSkew is balance's max_skew and hot_shard_ladder's skew.
 	DefaultMaxSkew = 1.5
 )
@@ -223,8 +228,8 @@ const (
 type IsolateTenant struct {
 	// Tenant is the tenant isolated, 1..tenants.count. Required.
 	Tenant int `yaml:"tenant"`
-	// Mode is the shard transfer mode: force_logical (default) or
-	// block_writes.
+	// Mode is the split's shard transfer mode: block_writes (default,
+	// DefaultSplitMode) or force_logical.
 	Mode string `yaml:"mode"`
 }
 

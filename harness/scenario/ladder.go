@@ -28,9 +28,12 @@ type HotShardLadder struct {
 	Isolate  float64 `yaml:"isolate"`
 	Dedicate float64 `yaml:"dedicate"`
 	Cluster  float64 `yaml:"cluster"`
-	// Mode is the shard transfer mode of the fired actions: force_logical
-	// (default) or block_writes.
+	// Mode is the shard transfer mode of the fired actions' moves:
+	// force_logical (default) or block_writes.
 	Mode string `yaml:"mode"`
+	// SplitMode is the shard transfer mode of isolate_tenant's split:
+	// block_writes (default, DefaultSplitMode) or force_logical.
+	SplitMode string `yaml:"split_mode"`
 	// Apply fires the ladder's actions; false (the default) reports the
 	// plan only. noisysim run --apply sets it on every hot_shard_ladder
 	// watch without detect_only.
@@ -63,7 +66,8 @@ func (h *HotShardLadder) Validate(s *Scenario) []ActionProblem {
 	if h.Apply && h.DetectOnly {
 		ps = append(ps, ActionProblem{Key: "apply", Msg: "not with detect_only: true (a detecting watch fires nothing)"})
 	}
-	return append(ps, transferMode("mode", h.Mode)...)
+	ps = append(ps, transferMode("mode", h.Mode)...)
+	return append(ps, transferMode("split_mode", h.SplitMode)...)
 }
 
 // PlanOnly reports whether the policy plans without acting: the windows
@@ -86,6 +90,6 @@ func (s *Scenario) SetApply() bool {
 
 func init() {
 	RegisterPolicy(PolicyHotShardLadder, func() PolicyConfig {
-		return &HotShardLadder{Skew: DefaultMaxSkew, Isolate: 0.05, Dedicate: 0.20, Cluster: 0.50, Mode: DefaultTransferMode}
+		return &HotShardLadder{Skew: DefaultMaxSkew, Isolate: 0.05, Dedicate: 0.20, Cluster: 0.50, Mode: DefaultTransferMode, SplitMode: DefaultSplitMode}
 	})
 }

@@ -25,8 +25,22 @@ const (
 	TransferBlockWrites TransferMode = "block_writes"
 )
 
-// DefaultTransferMode is the transfer mode when none is given.
+// DefaultTransferMode is the transfer mode of moves when none is given.
 const DefaultTransferMode = TransferLogical
+
+// DefaultSplitMode is the transfer mode of isolations
+// (isolate_tenant_to_new_shard) when none is given. A non-blocking split
+// (force_logical) of Citus 13.2 does not finish while the shard's rows are
+// updated: an UPDATE decoded before the split children have their replica
+// identity is sent without key columns, the subscription's apply worker
+// fails on it ("publisher did not send replica identity column expected by
+// the logical replication target relation") and restarts for ever, and
+// the split waits for it to catch up (shard_split.c NonBlockingShardSplit
+// creates the children's replica identities after the replication slots).
+// A blocking split holds the shard's writes for the copy instead.
+// Inserts alone split fine with force_logical; moves copy the shard itself,
+// whose primary key exists, and are not affected.
+const DefaultSplitMode = TransferBlockWrites
 
 // Valid reports whether m is a known mode.
 func (m TransferMode) Valid() bool { return m == TransferLogical || m == TransferBlockWrites }
@@ -78,8 +92,12 @@ type Ladder struct {
 	// Table is the anchor distributed table; isolations CASCADE to its
 	// co-located tables.
 	Table string
-	// Mode is the shard transfer mode; "" means DefaultTransferMode.
+	// Mode is the shard transfer mode of moves; "" means
+	// DefaultTransferMode.
 	Mode TransferMode
+	// SplitMode is the shard transfer mode of isolations; "" means
+	// DefaultSplitMode.
+	SplitMode TransferMode
 	// Thresholds of Decide.
 	Thresholds Thresholds
 	// Log receives one line per step with its figures; nil is silent.
@@ -153,7 +171,7 @@ func (l Ladder) Run(ctx context.Context, load Load, tenant string, maxSteps int)
 // Execute runs one step against the cluster whose current layout is
 // before, unless it is already done (then Record.Skipped). Isolation:
 // isolate_tenant_to_new_shard(Table, tenant, 'CASCADE', shard_transfer_mode
-// => Mode); dedicate: citus_set_node_property(host, port,
+// => SplitMode); dedicate: citus_set_node_property(host, port,
 // 'shouldhaveshards', false); move: citus_move_shard_placement(shard,
 // from, to, shard_transfer_mode => Mode), from the worker holding the shard
 // now. Citus refuses to move a shard onto a worker with shouldhaveshards =
@@ -166,8 +184,12 @@ func (l Ladder) Execute(ctx context.Context, before Layout, s Step) (Record, err
 	if mode == "" {
 		mode = DefaultTransferMode
 	}
-	if !mode.Valid() {
-		return Record{}, fmt.Errorf("execute step: unknown transfer mode %q", mode)
+	splitMode := l.SplitMode
+	if splitMode == "" {
+		splitMode = DefaultSplitMode
+	}
+	if !mode.Valid() || !splitMode.Valid() {
+		return Record{}, fmt.Errorf("execute step: unknown transfer mode %q or %q", mode, splitMode)
 	}
 	rec := Record{Step: s, Before: snapshot(before)}
 	if l.Measure != nil {
@@ -189,7 +211,7 @@ func (l Ladder) Execute(ctx context.Context, before Layout, s Step) (Record, err
 			break
 		}
 		_, err = l.DB.Exec(ctx, "SELECT isolate_tenant_to_new_shard($1::regclass, $2::text::"+before.columnType+
-			", 'CASCADE', shard_transfer_mode => $3::citus.shard_transfer_mode)", before.Table, s.Tenant, string(mode))
+			", 'CASCADE', shard_transfer_mode => $3::citus.shard_transfer_mode)", before.Table, s.Tenant, string(splitMode))
 		if err != nil {
 			return rec, fmt.Errorf("isolate tenant %s: %w", s.Tenant, err)
 		}
