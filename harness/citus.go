@@ -284,8 +284,10 @@ func (c *citusRun) close() {
 	}
 }
 
-// citusWarmTenant tags the warm-up calls; it is no tenant of the data set,
-// and they end before the timeline's first ledger reading.
+// citusWarmTenant tags the warm-up calls, each with its own number
+// ("warmup-3") so that a per-tenant limiter (max_per_tenant, max_queue)
+// admits all of them at once; it is no tenant of the data set, and they
+// end before the timeline's first ledger reading.
 const citusWarmTenant = "warmup"
 
 // warmCitus opens every pooled connection of configuration c's stack and
@@ -314,10 +316,13 @@ func (r *runner) warmCitus(ctx context.Context, c *scenario.Configuration, st *s
 	var g sync.WaitGroup
 	errs := make(chan error, n)
 	warm := "SELECT count(*) FROM " + pgx.Identifier{r.sc.Data.Citus.Anchor()}.Sanitize()
+	i := 0
 	for class, k := range byClass {
 		for range k {
+			i++
+			tenant := fmt.Sprintf("%s-%d", citusWarmTenant, i)
 			g.Go(func() {
-				_, err := st.WithConn(ctx, class, citusWarmTenant, func(ctx context.Context, conn *pgx.Conn) error {
+				_, err := st.WithConn(ctx, class, tenant, func(ctx context.Context, conn *pgx.Conn) error {
 					_, err := conn.Exec(ctx, warm)
 					arrived.Done()
 					select {

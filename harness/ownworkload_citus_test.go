@@ -105,7 +105,7 @@ tenants: {count: 3, keys: {type: text, template: "t{n}"}}
 data:
   setup: [setup.sql]
   citus: ` + tc.citus + `
-classes: [{name: q, sql: "SELECT 1", rate: 1}]
+classes: [{name: interactive, sql: "SELECT 1", rate: 1}]
 phases: {warmup: 0s, solo: 1s, run: 1s}
 configurations: [{name: shared, mode: shared}]
 `
