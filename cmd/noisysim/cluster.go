@@ -126,8 +126,8 @@ func (s settingsFlag) Set(v string) error {
 
 func clusterUp(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("cluster up", flag.ContinueOnError)
-	topology := fs.String("topology", "single", "cluster shape: single, replica or primaries")
-	nodes := fs.Int("nodes", 0, "node count for topology primaries (N independent primaries)")
+	topology := fs.String("topology", "single", "cluster shape: single, replica, primaries or citus (a coordinator and workers)")
+	nodes := fs.Int("nodes", 0, "node count: topology primaries' N independent primaries, topology citus's workers (default 4)")
 	keep := fs.Bool("keep", false, "leave the cluster running and exit; stop it with 'noisysim cluster down'")
 	showPassword := fs.Bool("show-password", false, "print DSNs with the password instead of xxxxx")
 	port := fs.Int("port", 0, "TCP port of the primary (0: pick a free one)")
@@ -151,8 +151,8 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	if *port < 0 || *port > 65535 {
 		return usagef("cluster up: --port %d out of range", *port)
 	}
-	if *nodes != 0 && backend.Topology(*topology) != backend.TopologyPrimaries {
-		return usagef("cluster up: --nodes applies only to --topology %s, not %q", backend.TopologyPrimaries, *topology)
+	if t := backend.Topology(*topology); *nodes != 0 && t != backend.TopologyPrimaries && t != local.TopologyCitus {
+		return usagef("cluster up: --nodes applies only to --topology %s or %s, not %q", backend.TopologyPrimaries, local.TopologyCitus, *topology)
 	}
 	spec := backend.Spec{Topology: backend.Topology(*topology), Nodes: *nodes,
 		CPU: backend.CPUBudget{Node: *nodeCPU, Roles: roleCPU, Optional: *cpuOptional}}
