@@ -47,7 +47,7 @@ func TestSweepBadInput(t *testing.T) {
 		{[]string{"sweep", sc, "--vary", "classes.report.query=1..2"}, "not a numeric key"},
 		{[]string{"sweep", sc, "--vary", "classes.report.rate=6..48:0"}, "STEPS"},
 		{[]string{"sweep", sc, "--vary", "tenants.dominant_share=0.5..1.2:3"}, "tenants.dominant_share: must be in (0, 1), got 1.2"},
-		{[]string{"sweep", sc, "--vary", "tenants.dominant_share=0.5..1.2:3"}, "noisy-neighbor.yaml:32:3: tenants.dominant_share"},
+		{[]string{"sweep", sc, "--vary", "tenants.dominant_share=0.5..1.2:3"}, "noisy-neighbor.yaml:36:3: tenants.dominant_share"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--vary", "tenants.count=1..2"}, "the same key"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--search", "knee", "--vary", "classes.report.rate=1..2"}, "one key"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--search", "cliff"}, "--search"},
