@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime"
+
 	"sync"
 	"sync/atomic"
 	"time"
@@ -350,9 +350,6 @@ func (e *openLoop) issue(op Op, intended, now time.Time) {
 		defer e.wg.Done()
 		e.execute(f)
 	}()
-	// The op's goroutine is next on this P: let it call the executor
-	// before the dispatcher reads the next op from its source.
-	runtime.Gosched()
 }
 
 // drain waits for the ops in flight until the schedule's end (or the last
