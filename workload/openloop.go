@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-
 	"sync"
 	"sync/atomic"
 	"time"
