@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
-	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -128,20 +125,7 @@ func TestRunReplayIncident(t *testing.T) {
 	lock := filepath.Join(t.TempDir(), "lock")
 	run := func(t *testing.T, args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"run", "--no-progress"}, args...)...)
-		cmd.Env = append(os.Environ(), runlock.EnvPath+"="+lock)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("noisysim run %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out.String(), errOut.String())
-		return out.String(), code
+		return runCommand(t, bin, lock, append([]string{"run", "--no-progress"}, args...)...)
 	}
 
 	t.Run("shipped", func(t *testing.T) {

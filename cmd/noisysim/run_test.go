@@ -116,21 +116,8 @@ func TestRunCIGate(t *testing.T) {
 	lock := filepath.Join(t.TempDir(), "lock")
 	run := func(t *testing.T, args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, append([]string{"run", "--no-progress", "../../scenarios/ci-gate.yaml"}, args...)...)
 		// A lock of its own: the test measures beside whatever else runs.
-		cmd.Env = append(os.Environ(), runlock.EnvPath+"="+lock)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("noisysim run %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out.String(), errOut.String())
-		return out.String(), code
+		return runCommand(t, bin, lock, append([]string{"run", "--no-progress", "../../scenarios/ci-gate.yaml"}, args...)...)
 	}
 
 	var naive *ciVerdict // the control, as measured in "both"
@@ -377,4 +364,24 @@ func TestTextOptionsSayWhereTheReportIs(t *testing.T) {
 	if got := textOptions(5, "out").FullReport; got != filepath.Join("out", "report.json") {
 		t.Errorf("with --out out: %q, want out/report.json", got)
 	}
+}
+
+// runCommand runs the noisysim binary bin with args under the run lock file
+// lock, logs its exit code and output, and returns its stdout and exit code.
+func runCommand(t *testing.T, bin, lock string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), runlock.EnvPath+"="+lock)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("noisysim %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out.String(), errOut.String())
+	return out.String(), code
 }
