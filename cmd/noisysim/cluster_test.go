@@ -21,6 +21,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/internal/suitelock"
 )
 
 var (
@@ -31,6 +32,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	suitelock.Hold("cmd/noisysim") // the tests start PostgreSQL and measure: they take their turn
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)

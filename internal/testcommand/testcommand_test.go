@@ -28,14 +28,20 @@ func readmeTestCommand(t *testing.T) string {
 }
 
 // The README's test command is a Go tool of the module (it works on a
-// fresh clone), keeps -race -count=1 -p 1, is the one .ci/run runs, and
-// shows each skipped test with its one-line reason in its summary.
+// fresh clone), keeps -race -count=1, runs packages in parallel (no -p 1:
+// the measuring packages take turns through internal/suitelock) with a
+// timeout that covers a package's wait for its turn, is the one .ci/run
+// runs, and shows each skipped test with its one-line reason in its
+// summary.
 func TestReadmeTestCommandShowsSkips(t *testing.T) {
 	cmd := readmeTestCommand(t)
-	for _, want := range []string{"go tool gotestsum ", " -race -count=1 -p 1 ", " ./..."} {
+	for _, want := range []string{"go tool gotestsum ", " -race -count=1 ", " -timeout 60m ", " ./..."} {
 		if !strings.Contains(cmd+" ", want) {
 			t.Errorf("README test command %q lacks %q", cmd, want)
 		}
+	}
+	if strings.Contains(cmd+" ", " -p 1 ") {
+		t.Errorf("README test command %q runs one package at a time (-p 1): the suite must pass with packages in parallel", cmd)
 	}
 	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {

@@ -12,10 +12,15 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/noisysim/noisysim/internal/suitelock"
+
 	"github.com/noisysim/noisysim/isolation/directory"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	suitelock.Hold("isolation/directory") // the tests start PostgreSQL and measure: they take their turn
+	goleak.VerifyTestMain(m)
+}
 
 func TestHashPlace(t *testing.T) {
 	ring := []string{"a", "b", "c"}

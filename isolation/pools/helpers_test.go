@@ -10,9 +10,11 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
+	"github.com/noisysim/noisysim/internal/suitelock"
 )
 
 func TestMain(m *testing.M) {
+	suitelock.Hold("isolation/pools") // the tests start PostgreSQL and measure: they take their turn
 	goleak.VerifyTestMain(m)
 }
 

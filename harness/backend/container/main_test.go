@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend/container"
+	"github.com/noisysim/noisysim/internal/suitelock"
 )
 
 // TestMain fails the package when anything its tests created (every start
 // carries testLabel) is left in Docker afterwards — containers or networks —
 // and removes it. Other processes' clusters on the same daemon are ignored.
 func TestMain(m *testing.M) {
+	suitelock.Hold("harness/backend/container") // the tests start PostgreSQL and measure: they take their turn
 	code := m.Run()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

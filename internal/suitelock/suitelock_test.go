@@ -1,0 +1,95 @@
+package suitelock
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/noisysim/noisysim/internal/runlock"
+)
+
+// The child side of TestHoldWaitsForTheHolder: it holds the machine, says
+// so with the lock file its own runs would use, and exits.
+func TestHelperHold(t *testing.T) {
+	if os.Getenv("SUITELOCK_CHILD") == "" {
+		t.Skip("skipping: the child side of TestHoldWaitsForTheHolder")
+	}
+	os.Setenv(runlock.EnvPath, os.Getenv("SUITELOCK_CHILD"))
+	maxIdleWait = time.Second // the machine's load is not what this checks
+	Hold("internal/suitelock")
+	os.Stdout.WriteString("held " + os.Getenv(runlock.EnvPath) + "\n")
+}
+
+// A second test binary waits for the first, says whom it waits for, and
+// goes on once the first lets go.
+func TestHoldWaitsForTheHolder(t *testing.T) {
+	lock := filepath.Join(t.TempDir(), "lock")
+	first, err := runlock.Acquire(context.Background(), lock, runlock.Options{What: "go test ./first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestHelperHold$", "-test.v")
+	cmd.Env = append(os.Environ(), "SUITELOCK_CHILD="+lock)
+	out, _ := cmd.StdoutPipe()
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "held ") {
+				held <- sc.Text()
+			}
+		}
+		close(held)
+	}()
+	select {
+	case line := <-held:
+		t.Fatalf("the second binary went on while the first held the machine: %q", line)
+	case <-time.After(time.Second):
+	}
+	first.Release()
+	select {
+	case line, ok := <-held:
+		if !ok {
+			t.Fatalf("the second binary ended without holding the machine:\n%s", errOut.String())
+		}
+		if line != "held "+lock {
+			t.Errorf("a path set by the caller must stay: %q", line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second binary did not go on after the first let go")
+	}
+	cmd.Wait()
+	if !strings.Contains(errOut.String(), "waiting for the machine: pid") || !strings.Contains(errOut.String(), "go test ./first") {
+		t.Errorf("the waiting binary did not say whom it waits for:\n%s", errOut.String())
+	}
+}
+
+// A process burning a core beside the test keeps the machine from counting
+// as idle.
+func TestWaitIdleSeesABurner(t *testing.T) {
+	burner := exec.Command("sh", "-c", "while :; do :; done")
+	if err := burner.Start(); err != nil {
+		t.Skipf("skipping: cannot start a shell: %v", err)
+	}
+	defer func() { burner.Process.Kill(); burner.Wait() }()
+	if _, _, ok := readCPU(); !ok {
+		t.Skip("skipping: no /proc/stat")
+	}
+	busy, idle := waitIdle(2 * time.Second)
+	if idle {
+		t.Fatalf("a burner beside the test counted as idle (%.2f other cores busy)", busy)
+	}
+	if busy < 0.5 {
+		t.Errorf("a burner's core read as %.2f cores", busy)
+	}
+}
