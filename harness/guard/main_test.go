@@ -1,15 +1,10 @@
 package guard
 
 import (
-	"os"
 	"testing"
 
 	"github.com/noisysim/noisysim/internal/suitelock"
 )
 
-// The package's tests start PostgreSQL and measure: they take their turn on
-// the machine (internal/suitelock).
-func TestMain(m *testing.M) {
-	suitelock.Hold("harness/guard")
-	os.Exit(m.Run())
-}
+// The tests start PostgreSQL and measure: they take their turn on the machine.
+func TestMain(m *testing.M) { suitelock.Main(m, "harness/guard") }

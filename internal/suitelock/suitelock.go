@@ -168,3 +168,12 @@ func readCPU() (all, self int64, ok bool) {
 	}
 	return all, ut + st, true
 }
+
+// Main is the whole TestMain of a package that needs nothing else there:
+// it holds the machine for pkg, runs the tests and exits with their status.
+//
+//	func TestMain(m *testing.M) { suitelock.Main(m, "harness") }
+func Main(m interface{ Run() int }, pkg string) {
+	Hold(pkg)
+	os.Exit(m.Run())
+}
