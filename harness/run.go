@@ -582,24 +582,14 @@ func (r *runner) load(ctx context.Context) error {
 		r.log.Info("setup SQL run", "files", len(r.sc.Data.Setup), "tables", len(tables), "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
 	}
 	if r.sc.Citus() {
-		// Distributed on the tenant column; the stacks log in as the
-		// coordinator's user (no role of noisysim's: Citus would need
-		// their passwords to reach the workers as them).
+		// Distributed on the tenant column, before the roles are made:
+		// Citus propagates their grants on the distributed tables to the
+		// shards.
 		t0 = time.Now()
 		if err := r.distribute(ctx, conn); err != nil {
 			return err
 		}
-		cd := r.sc.Data.Citus
-		r.log.Info("data set distributed", "shards", cd.Shards, "took", time.Since(t0).Round(time.Millisecond))
-		what := "tenants and orders distributed on tenant_id"
-		if !r.sc.Data.Builtin() {
-			what = fmt.Sprintf("%s distributed on %s", strings.Join(cd.Tables, ", "), cd.Column)
-			if len(cd.Reference) > 0 {
-				what += fmt.Sprintf(" (reference: %s)", strings.Join(cd.Reference, ", "))
-			}
-		}
-		r.note("citus: %s in %d co-located shards; the configurations log in as the coordinator's user (role settings not applied)", what, cd.Shards)
-		return r.openCitus(ctx)
+		r.log.Info("data set distributed", "shards", r.sc.Data.Citus.Shards, "took", time.Since(t0).Round(time.Millisecond))
 	}
 
 	var roles []pools.RoleConfig
@@ -609,6 +599,24 @@ func (r *runner) load(ctx context.Context) error {
 	where := fmt.Sprintf("database %q on %s", r.primary.Database, r.primary.Name)
 	if r.passwords, err = footprint.EnsureRoles(ctx, conn, where, r.primary.Database, r.runID, roles...); err != nil {
 		return fmt.Errorf("%w: create roles: %w", ErrRun, err)
+	}
+	if r.sc.Citus() {
+		// Citus propagates the roles, their settings and grants to the
+		// workers; the coordinator reaches the workers as each role with
+		// its password.
+		if err := footprint.CitusAuthinfo(ctx, conn, where, r.runID, r.passwords); err != nil {
+			return fmt.Errorf("%w: %w (the coordinator needs the roles' passwords to reach the workers as them)", ErrRun, err)
+		}
+		cd := r.sc.Data.Citus
+		what := "tenants and orders distributed on tenant_id"
+		if !r.sc.Data.Builtin() {
+			what = fmt.Sprintf("%s distributed on %s", strings.Join(cd.Tables, ", "), cd.Column)
+			if len(cd.Reference) > 0 {
+				what += fmt.Sprintf(" (reference: %s)", strings.Join(cd.Reference, ", "))
+			}
+		}
+		r.note("citus: %s in %d co-located shards; the configurations log in as their own roles, whose settings apply on the coordinator and the workers", what, cd.Shards)
+		return r.openCitus(ctx)
 	}
 	if r.hasReplica {
 		if err := waitReplay(ctx, conn, r.replica, 30*time.Second); err != nil {
@@ -738,9 +746,6 @@ type stack struct {
 // newStack builds configuration c's isolation stack on the cluster.
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
 	dsn := func(node backend.Node, pool string) string {
-		if r.sc.Citus() {
-			return node.DSN()
-		}
 		role := roleName(c.Name, pool)
 		if r.sc.Data.IsExisting() {
 			node = readOnly(node)
