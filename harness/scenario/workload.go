@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
@@ -409,7 +410,19 @@ func (c *checker) program(i int, cl *Class) {
 		}
 		if !c.s.Data.Builtin() {
 			c.add(p+".query", "query %s reads the built-in orders data set, which data.setup or data.existing replaces: give script or sql", cl.Query)
+			return
 		}
+		// A query kind is a script shipped with noisysim.
+		batch := cl.Batch
+		if cl.Query != QueryExport {
+			batch = 0
+		}
+		prog, err := dataset.Script(dataset.Kind(cl.Query), opts.Builtins, dataset.ScriptParams{
+			Customers: c.s.Data.Customers, Batch: batch, Sleep: cl.Sleep.Duration()})
+		if err != nil {
+			panic(fmt.Sprintf("shipped script %s: %v", cl.Query, err)) // a shipped script parses
+		}
+		cl.program = prog
 	}
 }
 
