@@ -266,7 +266,7 @@ func (c *checker) setup(s *Scenario) {
 	}
 	if d.IsExisting() {
 		if s.Citus() {
-			c.add("data.existing", "not on topology citus: give data.setup and data.citus.tables, which noisysim distributes")
+			c.add("data.existing", "not on topology citus: give data.setup and data.citus.tables, which noisysim distributes (an existing Citus cluster's own distributed tables are not supported)")
 		}
 		c.existing(s)
 		return
