@@ -156,6 +156,31 @@ configurations: [{name: shared, mode: shared}]
 	}
 }
 
+// TestSetupKeyTypeMismatch: text keys put into a bigint tenant column stop
+// the run as bad input at the setup statement, with the server's message.
+func TestSetupKeyTypeMismatch(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"setup.sql": "CREATE TABLE t (tenant bigint, id int);\nINSERT INTO t\n  SELECT key, 1 FROM noisysim_tenants;\n",
+		"s.yaml": `name: key-type
+tenants: {count: 3, keys: {type: text, template: "org-{n}"}}
+data: {setup: [setup.sql]}
+classes: [{name: interactive, sql: "SELECT 1", rate: 1}]
+phases: {warmup: 0s, solo: 1s, run: 1s}
+configurations: [{name: shared, mode: shared}]
+`,
+	})
+	sc, err := scenario.Load(filepath.Join(dir, "s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := localtest.Start(t, backend.Spec{})
+	_, err = harness.Run(t.Context(), sc, harness.Options{Cluster: c})
+	want := filepath.Join(dir, "setup.sql") + ":3:10: setup statement failed: ERROR: column \"tenant\" is of type bigint but expression is of type text"
+	if !errors.Is(err, scenario.ErrInvalid) || err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want one matching ErrInvalid with %q", err, want)
+	}
+}
+
 // shortSaasInvoices is the example file (scenario.yaml, citus.yaml) of
 // examples/saas-invoices with short phases and a small data set.
 func shortSaasInvoices(t *testing.T, file string) *scenario.Scenario {

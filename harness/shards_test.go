@@ -164,7 +164,7 @@ assertions:
 	c := localtest.Start(t, sc.Backend.Spec())
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c, Keep: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,25 +193,30 @@ assertions:
 	if !tenants["org-1"] || tenants["1"] {
 		t.Errorf("tenants %v: want them named by their keys", tenants)
 	}
-	// Every node kept only its own tenants: the three nodes hold each
-	// invoice once.
-	var total int64
+	// Every node kept only its own tenants (the run kept its schema): the
+	// three nodes hold each invoice once, org-1's at primary3.
+	var total, want int64
 	for _, n := range c.Nodes() {
 		conn, err := pgx.Connect(ctx, footprint.InSchema(n, sc.Data.SchemaName()).DSN())
 		if err != nil {
 			t.Fatal(err)
 		}
-		var k int64
-		err = conn.QueryRow(ctx, "SELECT count(*) FROM invoices").Scan(&k)
+		var k, org1 int64
+		err = conn.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE org = 'org-1') FROM invoices").Scan(&k, &org1)
+		if err == nil {
+			// Every tenant's part, rounded: about 2,000.
+			err = conn.QueryRow(ctx, "SELECT sum(rows_invoices) FROM noisysim_tenants").Scan(&want)
+		}
 		conn.Close(context.Background())
 		if err != nil {
-			// The run dropped its schema at the end: nothing to count.
-			t.Logf("%s: %v", n.Name, err)
-			return
+			t.Fatalf("%s: %v", n.Name, err)
+		}
+		if (n.Name == "primary3") != (org1 == 1000) || org1 != 0 && org1 != 1000 {
+			t.Errorf("%s holds %d of org-1's invoices; want all 1,000 at primary3, none elsewhere", n.Name, org1)
 		}
 		total += k
 	}
-	if total != 2000 {
-		t.Errorf("the nodes hold %d invoices, want 2000 (each tenant's on its node alone)", total)
+	if total != want {
+		t.Errorf("the nodes hold %d invoices, want %d (each tenant's on its node alone)", total, want)
 	}
 }
