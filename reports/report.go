@@ -169,6 +169,40 @@ type Configuration struct {
 	// Activity is what pg_stat_activity showed of the configuration's
 	// roles over the timeline; nil when not sampled (no service).
 	Activity *Activity `json:"activity,omitempty"`
+	// Recovery is how long the quiet tenants took to be back within their
+	// bound after the dominant tenant stopped sending; nil when no phase
+	// of the timeline follows the dominant tenant's last one.
+	Recovery *Recovery `json:"recovery,omitempty"`
+}
+
+// Recovery is the time the quiet tenants took to recover after the
+// dominant tenant stopped sending: from Stopped, the time until the first
+// second from which every second's merged quiet p99 (each quiet class, the
+// per-second series of Intervals) stays within its bound for Hold seconds.
+type Recovery struct {
+	// Stopped is the end of the last phase in which the dominant tenant
+	// sent, in seconds from the timeline's start; Windows the phases after
+	// it, watched.
+	Stopped float64  `json:"stopped_s"`
+	Windows []string `json:"windows"`
+	// Baseline is the window the bounds come from; Bounds each quiet
+	// class's bound in ms: quiet_p99's factor × the quiet tenants' merged
+	// p99 in Baseline + its slack.
+	Baseline string             `json:"baseline"`
+	Bounds   map[string]float64 `json:"bounds_ms"`
+	// Hold is how long every second must stay within the bounds, in s.
+	Hold float64 `json:"hold_s"`
+	// Recovered says whether it happened before the watched phases ended.
+	Recovered bool `json:"recovered"`
+	// Time is the seconds from Stopped to the start of the first second
+	// of the hold (0: never out of bounds); when not Recovered, the
+	// seconds watched.
+	Time float64 `json:"time_s"`
+	// Seconds is the number of per-second points judged; Worst the
+	// highest per-second quiet p99 among them, in ms, of class WorstClass.
+	Seconds    int     `json:"seconds"`
+	Worst      float64 `json:"worst_p99_ms"`
+	WorstClass string  `json:"worst_class,omitempty"`
 }
 
 // HTTPStats counts the HTTP classes' outcomes over a configuration's
