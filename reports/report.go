@@ -256,6 +256,29 @@ type Activity struct {
 	// Windows split the active-backend time by the timeline's phase
 	// running at each sample, in timeline order.
 	Windows []ActivityWindow `json:"windows,omitempty"`
+	// Alerts are the share alerts, in firing order: a tenant above
+	// AlertThreshold of the active-backend time in every second of
+	// AlertWindow (seconds) — service.share_alert.
+	AlertThreshold float64         `json:"alert_threshold,omitempty"`
+	AlertWindow    float64         `json:"alert_window_s,omitempty"`
+	Alerts         []ActivityAlert `json:"alerts,omitempty"`
+}
+
+// ActivityAlert is one share alert of the sampled activity.
+type ActivityAlert struct {
+	Tenant string `json:"tenant"`
+	// Share is the tenant's share of the active-backend time over the
+	// Window seconds that fired the alert; Threshold the alert's.
+	Share     float64 `json:"share"`
+	Threshold float64 `json:"threshold"`
+	Window    float64 `json:"window_s"`
+	// Fired is when it fired, in seconds from the start of sampling (just
+	// before the timeline), in phase Phase; Cleared when the tenant first
+	// fell back to or below the threshold for a second, 0 when it had not
+	// by the end.
+	Fired   float64 `json:"fired_s"`
+	Phase   string  `json:"phase"`
+	Cleared float64 `json:"cleared_s,omitempty"`
 }
 
 // ActivityWindow is one phase's sampled activity: active-backend time per

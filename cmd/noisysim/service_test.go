@@ -62,6 +62,12 @@ func TestServiceGate(t *testing.T) {
 			t.Errorf("activity %+v: want tagged tenants, tenant 1 first", c.Activity)
 		}
 		checkRecovery(t, rep, out)
+		// Tenant 1's reports hold most of the service's backends: the
+		// share alert fires for it, while it sends.
+		if a := c.Activity; a == nil || len(a.Alerts) == 0 || a.Alerts[0].Tenant != "1" || a.Alerts[0].Share <= 0.3 ||
+			!strings.Contains(out, "share alerts (a tenant above 30.0% of active-backend time for 3.0 s): t:1 ") {
+			t.Errorf("want a share alert for tenant 1 in report.json and the terminal:\n%s", out)
+		}
 	})
 	t.Run("bypass", func(t *testing.T) {
 		rep, out, code := run(t, true)
