@@ -27,7 +27,7 @@ func dominantSends(st *step) bool {
 // recovery measures, for a configuration's report, how long the quiet
 // tenants took to recover after the dominant tenant's last phase: nil when
 // no phase follows it (or the dominant tenant never sends), or when the
-// phases after it have no quiet per-second point to judge.
+// quiet tenants send nothing in the phases after it.
 func (r *runner) recovery(tr *timelineRun, out *reports.Configuration) *reports.Recovery {
 	last := -1
 	for i, w := range tr.windows {
@@ -52,8 +52,15 @@ func (r *runner) recovery(tr *timelineRun, out *reports.Configuration) *reports.
 		}
 	}
 	var after []string
-	for _, w := range tr.windows[last+1:] {
-		after = append(after, w.step.Name)
+	var sent int64
+	for _, w := range out.Windows[last+1:] {
+		after = append(after, w.Name)
+		for _, row := range w.QuietAll {
+			sent += row.Count
+		}
+	}
+	if sent == 0 {
+		return nil // the quiet tenants send nothing after: nothing to judge
 	}
 	rec := measureRecovery(tr.windows[last].end.Seconds(), tr.windows[len(tr.windows)-1].end.Seconds(), after,
 		out.Intervals, bounds, RecoveryHold.Seconds())
@@ -65,12 +72,14 @@ func (r *runner) recovery(tr *timelineRun, out *reports.Configuration) *reports.
 
 // measureRecovery judges the quiet tenants' per-second series after the
 // dominant tenant stopped at stopped (s from the timeline's start), over
-// the windows after until end: a second is within bounds when every quiet
-// class with a bound has its merged p99 at most that bound (a class with
-// no request in the second is not judged). Recovered at the first second
-// whose start s has every second starting in [s, s+hold) within bounds,
-// with s+hold no later than end; the time is s - stopped (at least 0).
-// Never: not recovered, the time the span watched. nil without a point.
+// the windows after until end: the requests intended in those windows, by
+// the second they ended in (a backlog shows as slow seconds). A second is
+// within bounds when every quiet class with a bound has its merged p99 at
+// most that bound (a class with no request ended in the second is not
+// judged). Recovered at the first second whose start s has every second
+// starting in [s, s+hold) within bounds, with s+hold no later than end;
+// the time is s - stopped (at least 0). Never (no second at all when every
+// request was still running): not recovered, the time the span watched.
 func measureRecovery(stopped, end float64, after []string, ivs []reports.Interval, bounds map[string]float64, hold float64) *reports.Recovery {
 	type second struct {
 		ok    bool
@@ -94,9 +103,6 @@ func measureRecovery(stopped, end float64, after []string, ivs []reports.Interva
 		if iv.P99 > s.worst {
 			s.worst, s.class = iv.P99, iv.Class
 		}
-	}
-	if len(seconds) == 0 {
-		return nil
 	}
 	rec := &reports.Recovery{Stopped: stopped, Windows: after, Bounds: bounds, Hold: hold, Seconds: len(seconds), Time: end - stopped}
 	starts := slices.Sorted(maps.Keys(seconds))

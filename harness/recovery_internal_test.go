@@ -61,7 +61,8 @@ func TestMeasureRecovery(t *testing.T) {
 			}
 		})
 	}
-	if rec := measureRecovery(20, 30, []string{"after"}, series(nil, nil), bounds, 3); rec != nil {
-		t.Errorf("no point after the stop: %+v, want nil", rec)
+	// Every quiet request after the stop still running: no second ended.
+	if rec := measureRecovery(20, 30, []string{"after"}, series(nil, nil), bounds, 3); rec == nil || rec.Recovered || rec.Time != 10 || rec.Seconds != 0 {
+		t.Errorf("no point after the stop: %+v, want not recovered in 10 s", rec)
 	}
 }

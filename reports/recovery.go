@@ -19,8 +19,8 @@ func recoveryLine(c Configuration) string {
 		bounds = append(bounds, fmt.Sprintf("%s %.0f ms", class, rc.Bounds[class]))
 	}
 	head := fmt.Sprintf("recovery after the dominant tenant stopped at %s: ", fmtSeconds(rc.Stopped))
-	tail := fmt.Sprintf(" (quiet p99 per second within %s, from %s, for %s; %d seconds in %s, worst %.0f ms %s)",
-		strings.Join(bounds, ", "), rc.Baseline, fmtSeconds(rc.Hold), rc.Seconds, strings.Join(rc.Windows, ", "), rc.Worst, rc.WorstClass)
+	tail := fmt.Sprintf(" (quiet p99 per second within %s, from %s, for %s; in %s %d seconds judged, worst %.0f ms %s)",
+		strings.Join(bounds, ", "), rc.Baseline, fmtSeconds(rc.Hold), strings.Join(rc.Windows, ", "), rc.Seconds, rc.Worst, rc.WorstClass)
 	if !rc.Recovered {
 		return head + "NOT RECOVERED in " + fmtSeconds(rc.Time) + tail
 	}

@@ -13,7 +13,7 @@ func TestRecoveryLine(t *testing.T) {
 	rc := &Recovery{Stopped: 22, Windows: []string{"after"}, Baseline: "solo", Bounds: map[string]float64{"page": 45, "lookup": 31.6},
 		Hold: 3, Recovered: true, Time: 2, Seconds: 6, Worst: 812, WorstClass: "page"}
 	got := recoveryLine(Configuration{Recovery: rc})
-	want := "recovery after the dominant tenant stopped at 22.0 s: recovered in 2.0 s (quiet p99 per second within lookup 32 ms, page 45 ms, from solo, for 3.0 s; 6 seconds in after, worst 812 ms page)"
+	want := "recovery after the dominant tenant stopped at 22.0 s: recovered in 2.0 s (quiet p99 per second within lookup 32 ms, page 45 ms, from solo, for 3.0 s; in after 6 seconds judged, worst 812 ms page)"
 	if got != want {
 		t.Errorf("recovered:\n got %s\nwant %s", got, want)
 	}

@@ -178,7 +178,8 @@ type Configuration struct {
 // Recovery is the time the quiet tenants took to recover after the
 // dominant tenant stopped sending: from Stopped, the time until the first
 // second from which every second's merged quiet p99 (each quiet class, the
-// per-second series of Intervals) stays within its bound for Hold seconds.
+// per-second series of Intervals: the requests intended after Stopped, by
+// the second they ended in) stays within its bound for Hold seconds.
 type Recovery struct {
 	// Stopped is the end of the last phase in which the dominant tenant
 	// sent, in seconds from the timeline's start; Windows the phases after
@@ -198,7 +199,8 @@ type Recovery struct {
 	// of the hold (0: never out of bounds); when not Recovered, the
 	// seconds watched.
 	Time float64 `json:"time_s"`
-	// Seconds is the number of per-second points judged; Worst the
+	// Seconds is the number of seconds judged (0: every quiet request
+	// after Stopped still running at the end); Worst the
 	// highest per-second quiet p99 among them, in ms, of class WorstClass.
 	Seconds    int     `json:"seconds"`
 	Worst      float64 `json:"worst_p99_ms"`
