@@ -165,7 +165,7 @@ type tenant struct {
 
 type counters struct {
 	admitted, released, rejectedQueueFull, rejectedWaitExceeded, rejectedUnavailable, cancelled int64
-	unprotected, leasesLost                                                                   int64
+	unprotected, leasesLost                                                                     int64
 }
 
 // New returns a Limiter for cfg, or an error matching
