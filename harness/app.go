@@ -46,9 +46,11 @@ type appStack struct {
 	limiters  map[pools.Class]multiStat
 	peak      *peakGauge
 
-	redis  *redis.Client
-	server *redisserver.Server
-	cur    int // instance being built
+	redis    *redis.Client // the run's own checks
+	redisOpt *redis.Options
+	clients  []*redis.Client // one per instance and class, as separate processes would have
+	server   *redisserver.Server
+	cur      int // instance being built
 	// closers close the Redis limiters.
 	closers []func()
 }
@@ -103,16 +105,9 @@ func (r *runner) newAppStack(ctx context.Context, c *scenario.Configuration) (_ 
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", scenario.ErrInvalid, r.sc.Where(field), err)
 		}
-		opt.MaxRetries = -1
-		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond
-		a.redis = redis.NewClient(opt)
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = a.redis.Ping(pctx).Err()
-		if err == nil {
-			// Scripting must work: the limiter's steps are server-side scripts.
-			err = a.redis.Eval(pctx, "return redis.call('TIME')[1]", nil).Err()
-		}
-		cancel()
+		a.redisOpt = opt
+		a.redis = a.newClient()
+		err = pingScript(ctx, a.redis)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: Redis at %s unusable: %w", scenario.ErrInvalid, r.sc.Where(field), opt.Addr, err)
 		}
@@ -147,6 +142,56 @@ func (a *appStack) bound(perTenant int) int {
 	}
 }
 
+// redisOpTimeout bounds each Redis call of the global limiter: generous,
+// so that a loaded machine's scheduling delays are not taken for an
+// unreachable Redis.
+const redisOpTimeout = time.Second
+
+// newClient returns a new connection pool to the app's Redis.
+func (a *appStack) newClient() *redis.Client {
+	opt := *a.redisOpt
+	opt.MaxRetries = -1
+	opt.PoolSize = 64
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = redisOpTimeout, redisOpTimeout, redisOpTimeout, redisOpTimeout
+	return redis.NewClient(&opt)
+}
+
+// checkRedisURLs checks, before anything starts, that every redis_url of
+// the configurations to run (only, or all) answers PING and runs a script;
+// an error names the key by file:line:col and matches scenario.ErrInvalid.
+func checkRedisURLs(ctx context.Context, sc *scenario.Scenario, only string) error {
+	for i := range sc.Configurations {
+		c := &sc.Configurations[i]
+		if c.App == nil || c.App.Limiter != scenario.AppGlobal || c.App.RedisURL == "" || (only != "" && c.Name != only) {
+			continue
+		}
+		field := fmt.Sprintf("configurations[%d].app.redis_url", i)
+		opt, err := redis.ParseURL(c.App.RedisURL)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", scenario.ErrInvalid, sc.Where(field), err)
+		}
+		a := &appStack{redisOpt: opt}
+		cl := a.newClient()
+		err = pingScript(ctx, cl)
+		cl.Close()
+		if err != nil {
+			return fmt.Errorf("%w: %s: Redis at %s unusable: %w", scenario.ErrInvalid, sc.Where(field), opt.Addr, err)
+		}
+	}
+	return nil
+}
+
+// pingScript checks that Redis answers and runs scripts (the limiter's
+// steps are server-side scripts), within 2 s.
+func pingScript(ctx context.Context, cl *redis.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	return cl.Eval(ctx, "return redis.call('TIME')[1]", nil).Err()
+}
+
 // configField is the field path of configuration c in the file.
 func (r *runner) configField(c *scenario.Configuration) string {
 	for i := range r.sc.Configurations {
@@ -166,8 +211,10 @@ func (a *appStack) limiter(c *scenario.Configuration, class pools.Class, p *scen
 	switch a.app.Limiter {
 	case scenario.AppGlobal:
 		ttl := max(2*p.Role.StatementTimeout.Duration(), minLeaseTTL)
+		cl := a.newClient()
+		a.clients = append(a.clients, cl)
 		rl, err := redislimiter.New(redislimiter.Config{
-			Client: a.redis, MaxPerTenant: lc.MaxPerTenant, MaxQueue: lc.MaxQueue, MaxWait: lc.MaxWait.Duration(),
+			Client: cl, OpTimeout: redisOpTimeout, MaxPerTenant: lc.MaxPerTenant, MaxQueue: lc.MaxQueue, MaxWait: lc.MaxWait.Duration(),
 			LeaseTTL: ttl, FailOpen: a.app.FailOpen, KeyPrefix: "noisysim:" + c.Name + ":" + string(class),
 			Owner: fmt.Sprintf("%s-%d", c.Name, a.cur),
 		})
@@ -201,8 +248,13 @@ func (a *appStack) close() {
 	for _, f := range a.closers {
 		f()
 	}
+	for _, cl := range a.clients {
+		cl.Close()
+	}
+	a.clients = nil
 	if a.redis != nil {
 		a.redis.Close()
+		a.redis = nil
 	}
 	if a.server != nil {
 		a.server.Stop()

@@ -125,6 +125,9 @@ var ErrRun = errors.New("run scenario")
 // either way.
 func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Report, error) {
 	pools := calibrationPools(sc)
+	if err := checkRedisURLs(ctx, sc, opts.Only); err != nil {
+		return nil, err
+	}
 	if opts.Only != "" {
 		one, err := sc.Only(opts.Only)
 		if err != nil {

@@ -387,10 +387,12 @@ func (l *Limiter) admitted(name, key, id string) func() {
 	t := l.record(name)
 	t.inFlight++
 	t.c.admitted++
-	l.leases.Add(1)
-	l.mu.Unlock()
 	stop := make(chan struct{})
-	go l.renew(name, key, id, stop)
+	if !l.closed { // after Close the lease is not renewed: it lives one TTL
+		l.leases.Add(1)
+		go l.renew(name, key, id, stop)
+	}
+	l.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -453,6 +455,9 @@ func (l *Limiter) renew(name, key, id string, stop chan struct{}) {
 // idempotent and does not close the Redis client.
 func (l *Limiter) Close() {
 	l.close.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
 		close(l.stopAll)
 		l.leases.Wait()
 	})
