@@ -63,10 +63,17 @@ func TestRunAppInstances(t *testing.T) {
 				}
 				continue
 			}
-			if !a.Passed || a.Limit != 4 {
-				t.Errorf("%s %s/%s: observed %v, limit %v, passed %v; want <= 4", a.Name, a.Tenant, a.Class, a.Observed, a.Limit, a.Passed)
+			if !a.Passed {
+				t.Errorf("%s %s/%s: observed %v over the limit %v", a.Name, a.Tenant, a.Class, a.Observed, a.Limit)
 			}
-			if a.Tenant == "1" && a.Observed < 2 {
+			if a.Tenant != "1" {
+				continue
+			}
+			// The noisy tenant sends only the heavy class: cap 4 globally.
+			if a.Limit != 4 || a.Observed > 4 {
+				t.Errorf("%s: the noisy tenant peaked at %v, limit %v; want <= 4", a.Name, a.Observed, a.Limit)
+			}
+			if a.Observed < 2 {
 				t.Errorf("%s: the noisy tenant peaked at %v: the scenario did not load the cap", a.Name, a.Observed)
 			}
 			seen[a.Name] = true
