@@ -157,12 +157,20 @@ func (a *appStack) newClient() *redis.Client {
 }
 
 // checkRedisURLs checks, before anything starts, that every redis_url of
-// the configurations to run (only, or all) answers PING and runs a script;
-// an error names the key by file:line:col and matches scenario.ErrInvalid.
+// the configurations to run (only, or all) answers PING and runs a script
+// (an error names the key by file:line:col and matches scenario.ErrInvalid),
+// and that redis-server is installed where one is to be started (else a
+// *redisserver.NotFoundError: backend.ErrNotInstalled).
 func checkRedisURLs(ctx context.Context, sc *scenario.Scenario, only string) error {
 	for i := range sc.Configurations {
 		c := &sc.Configurations[i]
-		if c.App == nil || c.App.Limiter != scenario.AppGlobal || c.App.RedisURL == "" || (only != "" && c.Name != only) {
+		if c.App == nil || c.App.Limiter != scenario.AppGlobal || (only != "" && c.Name != only) {
+			continue
+		}
+		if c.App.RedisURL == "" {
+			if _, err := redisserver.Find(""); err != nil {
+				return fmt.Errorf("configuration %s: app.limiter global without redis_url: %w", c.Name, err)
+			}
 			continue
 		}
 		field := fmt.Sprintf("configurations[%d].app.redis_url", i)

@@ -105,4 +105,17 @@ func TestRunAppInstances(t *testing.T) {
 			t.Errorf("error does not name %s...configurations[2].app.redis_url:\n%s", want, out)
 		}
 	})
+
+	t.Run("no redis-server", func(t *testing.T) {
+		cmd := exec.Command(bin, "run", "--no-progress", "../../scenarios/app-instances.yaml")
+		cmd.Env = append(os.Environ(), runlock.EnvPath+"="+lock, redisserver.EnvBinary+"=/nonexistent/redis-server")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+			t.Fatalf("exit %v, want 2: %s", err, out)
+		}
+		if !strings.Contains(string(out), "redis-server not found") {
+			t.Errorf("no one-line reason:\n%s", out)
+		}
+	})
 }
