@@ -290,6 +290,7 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 		}
 	}
 	r.citusWindows(tr, out.Windows)
+	out.Recovery = r.recovery(tr, &out)
 	return out
 }
 

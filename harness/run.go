@@ -326,7 +326,7 @@ func (r *runner) plan() error {
 	}
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
-		if (c.Script != "" || c.SQL != "") && c.Program() == nil {
+		if (c.Query != "" || c.Script != "" || c.SQL != "") && c.Program() == nil {
 			// A scenario built in Go: parse its scripts now.
 			if errs := sc.Validate(); len(errs) > 0 {
 				return fmt.Errorf("%w: %w", scenario.ErrInvalid, errors.Join(errs...))
@@ -907,19 +907,8 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 		_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
 	case prog != nil:
 		err = e.script(ctx, prog, class, tenant, op)
-	case dataset.Kind(c.Query) == dataset.KindExport:
-		_, err = e.stack.Tx(ctx, class, tenant, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-			func(ctx context.Context, tx pgx.Tx) error {
-				_, err := dataset.Export(ctx, tx, op.Tenant, c.Batch)
-				return err
-			})
 	default:
-		p := e.r.params
-		p.Sleep = c.Sleep.Duration()
-		var q dataset.Statement
-		if q, err = dataset.Query(dataset.Kind(c.Query), op.Tenant, op.Seq, p); err == nil {
-			_, err = e.stack.Query(ctx, class, tenant, q.SQL, q.Args...)
-		}
+		err = fmt.Errorf("%w: class %s has no script (validate the scenario first)", ErrRun, c.Name)
 	}
 	var le *limiter.LimitError
 	if errors.As(err, &le) {
@@ -1007,7 +996,11 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 			defer r.progressMu.Unlock()
 			return r.progress.Phase
 		}
-		if act, err = startActivity(ctx, r.primary.DSN(), r.rolesOfConfig(c), phase); err != nil {
+		rule := shareAlertRule{threshold: scenario.DefaultShareAlertThreshold, window: int(scenario.DefaultShareAlertWindow.Duration() / time.Second)}
+		if sv := r.sc.Service; sv != nil {
+			rule = shareAlertRule{threshold: sv.ShareAlert.Threshold, window: int(sv.ShareAlert.Window.Duration() / time.Second)}
+		}
+		if act, err = startActivity(ctx, r.primary.DSN(), r.rolesOfConfig(c), phase, rule); err != nil {
 			return configResult{}, err
 		}
 		defer act.stop()
