@@ -42,13 +42,22 @@ func seriesReport() *Report {
 				c.Intervals = append(c.Intervals, Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t1",
 					Class: "interactive", Count: 200, P50: 5, P99: 60, Max: 80})
 			}
+			// Two of the busiest quiet tenants, t3 the busier: drawn
+			// after the dominant tenant, t3 first, p99 only.
+			c.Intervals = append(c.Intervals,
+				Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t2", Class: "interactive", Count: 10, P50: 1, P99: 2 * f, Max: 3 * f},
+				Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t3", Class: "interactive", Count: 12, P50: 1, P99: 4 * f, Max: 5 * f})
 			pt := Point{Window: win, At: float64(s + 1), Rate: 100,
 				TopDBTime: []Share{{Tenant: "t2", DBTime: 300, Share: 0.3}, {Tenant: "t3", DBTime: 200, Share: 0.2}}}
 			if noisy {
 				pt.TopDBTime = []Share{{Tenant: "t1", DBTime: 1800, Share: 0.6}, {Tenant: "t2", DBTime: 600, Share: 0.2}, {Tenant: "t4", DBTime: 300, Share: 0.1}}
 			}
 			if c.Name == "isolated" {
-				pt.Limiters = []LimiterPoint{{Class: "interactive", InFlight: int64(s), Queued: int64(s / 2), Rejected: int64(s % 3)}}
+				// interactive rejects with both reasons, heavy with none.
+				pt.Limiters = []LimiterPoint{{Class: "heavy", InFlight: 1}, {Class: "interactive", InFlight: int64(s), Queued: int64(s / 2), Rejected: int64(s % 3)}}
+				if n := pt.Limiters[1].Rejected; n > 0 {
+					pt.Limiters[1].RejectedByReason = map[string]int64{"queue_full": n - int64(s%2), "wait_exceeded": int64(s % 2)}
+				}
 				pt.Writer = &WriterPoint{Acked: 10, Errors: int64(s / 7)}
 			}
 			c.Series = append(c.Series, pt)
@@ -69,6 +78,12 @@ func seriesReport() *Report {
 			c.SoloQuietAll[i].Percentiles = spectrum(c.SoloQuietAll[i], 1)
 		}
 		if c.Name == "isolated" {
+			// The watcher of the run phase acts on t4's share above 0.15:
+			// t4 has the least DB time of the top tenants, yet it is the
+			// stack's bottom band (naive's is the dominant t1).
+			c.Windows[2].ShareAlert = &ShareAlert{Policy: "share_over", Tenant: "t4", Threshold: 0.15}
+			c.Writer = &WriterCheck{Tenant: "t1", Rate: 10, Inserts: 40, Updates: 40, LongestWrite: 450, LongestWriteAt: 6.6, LongestWriteWindow: "run"}
+			c.Faults = []Fault{{Node: "replica1", Action: "stop", Phase: "run", At: 2, Restored: 2.5, Recovered: true}}
 			c.Actions = []ActionResult{{Phase: "run", Type: "isolate_tenant", At: 6.5, Took: 0.4, FiredBy: "share_over",
 				Before: map[string]float64{"share": 0.6}, After: map[string]float64{"share": 0.2}}}
 		}
@@ -96,9 +111,12 @@ func dumpFigures(figs []figure) string {
 				fmt.Fprintf(&b, "    action %q at %g took %g\n", m.Label, m.At, m.Took)
 			}
 			for _, l := range p.Lines {
-				fmt.Fprintf(&b, "    line %q dashed=%v dotted=%v:", l.Label, l.Dashed, l.Dotted)
+				fmt.Fprintf(&b, "    line %q color=%d dashed=%v dotted=%v:", l.Label, l.Color, l.Dashed, l.Dotted)
 				if l.Steps {
 					b.WriteString(" (steps)")
+				}
+				if l.Fill {
+					b.WriteString(" (fill)")
 				}
 				for _, pt := range l.Points {
 					fmt.Fprintf(&b, " %g,%g", pt[0], pt[1])
