@@ -43,8 +43,11 @@ func seriesReport() *Report {
 					Class: "interactive", Count: 200, P50: 5, P99: 60, Max: 80})
 			}
 			// Two of the busiest quiet tenants, t3 the busier: drawn
-			// after the dominant tenant, t3 first, p99 only.
+			// after the dominant tenant, t3 first, p99 only, in the
+			// quiet tenants' busiest class (interactive; t3's heavy
+			// second left out).
 			c.Intervals = append(c.Intervals,
+				Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t3", Class: "heavy", Count: 1, P50: 100, P99: 100, Max: 100},
 				Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t2", Class: "interactive", Count: 10, P50: 1, P99: 2 * f, Max: 3 * f},
 				Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t3", Class: "interactive", Count: 12, P50: 1, P99: 4 * f, Max: 5 * f})
 			pt := Point{Window: win, At: float64(s + 1), Rate: 100,
@@ -61,6 +64,10 @@ func seriesReport() *Report {
 				pt.Writer = &WriterPoint{Acked: 10, Errors: int64(s / 7)}
 			}
 			c.Series = append(c.Series, pt)
+		}
+		if c.Name == "naive" {
+			// A backlog drained after the last phase: a span "drain".
+			c.Series = append(c.Series, Point{Window: "run", At: 9.5, TopDBTime: []Share{{Tenant: "t1", DBTime: 900, Share: 0.9}}})
 		}
 		// A percentile plot per merged quiet row: p50 at the row's p50,
 		// p99 at its p99; naive's noisy phase 20 × its solo tail.

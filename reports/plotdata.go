@@ -83,8 +83,8 @@ const topSeriesTenants = 5
 func figures(r *Report) []figure {
 	r = normalized(r)
 	figs := []figure{
-		{ID: "latency", Title: "Latency per second: quiet tenants (all), the dominant tenant and the busiest quiet tenants (p99 dotted)", YLabel: "latency (ms)", LogY: true},
-		{ID: "db_time", Title: fmt.Sprintf("DB-time share per second of the top %d tenants, stacked (the watched or dominant tenant at the bottom), with the share alert's threshold", topSeriesTenants), YLabel: "share of DB time (stacked)"},
+		{ID: "latency", Title: "Latency per second: quiet tenants (all), the dominant tenant, and the busiest quiet tenants' p99 (dotted) in the busiest quiet class", YLabel: "latency (ms)", LogY: true},
+		{ID: "db_time", Title: dbTimeTitle(r), YLabel: "share of DB time (stacked)"},
 		{ID: "limiter", Title: "Limiter per class: in flight and queued at each second", YLabel: "requests"},
 		{ID: "rejections", Title: "Limiter per class: requests rejected in each second, by reason (queue_full: the tenant's queue was full; wait_exceeded: waited max_wait without a slot)", YLabel: "rejected per second"},
 		{ID: "writer", Title: "Checked writer: writes acknowledged and failed per second, its longest write (the write pause) shaded", YLabel: "writes per second"},
@@ -123,10 +123,36 @@ func figures(r *Report) []figure {
 	return out
 }
 
+// phaseSpans are c's windows and, when its series run on past the last
+// window (the requests left draining), a span "drain" to their end.
+func dbTimeTitle(r *Report) string {
+	t := fmt.Sprintf("DB-time share per second of the top %d tenants, stacked", topSeriesTenants)
+	for _, c := range r.Configurations {
+		for _, w := range c.Windows {
+			if w.ShareAlert != nil {
+				return t + " (the watched tenant at the bottom), with the share alert's threshold"
+			}
+		}
+	}
+	return t + " (the dominant tenant at the bottom)"
+}
+
 func phaseSpans(c Configuration) []span {
 	var out []span
+	end := 0.0
 	for _, w := range c.Windows {
 		out = append(out, span{Name: w.Name, From: w.Start, To: w.End, Measured: w.Measured})
+		end = max(end, w.End)
+	}
+	last := 0.0
+	for _, pt := range c.Series {
+		last = max(last, pt.At)
+	}
+	for _, iv := range c.Intervals {
+		last = max(last, iv.End)
+	}
+	if len(out) > 0 && last > end {
+		out = append(out, span{Name: "drain", From: end, To: last})
 	}
 	return out
 }
@@ -169,9 +195,10 @@ func longestWriteMark(c Configuration) []mark {
 }
 
 // latencyPanel draws, per class, the p99 and p50 of each second of the
-// quiet tenants merged and of the dominant tenant, and the p99 of each
-// busiest quiet tenant the report has a series of (dotted)
-// (Configuration.Intervals); a second without a request has no point.
+// quiet tenants merged and of the dominant tenant, and the p99 (dotted)
+// of each busiest quiet tenant the report has a series of, in the class
+// with the most quiet requests (Configuration.Intervals); a second
+// without a request has no point.
 func latencyPanel(r *Report, c Configuration) panel {
 	type key struct{ tenant, class string }
 	byKey := map[key][]Interval{}
@@ -193,10 +220,26 @@ func latencyPanel(r *Report, c Configuration) panel {
 	}
 	// quiet (all) first, then the dominant tenant, then the busiest quiet
 	// tenants by their requests; classes in order.
-	count := map[string]int64{}
+	count, quietClass := map[string]int64{}, map[string]int64{}
 	for k, ivs := range byKey {
 		for _, iv := range ivs {
 			count[k.tenant] += iv.Count
+			if k.tenant == QuietAll {
+				quietClass[k.class] += iv.Count
+			}
+		}
+	}
+	// The busiest quiet tenants are drawn in the quiet tenants' busiest
+	// class only: a line per tenant, not per tenant and class.
+	busiest := ""
+	for class, n := range quietClass {
+		if busiest == "" || n > quietClass[busiest] || n == quietClass[busiest] && class < busiest {
+			busiest = class
+		}
+	}
+	for k := range byKey {
+		if rank(k.tenant) == 2 && busiest != "" && k.class != busiest {
+			delete(byKey, k)
 		}
 	}
 	keys := slices.SortedFunc(maps.Keys(byKey), func(a, b key) int {
