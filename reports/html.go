@@ -158,6 +158,7 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 	plt := plot.New()
 	plt.Title.Text = p.Configuration
 	plt.X.Label.Text = "time (s)"
+	plt.X.Tick.Marker = plainTicks{}
 	xOf := func(x float64) float64 { return x }
 	if f.PercentileX {
 		plt.X.Label.Text = "percentile"
@@ -168,6 +169,7 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 	}
 	plt.Y.Label.Text = f.YLabel
 	plt.Y.Min, plt.Y.Max = ymin, ymax
+	plt.Y.Tick.Marker = plainTicks{}
 	if f.LogY {
 		plt.Y.Scale = plot.LogScale{}
 		plt.Y.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -307,6 +309,20 @@ func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
 		c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
 		c.FillText(asty, vg.Point{X: x - 1, Y: c.Max.Y - 20}, m.Label)
 	}
+}
+
+// plainTicks are gonum's default ticks labelled without trailing zeros
+// ("25", not "25.00").
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 6, 64)
+		}
+	}
+	return ts
 }
 
 // percentileX places percentile p (0..100) on HdrHistogram's percentile

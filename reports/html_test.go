@@ -245,3 +245,28 @@ func TestWriteHTMLInvalid(t *testing.T) {
 		t.Errorf("got %v, want an invalid report naming scenario", err)
 	}
 }
+
+// TestLimiterFiguresLeaveOutAService: a configuration whose service runs
+// its own queries has no limiter or rejections panel drawn from
+// noisysim's idle limiters, but says why.
+func TestLimiterFiguresLeaveOutAService(t *testing.T) {
+	r := seriesReport()
+	for i := range r.Configurations {
+		r.Configurations[i].Service = &ServiceRun{Instances: []string{"http://127.0.0.1:1"}}
+	}
+	for _, f := range figures(r) {
+		if f.ID == "limiter" || f.ID == "rejections" {
+			t.Errorf("figure %s drawn for configurations whose service has its own limiter: %+v", f.ID, f.Panels)
+		}
+	}
+	r.Configurations[0].Service = nil // naive: no limiter; isolated: the service's
+	for _, f := range figures(r) {
+		if f.ID == "limiter" {
+			t.Errorf("figure limiter drawn, yet no configuration has noisysim's limiter in its path: %+v", f.Panels)
+		}
+	}
+	p := limiterLines(r.Configurations[1], true)
+	if !strings.Contains(p.Empty, "not in the service's path") || len(p.Lines) != 0 {
+		t.Errorf("the service's panel: %+v, want empty, saying why", p)
+	}
+}

@@ -353,6 +353,11 @@ func limiterPanel(r *Report, c Configuration) panel { return limiterLines(c, fal
 func rejectionsPanel(r *Report, c Configuration) panel { return limiterLines(c, true) }
 
 func limiterLines(c Configuration, rejections bool) panel {
+	if c.Service != nil {
+		// The service runs its own queries: noisysim's limiters, idle,
+		// would draw a flat zero that reads as "nothing rejected".
+		return panel{Empty: "noisysim's limiter is not in the service's path (the service's own rejections are its HTTP 429 answers)"}
+	}
 	classes := map[string]bool{}
 	reasons := map[string]map[string]bool{} // per class, the reasons with rejections
 	for _, pt := range c.Series {
