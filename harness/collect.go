@@ -299,6 +299,7 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 		}
 	}
 	r.citusWindows(tr, out.Windows)
+	out.Recovery = r.recovery(tr, &out)
 	return out
 }
 

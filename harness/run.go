@@ -953,7 +953,11 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 			defer r.progressMu.Unlock()
 			return r.progress.Phase
 		}
-		if act, err = startActivity(ctx, r.primary.DSN(), r.rolesOfConfig(c), phase); err != nil {
+		rule := shareAlertRule{threshold: scenario.DefaultShareAlertThreshold, window: int(scenario.DefaultShareAlertWindow.Duration() / time.Second)}
+		if sv := r.sc.Service; sv != nil {
+			rule = shareAlertRule{threshold: sv.ShareAlert.Threshold, window: int(sv.ShareAlert.Window.Duration() / time.Second)}
+		}
+		if act, err = startActivity(ctx, r.primary.DSN(), r.rolesOfConfig(c), phase, rule); err != nil {
 			return configResult{}, err
 		}
 		defer act.stop()

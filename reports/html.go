@@ -26,6 +26,14 @@ var htmlSource string
 var htmlTemplate = template.Must(template.New("report.html").Funcs(template.FuncMap{
 	"ms":  func(v float64) string { return fmt.Sprintf("%.1f", v) },
 	"num": func(v float64) string { return fmt.Sprintf("%.4g", v) },
+	// details are a configuration's service, activity and recovery lines.
+	"details": func(c Configuration) []string {
+		out := serviceLines(c)
+		if l := recoveryLine(c); l != "" {
+			out = append(out, l)
+		}
+		return out
+	},
 	"verdict": func(a Assertion) string {
 		switch {
 		case a.Skipped:

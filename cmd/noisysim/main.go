@@ -11,7 +11,8 @@
 //	1   any other error, an interruption, or a panic (after teardown)
 //	2   bad input or usage: unknown command or flag, invalid scenario or
 //	    topology, an explicit port in use, PostgreSQL (or Citus, for
-//	    topology citus) not installed, a DSN that is not a Citus coordinator
+//	    topology citus) not installed, a DSN that is not a Citus coordinator,
+//	    record on a server noisysim did not start (nothing changed)
 //	99  an assertion failed (the run completed; a quiet tenant was hurt)
 //
 // Signals: the first SIGINT or SIGTERM cancels the command, which tears
@@ -37,6 +38,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/bench"
+	"github.com/noisysim/noisysim/harness/record"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/internal/runlock"
@@ -59,6 +61,7 @@ var commands = []command{
 	{"bench", "measure noisysim against pgbench on one server: maximum rate, fixed rate, memory", runBench},
 	{"citus", "hot shard on Citus: plan [--apply], isolate --tenant X, hot-shard (local experiment)", runCitus},
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
+	{"record", "record a server's statements for a replay: record --dsn DSN --for 10m --out FILE", runRecord},
 	{"report", "render a run's report.json again: report --html (report.html)", runReport},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
 	{"sweep", "run a scenario across ranges of its numeric keys; --search knee finds how far each configuration holds", runSweep},
@@ -102,6 +105,7 @@ var exitCodes = []struct {
 	{bench.ErrInvalid, exitUsage},
 	{bench.ErrNoPgBench, exitUsage},
 	{sweep.ErrBadInput, exitUsage},
+	{record.ErrNotStarted, exitUsage},
 }
 
 // exitCode returns the exit code for the error a command returned.
