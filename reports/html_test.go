@@ -270,3 +270,15 @@ func TestLimiterFiguresLeaveOutAService(t *testing.T) {
 		t.Errorf("the service's panel: %+v, want empty, saying why", p)
 	}
 }
+
+// TestDistributionNamesTheBaseline: the distribution's baseline line is
+// named after the phase quiet_p99 compared with ("before"), not "solo".
+func TestDistributionNamesTheBaseline(t *testing.T) {
+	r := seriesReport()
+	r.Assertions = append(r.Assertions, Assertion{Name: "quiet_p99", Configuration: "naive", Window: "run", Baseline: "before",
+		Tenant: QuietAll, Class: "heavy", Observed: 1, Op: "<=", Limit: 2, Passed: true})
+	d := distributionFigure(normalized(r))
+	if len(d.Panels) == 0 || len(d.Panels[0].Lines) == 0 || d.Panels[0].Lines[0].Label != "before (naive)" {
+		t.Errorf("distribution panels %+v: want the baseline line named \"before (naive)\"", d.Panels)
+	}
+}

@@ -557,6 +557,18 @@ func nodesPanel(r *Report, c Configuration) panel {
 	return p
 }
 
+// baselineName is the name of the phase quiet_p99 compared
+// configuration with (its baseline, e.g. "before"), "solo" when no
+// assertion names it.
+func baselineName(r *Report, configuration string) string {
+	for _, a := range r.Assertions {
+		if a.Name == "quiet_p99" && a.Configuration == configuration && a.Baseline != "" {
+			return a.Baseline
+		}
+	}
+	return "solo"
+}
+
 // distributionFigure is the quiet tenants' (all) response-time
 // distribution, a panel per class: the solo baseline of the first
 // configuration and each configuration's quiet_p99 window (QuietAll) on
@@ -596,7 +608,7 @@ func distributionFigure(r *Report) figure {
 
 		first := r.Configurations[0]
 		if ps := rowOf(first.SoloQuietAll, class); len(ps) > 0 {
-			p.Lines = append(p.Lines, toLine("solo ("+first.Name+")", ps))
+			p.Lines = append(p.Lines, toLine(baselineName(r, first.Name)+" ("+first.Name+")", ps))
 		}
 		for _, c := range r.Configurations {
 			if ps := rowOf(c.QuietAll, class); len(ps) > 0 {
