@@ -322,7 +322,7 @@ func (r *runner) plan() error {
 	}
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
-		if (c.Script != "" || c.SQL != "") && c.Program() == nil {
+		if (c.Query != "" || c.Script != "" || c.SQL != "") && c.Program() == nil {
 			// A scenario built in Go: parse its scripts now.
 			if errs := sc.Validate(); len(errs) > 0 {
 				return fmt.Errorf("%w: %w", scenario.ErrInvalid, errors.Join(errs...))
@@ -853,19 +853,8 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 		_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
 	case prog != nil:
 		err = e.script(ctx, prog, class, tenant, op)
-	case dataset.Kind(c.Query) == dataset.KindExport:
-		_, err = e.stack.Tx(ctx, class, tenant, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-			func(ctx context.Context, tx pgx.Tx) error {
-				_, err := dataset.Export(ctx, tx, op.Tenant, c.Batch)
-				return err
-			})
 	default:
-		p := e.r.params
-		p.Sleep = c.Sleep.Duration()
-		var q dataset.Statement
-		if q, err = dataset.Query(dataset.Kind(c.Query), op.Tenant, op.Seq, p); err == nil {
-			_, err = e.stack.Query(ctx, class, tenant, q.SQL, q.Args...)
-		}
+		err = fmt.Errorf("%w: class %s has no script (validate the scenario first)", ErrRun, c.Name)
 	}
 	var le *limiter.LimitError
 	if errors.As(err, &le) {

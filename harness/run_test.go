@@ -57,6 +57,11 @@ func TestRunSmall(t *testing.T) {
 				if row.Class == "export" && row.Tenant != "1" {
 					t.Errorf("export sent by tenant %s, want the dominant tenant only", row.Tenant)
 				}
+				for class, n := range row.ErrorsByClass {
+					if class != "queue_full" && class != "wait_exceeded" {
+						t.Errorf("tenant %s %s: %d %s errors (the shipped scripts must run)", row.Tenant, row.Class, n, class)
+					}
+				}
 				if row.Class == "sleep" && row.Count > 0 && row.P50 < 2 {
 					t.Errorf("tenant %s: sleep p50 %.2f ms, below the 2 ms pg_sleep", row.Tenant, row.P50)
 				}

@@ -275,6 +275,22 @@ type Data struct {
 	// Existing runs the workload on tables already in the database (an
 	// external backend), read only: no data step. Not with Setup.
 	Existing Existing `yaml:"existing"`
+	// Directory names, on topology shards with Setup, the tables holding
+	// tenant rows and their tenant column: every node keeps the rows of
+	// the tenants placed on it, and move_tenant copies them (the tables
+	// and column `noisysim tenant move` takes as flags).
+	Directory DirectoryData `yaml:"directory"`
+}
+
+// DirectoryData names the tables of a user's data set that directory
+// sharding places and moves by tenant.
+type DirectoryData struct {
+	// Tables hold tenant rows, in the order a move copies them; each has
+	// Column. Required with data.setup on topology shards.
+	Tables []string `yaml:"tables"`
+	// Column is the tenant column of every table, holding tenants.keys.
+	// Required with Tables.
+	Column string `yaml:"column"`
 }
 
 // Existing names the schemas of a database's own tables a workload reads.

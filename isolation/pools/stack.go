@@ -419,6 +419,16 @@ func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...
 		b.Queue(s.queryTagSQL, TagPrefix+tenant)
 		b.Queue(sql, args...)
 		br := conn.SendBatch(ctx, b)
+		if conn.IsClosed() {
+			// Sending failed and pgx is closing the connection in a
+			// goroutine of its own: nothing more may be written to it.
+			_, err := br.Exec()
+			br.Close()
+			if err == nil {
+				err = errors.New("connection closed while sending")
+			}
+			return &batchTagError{err: err}
+		}
 		// The reset follows in the same flight, before the results are
 		// read: the server runs it right after the statement, and its
 		// reply is read at the connection's next use.
