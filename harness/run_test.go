@@ -201,11 +201,11 @@ func TestRunTimeline(t *testing.T) {
 	if quiet == 0 || perWindow != 3 {
 		t.Errorf("%d quiet_p99 assertions, %d no_unexpected_errors totals; want > 0 and 3 (one per measured window)", quiet, perWindow)
 	}
-	// Per second: quiet (all), the dominant tenant and the 3 busiest
-	// quiet tenants, each of those within quiet (all)'s count.
+	// Per window and second: quiet (all), the dominant tenant and the 3
+	// busiest quiet tenants, each of those within quiet (all)'s count.
 	type sec struct {
-		start float64
-		class string
+		window, class string
+		start         float64
 	}
 	merged, own := map[sec]int64{}, map[string]bool{}
 	for _, iv := range cfg.Intervals {
@@ -213,7 +213,7 @@ func TestRunTimeline(t *testing.T) {
 			t.Fatalf("interval at %v s has no window", iv.Start)
 		}
 		if iv.Tenant == "quiet (all)" {
-			merged[sec{iv.Start, iv.Class}] = iv.Count
+			merged[sec{iv.Window, iv.Class, iv.Start}] = iv.Count
 		}
 	}
 	for _, iv := range cfg.Intervals {
@@ -221,7 +221,7 @@ func TestRunTimeline(t *testing.T) {
 			continue
 		}
 		own[iv.Tenant] = true
-		if n := merged[sec{iv.Start, iv.Class}]; iv.Count > n {
+		if n := merged[sec{iv.Window, iv.Class, iv.Start}]; iv.Count > n {
 			t.Errorf("tenant %s %s at %v s: %d requests, more than quiet (all)'s %d", iv.Tenant, iv.Class, iv.Start, iv.Count, n)
 		}
 	}
