@@ -23,6 +23,7 @@ import (
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/guard"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation"
 	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/reports"
@@ -124,6 +125,9 @@ var ErrRun = errors.New("run scenario")
 // either way.
 func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Report, error) {
 	pools := calibrationPools(sc)
+	if err := checkRedisURLs(ctx, sc, opts.Only); err != nil {
+		return nil, err
+	}
 	if opts.Only != "" {
 		one, err := sc.Only(opts.Only)
 		if err != nil {
@@ -727,16 +731,51 @@ func rolesOf(c *scenario.Configuration, schema string, access tableAccess) []poo
 	}
 }
 
-// stack is one configuration's isolation stack and its limiters.
+// stack is one configuration's isolation stack and its limiters: with
+// app.instances N, N stacks (the embedded one is the first) taking calls
+// round-robin.
 type stack struct {
 	*pools.Stack
-	limiters map[pools.Class]*limiter.Limiter
+	limiters map[pools.Class]limiterStats
 	// http runs the HTTP classes; nil without one.
 	http *httpTarget
+	// app holds the instances beyond the first and their shared state; nil
+	// without app.
+	app *appStack
 }
 
-// newStack builds configuration c's isolation stack on the cluster.
+// limiterStats is what the run reads of a class's limiter (or limiters).
+type limiterStats interface{ Stat() limiter.Stat }
+
+// newStack builds configuration c's isolation stack on the cluster: one,
+// or with app one per instance.
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
+	st := &stack{limiters: map[pools.Class]limiterStats{}}
+	if c.App == nil {
+		s, err := r.newInstance(ctx, c, nil, 0, func(class pools.Class, l limiterStats) { st.limiters[class] = l })
+		if err != nil {
+			return nil, err
+		}
+		st.Stack = s
+		return st, nil
+	}
+	app, err := r.newAppStack(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	st.app = app
+	st.Stack = app.instances[0]
+	for class, ls := range app.limiters {
+		st.limiters[class] = ls
+	}
+	return st, nil
+}
+
+// newInstance builds one isolation stack of configuration c: its pools and
+// its limiters, made by app (nil: the configured local limiter) for
+// instance inst; each class's limiter is handed to keep.
+func (r *runner) newInstance(ctx context.Context, c *scenario.Configuration, app *appStack, inst int,
+	keep func(pools.Class, limiterStats)) (*pools.Stack, error) {
 	dsn := func(node backend.Node, pool string) string {
 		if r.sc.Citus() {
 			return node.DSN()
@@ -748,7 +787,9 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 		return node.DSNFor(role, r.passwords[role])
 	}
 	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{}, Logger: r.log}
-	st := &stack{limiters: map[pools.Class]*limiter.Limiter{}}
+	if app != nil {
+		cfg.SharedLedger = app.ledger
+	}
 	// addPool adds pool name on node, or with topology shards on every
 	// node, the router choosing each call's.
 	addPool := func(name string, node backend.Node, role string, size int, timeout time.Duration) {
@@ -761,6 +802,7 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 			cfg.Pools = append(cfg.Pools, pools.PoolConfig{Name: name, Node: n.Name, DSN: dsn(n, role), Size: int32(size), AcquireTimeout: timeout})
 		}
 	}
+	var closers []func()
 	if c.Mode == scenario.ModeShared {
 		addPool("shared", r.primary, "shared", c.Shared.PoolSize, c.Shared.AcquireTimeout.Duration())
 		cfg.Classes[pools.Interactive] = pools.ClassConfig{Pool: "shared"}
@@ -772,21 +814,37 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 			if p.Target == scenario.TargetReplica {
 				if r.hasReplica {
 					node = r.replica
-				} else {
+				} else if inst == 0 {
 					r.note("%s: the %s class targets the replica, but the topology has none: it runs on the primary", c.Name, class)
 				}
 			}
 			addPool(string(class), node, string(class), p.PoolSize, p.AcquireTimeout.Duration())
 			cc := pools.ClassConfig{Pool: string(class)}
 			if p.Limiter.Enabled {
-				l, err := limiter.New(limiter.Config{
-					MaxPerTenant: p.Limiter.MaxPerTenant, MaxQueue: p.Limiter.MaxQueue,
-					MaxWait: p.Limiter.MaxWait.Duration(), MaxGlobal: p.Limiter.MaxGlobal,
-				})
-				if err != nil {
-					return nil, fmt.Errorf("%w: configuration %s: %s limiter: %w", scenario.ErrInvalid, c.Name, class, err)
+				var l isolation.Limiter
+				var ls limiterStats
+				if app != nil {
+					var err error
+					if l, ls, err = app.limiter(c, class, p); err != nil {
+						for _, f := range closers {
+							f()
+						}
+						return nil, err
+					}
+					if cl, ok := ls.(interface{ Close() }); ok {
+						closers = append(closers, cl.Close)
+					}
+				} else {
+					ll, err := limiter.New(limiter.Config{
+						MaxPerTenant: p.Limiter.MaxPerTenant, MaxQueue: p.Limiter.MaxQueue,
+						MaxWait: p.Limiter.MaxWait.Duration(), MaxGlobal: p.Limiter.MaxGlobal,
+					})
+					if err != nil {
+						return nil, fmt.Errorf("%w: configuration %s: %s limiter: %w", scenario.ErrInvalid, c.Name, class, err)
+					}
+					l, ls = ll, ll
 				}
-				st.limiters[class] = l
+				keep(class, ls)
 				cc.Limiter = l
 			}
 			cfg.Classes[class] = cc
@@ -794,10 +852,12 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 	}
 	s, err := pools.New(ctx, cfg)
 	if err != nil {
+		for _, f := range closers {
+			f()
+		}
 		return nil, fmt.Errorf("%w: configuration %s: open pools: %w", ErrRun, c.Name, err)
 	}
-	st.Stack = s
-	return st, nil
+	return s, nil
 }
 
 // limiterStat sums the limiters' per-tenant counters.
@@ -806,13 +866,7 @@ func (s *stack) limiterStat() map[string]limiter.TenantStat {
 	for _, l := range s.limiters {
 		for t, ts := range l.Stat().Tenants {
 			o := out[t]
-			o.InFlight += ts.InFlight
-			o.Queued += ts.Queued
-			o.Admitted += ts.Admitted
-			o.Released += ts.Released
-			o.RejectedQueueFull += ts.RejectedQueueFull
-			o.RejectedWaitExceeded += ts.RejectedWaitExceeded
-			o.Cancelled += ts.Cancelled
+			o.Add(ts)
 			out[t] = o
 		}
 	}
@@ -936,7 +990,7 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 		defer st.http.close()
 	}
 	var act *activitySampler
-	if r.sc.Service.Started() || r.sc.Assertions.TaggedOnly {
+	if r.sc.Service.Started() || r.sc.Assertions.TaggedOnly || c.App != nil {
 		phase := func() string {
 			r.progressMu.Lock()
 			defer r.progressMu.Unlock()
@@ -1007,6 +1061,7 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	if r.sc.Assertions.TaggedOnly && extra.activity != nil {
 		res.assertions = append(res.assertions, taggedOnly(c.Name, extra.activity))
 	}
+	res.assertions = append(res.assertions, r.appAssertions(c, st, extra.activity)...)
 	if w != nil {
 		v, err := r.checkWriter(ctx, w)
 		if err != nil {

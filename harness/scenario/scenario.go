@@ -529,6 +529,55 @@ type Configuration struct {
 	// Heavy is the heavy class's pool, role and limiter; mode isolated only.
 	// Each field left out takes DefaultHeavyPool's value.
 	Heavy Pool `yaml:"heavy"`
+	// App, when present, runs the configuration as several application
+	// instances, each its own isolation stack; mode isolated only.
+	App *App `yaml:"app"`
+}
+
+// AppLimiter says how N application instances apply a class's per-tenant
+// limiter.
+type AppLimiter string
+
+// App limiter modes.
+const (
+	// AppPerInstance gives every instance the configured limiter: a
+	// tenant may run up to N × max_per_tenant calls at once.
+	AppPerInstance AppLimiter = "per_instance"
+	// AppDivided gives every instance ceil(max_per_tenant / N) (and
+	// ceil(max_global / N)).
+	AppDivided AppLimiter = "divided"
+	// AppGlobal shares one cap per tenant across the instances through a
+	// Redis limiter (isolation/limiter/redislimiter).
+	AppGlobal AppLimiter = "global"
+)
+
+// MaxAppInstances bounds App.Instances.
+const MaxAppInstances = 64
+
+// App is a configuration run as several application instances: each its
+// own pools and limiters (as N processes of an app would have), traffic
+// spread over them round-robin.
+type App struct {
+	// Instances is the number of instances, 1..64. Default 1.
+	Instances int `yaml:"instances"`
+	// Limiter is per_instance (default), divided or global.
+	Limiter AppLimiter `yaml:"limiter"`
+	// RedisURL is the Redis of limiter global (redis://host:port/db); empty
+	// means a throwaway redis-server started by noisysim for the run.
+	RedisURL string `yaml:"redis_url"`
+	// FailOpen admits calls without a slot when Redis cannot be reached;
+	// false (default) rejects them (reason unavailable). Limiter global
+	// only.
+	FailOpen bool `yaml:"fail_open"`
+}
+
+// Share returns an instance's share of a cap under a: ceil(cap / N) for
+// divided, cap otherwise.
+func (a *App) Share(cap int) int {
+	if a == nil || a.Limiter != AppDivided || a.Instances <= 1 {
+		return cap
+	}
+	return (cap + a.Instances - 1) / a.Instances
 }
 
 // Pool returns the pool of isolation class ic in an isolated configuration:
