@@ -75,16 +75,35 @@ type activitySampler struct {
 	failures int64
 	lastErr  error
 	stop     func()
+	// origin is when sampling started; seconds counts active backends per
+	// tag in each second from it, for the share alerts.
+	origin  time.Time
+	seconds []activitySecond
+	alert   shareAlertRule
+}
+
+// activitySecond is one second of samples: the phase at its first sample,
+// and active backends seen per tag ("" untagged).
+type activitySecond struct {
+	phase  string
+	active map[string]int64
+}
+
+// shareAlertRule is service.share_alert: a tenant above threshold of the
+// active-backend time in every second of window seconds.
+type shareAlertRule struct {
+	threshold float64
+	window    int
 }
 
 // startActivity samples the roles' backends on dsn until stop is called.
-func startActivity(ctx context.Context, dsn string, roles []string, phase func() string) (*activitySampler, error) {
+func startActivity(ctx context.Context, dsn string, roles []string, phase func() string, alert shareAlertRule) (*activitySampler, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%w: connect to sample pg_stat_activity: %w", ErrRun, err)
 	}
 	s := &activitySampler{rows: map[string]*reports.ActivityRow{}, phase: phase,
-		windows: map[string]map[string]int64{}, wsamples: map[string]int64{}}
+		windows: map[string]map[string]int64{}, wsamples: map[string]int64{}, origin: time.Now(), alert: alert}
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -146,6 +165,10 @@ func (s *activitySampler) sample(ctx context.Context, conn *pgx.Conn, roles []st
 		s.phases = append(s.phases, ph)
 	}
 	s.wsamples[ph]++
+	sec := int(time.Since(s.origin) / time.Second)
+	for len(s.seconds) <= sec {
+		s.seconds = append(s.seconds, activitySecond{phase: ph, active: map[string]int64{}})
+	}
 	for _, b := range seen {
 		tag := ""
 		if t, ok := strings.CutPrefix(b.tag, pools.TagPrefix); ok {
@@ -169,6 +192,7 @@ func (s *activitySampler) sample(ctx context.Context, conn *pgx.Conn, roles []st
 			row.ActiveSamples++
 			active[tag]++
 			s.windows[ph][tag]++
+			s.seconds[sec].active[tag]++
 			if b.waiting {
 				row.Waiting++
 			}
@@ -254,7 +278,66 @@ func (s *activitySampler) report() *reports.Activity {
 		})
 		a.Windows = append(a.Windows, w)
 	}
+	a.AlertThreshold, a.AlertWindow = s.alert.threshold, float64(s.alert.window)
+	a.Alerts = shareAlerts(s.seconds, s.alert)
 	return a
+}
+
+// shareAlerts finds, per tenant tag, each run of consecutive seconds in
+// which the tag held more than rule.threshold of all active backends seen
+// (untagged included); a run of rule.window seconds fires an alert at its
+// end, which clears at the start of the first second not above. A second
+// with no active backend is not above. Alerts in firing order.
+func shareAlerts(seconds []activitySecond, rule shareAlertRule) []reports.ActivityAlert {
+	if rule.window <= 0 || rule.threshold <= 0 {
+		return nil
+	}
+	tags := map[string]bool{}
+	totals := make([]int64, len(seconds))
+	for i, sec := range seconds {
+		for tag, n := range sec.active {
+			totals[i] += n
+			if tag != "" {
+				tags[tag] = true
+			}
+		}
+	}
+	var out []reports.ActivityAlert
+	for _, tag := range sortedKeys(tags) {
+		run := 0
+		var fired *reports.ActivityAlert
+		for i, sec := range seconds {
+			if totals[i] > 0 && float64(sec.active[tag]) > rule.threshold*float64(totals[i]) {
+				run++
+			} else {
+				if fired != nil {
+					fired.Cleared = float64(i)
+					fired = nil
+				}
+				run = 0
+				continue
+			}
+			if run == rule.window {
+				var n, total int64
+				for j := i - rule.window + 1; j <= i; j++ {
+					n, total = n+seconds[j].active[tag], total+totals[j]
+				}
+				out = append(out, reports.ActivityAlert{Tenant: tag, Share: float64(n) / float64(total), Threshold: rule.threshold,
+					Window: float64(rule.window), Fired: float64(i + 1), Phase: sec.phase})
+				fired = &out[len(out)-1]
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(x, y reports.ActivityAlert) int {
+		if x.Fired != y.Fired {
+			if x.Fired < y.Fired {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.Tenant, y.Tenant)
+	})
+	return out
 }
 
 // taggedOnly is the tagged_only assertion over a configuration's sampled

@@ -178,8 +178,15 @@ func (h *httpTarget) do(ctx context.Context, c *scenario.Class, op workload.Op) 
 		}
 		wait := time.Duration(rng.Int64N(int64(delay) + 1))
 		var he *HTTPError
-		if r.HonourRetryAfter && errors.As(err, &he) && (he.RetryAfterForm == "seconds" || he.RetryAfterForm == "date") {
-			wait = min(he.RetryAfter, r.MaxBackoff.Duration())
+		if r.HonourRetryAfter && errors.As(err, &he) {
+			switch he.RetryAfterForm {
+			case "seconds", "date":
+				wait = min(he.RetryAfter, r.MaxBackoff.Duration())
+			default:
+				// Missing or malformed (counted in stats): the client
+				// still backs off, at least the minimum backoff.
+				wait = max(wait, r.Backoff.Duration())
+			}
 		}
 		delay = min(2*delay, r.MaxBackoff.Duration())
 		h.retries.Add(1)

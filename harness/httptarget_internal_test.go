@@ -285,3 +285,46 @@ classes:
 		t.Errorf("honouring Retry-After sent %d requests, ignoring it %d: want fewer", honReq, ignReq)
 	}
 }
+
+// TestHTTPTargetMalformedRetryAfter: a client that honours Retry-After
+// and gets a malformed one counts it and waits the minimum backoff (here
+// 150 ms) before its retry, neither at once nor max_backoff.
+func TestHTTPTargetMalformedRetryAfter(t *testing.T) {
+	var mu sync.Mutex
+	var at []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		at = append(at, time.Now())
+		first := len(at) == 1
+		mu.Unlock()
+		if first {
+			w.Header().Set("Retry-After", "in a moment")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	sc, err := scenario.Parse([]byte(`name: m
+tenants: {count: 3}
+`+externalBackend+`service: {url: "`+srv.URL+`"}
+configurations: [{name: c, mode: isolated}]
+classes:
+  - {name: a, isolation_class: interactive, rate: 1, http: {url: /m, retry: {on: ["429"], max: 1, backoff: 150ms, max_backoff: 10s, honour_retry_after: true}}}
+`), "m.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := newHTTPTarget(sc, []string{srv.URL}, func(workload.Op, string) string { return "" })
+	defer ht.close()
+	if err := ht.do(context.Background(), &sc.Classes[0], workload.Op{Tenant: 1}); err != nil {
+		t.Fatalf("%v, want success on the retry", err)
+	}
+	st := ht.stats()
+	if st.RetryAfter["malformed"] != 1 || st.Retries != 1 || st.Requests != 2 {
+		t.Errorf("stats %+v: want one malformed Retry-After, one retry", st)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if wait := at[1].Sub(at[0]); wait < 150*time.Millisecond || wait > 5*time.Second {
+		t.Errorf("retried after %s, want the minimum backoff (150ms), not max_backoff", wait)
+	}
+}

@@ -23,6 +23,8 @@ import (
 // Skip causes of a replayed log's records.
 const (
 	skipUnreadable  = "unreadable record"
+	skipTruncated   = "truncated record"
+	skipParams      = "bind parameters that do not parse"
 	skipNotStmt     = "not a statement (connection, error, other message)"
 	skipProtocol    = "parse or bind step (the statement runs at its execute)"
 	skipLate        = "started before a statement already replayed, beyond replay.reorder"
@@ -160,7 +162,14 @@ func (lr *logReader) read() bool {
 		var le *pglog.LineError
 		if errors.As(err, &le) {
 			lr.line = le.Line
-			lr.skip(skipUnreadable)
+			switch {
+			case errors.Is(err, pglog.ErrTruncated):
+				lr.skip(skipTruncated)
+			case errors.Is(err, pglog.ErrParams):
+				lr.skip(skipParams)
+			default:
+				lr.skip(skipUnreadable)
+			}
 			continue
 		}
 		if err != nil {

@@ -112,6 +112,9 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 				p("- %s\n", md(l))
 			}
 		}
+		if l := recoveryLine(c); l != "" {
+			p("\n### Recovery\n\n%s.\n", md(l))
+		}
 		mdActions(w, c)
 		mdWriter(w, c)
 		mdFaults(w, c)

@@ -169,6 +169,42 @@ type Configuration struct {
 	// Activity is what pg_stat_activity showed of the configuration's
 	// roles over the timeline; nil when not sampled (no service).
 	Activity *Activity `json:"activity,omitempty"`
+	// Recovery is how long the quiet tenants took to be back within their
+	// bound after the dominant tenant stopped sending; nil when no phase
+	// of the timeline follows the dominant tenant's last one.
+	Recovery *Recovery `json:"recovery,omitempty"`
+}
+
+// Recovery is the time the quiet tenants took to recover after the
+// dominant tenant stopped sending: from Stopped, the time until the first
+// second from which every second's merged quiet p99 (each quiet class, the
+// per-second series of Intervals: the requests intended after Stopped, by
+// the second they ended in) stays within its bound for Hold seconds.
+type Recovery struct {
+	// Stopped is the end of the last phase in which the dominant tenant
+	// sent, in seconds from the timeline's start; Windows the phases after
+	// it, watched.
+	Stopped float64  `json:"stopped_s"`
+	Windows []string `json:"windows"`
+	// Baseline is the window the bounds come from; Bounds each quiet
+	// class's bound in ms: quiet_p99's factor × the quiet tenants' merged
+	// p99 in Baseline + its slack.
+	Baseline string             `json:"baseline"`
+	Bounds   map[string]float64 `json:"bounds_ms"`
+	// Hold is how long every second must stay within the bounds, in s.
+	Hold float64 `json:"hold_s"`
+	// Recovered says whether it happened before the watched phases ended.
+	Recovered bool `json:"recovered"`
+	// Time is the seconds from Stopped to the start of the first second
+	// of the hold (0: never out of bounds); when not Recovered, the
+	// seconds watched.
+	Time float64 `json:"time_s"`
+	// Seconds is the number of seconds judged (0: every quiet request
+	// after Stopped still running at the end); Worst the
+	// highest per-second quiet p99 among them, in ms, of class WorstClass.
+	Seconds    int     `json:"seconds"`
+	Worst      float64 `json:"worst_p99_ms"`
+	WorstClass string  `json:"worst_class,omitempty"`
 }
 
 // HTTPStats counts the HTTP classes' outcomes over a configuration's
@@ -222,6 +258,29 @@ type Activity struct {
 	// Windows split the active-backend time by the timeline's phase
 	// running at each sample, in timeline order.
 	Windows []ActivityWindow `json:"windows,omitempty"`
+	// Alerts are the share alerts, in firing order: a tenant above
+	// AlertThreshold of the active-backend time in every second of
+	// AlertWindow (seconds) — service.share_alert.
+	AlertThreshold float64         `json:"alert_threshold,omitempty"`
+	AlertWindow    float64         `json:"alert_window_s,omitempty"`
+	Alerts         []ActivityAlert `json:"alerts,omitempty"`
+}
+
+// ActivityAlert is one share alert of the sampled activity.
+type ActivityAlert struct {
+	Tenant string `json:"tenant"`
+	// Share is the tenant's share of the active-backend time over the
+	// Window seconds that fired the alert; Threshold the alert's.
+	Share     float64 `json:"share"`
+	Threshold float64 `json:"threshold"`
+	Window    float64 `json:"window_s"`
+	// Fired is when it fired, in seconds from the start of sampling (just
+	// before the timeline), in phase Phase; Cleared when the tenant first
+	// fell back to or below the threshold for a second, 0 when it had not
+	// by the end.
+	Fired   float64 `json:"fired_s"`
+	Phase   string  `json:"phase"`
+	Cleared float64 `json:"cleared_s,omitempty"`
 }
 
 // ActivityWindow is one phase's sampled activity: active-backend time per
@@ -283,6 +342,18 @@ type Window struct {
 	Workers   map[string]float64 `json:"workers,omitempty"`
 	Skew      float64            `json:"skew,omitempty"`
 	HotWorker string             `json:"hot_worker,omitempty"`
+	// ShareAlert is the DB-time share the phase's watcher acts on (the
+	// promote policy's threshold); nil when no watcher of the phase
+	// watches a share.
+	ShareAlert *ShareAlert `json:"share_alert,omitempty"`
+}
+
+// ShareAlert is a watcher's DB-time share threshold: Policy acts once
+// Tenant's share of all DB time stays above Threshold (0..1).
+type ShareAlert struct {
+	Policy    string  `json:"policy"`
+	Tenant    string  `json:"tenant"`
+	Threshold float64 `json:"threshold"`
 }
 
 // AsExpected reports whether the configuration met its expectation: its
@@ -458,12 +529,19 @@ type PoolPoint struct {
 	Busy float64 `json:"busy,omitempty"`
 }
 
-// LimiterPoint is one class's limiter in a Point.
+// LimiterPoint is one class's limiter in a Point: the requests in flight
+// and queued at the point's end, and those rejected over the second.
 type LimiterPoint struct {
 	Class    string `json:"class"`
 	InFlight int64  `json:"in_flight"`
 	Queued   int64  `json:"queued"`
 	Rejected int64  `json:"rejected"`
+	// RejectedByReason splits Rejected by the limiter's reason
+	// (queue_full: the tenant's queue was full; wait_exceeded: the request
+	// waited its max_wait, the limiter's deadline, without a slot), a
+	// reason without rejections left out. Optional: a report without it
+	// has the total only.
+	RejectedByReason map[string]int64 `json:"rejected_by_reason,omitempty"`
 }
 
 // Interval is one point of a time series. Tenant and Class may be empty
@@ -692,6 +770,9 @@ func (r *Report) Validate() error {
 				finite(fmt.Sprintf("%s.top_db_time[%d].db_time_ms", q, k), sh.DBTime)
 				share(fmt.Sprintf("%s.top_db_time[%d].share", q, k), sh.Share)
 			}
+			if a := w.ShareAlert; a != nil {
+				share(q+".share_alert.threshold", a.Threshold)
+			}
 		}
 		for j, a := range c.Actions {
 			q := fmt.Sprintf("%s.actions[%d]", p, j)
@@ -723,6 +804,9 @@ func (r *Report) Validate() error {
 				nonNegative(fmt.Sprintf("%s.limiters[%d].in_flight", q, k), l.InFlight)
 				nonNegative(fmt.Sprintf("%s.limiters[%d].queued", q, k), l.Queued)
 				nonNegative(fmt.Sprintf("%s.limiters[%d].rejected", q, k), l.Rejected)
+				for _, reason := range slices.Sorted(maps.Keys(l.RejectedByReason)) {
+					nonNegative(fmt.Sprintf("%s.limiters[%d].rejected_by_reason.%s", q, k, reason), l.RejectedByReason[reason])
+				}
 			}
 		}
 		for j, iv := range c.Intervals {

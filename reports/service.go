@@ -61,6 +61,23 @@ func serviceLines(c Configuration) []string {
 				out = append(out, fmt.Sprintf("  in %s: %s", w.Window, strings.Join(ws, ", ")))
 			}
 		}
+		if a.AlertWindow > 0 {
+			var as []string
+			for _, al := range a.Alerts {
+				line := fmt.Sprintf("t:%s %s from %s (%s)", al.Tenant, fmtShare(al.Share), fmtSeconds(al.Fired), al.Phase)
+				if al.Cleared > 0 {
+					line += " to " + fmtSeconds(al.Cleared)
+				} else {
+					line += " to the end"
+				}
+				as = append(as, line)
+			}
+			if len(as) == 0 {
+				as = append(as, "none")
+			}
+			out = append(out, fmt.Sprintf("share alerts (a tenant above %s of active-backend time for %s): %s",
+				fmtShare(a.AlertThreshold), fmtSeconds(a.AlertWindow), strings.Join(as, "; ")))
+		}
 	}
 	return out
 }

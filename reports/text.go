@@ -452,6 +452,9 @@ func (t *textWriter) configuration(c Configuration) {
 	for _, l := range serviceLines(c) {
 		t.p("%s\n", l)
 	}
+	if l := recoveryLine(c); l != "" {
+		t.p("%s\n", l)
+	}
 	if c.Writer != nil {
 		t.p("writer %s\n", writerLine(c.Writer))
 	}

@@ -11,7 +11,8 @@
 //	1   any other error, an interruption, or a panic (after teardown)
 //	2   bad input or usage: unknown command or flag, invalid scenario or
 //	    topology, an explicit port in use, PostgreSQL (or Citus, for
-//	    topology citus) not installed, a DSN that is not a Citus coordinator
+//	    topology citus) not installed, a DSN that is not a Citus coordinator,
+//	    record on a server noisysim did not start (nothing changed)
 //	99  an assertion failed (the run completed; a quiet tenant was hurt)
 //
 // Signals: the first SIGINT or SIGTERM cancels the command, which tears
@@ -33,10 +34,13 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/bench"
+	"github.com/noisysim/noisysim/harness/record"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/internal/runlock"
@@ -59,6 +63,7 @@ var commands = []command{
 	{"bench", "measure noisysim against pgbench on one server: maximum rate, fixed rate, memory", runBench},
 	{"citus", "hot shard on Citus: plan [--apply], isolate --tenant X, hot-shard (local experiment)", runCitus},
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
+	{"record", "record a server's statements for a replay: record --dsn DSN --for 10m --out FILE", runRecord},
 	{"report", "render a run's report.json again: report --html (report.html)", runReport},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
 	{"sweep", "run a scenario across ranges of its numeric keys; --search knee finds how far each configuration holds", runSweep},
@@ -102,6 +107,7 @@ var exitCodes = []struct {
 	{bench.ErrInvalid, exitUsage},
 	{bench.ErrNoPgBench, exitUsage},
 	{sweep.ErrBadInput, exitUsage},
+	{record.ErrNotStarted, exitUsage},
 }
 
 // exitCode returns the exit code for the error a command returned.
@@ -138,8 +144,16 @@ type app struct {
 }
 
 func main() {
+	// go-redis logs dial failures itself; noisysim reports them once, as
+	// errors (an unusable app.redis_url exits 2).
+	redis.SetLogger(quietRedis{})
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// quietRedis drops go-redis's own log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // realMain runs noisysim with args and returns the exit code. It owns signal
 // handling and the last-resort teardown on panic.

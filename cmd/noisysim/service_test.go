@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -60,6 +61,13 @@ func TestServiceGate(t *testing.T) {
 		if c.Activity == nil || len(c.Activity.Tenants) == 0 || c.Activity.Tenants[0].Tenant != "1" {
 			t.Errorf("activity %+v: want tagged tenants, tenant 1 first", c.Activity)
 		}
+		checkRecovery(t, rep, out)
+		// Tenant 1's reports hold most of the service's backends: the
+		// share alert fires for it, while it sends.
+		if a := c.Activity; a == nil || len(a.Alerts) == 0 || a.Alerts[0].Tenant != "1" || a.Alerts[0].Share <= 0.3 ||
+			!strings.Contains(out, "share alerts (a tenant above 30.0% of active-backend time for 3.0 s): t:1 ") {
+			t.Errorf("want a share alert for tenant 1 in report.json and the terminal:\n%s", out)
+		}
 	})
 	t.Run("bypass", func(t *testing.T) {
 		rep, out, code := run(t, true)
@@ -77,7 +85,29 @@ func TestServiceGate(t *testing.T) {
 		if !rep.has("quiet_p99", false) {
 			t.Logf("quiet_p99 held with the bypass on this machine; tagged_only caught it:\n%s", out)
 		}
+		checkRecovery(t, rep, out)
 	})
+}
+
+// checkRecovery checks that service-gate's report carries the recovery
+// after tenant 1 stopped: measured in "after" (6 s from 22 s), the time
+// within it, and the line in the terminal. Whether the quiet tenants
+// recovered is the machine's as much as the service's: logged.
+func checkRecovery(t *testing.T, rep report, out string) {
+	t.Helper()
+	rc := rep.Configurations[0].Recovery
+	if rc == nil {
+		t.Errorf("no recovery in report.json:\n%s", out)
+		return
+	}
+	t.Logf("recovery: recovered %v in %.1f s (%d seconds, worst %.0f ms)", rc.Recovered, rc.Time, rc.Seconds, rc.Worst)
+	if math.Abs(rc.Stopped-22) > 0.5 || len(rc.Windows) != 1 || rc.Windows[0] != "after" || rc.Seconds < 3 || rc.Time < 0 || rc.Time > 6 ||
+		(!rc.Recovered && rc.Time != 6) || rc.Bounds["page"] <= 20 || rc.Bounds["lookup"] <= 20 {
+		t.Errorf("recovery %+v: want stopped at 22 s, after watched, a time within its 6 s, bounds above the 20 ms slack", rc)
+	}
+	if !strings.Contains(out, "recovery after the dominant tenant stopped at 22.0 s: ") {
+		t.Errorf("the terminal lacks the recovery line:\n%s", out)
+	}
 }
 
 // runServiceGate runs a service-gate scenario with noisysim's binary,
@@ -131,7 +161,20 @@ type report struct {
 				ActiveSamples int64 `json:"active_samples"`
 			} `json:"untagged"`
 			UntaggedQueries []string `json:"untagged_queries"`
+			Alerts          []struct {
+				Tenant string  `json:"tenant"`
+				Share  float64 `json:"share"`
+			} `json:"alerts"`
 		} `json:"activity"`
+		Recovery *struct {
+			Stopped   float64            `json:"stopped_s"`
+			Windows   []string           `json:"windows"`
+			Bounds    map[string]float64 `json:"bounds_ms"`
+			Recovered bool               `json:"recovered"`
+			Time      float64            `json:"time_s"`
+			Seconds   int                `json:"seconds"`
+			Worst     float64            `json:"worst_p99_ms"`
+		} `json:"recovery"`
 	} `json:"configurations"`
 	Assertions []struct {
 		Name    string `json:"name"`

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +81,16 @@ type Entry struct {
 // Start returns when the statement started: Time − Duration.
 func (e Entry) Start() time.Time { return e.Time.Add(-e.Duration) }
 
+// Causes a *LineError wraps, for callers that count records by cause.
+var (
+	// ErrTruncated is a record cut short: a jsonlog line that ends inside
+	// its JSON, or a csvlog quoted field left open to the end of the file
+	// (the records after its first line are lost in it).
+	ErrTruncated = errors.New("truncated record")
+	// ErrParams is a bind parameter list that does not parse.
+	ErrParams = errors.New("bind parameters that do not parse")
+)
+
 // LineError is a record that cannot be read, with its line.
 type LineError struct {
 	Line int64
@@ -93,6 +104,7 @@ func (e *LineError) Unwrap() error { return e.Err }
 type Reader struct {
 	format Format
 	csv    *csv.Reader
+	peeked *csvRead // a record read ahead
 	sc     *bufio.Scanner
 	line   int64
 }
@@ -118,8 +130,10 @@ func NewReader(r io.Reader, f Format) (*Reader, error) {
 }
 
 // Next returns the next record. A record that cannot be read returns a
-// *LineError and the reader goes on with the next; io.EOF at the end; any
-// other error ends the reading.
+// *LineError (wrapping ErrTruncated or ErrParams where that is why) and
+// the reader goes on with the next; io.EOF at the end; any other error
+// (of the underlying reader, or a jsonlog line over MaxRecord) ends the
+// reading.
 func (r *Reader) Next() (Entry, error) {
 	if r.format == CSV {
 		return r.nextCSV()
@@ -141,23 +155,50 @@ const (
 	minColumns     = 23
 )
 
-func (r *Reader) nextCSV() (Entry, error) {
+// csvRead is one csv.Reader.Read: the record (ReuseRecord: valid until
+// the next read), its error and its first line.
+type csvRead struct {
+	rec  []string
+	err  error
+	line int
+}
+
+func (r *Reader) readCSV() csvRead {
+	if p := r.peeked; p != nil {
+		r.peeked = nil
+		return *p
+	}
 	rec, err := r.csv.Read()
+	line := 0
+	if err == nil {
+		line, _ = r.csv.FieldPos(0)
+	}
+	return csvRead{rec, err, line}
+}
+
+func (r *Reader) nextCSV() (Entry, error) {
+	rd := r.readCSV()
+	rec, err, line := rd.rec, rd.err, rd.line
 	if err == io.EOF {
 		return Entry{}, io.EOF
 	}
-	line, _ := r.csv.FieldPos(0)
 	if err != nil {
 		var pe *csv.ParseError
-		if errors.As(err, &pe) {
-			if pe.Err == csv.ErrFieldCount {
-				return Entry{}, &LineError{Line: int64(pe.StartLine), Err: err}
-			}
-			// A broken quote swallows the rest of the file: nothing after it
-			// can be trusted.
-			return Entry{}, fmt.Errorf("pglog: line %d: %w", pe.StartLine, err)
+		if !errors.As(err, &pe) {
+			return Entry{}, err
 		}
-		return Entry{}, err
+		// The reader goes on at the line after a bad one; a quoted field
+		// left open runs to the end of the file.
+		if pe.Err == csv.ErrQuote && pe.Line > pe.StartLine {
+			next := r.readCSV()
+			next.rec = slices.Clone(next.rec)
+			r.peeked = &next
+			if next.err == io.EOF {
+				return Entry{}, &LineError{Line: int64(pe.StartLine), Err: fmt.Errorf("%w: a quoted field opened on line %d is still open at the end of the file (line %d): %w",
+					ErrTruncated, pe.StartLine, pe.Line, err)}
+			}
+		}
+		return Entry{}, &LineError{Line: int64(pe.StartLine), Err: err}
 	}
 	if len(rec) < minColumns {
 		return Entry{}, &LineError{Line: int64(line), Err: fmt.Errorf("%d columns, a csvlog record has at least %d", len(rec), minColumns)}
@@ -195,6 +236,9 @@ func (r *Reader) nextJSON() (Entry, error) {
 		}
 		var j jsonRecord
 		if err := json.Unmarshal(b, &j); err != nil {
+			if se := (*json.SyntaxError)(nil); errors.As(err, &se) && se.Offset == int64(len(b)) {
+				err = fmt.Errorf("%w: the line ends inside its JSON record", ErrTruncated)
+			}
 			return Entry{}, &LineError{Line: r.line, Err: fmt.Errorf("not a JSON record: %w", err)}
 		}
 		t, err := ParseTime(j.Timestamp)
@@ -234,7 +278,7 @@ func (e *Entry) message(msg, detail string) error {
 	if e.Kind == KindExecute && strings.HasPrefix(detail, "parameters: ") {
 		p, err := ParseParams(strings.TrimPrefix(detail, "parameters: "))
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %w", ErrParams, err)
 		}
 		e.Params = p
 	}

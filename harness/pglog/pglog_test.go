@@ -99,3 +99,73 @@ func TestCSV(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestBadRecords: records that cannot be read come as *LineError with
+// their first line, by cause (ErrTruncated, ErrParams), and the reader
+// goes on with the next record; a csvlog quoted field left open to the end
+// of the file is one truncated record.
+func TestBadRecords(t *testing.T) {
+	csvRow := func(ts, msg, detail string) string {
+		return fmt.Sprintf("%s,app,db,42,\"[local]\",65a1.2a,1,SELECT,2026-12-01 18:00:00 UTC,3/1,0,LOG,00000,\"%s\",\"%s\",,,,,,,,\"t:acme\",client backend,,0\n",
+			ts, msg, detail)
+	}
+	jsonRow := func(ts, msg, detail string) string {
+		return fmt.Sprintf(`{"timestamp":"%s","error_severity":"LOG","application_name":"t:acme","message":%q,"detail":%q}`+"\n", ts, msg, detail)
+	}
+	ok := "duration: 1.000 ms  statement: SELECT 1"
+	for _, tc := range []struct {
+		name   string
+		format Format
+		log    string
+		want   []string
+	}{
+		{"csvlog", CSV, csvRow("2026-12-01 18:00:01 UTC", ok, "") +
+			csvRow("2026-12-01 18:00:02 UTC", "duration: 1.000 ms  execute s1: SELECT $1", "parameters: $1 = 'open") +
+			"2026-12-01 18:00:03 UTC,app,\"d\"b,x\n" + // interleaved: a quote inside a field
+			csvRow("2026-12-01 18:00:04 UTC", ok, "") +
+			"2026-12-01 18:00:05 UTC,app,db,42,\"[local]\",65a1.2a,1,SELECT,2026-12-01 18:00:00 UTC,3/1,0,LOG,00000,\"duration: 1.000 ms  statement: SELECT\n'cut",
+			[]string{"1 ok", "2 bind parameters that do not parse", "3 bad", "4 ok", "5 truncated record"}},
+		{"jsonlog", JSON, jsonRow("2026-12-01 18:00:01 UTC", ok, "") +
+			jsonRow("2026-12-01 18:00:02 UTC", "duration: 1.000 ms  execute s1: SELECT $1", "parameters: $2 = 'x'") +
+			`{"timestamp":"2026-12-01 18:00:03 UTC"}{"timestamp":"2026-12-01 18:00:03 UTC"}` + "\n" + // interleaved
+			jsonRow("2026-12-01 18:00:04 UTC", ok, "") +
+			`{"timestamp":"2026-12-01 18:00:05 UTC","message":"duration: 1.000 ms  stat`,
+			[]string{"1 ok", "2 bind parameters that do not parse", "3 bad", "4 ok", "5 truncated record"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := NewReader(strings.NewReader(tc.log), tc.format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for {
+				e, err := r.Next()
+				if err == io.EOF {
+					break
+				}
+				var le *LineError
+				switch {
+				case errors.Is(err, ErrTruncated) || errors.Is(err, ErrParams):
+					errors.As(err, &le)
+					cause := ErrTruncated
+					if errors.Is(err, ErrParams) {
+						cause = ErrParams
+					}
+					got = append(got, fmt.Sprintf("%d %v", le.Line, cause))
+				case errors.As(err, &le):
+					got = append(got, fmt.Sprintf("%d bad", le.Line))
+				case err != nil:
+					t.Fatalf("Next: %v (want a *LineError)", err)
+				default:
+					got = append(got, fmt.Sprintf("%d ok", e.Line))
+				}
+				if err != nil {
+					t.Log(err)
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}

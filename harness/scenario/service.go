@@ -210,10 +210,33 @@ type Service struct {
 	// StopGrace is how long an instance has after SIGTERM before SIGKILL.
 	// Default 5s.
 	StopGrace Duration `yaml:"stop_grace"`
+	// ShareAlert raises an alert in the report when a tenant holds more
+	// than its threshold of the sampled active-backend time in every
+	// second of its window.
+	ShareAlert ShareAlert `yaml:"share_alert"`
 
 	command, migrate []Template
 	env              map[string]Template
 }
+
+// ShareAlert is the share alert of the sampled database activity (the
+// report's activity.alerts), as isolation/pools.Ledger raises it from
+// noisysim's own stack: a tenant above Threshold of all active-backend
+// time in every second of Window.
+type ShareAlert struct {
+	// Threshold is the share, 0 < x <= 1. Default 0.30
+	// (pools.DefaultShareThreshold).
+	Threshold float64 `yaml:"threshold"`
+	// Window is how long the tenant must stay above it, in whole seconds,
+	// at least 1s. Default 10s (pools.DefaultShareWindow).
+	Window Duration `yaml:"window"`
+}
+
+// Defaults of ShareAlert: those of isolation/pools.Ledger.
+const (
+	DefaultShareAlertThreshold          = 0.30
+	DefaultShareAlertWindow    Duration = Duration(10 * time.Second)
+)
 
 // Ready is a service's readiness check: an HTTP path answering 2xx, or
 // (when Path is empty) the port accepting connections.
@@ -290,6 +313,12 @@ func (s *Scenario) applyServiceDefaults() {
 		}
 		if sv.StopGrace == 0 && !s.ix.has("service.stop_grace") {
 			sv.StopGrace = DefaultStopGrace
+		}
+		if sv.ShareAlert.Threshold == 0 && !s.ix.has("service.share_alert.threshold") {
+			sv.ShareAlert.Threshold = DefaultShareAlertThreshold
+		}
+		if sv.ShareAlert.Window == 0 && !s.ix.has("service.share_alert.window") {
+			sv.ShareAlert.Window = DefaultShareAlertWindow
 		}
 	}
 }
@@ -488,6 +517,12 @@ func (c *checker) service(s *Scenario) {
 			}
 		}
 		c.positive("service.stop_grace", sv.StopGrace)
+	}
+	if a := sv.ShareAlert; !(a.Threshold > 0 && a.Threshold <= 1) {
+		c.add("service.share_alert.threshold", "must be a share in (0, 1], got %g", a.Threshold)
+	}
+	if w := sv.ShareAlert.Window.Duration(); w < time.Second || w%time.Second != 0 {
+		c.add("service.share_alert.window", "must be whole seconds, at least 1s (the alert judges each second), got %s", sv.ShareAlert.Window)
 	}
 	if sv.Ready.Path != "" && !strings.HasPrefix(sv.Ready.Path, "/") {
 		c.add("service.ready.path", "must start with /, got %q", sv.Ready.Path)

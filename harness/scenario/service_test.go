@@ -90,6 +90,10 @@ func TestServiceProblems(t *testing.T) {
 			`service: no class sends to it`},
 		{"ready path", "service: {command: [x], ready: {path: healthz}}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
 			`service.ready.path: must start with /`},
+		{"share alert threshold", "service: {command: [x], share_alert: {threshold: 1.5}}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
+			`s.yaml:4:39: service.share_alert.threshold: must be a share in (0, 1], got 1.5`},
+		{"share alert window", "service: {command: [x], share_alert: {window: 1500ms}}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
+			`service.share_alert.window: must be whole seconds, at least 1s`},
 		{"unknown error class", "classes: [{name: interactive, rate: 1, query: lookup}]\nassertions: {allowed_errors: [http_418]}",
 			`assertions.allowed_errors[0]`},
 	} {
