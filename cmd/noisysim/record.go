@@ -119,6 +119,9 @@ Flags:
 		record.Guidance(a.stdout, needed, f)
 		return usagef("%v; nothing was changed", err)
 	}
+	if errors.Is(err, record.ErrBusy) {
+		return usagef("%v", err)
+	}
 	if err != nil {
 		return err
 	}

@@ -246,6 +246,27 @@ assertions: {quiet_p99: {min_samples: 1000000, baseline: run}}
 		}
 	})
 
+	t.Run("a second record while one runs changes nothing", func(t *testing.T) {
+		dir := t.TempDir()
+		cmd, buf := start(t, filepath.Join(dir, "first.json"), "--for", "10m")
+		during := settingsOf(t, admin)
+		second := filepath.Join(dir, "second.json")
+		text, code := recordCmd(t, bin, "--dsn", primary.DSN(), "--for", "1s", "--out", second)
+		if code != exitUsage || !strings.Contains(text, "another noisysim record is recording this server") {
+			t.Errorf("second record: exit %d, want 2 saying another record is recording:\n%s", code, text)
+		}
+		if now := settingsOf(t, admin); now != during {
+			t.Errorf("the second record changed the settings:\n  %s\nwant the first's:\n  %s", now, during)
+		}
+		if _, err := os.Stat(second); err == nil {
+			t.Errorf("%s written", second)
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, cmd, buf)
+	})
+
 	guidance := func(t *testing.T, dsn, why string) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "rec.json")
