@@ -58,9 +58,9 @@ Flags:
 		return usagef("record: unexpected argument %q", fs.Arg(0))
 	case *dsn == "":
 		return usagef("record: --dsn is missing")
-	case *dur == 0:
+	case !flagSet(fs, "for"):
 		return usagef("record: --for is missing: how long to record, e.g. --for 10m")
-	case *dur < 0:
+	case *dur <= 0:
 		return usagef("record: --for %s: want a duration above 0, e.g. --for 10m", *dur)
 	case *out == "":
 		return usagef("record: --out is missing")
@@ -191,6 +191,13 @@ Flags:
 	}
 	fmt.Fprintf(a.stdout, "replay it with a scenario's  replay: {log: %s}\n", filepath.Base(*out))
 	return nil
+}
+
+// flagSet reports whether name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // recordFormat returns the log format --format names, or --out's name.

@@ -333,6 +333,7 @@ func TestRecordBadInput(t *testing.T) {
 		want string
 	}{
 		{"for missing", []string{"--dsn", unreachable, "--out", filepath.Join(dir, "a.json")}, "--for is missing"},
+		{"for zero", []string{"--dsn", unreachable, "--for", "0s", "--out", filepath.Join(dir, "a.json")}, "--for 0s: want a duration above 0"},
 		{"for negative", []string{"--dsn", unreachable, "--for", "-1m", "--out", filepath.Join(dir, "a.json")}, "--for -1m0s: want a duration above 0"},
 		{"dsn missing", []string{"--for", "1s", "--out", filepath.Join(dir, "a.json")}, "--dsn is missing"},
 		{"out missing", []string{"--dsn", unreachable, "--for", "1s"}, "--out is missing"},
