@@ -110,8 +110,16 @@ Flags:
 	if err != nil {
 		return usagef("record: --out %s: %v", *out, err)
 	}
-	defer os.Remove(tmp.Name())
 	defer tmp.Close()
+	// Removed on every path, a second signal's included (renamed onto --out:
+	// already gone).
+	removeTmp := func() error {
+		if err := os.Remove(tmp.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	defer a.teardown.finish(a.teardown.add(removeTmp, removeTmp))
 
 	rec, err := record.Start(ctx, conn, f, node.DataDir)
 	if errors.Is(err, record.ErrCollectorOff) {
@@ -119,7 +127,7 @@ Flags:
 		record.Guidance(a.stdout, needed, f)
 		return usagef("%v; nothing was changed", err)
 	}
-	if errors.Is(err, record.ErrBusy) {
+	if errors.Is(err, record.ErrBusy) || errors.Is(err, record.ErrLeftover) {
 		return usagef("%v", err)
 	}
 	if err != nil {

@@ -267,6 +267,47 @@ assertions: {quiet_p99: {min_samples: 1000000, baseline: run}}
 		wait(t, cmd, buf)
 	})
 
+	t.Run("a second SIGINT stops at once, settings put back, nothing left", func(t *testing.T) {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "rec.json")
+		cmd, buf := start(t, out, "--for", "10m")
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+		t.Logf("record:\n%s", buf.String())
+		if after := settingsOf(t, admin); after != before {
+			t.Errorf("settings after record:\n  %s\nwant as before:\n  %s", after, before)
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) > 0 {
+			t.Errorf("left behind %v", m)
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, ".*")); len(m) > 0 {
+			t.Errorf("left behind %v", m)
+		}
+	})
+
+	t.Run("settings of a killed record still set: nothing changed", func(t *testing.T) {
+		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET log_filename = 'noisysim-record-0d581887740c.log'"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			admin.Exec(ctx, "ALTER SYSTEM RESET log_filename")
+			admin.Exec(ctx, "SELECT pg_reload_conf()")
+		}()
+		was := settingsOf(t, admin)
+		out := filepath.Join(t.TempDir(), "rec.json")
+		text, code := recordCmd(t, bin, "--dsn", primary.DSN(), "--for", "1s", "--out", out)
+		if code != exitUsage || !strings.Contains(text, "a recording that did not end") || !strings.Contains(text, "ALTER SYSTEM RESET log_filename;") {
+			t.Errorf("exit %d, want 2 naming the leftover and how to reset it:\n%s", code, text)
+		}
+		if now := settingsOf(t, admin); now != was {
+			t.Errorf("settings changed:\n  %s\nwant:\n  %s", now, was)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s written", out)
+		}
+	})
+
 	guidance := func(t *testing.T, dsn, why string) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "rec.json")

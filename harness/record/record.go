@@ -43,6 +43,13 @@ var ErrCollectorOff = errors.New("logging_collector is off")
 // the settings of the other.
 var ErrBusy = errors.New("another noisysim record is recording this server")
 
+// ErrLeftover is what Start returns when postgresql.auto.conf still holds
+// a log_filename of a recording's own: a recording that was killed (kill
+// -9) before Stop put its settings back. Nothing is changed: taking those
+// values as the ones to put back would keep the server logging every
+// statement after this recording too.
+var ErrLeftover = errors.New("the settings of a recording that did not end are still set")
+
 // NotStartedError says why a server is not one record changes.
 type NotStartedError struct{ Reason string }
 
@@ -232,6 +239,16 @@ func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir str
 	prev, err := autoConf(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
+	}
+	if f := prev["log_filename"]; strings.HasPrefix(f, "noisysim-record-") {
+		var reset []string
+		for _, name := range []string{"log_destination", "log_min_duration_statement", "log_parameter_max_length", "log_truncate_on_rotation", "log_filename"} {
+			if _, ok := prev[name]; ok {
+				reset = append(reset, "ALTER SYSTEM RESET "+name+";")
+			}
+		}
+		return nil, fmt.Errorf("record: %w (postgresql.auto.conf: log_filename = %s); nothing was changed: put back those of these settings that were not set before (or give them their earlier values), then SELECT pg_reload_conf(): %s",
+			ErrLeftover, f, strings.Join(reset, " "))
 	}
 	names := slices.Sorted(maps.Keys(want))
 	set := func(name, value string) error {
