@@ -69,6 +69,9 @@ Flags:
 	if err != nil {
 		return err
 	}
+	if st, err := os.Stat(*out); err == nil && st.IsDir() {
+		return usagef("record: --out %s is a directory: give a file name in it (.csv or .json, then .gz)", *out)
+	}
 	if _, err := os.Stat(*out); err == nil && !*force {
 		return usagef("record: --out %s exists; give --force to overwrite it", *out)
 	}

@@ -368,6 +368,10 @@ func TestRecordBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	unreachable := "host=127.0.0.1 port=1 user=x dbname=x connect_timeout=2"
+	isDir := filepath.Join(dir, "dir.json")
+	if err := os.Mkdir(isDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -379,6 +383,7 @@ func TestRecordBadInput(t *testing.T) {
 		{"dsn missing", []string{"--for", "1s", "--out", filepath.Join(dir, "a.json")}, "--dsn is missing"},
 		{"out missing", []string{"--dsn", unreachable, "--for", "1s"}, "--out is missing"},
 		{"out exists", []string{"--dsn", unreachable, "--for", "1s", "--out", exists}, "exists; give --force to overwrite it"},
+		{"out is a directory, forced", []string{"--dsn", unreachable, "--for", "1s", "--out", isDir, "--force"}, "--out " + isDir + " is a directory"},
 		{"out in no directory", []string{"--dsn", unreachable, "--for", "1s", "--out", filepath.Join(dir, "nope", "a.json")}, "no directory"},
 		{"format unknown", []string{"--dsn", unreachable, "--for", "1s", "--out", filepath.Join(dir, "a.log")}, "cannot tell the format from the name"},
 		{"format against name", []string{"--dsn", unreachable, "--for", "1s", "--out", filepath.Join(dir, "a.json"), "--format", "csvlog"}, "--out " + filepath.Join(dir, "a.json") + " names jsonlog"},
@@ -395,7 +400,7 @@ func TestRecordBadInput(t *testing.T) {
 	if b, err := os.ReadFile(exists); err != nil || string(b) != "the user's\n" {
 		t.Errorf("the user's file: %q, %v", b, err)
 	}
-	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 1 {
-		t.Errorf("files in the out dir: %v, want the user's alone", m)
+	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 2 {
+		t.Errorf("files in the out dir: %v, want the user's alone (and its directory)", m)
 	}
 }
