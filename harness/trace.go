@@ -22,7 +22,6 @@ import (
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
@@ -205,20 +204,11 @@ func (r *runner) traceOp(config string, op workload.Op) traceOp {
 		t.SQL, t.Args = p.SQL, textArgs(p.Args)
 		return t
 	}
-	switch prog := c.Program(); {
-	case prog != nil:
+	t.Query = string(c.Query)
+	if prog := c.Program(); prog != nil {
 		rng := rand.New(rand.NewPCG(uint64(r.sc.Seed), uint64(op.Seq)))
 		if sql, args, ok, err := prog.Single(rng, r.bind[op.Tenant-1]); err == nil && ok {
 			t.SQL, t.Args = sql, textArgs(asText(args))
-		}
-	case dataset.Kind(c.Query) == dataset.KindExport:
-		t.Query = string(c.Query)
-	default:
-		t.Query = string(c.Query)
-		p := r.params
-		p.Sleep = c.Sleep.Duration()
-		if q, err := dataset.Query(dataset.Kind(c.Query), op.Tenant, op.Seq, p); err == nil {
-			t.SQL, t.Args = q.SQL, textArgs(asText(q.Args))
 		}
 	}
 	return t
