@@ -58,9 +58,9 @@ Flags:
 		return usagef("record: unexpected argument %q", fs.Arg(0))
 	case *dsn == "":
 		return usagef("record: --dsn is missing")
-	case *dur == 0:
+	case !flagSet(fs, "for"):
 		return usagef("record: --for is missing: how long to record, e.g. --for 10m")
-	case *dur < 0:
+	case *dur <= 0:
 		return usagef("record: --for %s: want a duration above 0, e.g. --for 10m", *dur)
 	case *out == "":
 		return usagef("record: --out is missing")
@@ -68,6 +68,9 @@ Flags:
 	f, err := recordFormat(*out, *format)
 	if err != nil {
 		return err
+	}
+	if st, err := os.Stat(*out); err == nil && st.IsDir() {
+		return usagef("record: --out %s is a directory: give a file name in it (.csv or .json, then .gz)", *out)
 	}
 	if _, err := os.Stat(*out); err == nil && !*force {
 		return usagef("record: --out %s exists; give --force to overwrite it", *out)
@@ -110,14 +113,25 @@ Flags:
 	if err != nil {
 		return usagef("record: --out %s: %v", *out, err)
 	}
-	defer os.Remove(tmp.Name())
 	defer tmp.Close()
+	// Removed on every path, a second signal's included (renamed onto --out:
+	// already gone).
+	removeTmp := func() error {
+		if err := os.Remove(tmp.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	defer a.teardown.finish(a.teardown.add(removeTmp, removeTmp))
 
 	rec, err := record.Start(ctx, conn, f, node.DataDir)
 	if errors.Is(err, record.ErrCollectorOff) {
 		needed, _ := record.Needed(context.WithoutCancel(ctx), conn, f)
 		record.Guidance(a.stdout, needed, f)
 		return usagef("%v; nothing was changed", err)
+	}
+	if errors.Is(err, record.ErrBusy) || errors.Is(err, record.ErrLeftover) {
+		return usagef("%v", err)
 	}
 	if err != nil {
 		return err
@@ -188,6 +202,13 @@ Flags:
 	}
 	fmt.Fprintf(a.stdout, "replay it with a scenario's  replay: {log: %s}\n", filepath.Base(*out))
 	return nil
+}
+
+// flagSet reports whether name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // recordFormat returns the log format --format names, or --out's name.
