@@ -20,15 +20,14 @@
 // call it and run beside the others.
 //
 // The binary's own runs of noisysim (in process or as child processes) get
-// a lock file of their own through $NOISYSIM_LOCK_FILE, unless the test
-// sets one: they run inside the turn the binary already holds.
+// a lock file of their own through $NOISYSIM_LOCK_FILE (InnerPath), unless
+// a test sets another: they run inside the turn the binary already holds.
 package suitelock
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -82,10 +81,10 @@ func Hold(pkg string) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
 		os.Exit(2)
 	}
-	// The lock is released by the kernel when this process exits.
-	if os.Getenv(runlock.EnvPath) == "" {
-		os.Setenv(runlock.EnvPath, filepath.Join(os.TempDir(), "noisysim-measure-test.lock"))
-	}
+	// The lock is released by the kernel when this process exits. The
+	// binary's own runs take another lock file (InnerPath), or they would
+	// wait for this binary, which waits for them.
+	os.Setenv(runlock.EnvPath, InnerPath(path))
 	if maxIdleWait == 0 {
 		return
 	}
@@ -168,6 +167,10 @@ func readCPU() (all, self int64, ok bool) {
 	}
 	return all, ut + st, true
 }
+
+// InnerPath is the lock file of the runs a test binary holding the lock at
+// path makes: path with ".test" added.
+func InnerPath(path string) string { return path + ".test" }
 
 // Main is the whole TestMain of a package that needs nothing else there:
 // it holds the machine for pkg, runs the tests and exits with their status.
