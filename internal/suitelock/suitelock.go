@@ -66,6 +66,9 @@ func idleWaitFromEnv() time.Duration {
 	return 2 * time.Minute
 }
 
+// held is the lock Hold took.
+var held *runlock.Lock
+
 // Hold takes the machine for the test binary of pkg (see the package doc)
 // and returns once it holds it. It exits the binary with status 2 if the
 // lock cannot be opened.
@@ -73,7 +76,7 @@ func Hold(pkg string) {
 	path := runlock.Path()
 	what := "go test ./" + pkg
 	start := time.Now()
-	_, err := runlock.Acquire(context.Background(), path, runlock.Options{What: what,
+	l, err := runlock.Acquire(context.Background(), path, runlock.Options{What: what,
 		OnWait: func(h runlock.Holder) {
 			fmt.Fprintf(os.Stderr, "%s: waiting for the machine: %s holds %s\n", what, h, path)
 		}})
@@ -81,9 +84,12 @@ func Hold(pkg string) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
 		os.Exit(2)
 	}
-	// The lock is released by the kernel when this process exits. The
+	// Kept for the life of the process: a *Lock no longer referenced would
+	// have its file closed by the garbage collector, and the lock with it.
+	// The kernel releases it when the process exits. The
 	// binary's own runs take another lock file (InnerPath), or they would
 	// wait for this binary, which waits for them.
+	held = l
 	os.Setenv(runlock.EnvPath, InnerPath(path))
 	if maxIdleWait == 0 {
 		return

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,16 @@ func TestHelperHold(t *testing.T) {
 	maxIdleWait = time.Second // the machine's load is not what this checks
 	Hold("internal/suitelock")
 	os.Stdout.WriteString("held " + os.Getenv(runlock.EnvPath) + "\n")
+	// The lock must outlive garbage collections: a lock file closed by a
+	// finalizer frees the machine while the tests still run.
+	runtime.GC()
+	runtime.GC()
+	// (flock locks belong to open files: a second open in this process
+	// finds the lock taken as long as Hold's file is open.)
+	if _, ok := runlock.Held(os.Getenv("SUITELOCK_CHILD")); !ok {
+		os.Stdout.WriteString("released by a garbage collection\n")
+		t.Error("the lock was released by a garbage collection while the tests run")
+	}
 }
 
 // A second test binary waits for the first, says whom it waits for, and
@@ -48,6 +59,9 @@ func TestHoldWaitsForTheHolder(t *testing.T) {
 			if strings.HasPrefix(sc.Text(), "held ") {
 				held <- sc.Text()
 			}
+			if strings.HasPrefix(sc.Text(), "released ") {
+				t.Error(sc.Text())
+			}
 		}
 		close(held)
 	}()
@@ -68,7 +82,9 @@ func TestHoldWaitsForTheHolder(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the second binary did not go on after the first let go")
 	}
-	cmd.Wait()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("the second binary failed (%v): the lock did not last while it ran", err)
+	}
 	if !strings.Contains(errOut.String(), "waiting for the machine: pid") || !strings.Contains(errOut.String(), "go test ./first") {
 		t.Errorf("the waiting binary did not say whom it waits for:\n%s", errOut.String())
 	}
