@@ -94,6 +94,14 @@ func TestServiceProblems(t *testing.T) {
 			`s.yaml:4:39: service.share_alert.threshold: must be a share in (0, 1], got 1.5`},
 		{"share alert window", "service: {command: [x], share_alert: {window: 1500ms}}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
 			`service.share_alert.window: must be whole seconds, at least 1s`},
+		{"unknown service key", "service: {command: [x], stop_grase: 2s}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
+			`s.yaml:4:25: service.stop_grase: unknown key "stop_grase"; did you mean "stop_grace"?`},
+		{"unknown http key", `classes: [{name: interactive, rate: 1, http: {url: "http://x/", timout: 1s}}]`,
+			`classes[0].http.timout: unknown key "timout"; did you mean "timeout"?`},
+		{"share alert not a mapping", "service: {command: [x], share_alert: 0.3}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
+			`service.share_alert: must be a mapping, got 0.3`},
+		{"share alert threshold percent", "service: {command: [x], share_alert: {threshold: 30%}}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
+			`service.share_alert.threshold: must be a number, got "30%"`},
 		{"unknown error class", "classes: [{name: interactive, rate: 1, query: lookup}]\nassertions: {allowed_errors: [http_418]}",
 			`assertions.allowed_errors[0]`},
 	} {
@@ -123,7 +131,10 @@ func TestRetryProblems(t *testing.T) {
 	for _, tc := range []struct{ retry, want string }{
 		{`{max: 2}`, "classes[0].http.retry.on: required"},
 		{`{on: [teapot], max: 2}`, `classes[0].http.retry.on[0]: unknown outcome "teapot"`},
-		{`{on: ["429"]}`, "classes[0].http.retry.max: must be"},
+		{`{on: ["429"]}`, "classes[0].http.retry.max: required: the retries after the first attempt, 1..100"},
+		{`{on: ["429"], max: 0}`, "classes[0].http.retry.max: must be"},
+		{`{on: ["429"], max: 2, honor_retry_after: true}`, `classes[0].http.retry.honor_retry_after: unknown key "honor_retry_after"; did you mean "honour_retry_after"?`},
+		{`yes`, `classes[0].http.retry: must be a mapping, got "yes"`},
 		{`{on: ["429"], max: 2, backoff: 1s, max_backoff: 10ms}`, "classes[0].http.retry.max_backoff: must be >= backoff"},
 		{`{on: ["429"], max: 2, fanout: 0}`, "classes[0].http.retry.fanout: must be"},
 	} {
