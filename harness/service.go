@@ -448,12 +448,15 @@ func (s *serviceRun) stop() {
 		for _, in := range s.instances {
 			syscall.Kill(-in.cmd.Process.Pid, syscall.SIGTERM)
 		}
-		timer := time.NewTimer(s.sc.StopGrace.Duration())
-		defer timer.Stop()
+		// One deadline for all: a channel that stays closed once the
+		// grace is over (a timer's fires once, and the next instance
+		// ignoring SIGTERM would be waited for forever).
+		grace, cancel := context.WithTimeout(context.Background(), s.sc.StopGrace.Duration())
+		defer cancel()
 		for _, in := range s.instances {
 			select {
 			case <-in.exited:
-			case <-timer.C:
+			case <-grace.Done():
 			}
 		}
 		for _, in := range s.instances {

@@ -1,11 +1,17 @@
 package harness
 
 import (
+	"bufio"
+	"errors"
+	"os/exec"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/scenario"
 )
 
 // TestLibpqNode: a service's DSN carries server settings in options, as
@@ -24,5 +30,50 @@ func TestLibpqNode(t *testing.T) {
 	}
 	if got := cfg.RuntimeParams["options"]; got != "-c default_transaction_read_only=on -c search_path=noisysim" {
 		t.Errorf("options %q", got)
+	}
+}
+
+// TestServiceStopIgnoresTERM: instances that ignore SIGTERM are killed
+// after stop_grace, every one of them: with two such instances the grace
+// timer fired once and stop waited for the second one forever.
+func TestServiceStopIgnoresTERM(t *testing.T) {
+	sc := &scenario.Service{StopGrace: scenario.Duration(200 * time.Millisecond)}
+	run := &serviceRun{sc: sc}
+	for range 3 {
+		cmd := exec.Command("/bin/sh", "-c", `trap "" TERM; echo up; while :; do sleep 1; done`)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Wait for the trap to be set before stop sends SIGTERM.
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		in := &instance{cmd: cmd, exited: make(chan struct{})}
+		go func() { in.err = cmd.Wait(); close(in.exited) }()
+		run.instances = append(run.instances, in)
+	}
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { run.stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		run.kill()
+		<-done
+		t.Fatalf("stop did not return 10 s after SIGTERM with stop_grace %s", sc.StopGrace)
+	}
+	if took := time.Since(start); took < sc.StopGrace.Duration() {
+		t.Errorf("stop returned after %s, before stop_grace %s", took, sc.StopGrace)
+	}
+	for i, in := range run.instances {
+		var ee *exec.ExitError
+		if !errors.As(in.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Errorf("instance %d: %v, want killed by SIGKILL", i, in.err)
+		}
 	}
 }
