@@ -49,12 +49,18 @@ func (e *ServiceError) Is(target error) bool { return target == scenario.ErrInva
 // tailLines is how many last lines of a service's output an error shows.
 const tailLines = 20
 
+// tailLineBytes is how much of each of those lines is kept: its end, after
+// "…" when cut. A service that writes without newlines (progress bars, a
+// dump) would otherwise be held whole in memory.
+const tailLineBytes = 4096
+
 // tail keeps the last lines written to it (and passes everything on to w).
 type tail struct {
 	mu    sync.Mutex
 	w     *os.File
 	lines []string
 	part  []byte
+	cut   bool // part lost its beginning
 }
 
 func (t *tail) Write(p []byte) (int, error) {
@@ -63,19 +69,36 @@ func (t *tail) Write(p []byte) (int, error) {
 	if t.w != nil {
 		t.w.Write(p)
 	}
-	t.part = append(t.part, p...)
-	for {
-		i := bytes.IndexByte(t.part, '\n')
-		if i < 0 {
+	written := len(p)
+	for len(p) > 0 {
+		line, rest, nl := bytes.Cut(p, []byte{'\n'})
+		if len(line) >= tailLineBytes { // only its end stays
+			t.cut = t.cut || len(t.part)+len(line) > tailLineBytes
+			t.part = append(t.part[:0], line[len(line)-tailLineBytes:]...)
+		} else {
+			t.part = append(t.part, line...)
+		}
+		if n := len(t.part); n > tailLineBytes {
+			t.part = append(t.part[:0], t.part[n-tailLineBytes:]...)
+			t.cut = true
+		}
+		if !nl {
 			break
 		}
-		t.lines = append(t.lines, string(t.part[:i]))
-		t.part = t.part[i+1:]
+		t.lines = append(t.lines, t.partString())
+		t.part, t.cut, p = t.part[:0], false, rest
 		if len(t.lines) > tailLines {
 			t.lines = t.lines[len(t.lines)-tailLines:]
 		}
 	}
-	return len(p), nil
+	return written, nil
+}
+
+func (t *tail) partString() string {
+	if t.cut {
+		return "…" + string(t.part)
+	}
+	return string(t.part)
 }
 
 func (t *tail) last() []string {
@@ -83,7 +106,7 @@ func (t *tail) last() []string {
 	defer t.mu.Unlock()
 	out := append([]string(nil), t.lines...)
 	if len(t.part) > 0 {
-		out = append(out, string(t.part))
+		out = append(out, t.partString())
 	}
 	return out
 }

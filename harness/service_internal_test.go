@@ -2,8 +2,11 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -75,5 +78,31 @@ func TestServiceStopIgnoresTERM(t *testing.T) {
 		if !errors.As(in.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Errorf("instance %d: %v, want killed by SIGKILL", i, in.err)
 		}
+	}
+}
+
+// TestTailBounded: the last lines of a service's output are kept, each cut
+// to its last tailLineBytes, so output without newlines is not held whole.
+func TestTailBounded(t *testing.T) {
+	var tl tail
+	for i := range 30 {
+		fmt.Fprintf(&tl, "line %d\n", i)
+	}
+	chunk := bytes.Repeat([]byte("x"), 1<<16)
+	for range 64 { // 4 MiB without a newline, in writes
+		if n, err := tl.Write(chunk); n != len(chunk) || err != nil {
+			t.Fatalf("write: %d, %v", n, err)
+		}
+	}
+	if len(tl.part) > tailLineBytes || cap(tl.part) > 4*tailLineBytes {
+		t.Errorf("partial line holds %d bytes (capacity %d), want at most %d", len(tl.part), cap(tl.part), tailLineBytes)
+	}
+	tl.Write([]byte("end\nlast words\npartial"))
+	got := tl.last()
+	if len(got) != tailLines+1 || got[tailLines-3] != "line 29" || got[tailLines-1] != "last words" || got[tailLines] != "partial" {
+		t.Fatalf("last lines %d: %q ... %q", len(got), got[:2], got[len(got)-4:])
+	}
+	if long := got[tailLines-2]; !strings.HasPrefix(long, "…x") || !strings.HasSuffix(long, "xend") || len(long) != len("…")+tailLineBytes {
+		t.Errorf("long line: %d bytes, %q...%q", len(long), long[:8], long[len(long)-8:])
 	}
 }
