@@ -276,6 +276,17 @@ func (s *Scenario) HasHTTP() bool {
 	return false
 }
 
+// OnlyHTTP reports whether every class sends HTTP requests: then the
+// service runs the queries, and noisysim's own pools carry none.
+func (s *Scenario) OnlyHTTP() bool {
+	for i := range s.Classes {
+		if s.Classes[i].HTTP == nil {
+			return false
+		}
+	}
+	return len(s.Classes) > 0
+}
+
 func (s *Scenario) applyServiceDefaults() {
 	for i := range s.Classes {
 		h := s.Classes[i].HTTP

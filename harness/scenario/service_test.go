@@ -46,6 +46,22 @@ classes:
 	}
 }
 
+// TestServiceConnectionLimit: with only HTTP classes the roles' connection
+// limits bound the service's own pools, not noisysim's (left at their
+// default pool_size 30, unused), so a limit below 30 is accepted; with a
+// SQL class it is still checked against the pool that class uses.
+func TestServiceConnectionLimit(t *testing.T) {
+	const conf = "configurations: [{name: gate, mode: isolated, interactive: {role: {connection_limit: 10}}}]\n"
+	svc := "name: svc\ntenants: {count: 5}\n" + conf + "service: {command: [x]}\n"
+	if _, err := Parse([]byte(svc+"classes: [{name: interactive, rate: 1, http: {url: /x}}]\n"), "s.yaml"); err != nil {
+		t.Errorf("only HTTP classes: %v", err)
+	}
+	_, err := Parse([]byte(svc+"classes: [{name: interactive, rate: 1, http: {url: /x}}, {name: heavy, rate: 1, query: report}, {name: lookup, isolation_class: interactive, rate: 1, query: lookup}]\n"), "s.yaml")
+	if err == nil || !strings.Contains(err.Error(), "configurations[0].interactive.role.connection_limit: 10 is below the pool_size 30") {
+		t.Errorf("a SQL class: got %v, want the connection_limit below pool_size", err)
+	}
+}
+
 func TestServiceProblems(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml, want string
