@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -118,6 +119,23 @@ type instance struct {
 	base   string
 	exited chan struct{} // closed when the process has been waited for
 	err    error         // Wait's result, after exited
+}
+
+// serviceWaitDelay is how long an instance's output is read after its
+// process has exited: a child that left its process group (setsid, a
+// daemon) keeps the output pipe open, and its end would otherwise be waited
+// for (a run hung as long as such a child lived).
+const serviceWaitDelay = 2 * time.Second
+
+// serviceCommand returns the command of one instance: in a process group of
+// its own, killed whole, and killed with noisysim should noisysim die
+// without stopping it; its output to out.
+func serviceCommand(argv []string, dir string, env []string, out io.Writer) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = serviceWaitDelay
+	return cmd
 }
 
 // serviceRun is one configuration's service.
@@ -336,11 +354,7 @@ func (r *runner) startService(ctx context.Context, c *scenario.Configuration) (*
 			return nil, fmt.Errorf("%w: service log: %w", ErrRun, err)
 		}
 		in := &instance{out: &tail{w: f}, base: v["base_url"], exited: make(chan struct{})}
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = r.serviceDir(), serviceEnv(sv, value), in.out, in.out
-		// A process group of its own, killed whole; and killed with
-		// noisysim should noisysim die without stopping it.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd := serviceCommand(argv, r.serviceDir(), serviceEnv(sv, value), in.out)
 		in.cmd = cmd
 		if err := cmd.Start(); err != nil {
 			f.Close()

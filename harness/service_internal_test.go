@@ -106,3 +106,31 @@ func TestTailBounded(t *testing.T) {
 		t.Errorf("long line: %d bytes, %q...%q", len(long), long[:8], long[len(long)-8:])
 	}
 }
+
+// TestServiceCommandEscapedChild: an instance whose child left its process
+// group (setsid) and holds the output pipe is seen to exit when its own
+// process does, within serviceWaitDelay, not when the child ends.
+func TestServiceCommandEscapedChild(t *testing.T) {
+	var out tail
+	cmd := serviceCommand([]string{"/bin/sh", "-c", `setsid sleep 60 & echo "child $!"; sleep 0.2`}, t.TempDir(), nil, &out)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	defer func() {
+		var pid int
+		for _, l := range out.last() {
+			fmt.Sscanf(l, "child %d", &pid)
+		}
+		if pid > 0 {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	select {
+	case <-waited:
+	case <-time.After(serviceWaitDelay + 10*time.Second):
+		t.Fatalf("Wait did not return %s after the instance's start: its escaped child holds the output", time.Since(start))
+	}
+}
