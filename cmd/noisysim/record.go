@@ -23,6 +23,10 @@ import (
 // recordConnectTimeout bounds reaching --dsn.
 const recordConnectTimeout = 10 * time.Second
 
+// recordCheckEvery is how often record checks that the server still
+// answers while it waits.
+const recordCheckEvery = 2 * time.Second
+
 func runRecord(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -146,12 +150,29 @@ Flags:
 	fmt.Fprintf(a.stdout, "recording %s of %s for %s (set: %s); Ctrl-C stops early and keeps what was recorded\n",
 		f, node.Name, *dur, strings.Join(rec.Changed(), ", "))
 	timer := time.NewTimer(*dur)
+	defer timer.Stop()
+	check := time.NewTicker(recordCheckEvery)
+	defer check.Stop()
 	early := false
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		timer.Stop()
-		early = true
+wait:
+	for {
+		select {
+		case <-timer.C:
+			break wait
+		case <-ctx.Done():
+			early = true
+			break wait
+		case <-check.C:
+			cctx, cancel := context.WithTimeout(ctx, recordCheckEvery)
+			err := rec.Check(cctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				// Nothing to put back on a server that is gone.
+				a.teardown.forget(td)
+				return fmt.Errorf("%w after %s; nothing was written to %s (the server's log file was %s)",
+					err, time.Since(started).Round(time.Second), *out, rec.File())
+			}
+		}
 	}
 	if err := a.teardown.finish(td); err != nil {
 		return err

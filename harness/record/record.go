@@ -352,6 +352,20 @@ func (r *Recording) waitFile(ctx context.Context, on bool) error {
 	}
 }
 
+// Check pings the server on the recording's connection (not after Stop):
+// an error says it no longer answers (stopped, or the connection ended).
+func (r *Recording) Check(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return nil
+	}
+	if err := r.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("record: the server stopped answering: %w", err)
+	}
+	return nil
+}
+
 // File is the server's log file the recording writes, an absolute path.
 func (r *Recording) File() string { return r.file }
 
