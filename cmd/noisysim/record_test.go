@@ -442,4 +442,3 @@ func TestRecordBadInput(t *testing.T) {
 		t.Errorf("files in the out dir: %v, want the user's alone (and its directory)", m)
 	}
 }
-
