@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
@@ -113,38 +112,17 @@ func (r *runner) serviceTimes(ctx context.Context, c *scenario.Class) ([]time.Du
 		return nil, 0, fmt.Errorf("connect to primary %s: %w", r.primary.RedactedDSN(), err)
 	}
 	defer conn.Close(context.Background())
-	p := r.params
-	p.Sleep = c.Sleep.Duration()
+	prog := c.Program()
+	if prog == nil {
+		return nil, 0, fmt.Errorf("%w: class %s has no script (validate the scenario first)", ErrRun, c.Name)
+	}
 	one := func(seq int64) error {
-		if prog := c.Program(); prog != nil {
-			rng := rand.New(rand.NewPCG(uint64(r.sc.Seed), uint64(seq)))
-			err := prog.Run(ctx, scriptConn{conn}, rng, r.bind[scenario.DominantTenant-1])
-			if err != nil && !conn.IsClosed() && conn.PgConn().TxStatus() != 'I' {
-				_, _ = conn.Exec(context.Background(), "ROLLBACK")
-			}
-			return err
+		rng := rand.New(rand.NewPCG(uint64(r.sc.Seed), uint64(seq)))
+		err := prog.Run(ctx, scriptConn{conn}, rng, r.bind[scenario.DominantTenant-1])
+		if err != nil && !conn.IsClosed() && conn.PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.Background(), "ROLLBACK")
 		}
-		if dataset.Kind(c.Query) == dataset.KindExport {
-			tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback(context.Background())
-			if _, err := dataset.Export(ctx, tx, scenario.DominantTenant, c.Batch); err != nil {
-				return err
-			}
-			return tx.Commit(ctx)
-		}
-		q, err := dataset.Query(dataset.Kind(c.Query), scenario.DominantTenant, seq, p)
-		if err != nil {
-			return err
-		}
-		rows, err := conn.Query(ctx, q.SQL, q.Args...)
-		if err != nil {
-			return err
-		}
-		rows.Close()
-		return rows.Err()
+		return err
 	}
 	if err := one(0); err != nil { // caches warmed, not measured
 		return nil, 0, err

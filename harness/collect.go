@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -268,6 +270,7 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 		planned = make([]int64, len(r.steps)) // users set the pace: no target rate
 	}
 	window, baseline := r.sc.Assertions.QuietP99.QuietWindows()
+	top := topQuietTenants(tr.windows, topQuietSeries)
 	for i, w := range tr.windows {
 		shares := tr.shares(i)
 		sums := w.rec.Summary()
@@ -277,8 +280,14 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 			Tenants: r.rows(sums, shares), QuietAll: r.quietAllRows(w.rec, shares), QuietWorkers: r.quietWorkerRows(w.rec, shares),
 			Stats: windowStats(sums, plannedIn(w, planned[i]), w.end-w.start), TopDBTime: topShares(shares, 10),
 		}
+		if wa := w.step.Watch; wa != nil {
+			if sw, ok := wa.Config.(scenario.ShareWatcher); ok {
+				tenant, threshold := sw.ShareThreshold()
+				rw.ShareAlert = &reports.ShareAlert{Policy: wa.Policy, Tenant: r.key(tenant), Threshold: threshold}
+			}
+		}
 		out.Windows = append(out.Windows, rw)
-		for _, iv := range intervals(w.rec, r.key) {
+		for _, iv := range intervals(w.rec, r.key, top) {
 			iv.Window = w.step.Name
 			out.Intervals = append(out.Intervals, iv)
 		}
@@ -294,9 +303,29 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 	return out
 }
 
-// intervals returns the per-second p99 of the dominant tenant and of all
-// quiet tenants merged, per class; times from the timeline's start.
-func intervals(rec *metrics.Recorder, key func(int) string) []reports.Interval {
+// topQuietSeries is how many quiet tenants have a latency series of
+// their own (Configuration.Intervals) beside the quiet tenants merged.
+const topQuietSeries = 3
+
+// topQuietTenants returns the n quiet tenants with the most requests over
+// windows, most first (ties by id).
+func topQuietTenants(windows []*window, n int) []int {
+	count := map[int]int64{}
+	for _, w := range windows {
+		for _, s := range w.rec.Summary() {
+			if s.Tenant != scenario.DominantTenant {
+				count[s.Tenant] += s.Count
+			}
+		}
+	}
+	ids := slices.SortedFunc(maps.Keys(count), func(a, b int) int { return cmp.Or(cmp.Compare(count[b], count[a]), cmp.Compare(a, b)) })
+	return ids[:min(n, len(ids))]
+}
+
+// intervals returns the per-second latencies of the dominant tenant, of
+// all quiet tenants merged and of each quiet tenant of top, per class;
+// times from the timeline's start.
+func intervals(rec *metrics.Recorder, key func(int) string, top []int) []reports.Interval {
 	width := rec.Config().Interval
 	if width <= 0 {
 		return nil
@@ -320,6 +349,12 @@ func intervals(rec *metrics.Recorder, key func(int) string) []reports.Interval {
 		for _, iv := range rec.MergedIntervals(func(t int, c string) bool { return t != scenario.DominantTenant && c == class }) {
 			iv.Class = class
 			out = append(out, conv(quietAll, iv))
+		}
+		for _, id := range top {
+			for _, iv := range rec.MergedIntervals(func(t int, c string) bool { return t == id && c == class }) {
+				iv.Class = class
+				out = append(out, conv(key(id), iv))
+			}
 		}
 	}
 	return out

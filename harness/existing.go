@@ -59,7 +59,7 @@ func (r *runner) loadExisting(ctx context.Context, conn *pgx.Conn) error {
 // name. A query that fails or does not fit is bad input.
 func (r *runner) readKeys(ctx context.Context, conn *pgx.Conn, query string) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: tenants.keys.query: %s", scenario.ErrInvalid, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s: %s", scenario.ErrInvalid, r.sc.Where("tenants.keys.query"), fmt.Sprintf(format, args...))
 	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -97,6 +97,9 @@ func (r *runner) readKeys(ctx context.Context, conn *pgx.Conn, query string) err
 			return bad("row %d has a NULL key", n)
 		}
 		key := pgscript.FromAny(gsetValue(vals[0])).String()
+		if err := scenario.CheckKey(r.sc.Tenants.Keys.Type, key); err != nil {
+			return bad("row %d: %v (tenants.keys.type %s)", n, err, r.sc.Tenants.Keys.SQLType())
+		}
 		if prev, dup := seen[key]; dup {
 			return bad("rows %d and %d have the same key %q", prev, n, key)
 		}

@@ -329,9 +329,10 @@ assertions:
 
 // TestExternalCitusKeepsUserData runs a hot-shard scenario, ladder
 // included, on an existing Citus cluster whose coordinator holds a
-// distributed table orders of the user's: afterwards its rows are all
-// there, and neither the coordinator nor a worker holds anything of
-// noisysim's.
+// distributed table orders of the user's and a role with its
+// pg_dist_authinfo row: afterwards its rows and that row are all there,
+// and neither the coordinator nor a worker holds anything of noisysim's
+// (schema, roles, pg_dist_authinfo rows).
 func TestExternalCitusKeepsUserData(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: scenario runs in -short mode")
@@ -349,6 +350,12 @@ func TestExternalCitusKeepsUserData(t *testing.T) {
 		INSERT INTO public.orders SELECT 1, g, 'mine' FROM generate_series(1, 100) g`); err != nil {
 		t.Fatal(err)
 	}
+	// Apart: Citus refuses a role made in one transaction with the
+	// distribution.
+	if _, err := admin.Exec(t.Context(), `CREATE ROLE app_reader LOGIN;
+		INSERT INTO pg_dist_authinfo (nodeid, rolename, authinfo) VALUES (0, 'app_reader', 'password=theirs')`); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("NOISYSIM_TEST_USER_DSN", coord.DSN())
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
@@ -359,6 +366,10 @@ func TestExternalCitusKeepsUserData(t *testing.T) {
 	if err := admin.QueryRow(t.Context(), "SELECT count(*) FROM public.orders WHERE customer = 'mine'").Scan(&rows); err != nil || rows != 100 {
 		t.Errorf("the user's distributed orders: %d rows, %v; want 100", rows, err)
 	}
+	var theirs string
+	if err := admin.QueryRow(t.Context(), "SELECT string_agg(authinfo, ',') FROM pg_dist_authinfo WHERE rolename = 'app_reader'").Scan(&theirs); err != nil || theirs != "password=theirs" {
+		t.Errorf("the user's pg_dist_authinfo row: %q, %v; want password=theirs", theirs, err)
+	}
 	for _, n := range c.Nodes() {
 		conn, err := pgx.Connect(t.Context(), n.DSN())
 		if err != nil {
@@ -367,7 +378,8 @@ func TestExternalCitusKeepsUserData(t *testing.T) {
 		var left string
 		err = conn.QueryRow(t.Context(), `SELECT concat_ws(' ',
 			(SELECT string_agg(nspname, ',') FROM pg_namespace WHERE nspname = 'noisysim'),
-			(SELECT string_agg(rolname, ',') FROM pg_roles WHERE rolname LIKE 'noisysim%'))`).Scan(&left)
+			(SELECT string_agg(rolname, ',') FROM pg_roles WHERE rolname LIKE 'noisysim%'),
+			(SELECT string_agg(rolename || ' ' || authinfo, ',') FROM pg_dist_authinfo WHERE rolename <> 'app_reader'))`).Scan(&left)
 		conn.Close(context.Background())
 		if err != nil {
 			t.Fatal(err)

@@ -33,10 +33,6 @@ func footprintNodes(c backend.Cluster) []backend.Node {
 
 // roleNames are the login roles the scenario's run creates.
 func (r *runner) roleNames() []string {
-	switch {
-	case r.sc.Citus():
-		return nil // a Citus run logs in as the coordinator's user
-	}
 	var out []string
 	for i := range r.sc.Configurations {
 		for _, rc := range rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName(), tableAccess{}) {

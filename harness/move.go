@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,12 +31,15 @@ func (m moveTenant) Run(ctx context.Context, env ActionEnv) (ActionOutcome, erro
 		return ActionOutcome{}, fmt.Errorf("move tenant: the run has no tenant routing (topology shards)")
 	}
 	tenant := strconv.Itoa(m.cfg.Tenant)
+	if env.TenantKey != nil {
+		tenant = env.TenantKey(m.cfg.Tenant)
+	}
 	source, _, _, err := rt.Catalog.Lookup(ctx, tenant)
 	if err != nil {
 		return ActionOutcome{}, fmt.Errorf("move tenant %s: %w", tenant, err)
 	}
 	nodes := []string{source, m.cfg.Target}
-	othersBefore, err := othersSums(ctx, rt, nodes, m.cfg.Tenant)
+	othersBefore, err := othersSums(ctx, rt, nodes, tenant)
 	if err != nil {
 		return ActionOutcome{}, err
 	}
@@ -44,7 +48,7 @@ func (m moveTenant) Run(ctx context.Context, env ActionEnv) (ActionOutcome, erro
 		grace = -1 // directory: negative is no wait
 	}
 	fig, err := directory.Move(ctx, directory.MoveConfig{
-		Catalog: rt.Catalog, Nodes: rt.Nodes, Tables: shardTables,
+		Catalog: rt.Catalog, Nodes: rt.Nodes, Tables: rt.Tables, TenantColumn: rt.Column,
 		BatchRows: m.cfg.BatchRows, MaxPause: m.cfg.MaxPause.Duration(), Grace: grace,
 		Gates: []directory.Gate{rt.Router}, Logger: env.Logger,
 	}, tenant, m.cfg.Target)
@@ -71,14 +75,22 @@ func (m moveTenant) Run(ctx context.Context, env ActionEnv) (ActionOutcome, erro
 	// ids < 0, aside).
 	var left int64
 	err = withDSN(ctx, rt.Nodes[fig.Source], func(c *pgx.Conn) error {
-		return c.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE tenant_id = $1) + (SELECT count(*) FROM tenants WHERE tenant_id = $1)`,
-			m.cfg.Tenant).Scan(&left)
+		for _, table := range rt.Tables {
+			var n int64
+			err := c.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()+" WHERE "+pgx.Identifier{rt.Column}.Sanitize()+"::text = $1",
+				tenant).Scan(&n)
+			if err != nil {
+				return err
+			}
+			left += n
+		}
+		return nil
 	})
 	if err != nil {
 		return out, fmt.Errorf("move tenant %s: count its rows left at %s: %w", tenant, fig.Source, err)
 	}
 	out.After["rows_at_source"] = float64(left)
-	othersAfter, err := othersSums(ctx, rt, nodes, m.cfg.Tenant)
+	othersAfter, err := othersSums(ctx, rt, nodes, tenant)
 	if err != nil {
 		return out, err
 	}
@@ -98,21 +110,36 @@ func (m moveTenant) Run(ctx context.Context, env ActionEnv) (ActionOutcome, erro
 	return out, nil
 }
 
-// othersSums returns, per node, the row count and checksum of the orders
-// of every tenant but tenant (without checked writes, ids < 0).
-func othersSums(ctx context.Context, rt *Routing, nodes []string, tenant int) (map[string]string, error) {
+// othersSums returns, per node, the row count and checksum of the rows of
+// every tenant but tenant: of orders without checked writes (ids < 0) on
+// the built-in data set, else of each of rt.Tables.
+func othersSums(ctx context.Context, rt *Routing, nodes []string, tenant string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, n := range slices.Compact(slices.Clone(nodes)) {
-		var v string
+		var sums []string
 		err := withDSN(ctx, rt.Nodes[n], func(c *pgx.Conn) error {
-			return c.QueryRow(ctx, `SELECT count(*) || '/' || `+directory.ChecksumSQL+` FROM (
-				SELECT tenant_id, id, created_at AT TIME ZONE 'UTC', amount, status, customer, note FROM orders WHERE tenant_id <> $1 AND id >= 0) t`,
-				tenant).Scan(&v)
+			queries := []string{`SELECT count(*) || '/' || ` + directory.ChecksumSQL + ` FROM (
+				SELECT tenant_id, id, created_at AT TIME ZONE 'UTC', amount, status, customer, note FROM orders WHERE tenant_id::text <> $1 AND id >= 0) t`}
+			if !rt.Builtin {
+				queries = nil
+				for _, table := range rt.Tables {
+					queries = append(queries, `SELECT count(*) || '/' || `+directory.ChecksumSQL+` FROM (
+						SELECT * FROM `+pgx.Identifier{table}.Sanitize()+` WHERE `+pgx.Identifier{rt.Column}.Sanitize()+`::text <> $1) t`)
+				}
+			}
+			for _, q := range queries {
+				var v string
+				if err := c.QueryRow(ctx, q, tenant).Scan(&v); err != nil {
+					return err
+				}
+				sums = append(sums, v)
+			}
+			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("move tenant: checksum the other tenants on %s: %w", n, err)
 		}
-		out[n] = v
+		out[n] = strings.Join(sums, " ")
 	}
 	return out, nil
 }
@@ -144,6 +171,9 @@ var _ Policy = (*promote)(nil)
 // without.
 func (p *promote) Check(_ context.Context, env ActionEnv, s Sample) ([]scenario.Action, bool, error) {
 	tenant := strconv.Itoa(p.cfg.Tenant)
+	if env.TenantKey != nil {
+		tenant = env.TenantKey(p.cfg.Tenant)
+	}
 	share := 0.0
 	if w, ok := s.Last[tenant]; ok {
 		share = w.Share

@@ -156,6 +156,31 @@ configurations: [{name: shared, mode: shared}]
 	}
 }
 
+// TestSetupKeyTypeMismatch: text keys put into a bigint tenant column stop
+// the run as bad input at the setup statement, with the server's message.
+func TestSetupKeyTypeMismatch(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"setup.sql": "CREATE TABLE t (tenant bigint, id int);\nINSERT INTO t\n  SELECT key, 1 FROM noisysim_tenants;\n",
+		"s.yaml": `name: key-type
+tenants: {count: 3, keys: {type: text, template: "org-{n}"}}
+data: {setup: [setup.sql]}
+classes: [{name: interactive, sql: "SELECT 1", rate: 1}]
+phases: {warmup: 0s, solo: 1s, run: 1s}
+configurations: [{name: shared, mode: shared}]
+`,
+	})
+	sc, err := scenario.Load(filepath.Join(dir, "s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := localtest.Start(t, backend.Spec{})
+	_, err = harness.Run(t.Context(), sc, harness.Options{Cluster: c})
+	want := filepath.Join(dir, "setup.sql") + ":3:10: setup statement failed: ERROR: column \"tenant\" is of type bigint but expression is of type text"
+	if !errors.Is(err, scenario.ErrInvalid) || err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want one matching ErrInvalid with %q", err, want)
+	}
+}
+
 // shortSaasInvoices is the example file (scenario.yaml, citus.yaml) of
 // examples/saas-invoices with short phases and a small data set.
 func shortSaasInvoices(t *testing.T, file string) *scenario.Scenario {
@@ -371,5 +396,51 @@ assertions: {quiet_p99: {min_samples: 1000000}}
 	var acl string
 	if err := conn.QueryRow(ctx, "SELECT coalesce(relacl::text, '') FROM pg_class WHERE oid = 'app.invoices'::regclass").Scan(&acl); err != nil || strings.Contains(acl, "noisysim") {
 		t.Errorf("app.invoices privileges after the run: %q (%v)", acl, err)
+	}
+}
+
+// TestExistingKeysProblems: a tenants.keys.query whose rows cannot be the
+// tenants is bad input naming the key's file:line:col, before any load.
+func TestExistingKeysProblems(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	primary, _ := backend.First(c, backend.RolePrimary)
+	conn, err := pgx.Connect(t.Context(), primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `CREATE SCHEMA app; CREATE TABLE app.accounts (key text, plan text);
+		INSERT INTO app.accounts VALUES ('a', 'free'), ('b', 'free'), ('b', 'pro'), ('c', 'pro')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, keys, want string }{
+		{"no rows", `{type: text, query: "SELECT key FROM app.accounts WHERE false"}`,
+			"s.yaml:4:22: tenants.keys.query: returned 0 rows; tenants.count is 3: it needs a key per tenant"},
+		{"duplicate keys", `{type: text, query: "SELECT key FROM app.accounts ORDER BY key"}`,
+			`s.yaml:4:22: tenants.keys.query: rows 2 and 3 have the same key "b"`},
+		{"not a bigint", `{query: "SELECT DISTINCT key FROM app.accounts ORDER BY key"}`,
+			`s.yaml:4:10: tenants.keys.query: row 1: key "a" is not a bigint; use keys.type text (tenants.keys.type bigint)`},
+		{"not a uuid", `{type: uuid, query: "SELECT DISTINCT key FROM app.accounts ORDER BY key"}`,
+			`s.yaml:4:22: tenants.keys.query: row 1: key "a" is not a uuid`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{"s.yaml": `name: keys
+tenants:
+  count: 3
+  keys: ` + tc.keys + `
+data: {existing: {schemas: [app]}}
+classes: [{name: interactive, sql: "SELECT 1", rate: 1}]
+phases: {warmup: 0s, solo: 1s, run: 1s}
+configurations: [{name: shared, mode: shared}]
+`})
+			sc, err := scenario.Load(filepath.Join(dir, "s.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = harness.Run(t.Context(), sc, harness.Options{Cluster: c})
+			if !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(err.Error(), filepath.Join(dir, tc.want)) {
+				t.Errorf("error %v\nwant ErrInvalid with %q", err, filepath.Join(dir, tc.want))
+			}
+		})
 	}
 }

@@ -14,4 +14,11 @@ type Routing struct {
 	// Nodes maps node names to DSNs; Names lists them in cluster order.
 	Nodes map[string]string
 	Names []string
+	// Tables hold the tenants' rows, in the order a move copies them, each
+	// with the tenant column Column (the built-in data set's tenants and
+	// orders by tenant_id, or data.directory's).
+	Tables []string
+	Column string
+	// Builtin: the tables are the built-in data set's.
+	Builtin bool
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/guard"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/isolation"
 	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/reports"
@@ -124,6 +125,9 @@ var ErrRun = errors.New("run scenario")
 // either way.
 func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Report, error) {
 	pools := calibrationPools(sc)
+	if err := checkRedisURLs(ctx, sc, opts.Only); err != nil {
+		return nil, err
+	}
 	if opts.Only != "" {
 		one, err := sc.Only(opts.Only)
 		if err != nil {
@@ -322,7 +326,7 @@ func (r *runner) plan() error {
 	}
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
-		if (c.Script != "" || c.SQL != "") && c.Program() == nil {
+		if (c.Query != "" || c.Script != "" || c.SQL != "") && c.Program() == nil {
 			// A scenario built in Go: parse its scripts now.
 			if errs := sc.Validate(); len(errs) > 0 {
 				return fmt.Errorf("%w: %w", scenario.ErrInvalid, errors.Join(errs...))
@@ -582,24 +586,14 @@ func (r *runner) load(ctx context.Context) error {
 		r.log.Info("setup SQL run", "files", len(r.sc.Data.Setup), "tables", len(tables), "tenants", r.pop.Len(), "took", time.Since(t0).Round(time.Millisecond))
 	}
 	if r.sc.Citus() {
-		// Distributed on the tenant column; the stacks log in as the
-		// coordinator's user (no role of noisysim's: Citus would need
-		// their passwords to reach the workers as them).
+		// Distributed on the tenant column, before the roles are made:
+		// Citus propagates their grants on the distributed tables to the
+		// shards.
 		t0 = time.Now()
 		if err := r.distribute(ctx, conn); err != nil {
 			return err
 		}
-		cd := r.sc.Data.Citus
-		r.log.Info("data set distributed", "shards", cd.Shards, "took", time.Since(t0).Round(time.Millisecond))
-		what := "tenants and orders distributed on tenant_id"
-		if !r.sc.Data.Builtin() {
-			what = fmt.Sprintf("%s distributed on %s", strings.Join(cd.Tables, ", "), cd.Column)
-			if len(cd.Reference) > 0 {
-				what += fmt.Sprintf(" (reference: %s)", strings.Join(cd.Reference, ", "))
-			}
-		}
-		r.note("citus: %s in %d co-located shards; the configurations log in as the coordinator's user (role settings not applied)", what, cd.Shards)
-		return r.openCitus(ctx)
+		r.log.Info("data set distributed", "shards", r.sc.Data.Citus.Shards, "took", time.Since(t0).Round(time.Millisecond))
 	}
 
 	var roles []pools.RoleConfig
@@ -609,6 +603,24 @@ func (r *runner) load(ctx context.Context) error {
 	where := fmt.Sprintf("database %q on %s", r.primary.Database, r.primary.Name)
 	if r.passwords, err = footprint.EnsureRoles(ctx, conn, where, r.primary.Database, r.runID, roles...); err != nil {
 		return fmt.Errorf("%w: create roles: %w", ErrRun, err)
+	}
+	if r.sc.Citus() {
+		// Citus propagates the roles, their settings and grants to the
+		// workers; the coordinator reaches the workers as each role with
+		// its password.
+		if err := footprint.CitusAuthinfo(ctx, conn, where, r.runID, r.passwords); err != nil {
+			return fmt.Errorf("%w: %w (the coordinator needs the roles' passwords to reach the workers as them)", ErrRun, err)
+		}
+		cd := r.sc.Data.Citus
+		what := "tenants and orders distributed on tenant_id"
+		if !r.sc.Data.Builtin() {
+			what = fmt.Sprintf("%s distributed on %s", strings.Join(cd.Tables, ", "), cd.Column)
+			if len(cd.Reference) > 0 {
+				what += fmt.Sprintf(" (reference: %s)", strings.Join(cd.Reference, ", "))
+			}
+		}
+		r.note("citus: %s in %d co-located shards; the configurations log in as their own roles, whose settings apply on the coordinator and the workers", what, cd.Shards)
+		return r.openCitus(ctx)
 	}
 	if r.hasReplica {
 		if err := waitReplay(ctx, conn, r.replica, 30*time.Second); err != nil {
@@ -727,20 +739,52 @@ func rolesOf(c *scenario.Configuration, schema string, access tableAccess) []poo
 	}
 }
 
-// stack is one configuration's isolation stack and its limiters.
+// stack is one configuration's isolation stack and its limiters: with
+// app.instances N, N stacks (the embedded one is the first) taking calls
+// round-robin.
 type stack struct {
 	*pools.Stack
-	limiters map[pools.Class]*limiter.Limiter
+	limiters map[pools.Class]limiterStats
 	// http runs the HTTP classes; nil without one.
 	http *httpTarget
+	// app holds the instances beyond the first and their shared state; nil
+	// without app.
+	app *appStack
 }
 
-// newStack builds configuration c's isolation stack on the cluster.
+// limiterStats is what the run reads of a class's limiter (or limiters).
+type limiterStats interface{ Stat() limiter.Stat }
+
+// newStack builds configuration c's isolation stack on the cluster: one,
+// or with app one per instance.
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
-	dsn := func(node backend.Node, pool string) string {
-		if r.sc.Citus() {
-			return node.DSN()
+	st := &stack{limiters: map[pools.Class]limiterStats{}}
+	if c.App == nil {
+		s, err := r.newInstance(ctx, c, nil, 0, func(class pools.Class, l limiterStats) { st.limiters[class] = l })
+		if err != nil {
+			return nil, err
 		}
+		st.Stack = s
+		return st, nil
+	}
+	app, err := r.newAppStack(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	st.app = app
+	st.Stack = app.instances[0]
+	for class, ls := range app.limiters {
+		st.limiters[class] = ls
+	}
+	return st, nil
+}
+
+// newInstance builds one isolation stack of configuration c: its pools and
+// its limiters, made by app (nil: the configured local limiter) for
+// instance inst; each class's limiter is handed to keep.
+func (r *runner) newInstance(ctx context.Context, c *scenario.Configuration, app *appStack, inst int,
+	keep func(pools.Class, limiterStats)) (*pools.Stack, error) {
+	dsn := func(node backend.Node, pool string) string {
 		role := roleName(c.Name, pool)
 		if r.sc.Data.IsExisting() {
 			node = readOnly(node)
@@ -748,7 +792,9 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 		return node.DSNFor(role, r.passwords[role])
 	}
 	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{}, Logger: r.log}
-	st := &stack{limiters: map[pools.Class]*limiter.Limiter{}}
+	if app != nil {
+		cfg.SharedLedger = app.ledger
+	}
 	// addPool adds pool name on node, or with topology shards on every
 	// node, the router choosing each call's.
 	addPool := func(name string, node backend.Node, role string, size int, timeout time.Duration) {
@@ -761,6 +807,7 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 			cfg.Pools = append(cfg.Pools, pools.PoolConfig{Name: name, Node: n.Name, DSN: dsn(n, role), Size: int32(size), AcquireTimeout: timeout})
 		}
 	}
+	var closers []func()
 	if c.Mode == scenario.ModeShared {
 		addPool("shared", r.primary, "shared", c.Shared.PoolSize, c.Shared.AcquireTimeout.Duration())
 		cfg.Classes[pools.Interactive] = pools.ClassConfig{Pool: "shared"}
@@ -772,21 +819,37 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 			if p.Target == scenario.TargetReplica {
 				if r.hasReplica {
 					node = r.replica
-				} else {
+				} else if inst == 0 {
 					r.note("%s: the %s class targets the replica, but the topology has none: it runs on the primary", c.Name, class)
 				}
 			}
 			addPool(string(class), node, string(class), p.PoolSize, p.AcquireTimeout.Duration())
 			cc := pools.ClassConfig{Pool: string(class)}
 			if p.Limiter.Enabled {
-				l, err := limiter.New(limiter.Config{
-					MaxPerTenant: p.Limiter.MaxPerTenant, MaxQueue: p.Limiter.MaxQueue,
-					MaxWait: p.Limiter.MaxWait.Duration(), MaxGlobal: p.Limiter.MaxGlobal,
-				})
-				if err != nil {
-					return nil, fmt.Errorf("%w: configuration %s: %s limiter: %w", scenario.ErrInvalid, c.Name, class, err)
+				var l isolation.Limiter
+				var ls limiterStats
+				if app != nil {
+					var err error
+					if l, ls, err = app.limiter(c, class, p); err != nil {
+						for _, f := range closers {
+							f()
+						}
+						return nil, err
+					}
+					if cl, ok := ls.(interface{ Close() }); ok {
+						closers = append(closers, cl.Close)
+					}
+				} else {
+					ll, err := limiter.New(limiter.Config{
+						MaxPerTenant: p.Limiter.MaxPerTenant, MaxQueue: p.Limiter.MaxQueue,
+						MaxWait: p.Limiter.MaxWait.Duration(), MaxGlobal: p.Limiter.MaxGlobal,
+					})
+					if err != nil {
+						return nil, fmt.Errorf("%w: configuration %s: %s limiter: %w", scenario.ErrInvalid, c.Name, class, err)
+					}
+					l, ls = ll, ll
 				}
-				st.limiters[class] = l
+				keep(class, ls)
 				cc.Limiter = l
 			}
 			cfg.Classes[class] = cc
@@ -794,10 +857,12 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 	}
 	s, err := pools.New(ctx, cfg)
 	if err != nil {
+		for _, f := range closers {
+			f()
+		}
 		return nil, fmt.Errorf("%w: configuration %s: open pools: %w", ErrRun, c.Name, err)
 	}
-	st.Stack = s
-	return st, nil
+	return s, nil
 }
 
 // limiterStat sums the limiters' per-tenant counters.
@@ -806,13 +871,7 @@ func (s *stack) limiterStat() map[string]limiter.TenantStat {
 	for _, l := range s.limiters {
 		for t, ts := range l.Stat().Tenants {
 			o := out[t]
-			o.InFlight += ts.InFlight
-			o.Queued += ts.Queued
-			o.Admitted += ts.Admitted
-			o.Released += ts.Released
-			o.RejectedQueueFull += ts.RejectedQueueFull
-			o.RejectedWaitExceeded += ts.RejectedWaitExceeded
-			o.Cancelled += ts.Cancelled
+			o.Add(ts)
 			out[t] = o
 		}
 	}
@@ -853,19 +912,8 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 		_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)
 	case prog != nil:
 		err = e.script(ctx, prog, class, tenant, op)
-	case dataset.Kind(c.Query) == dataset.KindExport:
-		_, err = e.stack.Tx(ctx, class, tenant, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-			func(ctx context.Context, tx pgx.Tx) error {
-				_, err := dataset.Export(ctx, tx, op.Tenant, c.Batch)
-				return err
-			})
 	default:
-		p := e.r.params
-		p.Sleep = c.Sleep.Duration()
-		var q dataset.Statement
-		if q, err = dataset.Query(dataset.Kind(c.Query), op.Tenant, op.Seq, p); err == nil {
-			_, err = e.stack.Query(ctx, class, tenant, q.SQL, q.Args...)
-		}
+		err = fmt.Errorf("%w: class %s has no script (validate the scenario first)", ErrRun, c.Name)
 	}
 	var le *limiter.LimitError
 	if errors.As(err, &le) {
@@ -947,7 +995,7 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 		defer st.http.close()
 	}
 	var act *activitySampler
-	if r.sc.Service.Started() || r.sc.Assertions.TaggedOnly {
+	if r.sc.Service.Started() || r.sc.Assertions.TaggedOnly || c.App != nil {
 		phase := func() string {
 			r.progressMu.Lock()
 			defer r.progressMu.Unlock()
@@ -1018,6 +1066,7 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	if r.sc.Assertions.TaggedOnly && extra.activity != nil {
 		res.assertions = append(res.assertions, taggedOnly(c.Name, extra.activity))
 	}
+	res.assertions = append(res.assertions, r.appAssertions(c, st, extra.activity)...)
 	if w != nil {
 		v, err := r.checkWriter(ctx, w)
 		if err != nil {

@@ -57,6 +57,11 @@ func TestRunSmall(t *testing.T) {
 				if row.Class == "export" && row.Tenant != "1" {
 					t.Errorf("export sent by tenant %s, want the dominant tenant only", row.Tenant)
 				}
+				for class, n := range row.ErrorsByClass {
+					if class != "queue_full" && class != "wait_exceeded" {
+						t.Errorf("tenant %s %s: %d %s errors (the shipped scripts must run)", row.Tenant, row.Class, n, class)
+					}
+				}
 				if row.Class == "sleep" && row.Count > 0 && row.P50 < 2 {
 					t.Errorf("tenant %s: sleep p50 %.2f ms, below the 2 ms pg_sleep", row.Tenant, row.P50)
 				}
@@ -89,6 +94,11 @@ func TestRunSmall(t *testing.T) {
 			for _, pt := range cfg.Series {
 				if len(pt.Limiters) != 2 || pt.Limiters[0].Class != "heavy" || pt.Limiters[1].Class != "interactive" {
 					t.Errorf("point at %.1f s: limiters %+v, want heavy and interactive", pt.At, pt.Limiters)
+				}
+				for _, l := range pt.Limiters {
+					if l.RejectedByReason["queue_full"]+l.RejectedByReason["wait_exceeded"] != l.Rejected {
+						t.Errorf("point at %.1f s: %s rejected %d, by reason %v", pt.At, l.Class, l.Rejected, l.RejectedByReason)
+					}
 				}
 				if len(pt.Pools) != 2 || pt.Pools[0].Node == "" || pt.Pools[0].Max < 1 || pt.Pools[0].Borrowed > pt.Pools[0].Max {
 					t.Errorf("point at %.1f s: pools %+v, want interactive and heavy with their node and size", pt.At, pt.Pools)
@@ -191,10 +201,32 @@ func TestRunTimeline(t *testing.T) {
 	if quiet == 0 || perWindow != 3 {
 		t.Errorf("%d quiet_p99 assertions, %d no_unexpected_errors totals; want > 0 and 3 (one per measured window)", quiet, perWindow)
 	}
+	// Per window and second: quiet (all), the dominant tenant and the 3
+	// busiest quiet tenants, each of those within quiet (all)'s count.
+	type sec struct {
+		window, class string
+		start         float64
+	}
+	merged, own := map[sec]int64{}, map[string]bool{}
 	for _, iv := range cfg.Intervals {
 		if iv.Window == "" {
 			t.Fatalf("interval at %v s has no window", iv.Start)
 		}
+		if iv.Tenant == "quiet (all)" {
+			merged[sec{iv.Window, iv.Class, iv.Start}] = iv.Count
+		}
+	}
+	for _, iv := range cfg.Intervals {
+		if iv.Tenant == "quiet (all)" || iv.Tenant == rep.Dominant {
+			continue
+		}
+		own[iv.Tenant] = true
+		if n := merged[sec{iv.Window, iv.Class, iv.Start}]; iv.Count > n {
+			t.Errorf("tenant %s %s at %v s: %d requests, more than quiet (all)'s %d", iv.Tenant, iv.Class, iv.Start, iv.Count, n)
+		}
+	}
+	if len(own) != 3 {
+		t.Errorf("quiet tenants with a series of their own: %v, want the 3 busiest", own)
 	}
 	if len(cfg.Solo) == 0 || len(cfg.Tenants) == 0 {
 		t.Error("the configuration's rows are not those of the quiet_p99 window and baseline")

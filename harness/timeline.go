@@ -461,9 +461,9 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 		defer close(finished)
 		tick := time.NewTicker(seriesEvery)
 		defer tick.Stop()
-		lastCalls, lastUsage, lastRejected := tr.ex.calls.Load(), st.Ledger().Usage(), map[pools.Class]int64{}
+		lastCalls, lastUsage, lastRejected := tr.ex.calls.Load(), st.Ledger().Usage(), map[pools.Class]limiter.TenantStat{}
 		for class, l := range st.limiters {
-			lastRejected[class] = l.Stat().Total.Rejected()
+			lastRejected[class] = l.Stat().Total
 		}
 		var lastAcked, lastFailed int64
 		var lastDBTime []time.Duration // per pool, in st.Stat().Pools order (fixed for the stack's life)
@@ -482,10 +482,22 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 					Rate:      float64(calls-lastCalls) / now.Sub(last).Seconds(),
 					TopDBTime: topShares(pools.UsageWindow(lastUsage, usage), 5)}
 				for _, class := range slices.Sorted(maps.Keys(st.limiters)) {
-					ls := st.limiters[class].Stat().Total
-					pt.Limiters = append(pt.Limiters, reports.LimiterPoint{Class: string(class), InFlight: int64(ls.InFlight),
-						Queued: int64(ls.Queued), Rejected: ls.Rejected() - lastRejected[class]})
-					lastRejected[class] = ls.Rejected()
+					ls, was := st.limiters[class].Stat().Total, lastRejected[class]
+					lp := reports.LimiterPoint{Class: string(class), InFlight: int64(ls.InFlight),
+						Queued: int64(ls.Queued), Rejected: ls.Rejected() - was.Rejected()}
+					for reason, n := range map[limiter.Reason]int64{
+						limiter.ReasonQueueFull:    ls.RejectedQueueFull - was.RejectedQueueFull,
+						limiter.ReasonWaitExceeded: ls.RejectedWaitExceeded - was.RejectedWaitExceeded,
+					} {
+						if n > 0 {
+							if lp.RejectedByReason == nil {
+								lp.RejectedByReason = map[string]int64{}
+							}
+							lp.RejectedByReason[string(reason)] = n
+						}
+					}
+					pt.Limiters = append(pt.Limiters, lp)
+					lastRejected[class] = ls
 				}
 				for i, ps := range st.Stat().Pools {
 					pt.Pools = append(pt.Pools, reports.PoolPoint{Name: ps.Name, Node: cmp.Or(ps.Node, ps.Addr), Standby: ps.Standby,

@@ -22,7 +22,6 @@ import (
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
@@ -205,20 +204,11 @@ func (r *runner) traceOp(config string, op workload.Op) traceOp {
 		t.SQL, t.Args = p.SQL, textArgs(p.Args)
 		return t
 	}
-	switch prog := c.Program(); {
-	case prog != nil:
+	t.Query = string(c.Query)
+	if prog := c.Program(); prog != nil {
 		rng := rand.New(rand.NewPCG(uint64(r.sc.Seed), uint64(op.Seq)))
 		if sql, args, ok, err := prog.Single(rng, r.bind[op.Tenant-1]); err == nil && ok {
 			t.SQL, t.Args = sql, textArgs(asText(args))
-		}
-	case dataset.Kind(c.Query) == dataset.KindExport:
-		t.Query = string(c.Query)
-	default:
-		t.Query = string(c.Query)
-		p := r.params
-		p.Sleep = c.Sleep.Duration()
-		if q, err := dataset.Query(dataset.Kind(c.Query), op.Tenant, op.Seq, p); err == nil {
-			t.SQL, t.Args = q.SQL, textArgs(asText(q.Args))
 		}
 	}
 	return t
@@ -597,6 +587,22 @@ func (r *runner) planReplay() error {
 	}
 	r.note("replay: %s: %d %s at speed %s%s", p.path, p.total, what,
 		strconv.FormatFloat(r.sc.Replay.Speed, 'g', -1, 64), p.skipText())
+	// A speed (or timeline) that leaves a measured window without an
+	// operation replays nothing in it for its whole length: say so.
+	var empty []string
+	for i, st := range r.steps {
+		if st.Measure && p.phases[i] == 0 {
+			empty = append(empty, st.Name)
+		}
+	}
+	if len(empty) > 0 {
+		unit := "operations"
+		if r.sc.Replay.Log != "" {
+			unit = "statements"
+		}
+		r.note("replay: no %s fall in window %s (after replay.speed %s, the first start is the timeline's 0): nothing is replayed there",
+			unit, strings.Join(empty, ", "), strconv.FormatFloat(r.sc.Replay.Speed, 'g', -1, 64))
+	}
 	return nil
 }
 

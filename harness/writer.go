@@ -102,9 +102,6 @@ func (r *runner) newWriter(ctx context.Context, c *scenario.Configuration) (*che
 	for _, n := range r.dataNodes() {
 		n = writerNode(n)
 		dsn := n.DSNFor(role, r.passwords[role])
-		if r.sc.Citus() {
-			dsn = n.DSN() // the coordinator's user, as the configurations' stacks
-		}
 		pc := pools.PoolConfig{Name: "writer", DSN: dsn, Size: writerPoolSize, AcquireTimeout: 30 * time.Second}
 		if r.routing != nil {
 			pc.Node = n.Name

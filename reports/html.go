@@ -99,8 +99,8 @@ func WriteHTML(w io.Writer, r *Report) error {
 					return fmt.Errorf("write html: figure %s of %s: %w", f.ID, p.Configuration, err)
 				}
 				hp.SVG = template.HTML(svg)
-				for i, l := range p.Lines {
-					r, g, b, _ := lineColor(f, i).RGBA()
+				for _, l := range p.Lines {
+					r, g, b, _ := lineColor(l).RGBA()
 					hp.Legend = append(hp.Legend, legendItem{Label: l.Label, Dashed: l.Dashed, Dotted: l.Dotted,
 						Color: template.CSS(fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, b>>8))})
 				}
@@ -166,6 +166,7 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 	plt := plot.New()
 	plt.Title.Text = p.Configuration
 	plt.X.Label.Text = "time (s)"
+	plt.X.Tick.Marker = plainTicks{}
 	xOf := func(x float64) float64 { return x }
 	if f.PercentileX {
 		plt.X.Label.Text = "percentile"
@@ -176,6 +177,7 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 	}
 	plt.Y.Label.Text = f.YLabel
 	plt.Y.Min, plt.Y.Max = ymin, ymax
+	plt.Y.Tick.Marker = plainTicks{}
 	if f.LogY {
 		plt.Y.Scale = plot.LogScale{}
 		plt.Y.Tick.Marker = plot.LogTicks{Prec: -1}
@@ -184,7 +186,21 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 	if !f.PercentileX {
 		plt.Add(&phaseBands{spans: p.Phases, marks: p.Actions})
 	}
+	// A stack's bands top first, each over the one above it: the band
+	// under each line shows in the stack's order.
+	order := make([]int, 0, len(p.Lines))
+	for i := len(p.Lines) - 1; i >= 0; i-- {
+		if p.Lines[i].Fill {
+			order = append(order, i)
+		}
+	}
 	for i, l := range p.Lines {
+		if !l.Fill {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		l := p.Lines[i]
 		xys := make(plotter.XYs, 0, len(l.Points))
 		for _, pt := range l.Points {
 			if f.LogY && pt[1] <= 0 {
@@ -203,7 +219,7 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 			}
 		}
 		for _, seg := range segments {
-			if err := addLine(plt, f, i, l, seg); err != nil {
+			if err := addLine(plt, l, seg); err != nil {
 				return "", err
 			}
 		}
@@ -230,20 +246,14 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 	return svg, nil
 }
 
-// lineColor is the colour of a figure's line i.
-func lineColor(f figure, i int) color.Color { return palette[(i/lineGroup(f))%len(palette)] }
+// lineColor is the colour of line l.
+func lineColor(l line) color.Color { return palette[l.Color%len(palette)] }
 
-// lineGroup is how many consecutive lines of a figure share a colour: a
-// p99 and its p50 on the latency figure, a class's two lines on the
-// limiter's.
-func lineGroup(f figure) int {
-	switch f.ID {
-	case "latency":
-		return 2
-	case "limiter":
-		return 2
-	}
-	return 1
+// fillColor is the colour of the band under line l: its colour, lighter.
+func fillColor(l line) color.Color {
+	r, g, b, _ := lineColor(l).RGBA()
+	light := func(v uint32) uint8 { return uint8(0xff - (0xff-v>>8)*55/100) }
+	return color.RGBA{R: light(r), G: light(g), B: light(b), A: 0xff}
 }
 
 var palette = []color.Color{
@@ -309,6 +319,20 @@ func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
 	}
 }
 
+// plainTicks are gonum's default ticks labelled without trailing zeros
+// ("25", not "25.00").
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 6, 64)
+		}
+	}
+	return ts
+}
+
 // percentileX places percentile p (0..100) on HdrHistogram's percentile
 // axis: 1 / (1 - p/100), so that 90, 99, 99.9 and 99.99 are evenly
 // spaced on a log scale.
@@ -327,14 +351,17 @@ func (percentileTicks) Ticks(lo, hi float64) []plot.Tick {
 	return out
 }
 
-// addLine adds line l (the figure's i-th) through xys to plt, in its
-// colour and dash.
-func addLine(plt *plot.Plot, f figure, i int, l line, xys plotter.XYs) error {
+// addLine adds line l through xys to plt, in its colour and dash, its
+// band filled for a stack.
+func addLine(plt *plot.Plot, l line, xys plotter.XYs) error {
 	ln, err := plotter.NewLine(xys)
 	if err != nil {
 		return err
 	}
-	ln.Color = lineColor(f, i)
+	ln.Color = lineColor(l)
+	if l.Fill {
+		ln.FillColor = fillColor(l)
+	}
 	ln.Width = vg.Points(1.2)
 	if l.Dashed {
 		ln.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}

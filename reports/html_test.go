@@ -42,16 +42,32 @@ func seriesReport() *Report {
 				c.Intervals = append(c.Intervals, Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t1",
 					Class: "interactive", Count: 200, P50: 5, P99: 60, Max: 80})
 			}
+			// Two of the busiest quiet tenants, t3 the busier: drawn
+			// after the dominant tenant, t3 first, p99 only, in the
+			// quiet tenants' busiest class (interactive; t3's heavy
+			// second left out).
+			c.Intervals = append(c.Intervals,
+				Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t3", Class: "heavy", Count: 1, P50: 100, P99: 100, Max: 100},
+				Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t2", Class: "interactive", Count: 10, P50: 1, P99: 2 * f, Max: 3 * f},
+				Interval{Window: win, Start: float64(s), End: float64(s + 1), Tenant: "t3", Class: "interactive", Count: 12, P50: 1, P99: 4 * f, Max: 5 * f})
 			pt := Point{Window: win, At: float64(s + 1), Rate: 100,
 				TopDBTime: []Share{{Tenant: "t2", DBTime: 300, Share: 0.3}, {Tenant: "t3", DBTime: 200, Share: 0.2}}}
 			if noisy {
 				pt.TopDBTime = []Share{{Tenant: "t1", DBTime: 1800, Share: 0.6}, {Tenant: "t2", DBTime: 600, Share: 0.2}, {Tenant: "t4", DBTime: 300, Share: 0.1}}
 			}
 			if c.Name == "isolated" {
-				pt.Limiters = []LimiterPoint{{Class: "interactive", InFlight: int64(s), Queued: int64(s / 2), Rejected: int64(s % 3)}}
+				// interactive rejects with both reasons, heavy with none.
+				pt.Limiters = []LimiterPoint{{Class: "heavy", InFlight: 1}, {Class: "interactive", InFlight: int64(s), Queued: int64(s / 2), Rejected: int64(s % 3)}}
+				if n := pt.Limiters[1].Rejected; n > 0 {
+					pt.Limiters[1].RejectedByReason = map[string]int64{"queue_full": n - int64(s%2), "wait_exceeded": int64(s % 2)}
+				}
 				pt.Writer = &WriterPoint{Acked: 10, Errors: int64(s / 7)}
 			}
 			c.Series = append(c.Series, pt)
+		}
+		if c.Name == "naive" {
+			// A backlog drained after the last phase: a span "drain".
+			c.Series = append(c.Series, Point{Window: "run", At: 9.5, TopDBTime: []Share{{Tenant: "t1", DBTime: 900, Share: 0.9}}})
 		}
 		// A percentile plot per merged quiet row: p50 at the row's p50,
 		// p99 at its p99; naive's noisy phase 20 × its solo tail.
@@ -69,6 +85,12 @@ func seriesReport() *Report {
 			c.SoloQuietAll[i].Percentiles = spectrum(c.SoloQuietAll[i], 1)
 		}
 		if c.Name == "isolated" {
+			// The watcher of the run phase acts on t4's share above 0.15:
+			// t4 has the least DB time of the top tenants, yet it is the
+			// stack's bottom band (naive's is the dominant t1).
+			c.Windows[2].ShareAlert = &ShareAlert{Policy: "share_over", Tenant: "t4", Threshold: 0.15}
+			c.Writer = &WriterCheck{Tenant: "t1", Rate: 10, Inserts: 40, Updates: 40, LongestWrite: 450, LongestWriteAt: 6.6, LongestWriteWindow: "run"}
+			c.Faults = []Fault{{Node: "replica1", Action: "stop", Phase: "run", At: 2, Restored: 2.5, Recovered: true}}
 			c.Actions = []ActionResult{{Phase: "run", Type: "isolate_tenant", At: 6.5, Took: 0.4, FiredBy: "share_over",
 				Before: map[string]float64{"share": 0.6}, After: map[string]float64{"share": 0.2}}}
 		}
@@ -96,9 +118,12 @@ func dumpFigures(figs []figure) string {
 				fmt.Fprintf(&b, "    action %q at %g took %g\n", m.Label, m.At, m.Took)
 			}
 			for _, l := range p.Lines {
-				fmt.Fprintf(&b, "    line %q dashed=%v dotted=%v:", l.Label, l.Dashed, l.Dotted)
+				fmt.Fprintf(&b, "    line %q color=%d dashed=%v dotted=%v:", l.Label, l.Color, l.Dashed, l.Dotted)
 				if l.Steps {
 					b.WriteString(" (steps)")
+				}
+				if l.Fill {
+					b.WriteString(" (fill)")
 				}
 				for _, pt := range l.Points {
 					fmt.Fprintf(&b, " %g,%g", pt[0], pt[1])
@@ -218,5 +243,42 @@ func TestWriteHTMLInvalid(t *testing.T) {
 	err := WriteHTML(&bytes.Buffer{}, r)
 	if err == nil || !strings.Contains(fmt.Sprint(err), "scenario") {
 		t.Errorf("got %v, want an invalid report naming scenario", err)
+	}
+}
+
+// TestLimiterFiguresLeaveOutAService: a configuration whose service runs
+// its own queries has no limiter or rejections panel drawn from
+// noisysim's idle limiters, but says why.
+func TestLimiterFiguresLeaveOutAService(t *testing.T) {
+	r := seriesReport()
+	for i := range r.Configurations {
+		r.Configurations[i].Service = &ServiceRun{Instances: []string{"http://127.0.0.1:1"}}
+	}
+	for _, f := range figures(r) {
+		if f.ID == "limiter" || f.ID == "rejections" {
+			t.Errorf("figure %s drawn for configurations whose service has its own limiter: %+v", f.ID, f.Panels)
+		}
+	}
+	r.Configurations[0].Service = nil // naive: no limiter; isolated: the service's
+	for _, f := range figures(r) {
+		if f.ID == "limiter" {
+			t.Errorf("figure limiter drawn, yet no configuration has noisysim's limiter in its path: %+v", f.Panels)
+		}
+	}
+	p := limiterLines(r.Configurations[1], true)
+	if !strings.Contains(p.Empty, "not in the service's path") || len(p.Lines) != 0 {
+		t.Errorf("the service's panel: %+v, want empty, saying why", p)
+	}
+}
+
+// TestDistributionNamesTheBaseline: the distribution's baseline line is
+// named after the phase quiet_p99 compared with ("before"), not "solo".
+func TestDistributionNamesTheBaseline(t *testing.T) {
+	r := seriesReport()
+	r.Assertions = append(r.Assertions, Assertion{Name: "quiet_p99", Configuration: "naive", Window: "run", Baseline: "before",
+		Tenant: QuietAll, Class: "heavy", Observed: 1, Op: "<=", Limit: 2, Passed: true})
+	d := distributionFigure(normalized(r))
+	if len(d.Panels) == 0 || len(d.Panels[0].Lines) == 0 || d.Panels[0].Lines[0].Label != "before (naive)" {
+		t.Errorf("distribution panels %+v: want the baseline line named \"before (naive)\"", d.Panels)
 	}
 }

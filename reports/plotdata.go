@@ -51,6 +51,11 @@ type line struct {
 	// Steps draws the points in pairs, each pair a segment of its own (a
 	// value held over a phase), not joined to the next.
 	Steps bool `json:"steps,omitempty"`
+	// Fill fills the area under the line: a band of a stack, whose
+	// points are the running sum of the bands below it and its own.
+	Fill bool `json:"fill,omitempty"`
+	// Color is the line's colour, an index into the page's palette.
+	Color int `json:"color"`
 }
 
 type span struct {
@@ -78,11 +83,11 @@ const topSeriesTenants = 5
 func figures(r *Report) []figure {
 	r = normalized(r)
 	figs := []figure{
-		{ID: "latency", Title: "Latency per second: quiet tenants (all) and the dominant tenant", YLabel: "latency (ms)", LogY: true},
-		{ID: "db_time", Title: fmt.Sprintf("DB-time share per second of the top %d tenants", topSeriesTenants), YLabel: "share of DB time"},
+		{ID: "latency", Title: "Latency per second: quiet tenants (all), the dominant tenant, and the busiest quiet tenants' p99 (dotted) in the busiest quiet class", YLabel: "latency (ms)", LogY: true},
+		{ID: "db_time", Title: dbTimeTitle(r), YLabel: "share of DB time (stacked)"},
 		{ID: "limiter", Title: "Limiter per class: in flight and queued at each second", YLabel: "requests"},
-		{ID: "rejections", Title: "Limiter per class: requests rejected in each second", YLabel: "rejected per second"},
-		{ID: "writer", Title: "Checked writer: writes acknowledged and failed per second", YLabel: "writes per second"},
+		{ID: "rejections", Title: "Limiter per class: requests rejected in each second, by reason (queue_full: the tenant's queue was full; wait_exceeded: waited max_wait without a slot)", YLabel: "rejected per second"},
+		{ID: "writer", Title: "Checked writer: writes acknowledged and failed per second, its longest write (the write pause) shaded", YLabel: "writes per second"},
 		nodesFigure(r),
 	}
 	builders := []func(*Report, Configuration) panel{latencyPanel, dbTimePanel, limiterPanel, rejectionsPanel, writerPanel, nodesPanel}
@@ -100,6 +105,14 @@ func figures(r *Report) []figure {
 			if len(p.Lines) > 0 {
 				any = true
 				p.Phases, p.Actions = phaseSpans(c), actionMarks(c)
+				if figs[i].ID == "writer" {
+					p.Actions = append(p.Actions, longestWriteMark(c)...)
+				}
+				if id := figs[i].ID; id != "latency" && id != "limiter" && id != "rejections" {
+					for j := range p.Lines {
+						p.Lines[j].Color = j // one colour a line
+					}
+				}
 			}
 			figs[i].Panels = append(figs[i].Panels, p)
 		}
@@ -110,14 +123,42 @@ func figures(r *Report) []figure {
 	return out
 }
 
+// phaseSpans are c's windows and, when its series run on past the last
+// window (the requests left draining), a span "drain" to their end.
+func dbTimeTitle(r *Report) string {
+	t := fmt.Sprintf("DB-time share per second of the top %d tenants, stacked", topSeriesTenants)
+	for _, c := range r.Configurations {
+		for _, w := range c.Windows {
+			if w.ShareAlert != nil {
+				return t + " (the watched tenant at the bottom), with the share alert's threshold"
+			}
+		}
+	}
+	return t + " (the dominant tenant at the bottom)"
+}
+
 func phaseSpans(c Configuration) []span {
 	var out []span
+	end := 0.0
 	for _, w := range c.Windows {
 		out = append(out, span{Name: w.Name, From: w.Start, To: w.End, Measured: w.Measured})
+		end = max(end, w.End)
+	}
+	last := 0.0
+	for _, pt := range c.Series {
+		last = max(last, pt.At)
+	}
+	for _, iv := range c.Intervals {
+		last = max(last, iv.End)
+	}
+	if len(out) > 0 && last > end {
+		out = append(out, span{Name: "drain", From: end, To: last})
 	}
 	return out
 }
 
+// actionMarks marks the configuration's actions and its node faults
+// (from injection to restore), in time order.
 func actionMarks(c Configuration) []mark {
 	var out []mark
 	for _, a := range c.Actions {
@@ -130,12 +171,34 @@ func actionMarks(c Configuration) []mark {
 		}
 		out = append(out, mark{Label: l, At: a.At, Took: a.Took})
 	}
+	for _, f := range c.Faults {
+		start := 0.0
+		for _, w := range c.Windows {
+			if w.Name == f.Phase {
+				start = w.Start
+			}
+		}
+		out = append(out, mark{Label: "fault: " + f.Action + " " + f.Node, At: start + f.At, Took: max(f.Restored-f.At, 0)})
+	}
+	slices.SortStableFunc(out, func(a, b mark) int { return cmp.Compare(a.At, b.At) })
 	return out
 }
 
+// longestWriteMark marks the checked writer's longest write, from its
+// intended start to its answer: a move's write pause shows there.
+func longestWriteMark(c Configuration) []mark {
+	w := c.Writer
+	if w == nil || w.LongestWrite <= 0 {
+		return nil
+	}
+	return []mark{{Label: fmt.Sprintf("longest write %.0f ms", w.LongestWrite), At: w.LongestWriteAt, Took: w.LongestWrite / 1000}}
+}
+
 // latencyPanel draws, per class, the p99 and p50 of each second of the
-// quiet tenants merged and of the dominant tenant (Configuration.Intervals);
-// a second without a request has no point.
+// quiet tenants merged and of the dominant tenant, and the p99 (dotted)
+// of each busiest quiet tenant the report has a series of, in the class
+// with the most quiet requests (Configuration.Intervals); a second
+// without a request has no point.
 func latencyPanel(r *Report, c Configuration) panel {
 	type key struct{ tenant, class string }
 	byKey := map[key][]Interval{}
@@ -146,30 +209,64 @@ func latencyPanel(r *Report, c Configuration) panel {
 		k := key{iv.Tenant, iv.Class}
 		byKey[k] = append(byKey[k], iv)
 	}
-	keys := slices.SortedFunc(maps.Keys(byKey), func(a, b key) int {
-		// quiet (all) first, then the dominant tenant; classes in order.
-		qa, qb := a.tenant != QuietAll, b.tenant != QuietAll
-		if qa != qb {
-			if qa {
-				return 1
-			}
-			return -1
+	rank := func(t string) int {
+		switch t {
+		case QuietAll:
+			return 0
+		case r.Dominant:
+			return 1
 		}
-		return cmp.Or(cmp.Compare(a.class, b.class), cmp.Compare(a.tenant, b.tenant))
+		return 2
+	}
+	// quiet (all) first, then the dominant tenant, then the busiest quiet
+	// tenants by their requests; classes in order.
+	count, quietClass := map[string]int64{}, map[string]int64{}
+	for k, ivs := range byKey {
+		for _, iv := range ivs {
+			count[k.tenant] += iv.Count
+			if k.tenant == QuietAll {
+				quietClass[k.class] += iv.Count
+			}
+		}
+	}
+	// The busiest quiet tenants are drawn in the quiet tenants' busiest
+	// class only: a line per tenant, not per tenant and class.
+	busiest := ""
+	for class, n := range quietClass {
+		if busiest == "" || n > quietClass[busiest] || n == quietClass[busiest] && class < busiest {
+			busiest = class
+		}
+	}
+	for k := range byKey {
+		if rank(k.tenant) == 2 && busiest != "" && k.class != busiest {
+			delete(byKey, k)
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(byKey), func(a, b key) int {
+		return cmp.Or(cmp.Compare(rank(a.tenant), rank(b.tenant)), cmp.Compare(count[b.tenant], count[a.tenant]),
+			cmp.Compare(a.tenant, b.tenant), cmp.Compare(a.class, b.class))
 	})
 	var p panel
-	for _, k := range keys {
+	for i, k := range keys {
 		ivs := byKey[k]
 		slices.SortFunc(ivs, func(a, b Interval) int { return cmp.Compare(a.Start, b.Start) })
 		who := k.tenant
-		if who != QuietAll {
+		switch rank(k.tenant) {
+		case 1:
 			who = "tenant " + who + " (dominant)"
+		case 2:
+			who = "tenant " + who + " (quiet)"
 		}
-		p99 := line{Label: fmt.Sprintf("%s %s p99", who, k.class)}
-		p50 := line{Label: fmt.Sprintf("%s %s p50", who, k.class), Dashed: true}
+		p99 := line{Label: fmt.Sprintf("%s %s p99", who, k.class), Color: i}
+		p50 := line{Label: fmt.Sprintf("%s %s p50", who, k.class), Dashed: true, Color: i}
 		for _, iv := range ivs {
 			p99.Points = append(p99.Points, [2]float64{iv.End, iv.P99})
 			p50.Points = append(p50.Points, [2]float64{iv.End, iv.P50})
+		}
+		if rank(k.tenant) == 2 {
+			p99.Dotted = true // one quiet tenant: its p99 only, apart from the merged lines
+			p.Lines = append(p.Lines, p99)
+			continue
 		}
 		p.Lines = append(p.Lines, p99, p50)
 	}
@@ -181,7 +278,11 @@ func latencyPanel(r *Report, c Configuration) panel {
 
 // dbTimePanel draws the DB-time share of each second of the tenants with
 // the most DB time over the series (a second where a tenant was not among
-// the series' top 5 counts as 0 for it).
+// the series' top 5 counts as 0 for it), stacked: the tenant a share
+// alert watches (else the dominant tenant) at the bottom, so that its
+// band's top is its own share, then the others by DB time. The alert's
+// threshold is a dashed step over each phase it watches
+// (Window.ShareAlert).
 func dbTimePanel(r *Report, c Configuration) panel {
 	total := map[string]float64{}
 	for _, pt := range c.Series {
@@ -189,29 +290,55 @@ func dbTimePanel(r *Report, c Configuration) panel {
 			total[s.Tenant] += s.DBTime
 		}
 	}
+	var alert *ShareAlert
+	for _, w := range c.Windows {
+		if w.ShareAlert != nil && alert == nil {
+			alert = w.ShareAlert
+		}
+	}
+	bottom := r.Dominant
+	if alert != nil {
+		bottom = alert.Tenant
+	}
 	tenants := slices.SortedFunc(maps.Keys(total), func(a, b string) int {
 		return cmp.Or(cmp.Compare(total[b], total[a]), cmp.Compare(a, b))
 	})
 	tenants = tenants[:min(len(tenants), topSeriesTenants)]
+	if i := slices.Index(tenants, bottom); i > 0 {
+		tenants = append([]string{bottom}, slices.Delete(tenants, i, i+1)...)
+	}
 	var p panel
+	below := make([]float64, len(c.Series))
 	for _, t := range tenants {
-		l := line{Label: "tenant " + t}
+		l := line{Label: "tenant " + t, Fill: true}
 		if t == r.Dominant {
 			l.Label += " (dominant)"
 		}
-		for _, pt := range c.Series {
-			v := 0.0
+		for i, pt := range c.Series {
 			for _, s := range pt.TopDBTime {
 				if s.Tenant == t {
-					v = s.Share
+					below[i] += s.Share
 				}
 			}
-			l.Points = append(l.Points, [2]float64{pt.At, v})
+			l.Points = append(l.Points, [2]float64{pt.At, below[i]})
 		}
 		p.Lines = append(p.Lines, l)
 	}
 	if len(p.Lines) == 0 {
 		p.Empty = "no DB time in the series"
+		return p
+	}
+	for _, w := range c.Windows {
+		a := w.ShareAlert
+		if a == nil {
+			continue
+		}
+		label := fmt.Sprintf("share alert: %s acts on tenant %s above %g", a.Policy, a.Tenant, a.Threshold)
+		if n := len(p.Lines); p.Lines[n-1].Label != label {
+			p.Lines = append(p.Lines, line{Label: label, Dashed: true, Steps: true})
+		}
+		l := &p.Lines[len(p.Lines)-1]
+		l.Points = append(l.Points, [2]float64{w.Start, a.Threshold}, [2]float64{w.End, a.Threshold})
 	}
 	return p
 }
@@ -226,30 +353,65 @@ func limiterPanel(r *Report, c Configuration) panel { return limiterLines(c, fal
 func rejectionsPanel(r *Report, c Configuration) panel { return limiterLines(c, true) }
 
 func limiterLines(c Configuration, rejections bool) panel {
+	if c.Service != nil {
+		// The service runs its own queries: noisysim's limiters, idle,
+		// would draw a flat zero that reads as "nothing rejected".
+		return panel{Empty: "noisysim's limiter is not in the service's path (the service's own rejections are its HTTP 429 answers)"}
+	}
 	classes := map[string]bool{}
+	reasons := map[string]map[string]bool{} // per class, the reasons with rejections
 	for _, pt := range c.Series {
 		for _, l := range pt.Limiters {
 			classes[l.Class] = true
-		}
-	}
-	var p panel
-	for _, class := range slices.Sorted(maps.Keys(classes)) {
-		in := line{Label: class + " in flight"}
-		q := line{Label: class + " queued", Dashed: true}
-		rej := line{Label: class + " rejected"}
-		for _, pt := range c.Series {
-			for _, l := range pt.Limiters {
-				if l.Class == class {
-					in.Points = append(in.Points, [2]float64{pt.At, float64(l.InFlight)})
-					q.Points = append(q.Points, [2]float64{pt.At, float64(l.Queued)})
-					rej.Points = append(rej.Points, [2]float64{pt.At, float64(l.Rejected)})
+			for reason, n := range l.RejectedByReason {
+				if n > 0 {
+					if reasons[l.Class] == nil {
+						reasons[l.Class] = map[string]bool{}
+					}
+					reasons[l.Class][reason] = true
 				}
 			}
 		}
-		if rejections {
-			p.Lines = append(p.Lines, rej)
-		} else {
+	}
+	var p panel
+	for ci, class := range slices.Sorted(maps.Keys(classes)) {
+		if !rejections {
+			in := line{Label: class + " in flight", Color: ci}
+			q := line{Label: class + " queued", Dashed: true, Color: ci}
+			for _, pt := range c.Series {
+				for _, l := range pt.Limiters {
+					if l.Class == class {
+						in.Points = append(in.Points, [2]float64{pt.At, float64(l.InFlight)})
+						q.Points = append(q.Points, [2]float64{pt.At, float64(l.Queued)})
+					}
+				}
+			}
 			p.Lines = append(p.Lines, in, q)
+			continue
+		}
+		// One line per reason; the total alone where no point splits it
+		// (no rejection, or a report without reasons).
+		byReason := slices.Sorted(maps.Keys(reasons[class]))
+		if len(byReason) == 0 {
+			byReason = []string{""}
+		}
+		for ri, reason := range byReason {
+			rej := line{Label: class + " rejected", Color: ci, Dashed: ri == 1, Dotted: ri > 1}
+			if reason != "" {
+				rej.Label += ": " + reason
+			}
+			for _, pt := range c.Series {
+				for _, l := range pt.Limiters {
+					if l.Class == class {
+						n := l.Rejected
+						if reason != "" {
+							n = l.RejectedByReason[reason]
+						}
+						rej.Points = append(rej.Points, [2]float64{pt.At, float64(n)})
+					}
+				}
+			}
+			p.Lines = append(p.Lines, rej)
 		}
 	}
 	if len(p.Lines) == 0 {
@@ -395,6 +557,18 @@ func nodesPanel(r *Report, c Configuration) panel {
 	return p
 }
 
+// baselineName is the name of the phase quiet_p99 compared
+// configuration with (its baseline, e.g. "before"), "solo" when no
+// assertion names it.
+func baselineName(r *Report, configuration string) string {
+	for _, a := range r.Assertions {
+		if a.Name == "quiet_p99" && a.Configuration == configuration && a.Baseline != "" {
+			return a.Baseline
+		}
+	}
+	return "solo"
+}
+
 // distributionFigure is the quiet tenants' (all) response-time
 // distribution, a panel per class: the solo baseline of the first
 // configuration and each configuration's quiet_p99 window (QuietAll) on
@@ -431,14 +605,18 @@ func distributionFigure(r *Report) figure {
 	}
 	for _, class := range slices.Sorted(maps.Keys(classes)) {
 		p := panel{Configuration: QuietAll + " " + class}
+
 		first := r.Configurations[0]
 		if ps := rowOf(first.SoloQuietAll, class); len(ps) > 0 {
-			p.Lines = append(p.Lines, toLine("solo ("+first.Name+")", ps))
+			p.Lines = append(p.Lines, toLine(baselineName(r, first.Name)+" ("+first.Name+")", ps))
 		}
 		for _, c := range r.Configurations {
 			if ps := rowOf(c.QuietAll, class); len(ps) > 0 {
 				p.Lines = append(p.Lines, toLine(c.Name, ps))
 			}
+		}
+		for i := range p.Lines {
+			p.Lines[i].Color = i
 		}
 		f.Panels = append(f.Panels, p)
 	}

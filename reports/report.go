@@ -342,6 +342,18 @@ type Window struct {
 	Workers   map[string]float64 `json:"workers,omitempty"`
 	Skew      float64            `json:"skew,omitempty"`
 	HotWorker string             `json:"hot_worker,omitempty"`
+	// ShareAlert is the DB-time share the phase's watcher acts on (the
+	// promote policy's threshold); nil when no watcher of the phase
+	// watches a share.
+	ShareAlert *ShareAlert `json:"share_alert,omitempty"`
+}
+
+// ShareAlert is a watcher's DB-time share threshold: Policy acts once
+// Tenant's share of all DB time stays above Threshold (0..1).
+type ShareAlert struct {
+	Policy    string  `json:"policy"`
+	Tenant    string  `json:"tenant"`
+	Threshold float64 `json:"threshold"`
 }
 
 // AsExpected reports whether the configuration met its expectation: its
@@ -517,12 +529,19 @@ type PoolPoint struct {
 	Busy float64 `json:"busy,omitempty"`
 }
 
-// LimiterPoint is one class's limiter in a Point.
+// LimiterPoint is one class's limiter in a Point: the requests in flight
+// and queued at the point's end, and those rejected over the second.
 type LimiterPoint struct {
 	Class    string `json:"class"`
 	InFlight int64  `json:"in_flight"`
 	Queued   int64  `json:"queued"`
 	Rejected int64  `json:"rejected"`
+	// RejectedByReason splits Rejected by the limiter's reason
+	// (queue_full: the tenant's queue was full; wait_exceeded: the request
+	// waited its max_wait, the limiter's deadline, without a slot), a
+	// reason without rejections left out. Optional: a report without it
+	// has the total only.
+	RejectedByReason map[string]int64 `json:"rejected_by_reason,omitempty"`
 }
 
 // Interval is one point of a time series. Tenant and Class may be empty
@@ -751,6 +770,9 @@ func (r *Report) Validate() error {
 				finite(fmt.Sprintf("%s.top_db_time[%d].db_time_ms", q, k), sh.DBTime)
 				share(fmt.Sprintf("%s.top_db_time[%d].share", q, k), sh.Share)
 			}
+			if a := w.ShareAlert; a != nil {
+				share(q+".share_alert.threshold", a.Threshold)
+			}
 		}
 		for j, a := range c.Actions {
 			q := fmt.Sprintf("%s.actions[%d]", p, j)
@@ -782,6 +804,9 @@ func (r *Report) Validate() error {
 				nonNegative(fmt.Sprintf("%s.limiters[%d].in_flight", q, k), l.InFlight)
 				nonNegative(fmt.Sprintf("%s.limiters[%d].queued", q, k), l.Queued)
 				nonNegative(fmt.Sprintf("%s.limiters[%d].rejected", q, k), l.Rejected)
+				for _, reason := range slices.Sorted(maps.Keys(l.RejectedByReason)) {
+					nonNegative(fmt.Sprintf("%s.limiters[%d].rejected_by_reason.%s", q, k, reason), l.RejectedByReason[reason])
+				}
 			}
 		}
 		for j, iv := range c.Intervals {

@@ -34,6 +34,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/backend/local"
@@ -142,8 +144,16 @@ type app struct {
 }
 
 func main() {
+	// go-redis logs dial failures itself; noisysim reports them once, as
+	// errors (an unusable app.redis_url exits 2).
+	redis.SetLogger(quietRedis{})
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
+
+// quietRedis drops go-redis's own log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // realMain runs noisysim with args and returns the exit code. It owns signal
 // handling and the last-resort teardown on panic.

@@ -115,7 +115,8 @@ func TestStoppedErrorSaysWhy(t *testing.T) {
 }
 
 // TestRunTraceRefusesExistingFile: run --trace never overwrites a file,
-// and is refused with --repeat; both before any run starts.
+// and is refused with --repeat or in a missing directory, and an --out
+// that is (or is under) a file is refused: all before any run starts.
 func TestRunTraceRefusesExistingFile(t *testing.T) {
 	existing := filepath.Join(t.TempDir(), "trace.jsonl")
 	if err := os.WriteFile(existing, []byte("keep me\n"), 0o644); err != nil {
@@ -127,6 +128,10 @@ func TestRunTraceRefusesExistingFile(t *testing.T) {
 	}{
 		{[]string{"run", "--trace", existing, "../../scenarios/ci-gate.yaml"}, "the file exists; noisysim does not overwrite it"},
 		{[]string{"run", "--trace", existing + ".new", "--repeat", "2", "../../scenarios/ci-gate.yaml"}, "not with --repeat"},
+		// Checked before the scenario's flags (--only), not when the reports are written after the run.
+		{[]string{"run", "--out", existing, "--only", "nope", "../../scenarios/ci-gate.yaml"}, "trace.jsonl is a file, not a directory"},
+		{[]string{"run", "--out", filepath.Join(existing, "out"), "--only", "nope", "../../scenarios/ci-gate.yaml"}, "trace.jsonl is a file, not a directory"},
+		{[]string{"run", "--trace", filepath.Join(existing+".dir", "t.jsonl"), "--only", "nope", "../../scenarios/ci-gate.yaml"}, "no directory " + existing + ".dir"},
 	} {
 		var out, errOut bytes.Buffer
 		if got := realMain(tc.args, &out, &errOut); got != 2 || !strings.Contains(errOut.String(), tc.msg) {

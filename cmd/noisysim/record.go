@@ -23,6 +23,10 @@ import (
 // recordConnectTimeout bounds reaching --dsn.
 const recordConnectTimeout = 10 * time.Second
 
+// recordCheckEvery is how often record checks that the server still
+// answers while it waits.
+const recordCheckEvery = 2 * time.Second
+
 func runRecord(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -58,9 +62,9 @@ Flags:
 		return usagef("record: unexpected argument %q", fs.Arg(0))
 	case *dsn == "":
 		return usagef("record: --dsn is missing")
-	case *dur == 0:
+	case !flagSet(fs, "for"):
 		return usagef("record: --for is missing: how long to record, e.g. --for 10m")
-	case *dur < 0:
+	case *dur <= 0:
 		return usagef("record: --for %s: want a duration above 0, e.g. --for 10m", *dur)
 	case *out == "":
 		return usagef("record: --out is missing")
@@ -68,6 +72,9 @@ Flags:
 	f, err := recordFormat(*out, *format)
 	if err != nil {
 		return err
+	}
+	if st, err := os.Stat(*out); err == nil && st.IsDir() {
+		return usagef("record: --out %s is a directory: give a file name in it (.csv or .json, then .gz)", *out)
 	}
 	if _, err := os.Stat(*out); err == nil && !*force {
 		return usagef("record: --out %s exists; give --force to overwrite it", *out)
@@ -110,14 +117,25 @@ Flags:
 	if err != nil {
 		return usagef("record: --out %s: %v", *out, err)
 	}
-	defer os.Remove(tmp.Name())
 	defer tmp.Close()
+	// Removed on every path, a second signal's included (renamed onto --out:
+	// already gone).
+	removeTmp := func() error {
+		if err := os.Remove(tmp.Name()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	defer a.teardown.finish(a.teardown.add(removeTmp, removeTmp))
 
 	rec, err := record.Start(ctx, conn, f, node.DataDir)
 	if errors.Is(err, record.ErrCollectorOff) {
 		needed, _ := record.Needed(context.WithoutCancel(ctx), conn, f)
 		record.Guidance(a.stdout, needed, f)
 		return usagef("%v; nothing was changed", err)
+	}
+	if errors.Is(err, record.ErrBusy) || errors.Is(err, record.ErrLeftover) {
+		return usagef("%v", err)
 	}
 	if err != nil {
 		return err
@@ -132,12 +150,29 @@ Flags:
 	fmt.Fprintf(a.stdout, "recording %s of %s for %s (set: %s); Ctrl-C stops early and keeps what was recorded\n",
 		f, node.Name, *dur, strings.Join(rec.Changed(), ", "))
 	timer := time.NewTimer(*dur)
+	defer timer.Stop()
+	check := time.NewTicker(recordCheckEvery)
+	defer check.Stop()
 	early := false
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		timer.Stop()
-		early = true
+wait:
+	for {
+		select {
+		case <-timer.C:
+			break wait
+		case <-ctx.Done():
+			early = true
+			break wait
+		case <-check.C:
+			cctx, cancel := context.WithTimeout(ctx, recordCheckEvery)
+			err := rec.Check(cctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				// Nothing to put back on a server that is gone.
+				a.teardown.forget(td)
+				return fmt.Errorf("%w after %s; nothing was written to %s (the server's log file was %s)",
+					err, time.Since(started).Round(time.Second), *out, rec.File())
+			}
+		}
 	}
 	if err := a.teardown.finish(td); err != nil {
 		return err
@@ -188,6 +223,13 @@ Flags:
 	}
 	fmt.Fprintf(a.stdout, "replay it with a scenario's  replay: {log: %s}\n", filepath.Base(*out))
 	return nil
+}
+
+// flagSet reports whether name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // recordFormat returns the log format --format names, or --out's name.

@@ -246,6 +246,106 @@ assertions: {quiet_p99: {min_samples: 1000000, baseline: run}}
 		}
 	})
 
+	t.Run("a second record while one runs changes nothing", func(t *testing.T) {
+		dir := t.TempDir()
+		cmd, buf := start(t, filepath.Join(dir, "first.json"), "--for", "10m")
+		during := settingsOf(t, admin)
+		second := filepath.Join(dir, "second.json")
+		text, code := recordCmd(t, bin, "--dsn", primary.DSN(), "--for", "1s", "--out", second)
+		if code != exitUsage || !strings.Contains(text, "another noisysim record is recording this server") {
+			t.Errorf("second record: exit %d, want 2 saying another record is recording:\n%s", code, text)
+		}
+		if now := settingsOf(t, admin); now != during {
+			t.Errorf("the second record changed the settings:\n  %s\nwant the first's:\n  %s", now, during)
+		}
+		if _, err := os.Stat(second); err == nil {
+			t.Errorf("%s written", second)
+		}
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		wait(t, cmd, buf)
+	})
+
+	t.Run("a second SIGINT stops at once, settings put back, nothing left", func(t *testing.T) {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "rec.json")
+		cmd, buf := start(t, out, "--for", "10m")
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+		t.Logf("record:\n%s", buf.String())
+		if after := settingsOf(t, admin); after != before {
+			t.Errorf("settings after record:\n  %s\nwant as before:\n  %s", after, before)
+		}
+		// The second signal may land after the graceful stop wrote --out
+		// (then rec.json is the recording); never a partial file.
+		if m, _ := filepath.Glob(filepath.Join(dir, ".*partial*")); len(m) > 0 {
+			t.Errorf("left behind %v", m)
+		}
+		if _, err := os.Stat(out); err == nil && strings.Contains(buf.String(), "stopping immediately") {
+			t.Errorf("%s written after stopping immediately", out)
+		}
+	})
+
+	t.Run("settings of a killed record still set: nothing changed", func(t *testing.T) {
+		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET log_filename = 'noisysim-record-0d581887740c.log'"); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			admin.Exec(ctx, "ALTER SYSTEM RESET log_filename")
+			admin.Exec(ctx, "SELECT pg_reload_conf()")
+		}()
+		was := settingsOf(t, admin)
+		out := filepath.Join(t.TempDir(), "rec.json")
+		text, code := recordCmd(t, bin, "--dsn", primary.DSN(), "--for", "1s", "--out", out)
+		if code != exitUsage || !strings.Contains(text, "a recording that did not end") || !strings.Contains(text, "ALTER SYSTEM RESET log_filename;") {
+			t.Errorf("exit %d, want 2 naming the leftover and how to reset it:\n%s", code, text)
+		}
+		if now := settingsOf(t, admin); now != was {
+			t.Errorf("settings changed:\n  %s\nwant:\n  %s", now, was)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s written", out)
+		}
+	})
+
+	t.Run("the server stops while recording: record ends, not at --for", func(t *testing.T) {
+		gone := localtest.Start(t, backend.Spec{Settings: map[string]string{"logging_collector": "on"}})
+		p, _ := backend.First(gone, backend.RolePrimary)
+		out := filepath.Join(t.TempDir(), "rec.json")
+		cmd := exec.Command(bin, "record", "--dsn", p.DSN(), "--for", "10m", "--out", out)
+		var buf lockedBuffer
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(buf.String(), "recording jsonlog"); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("record did not start:\n%s", buf.String())
+			}
+		}
+		if err := gone.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(buf.String(), "the server stopped answering") {
+				t.Errorf("record: %v, want an error saying the server stopped answering:\n%s", err, buf.String())
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("record still waiting 30 s after its server stopped:\n%s", buf.String())
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s written", out)
+		}
+	})
+
 	guidance := func(t *testing.T, dsn, why string) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "rec.json")
@@ -306,16 +406,22 @@ func TestRecordBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	unreachable := "host=127.0.0.1 port=1 user=x dbname=x connect_timeout=2"
+	isDir := filepath.Join(dir, "dir.json")
+	if err := os.Mkdir(isDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
 		{"for missing", []string{"--dsn", unreachable, "--out", filepath.Join(dir, "a.json")}, "--for is missing"},
+		{"for zero", []string{"--dsn", unreachable, "--for", "0s", "--out", filepath.Join(dir, "a.json")}, "--for 0s: want a duration above 0"},
 		{"for negative", []string{"--dsn", unreachable, "--for", "-1m", "--out", filepath.Join(dir, "a.json")}, "--for -1m0s: want a duration above 0"},
 		{"dsn missing", []string{"--for", "1s", "--out", filepath.Join(dir, "a.json")}, "--dsn is missing"},
 		{"out missing", []string{"--dsn", unreachable, "--for", "1s"}, "--out is missing"},
 		{"out exists", []string{"--dsn", unreachable, "--for", "1s", "--out", exists}, "exists; give --force to overwrite it"},
+		{"out is a directory, forced", []string{"--dsn", unreachable, "--for", "1s", "--out", isDir, "--force"}, "--out " + isDir + " is a directory"},
 		{"out in no directory", []string{"--dsn", unreachable, "--for", "1s", "--out", filepath.Join(dir, "nope", "a.json")}, "no directory"},
 		{"format unknown", []string{"--dsn", unreachable, "--for", "1s", "--out", filepath.Join(dir, "a.log")}, "cannot tell the format from the name"},
 		{"format against name", []string{"--dsn", unreachable, "--for", "1s", "--out", filepath.Join(dir, "a.json"), "--format", "csvlog"}, "--out " + filepath.Join(dir, "a.json") + " names jsonlog"},
@@ -332,7 +438,7 @@ func TestRecordBadInput(t *testing.T) {
 	if b, err := os.ReadFile(exists); err != nil || string(b) != "the user's\n" {
 		t.Errorf("the user's file: %q, %v", b, err)
 	}
-	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 1 {
-		t.Errorf("files in the out dir: %v, want the user's alone", m)
+	if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) != 2 {
+		t.Errorf("files in the out dir: %v, want the user's alone (and its directory)", m)
 	}
 }

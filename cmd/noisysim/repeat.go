@@ -58,6 +58,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 	writeRepeatSummary(a.stdout, sc, runs)
 	if out != "" {
 		fmt.Fprintf(a.stdout, "reports written to %s/run-1 … run-%d\n", out, n)
+		fmt.Fprintf(a.stdout, "report.html: %s … run-%d/%s\n", filepath.Join(out, "run-1", reports.HTMLFile), n, reports.HTMLFile)
 	}
 	marginalRuns := 0
 	for _, r := range runs {

@@ -86,6 +86,14 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return usagef("run: missing scenario file")
 	}
+	if err := checkOutDir("run", *out); err != nil {
+		return err
+	}
+	if *trace != "" {
+		if st, err := os.Stat(filepath.Dir(*trace)); err != nil || !st.IsDir() {
+			return usagef("run: --trace %s: no directory %s", *trace, filepath.Dir(*trace))
+		}
+	}
 	if *metricsAddr != "" {
 		if err := live.CheckAddr(*metricsAddr, *metricsRemote); err != nil {
 			return usagef("run: --metrics-addr: %v (--metrics-remote allows it)", err)
@@ -139,6 +147,26 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		repeat: *repeat, maxForeign: *maxForeign, strict: *strict, keep: *keep, trace: *trace,
 		metricsAddr: *metricsAddr, metricsRemote: *metricsRemote, metricsTop: *metricsTop,
 	})
+}
+
+// checkOutDir returns a usage error if --out (a directory the reports are
+// written to, created if missing) cannot be one: the path, or a directory
+// above it, is a file. It is checked before a run rather than found when
+// the reports are written.
+func checkOutDir(cmd, out string) error {
+	for p := out; out != ""; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err == nil {
+			if !st.IsDir() {
+				return usagef("%s: --out %s: %s is a file, not a directory (--out names the directory the reports go to)", cmd, out, p)
+			}
+			return nil
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // execFlags are the run flags execScenario acts on, as noisysim run's

@@ -137,20 +137,31 @@ func TestStoryCIGate(t *testing.T) {
 	rep, page := runForStory(t, file)
 	dom, img := browse(t, browser, page)
 	checkStory(t, dom, []figureWant{
-		{id: "latency", plots: 2, texts: []string{"solo", "run", "quiet (all) lookup p99", "tenant 1 (dominant) report p99"}},
+		{id: "latency", plots: 2, texts: []string{"solo", "run", "quiet (all) lookup p99", "tenant 1 (dominant) report p99", "tenant 2 (quiet) lookup p99"}},
 		{id: "distribution", plots: 2, texts: []string{"quiet (all) lookup", "quiet (all) page", "solo (naive)", "isolated", "99.9%"}},
 		{id: "db_time", plots: 2, texts: []string{"tenant 1 (dominant)"}},
 		{id: "limiter", plots: 1, texts: []string{"naive: no limiter in this configuration", "heavy in flight", "interactive queued"}},
-		{id: "rejections", plots: 1, texts: []string{"naive: no limiter in this configuration", "heavy rejected"}},
+		{id: "rejections", plots: 1, texts: []string{"naive: no limiter in this configuration", "heavy rejected: "}},
 	}, "nodes", "writer")
 	checkScreenshot(t, img)
 	// The story in the data the page draws: the isolated limiter turned
 	// the dominant tenant's reports away.
+	// Each second's rejections add up by reason.
 	rejected := int64(0)
 	for _, c := range rep.Configurations {
 		for _, pt := range c.Series {
 			for _, l := range pt.Limiters {
 				rejected += l.Rejected
+				split := int64(0)
+				for reason, n := range l.RejectedByReason {
+					if reason != "queue_full" && reason != "wait_exceeded" {
+						t.Errorf("%s at %gs: limiter reason %q", c.Name, pt.At, reason)
+					}
+					split += n
+				}
+				if split != l.Rejected {
+					t.Errorf("%s %s at %gs: %d rejected, %d by reason %v", c.Name, l.Class, pt.At, l.Rejected, split, l.RejectedByReason)
+				}
 			}
 		}
 	}
@@ -181,8 +192,8 @@ func TestStoryIncidentDrill(t *testing.T) {
 	checkStory(t, dom, []figureWant{
 		{id: "latency", plots: 1, texts: []string{"solo", "incident", "after", "move_tenant (promote)"}},
 		{id: "distribution", plots: 2, texts: []string{"solo (sharded)", "sharded"}},
-		{id: "db_time", plots: 1, texts: []string{"tenant 1 (dominant)"}},
-		{id: "writer", plots: 1, texts: []string{"acknowledged", "move_tenant (promote)"}},
+		{id: "db_time", plots: 1, texts: []string{"tenant 1 (dominant)", "share alert: promote acts on tenant 1 above 0.3"}},
+		{id: "writer", plots: 1, texts: []string{"acknowledged", "move_tenant (promote)", "longest write"}},
 		{id: "nodes", plots: 1, texts: []string{"primary1", "primary2", "primary3", "move_tenant (promote)"}},
 	}, "limiter", "rejections")
 	checkScreenshot(t, img)

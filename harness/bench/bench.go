@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net/url"
 	"runtime"
 	"runtime/debug"
@@ -22,6 +23,7 @@ import (
 	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/isolation/pools"
 	"github.com/noisysim/noisysim/workload"
+	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
 // Defaults for Config's zero values.
@@ -382,20 +384,28 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 		return out, fmt.Errorf("bench: open pool: %w", err)
 	}
 	defer bare.Close()
+	lookup, err := dataset.Script(dataset.KindLookup, []string{"tenant", "rows_orders"}, dataset.ScriptParams{Customers: params.Customers})
+	if err != nil {
+		return out, fmt.Errorf("bench: %w", err)
+	}
 	exec := func(ctx context.Context, op workload.Op) error {
-		q, err := dataset.Query(dataset.KindLookup, op.Tenant, op.Seq, params)
+		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(op.Seq)))
+		sql, args, _, err := lookup.Single(rng, []pgscript.Value{pgscript.Int(int64(op.Tenant)), pgscript.Int(max(params.Orders[op.Tenant], 1))})
 		if err != nil {
 			return err
 		}
+		for i, a := range args {
+			args[i] = strconv.FormatInt(a.(int64), 10) // as text, as pgbench sends it
+		}
 		if !viaStack {
-			rows, err := bare.Query(ctx, q.SQL, q.Args...)
+			rows, err := bare.Query(ctx, sql, args...)
 			if err != nil {
 				return err
 			}
 			rows.Close()
 			return rows.Err()
 		}
-		_, err = stack.Query(ctx, pools.Interactive, strconv.Itoa(op.Tenant), q.SQL, q.Args...)
+		_, err = stack.Query(ctx, pools.Interactive, strconv.Itoa(op.Tenant), sql, args...)
 		return err
 	}
 	if tick != nil {

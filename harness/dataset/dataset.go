@@ -18,7 +18,7 @@ type Kind string
 const (
 	// KindLookup is an indexed point lookup of one order by primary key.
 	KindLookup Kind = "lookup"
-	// KindPage is a small page (PageSize rows) of one customer's newest orders.
+	// KindPage is a small page (20 rows) of one customer's newest orders.
 	KindPage Kind = "page"
 	// KindReport aggregates a year of one tenant's orders by month and status.
 	KindReport Kind = "report"
@@ -30,9 +30,6 @@ const (
 
 // Kinds lists every query kind.
 var Kinds = []Kind{KindLookup, KindPage, KindReport, KindExport, KindSleep}
-
-// PageSize is the number of rows a KindPage query returns at most.
-const PageSize = 20
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
@@ -177,120 +174,10 @@ func Load(ctx context.Context, conn *pgx.Conn, spec Spec, now time.Time) error {
 	return nil
 }
 
-// Params tunes the queries of a kind.
+// Params are what the data set was loaded with.
 type Params struct {
 	// Orders maps tenant_id to its row count, as loaded.
 	Orders map[int]int64
 	// Customers is Spec.Customers as loaded.
 	Customers int
-	// Sleep is KindSleep's duration.
-	Sleep time.Duration
-	// Batch is KindExport's rows per batch; 0 means DefaultBatch.
-	Batch int
-}
-
-// DefaultBatch is KindExport's rows per batch when Params.Batch is 0.
-const DefaultBatch = 1000
-
-// Statement is one SQL statement with its arguments.
-type Statement struct {
-	SQL  string
-	Args []any
-}
-
-// Query returns the statement for a single-statement kind (lookup, page,
-// report, sleep) for tenant; seq picks the row or customer deterministically.
-// KindExport is several statements: use ExportBatch.
-func Query(k Kind, tenant int, seq int64, p Params) (Statement, error) {
-	n := p.Orders[tenant]
-	if n < 1 {
-		n = 1
-	}
-	h := mix(uint64(seq)*0x9E3779B97F4A7C15 ^ uint64(tenant))
-	switch k {
-	case KindLookup:
-		return Statement{
-			SQL:  `SELECT id, created_at, amount, status, customer FROM orders WHERE tenant_id = $1 AND id = $2`,
-			Args: []any{int64(tenant), int64(1 + h%uint64(n))},
-		}, nil
-	case KindPage:
-		c := min(int64(p.Customers), n)
-		if c < 1 {
-			c = 1
-		}
-		return Statement{
-			SQL: `SELECT id, created_at, amount, status FROM orders WHERE tenant_id = $1 AND customer = $2
-				ORDER BY created_at DESC LIMIT ` + fmt.Sprint(PageSize),
-			Args: []any{int64(tenant), fmt.Sprintf("c%d", h%uint64(c))},
-		}, nil
-	case KindReport:
-		return Statement{
-			SQL: `SELECT date_trunc('month', created_at) AS month, status, count(*), sum(amount), avg(amount)
-				FROM orders WHERE tenant_id = $1 AND created_at >= now() - interval '1 year'
-				GROUP BY 1, 2 ORDER BY 1, 2`,
-			Args: []any{int64(tenant)},
-		}, nil
-	case KindSleep:
-		return Statement{SQL: `SELECT pg_sleep($1)`, Args: []any{p.Sleep.Seconds()}}, nil
-	}
-	return Statement{}, fmt.Errorf("dataset: kind %q has no single statement", k)
-}
-
-// ExportBatch returns the statement reading the batch after key afterID of
-// tenant's orders in key order; an export starts at afterID 0 and stops when
-// a batch returns fewer than batch rows.
-func ExportBatch(tenant int, afterID int64, batch int) Statement {
-	if batch <= 0 {
-		batch = DefaultBatch
-	}
-	return Statement{
-		SQL: `SELECT id, created_at, amount, status, customer, note FROM orders
-			WHERE tenant_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
-		Args: []any{int64(tenant), afterID, batch},
-	}
-}
-
-// mix is SplitMix64's finaliser (Steele, Lea, Flood 2014): a cheap,
-// well-spread hash of seq for picking rows.
-func mix(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-	return z ^ (z >> 31)
-}
-
-// Querier runs a query: pgx.Tx, *pgx.Conn and *pgxpool.Pool satisfy it.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// Export reads all of tenant's orders in key-ordered batches of batch rows
-// (0 means DefaultBatch) through q, never in one giant query, and returns
-// the number of rows read. Run it in a REPEATABLE READ transaction for one
-// consistent snapshot.
-func Export(ctx context.Context, q Querier, tenant, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = DefaultBatch
-	}
-	var total int64
-	for after := int64(0); ; {
-		s := ExportBatch(tenant, after, batch)
-		rows, err := q.Query(ctx, s.SQL, s.Args...)
-		if err != nil {
-			return total, err
-		}
-		n := 0
-		for rows.Next() {
-			vals, err := rows.Values()
-			if err != nil {
-				rows.Close()
-				return total, err
-			}
-			after = vals[0].(int64)
-			n++
-		}
-		total += int64(n)
-		if err := rows.Err(); err != nil || n < batch {
-			return total, err
-		}
-	}
 }

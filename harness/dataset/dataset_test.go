@@ -2,6 +2,8 @@ package dataset_test
 
 import (
 	"context"
+	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/dataset"
+	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
 func TestCounts(t *testing.T) {
@@ -22,27 +25,79 @@ func TestCounts(t *testing.T) {
 	}
 }
 
-func TestQueryKinds(t *testing.T) {
-	p := dataset.Params{Orders: map[int]int64{1: 10}, Customers: 3, Sleep: 20 * time.Millisecond}
-	for _, k := range []dataset.Kind{dataset.KindLookup, dataset.KindPage, dataset.KindReport, dataset.KindSleep} {
-		if _, err := dataset.Query(k, 1, 7, p); err != nil {
+// builtins are the variables the shipped scripts are parsed with here.
+var builtins = []string{"tenant", "rows_orders"}
+
+func TestScripts(t *testing.T) {
+	p := dataset.ScriptParams{Customers: 3, Sleep: 20 * time.Millisecond}
+	for _, k := range dataset.Kinds {
+		if _, err := dataset.Script(k, builtins, p); err != nil {
 			t.Errorf("%s: %v", k, err)
 		}
 	}
-	if _, err := dataset.Query(dataset.KindExport, 1, 7, p); err == nil {
-		t.Error("export: want an error (it is several statements)")
+	if _, err := dataset.Script("nope", builtins, p); err == nil {
+		t.Error("unknown kind: want an error")
 	}
-	a, _ := dataset.Query(dataset.KindLookup, 1, 7, p)
-	b, _ := dataset.Query(dataset.KindLookup, 1, 7, p)
-	if a.Args[1] != b.Args[1] {
-		t.Errorf("lookup is not deterministic in seq: %v vs %v", a.Args[1], b.Args[1])
-	}
-	for seq := int64(0); seq < 1000; seq++ {
-		s, _ := dataset.Query(dataset.KindLookup, 1, seq, p)
-		if id := s.Args[1].(int64); id < 1 || id > 10 {
+	// A lookup addresses one of the tenant's ids, 1..rows_orders, every
+	// one of them over many runs; the same seq draws the same id.
+	lookup, _ := dataset.Script(dataset.KindLookup, builtins, p)
+	seen := map[int64]bool{}
+	for seq := uint64(0); seq < 1000; seq++ {
+		sql, args, ok, err := lookup.Single(rand.New(rand.NewPCG(1, seq)), []pgscript.Value{pgscript.Int(1), pgscript.Int(10)})
+		if err != nil || !ok {
+			t.Fatalf("lookup: ok %v, %v", ok, err)
+		}
+		if want := `SELECT id, created_at, amount, status, customer FROM orders WHERE tenant_id = $1 AND id = $2`; sql != want {
+			t.Fatalf("lookup sends %q, want %q", sql, want)
+		}
+		id := args[1].(int64)
+		if id < 1 || id > 10 {
 			t.Fatalf("seq %d: lookup id %d outside 1..10", seq, id)
 		}
+		seen[id] = true
+		_, again, _, _ := lookup.Single(rand.New(rand.NewPCG(1, seq)), []pgscript.Value{pgscript.Int(1), pgscript.Int(10)})
+		if again[1] != args[1] {
+			t.Fatalf("seq %d: lookup id %v then %v", seq, args[1], again[1])
+		}
 	}
+	if len(seen) != 10 {
+		t.Errorf("lookup drew %d of the 10 ids", len(seen))
+	}
+}
+
+// countingConn runs a script's statements on a pgx connection and counts
+// the rows each returns.
+type countingConn struct {
+	c     *pgx.Conn
+	stmts int
+	rows  int64
+}
+
+func (cc *countingConn) Exec(ctx context.Context, sql string, args []any) error {
+	_, _, _, err := cc.Query(ctx, sql, args)
+	return err
+}
+
+func (cc *countingConn) Query(ctx context.Context, sql string, args []any) ([]string, []any, int, error) {
+	for i, a := range args {
+		if v, ok := a.(int64); ok {
+			args[i] = strconv.FormatInt(v, 10)
+		} else if v, ok := a.(float64); ok {
+			args[i] = strconv.FormatFloat(v, 'g', 15, 64)
+		}
+	}
+	rows, err := cc.c.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	cc.stmts++
+	cc.rows += int64(n)
+	return nil, nil, n, rows.Err()
 }
 
 // TestLoad loads a small data set into real PostgreSQL and runs every kind.
@@ -94,41 +149,38 @@ func TestLoad(t *testing.T) {
 		t.Errorf("reload changed tenant 1's data: sum %s, was %s", again, sums[1])
 	}
 
-	p := dataset.Params{Orders: counts, Customers: 50, Sleep: 10 * time.Millisecond}
-	for _, k := range []dataset.Kind{dataset.KindLookup, dataset.KindPage, dataset.KindReport, dataset.KindSleep} {
-		q, err := dataset.Query(k, 1, 42, p)
+	p := dataset.ScriptParams{Customers: 50, Sleep: 10 * time.Millisecond, Batch: 700}
+	bind := []pgscript.Value{pgscript.Int(1), pgscript.Int(counts[1])}
+	for _, k := range dataset.Kinds {
+		prog, err := dataset.Script(k, builtins, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := conn.Query(ctx, q.SQL, q.Args...)
-		if err != nil {
+		cc := &countingConn{c: conn}
+		if err := prog.Run(ctx, cc, rand.New(rand.NewPCG(1, 42)), bind); err != nil {
 			t.Fatalf("%s: %v", k, err)
 		}
-		n := 0
-		for r.Next() {
-			n++
-		}
-		if err := r.Err(); err != nil {
-			t.Fatalf("%s: %v", k, err)
-		}
-		if n == 0 {
-			t.Errorf("%s returned no rows", k)
-		}
-		if k == dataset.KindLookup && n != 1 {
-			t.Errorf("lookup returned %d rows, want 1", n)
+		switch k {
+		case dataset.KindLookup:
+			if cc.rows != 1 {
+				t.Errorf("lookup returned %d rows, want 1", cc.rows)
+			}
+		case dataset.KindExport:
+			// Every row exactly once, in batches of 700: 3,000 rows are
+			// 5 batches (the last short), between BEGIN and COMMIT.
+			if cc.rows != counts[1] {
+				t.Errorf("export read %d rows, want %d", cc.rows, counts[1])
+			}
+			if want := int(counts[1]/700) + 1 + 2; cc.stmts != want {
+				t.Errorf("export ran %d statements, want %d (BEGIN, %d batches, COMMIT)", cc.stmts, want, want-2)
+			}
+		default:
+			if cc.rows == 0 {
+				t.Errorf("%s returned no rows", k)
+			}
 		}
 	}
-	// An export in batches reads every row exactly once, in key order.
-	var seen int64
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if seen, err = dataset.Export(ctx, tx, 1, 700); err != nil {
-		t.Fatal(err)
-	}
-	if seen != counts[1] {
-		t.Errorf("export read %d rows, want %d", seen, counts[1])
+	if tx := conn.PgConn().TxStatus(); tx != 'I' {
+		t.Errorf("export left a transaction open (status %c)", tx)
 	}
 }

@@ -1,5 +1,6 @@
 // Package dataset creates and loads noisysim's generated multi-tenant data set
-// and builds the SQL for each query kind a scenario can name.
+// and ships each query kind a scenario can name as a pgbench script
+// (scripts/*.sql), run by the same executor as a user's own scripts.
 //
 // The schema is that of a typical multi-tenant SaaS: a tenants catalog and an
 // orders table, tenant_id in every table and leading every primary key. Rows
@@ -13,6 +14,6 @@
 //	counts := dataset.Counts(shares, 200000)
 //	spec := dataset.Spec{Schema: "noisysim", Orders: counts, Days: 365, Customers: 1000}
 //	if err := dataset.Load(ctx, conn, spec, time.Now()); err != nil { ... }
-//	q := dataset.Query(dataset.KindLookup, tenant, seq, dataset.Params{...})
-//	_, err = stack.Query(ctx, class, tenantKey, q.SQL, q.Args...)
+//	prog, err := dataset.Script(dataset.KindLookup, []string{"tenant", "rows_orders"}, dataset.ScriptParams{})
+//	err = prog.Run(ctx, conn, rng, []pgscript.Value{pgscript.Int(tenant), pgscript.Int(counts[tenant])})
 package dataset

@@ -15,9 +15,14 @@
 //     alone: unqualified names in noisysim's sessions resolve there.
 //   - EnsureRoles creates the roles (pools.EnsureRoles) and marks them in
 //     one transaction.
+//   - CitusAuthinfo, on a Citus coordinator: records the marked roles'
+//     passwords in pg_dist_authinfo, so that the coordinator reaches the
+//     workers as the roles (Citus propagates the roles themselves, their
+//     settings and grants to the workers).
 //   - Remove, at the end of the run whatever its outcome: ends the marked
 //     roles' sessions, drops the schema if marked, revokes the roles'
-//     privileges and drops them. Unmarked objects are never dropped.
+//     privileges, deletes their pg_dist_authinfo rows and drops them.
+//     Unmarked objects, and the rows of their names, are never dropped.
 //
 // Example:
 //

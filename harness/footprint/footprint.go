@@ -244,6 +244,55 @@ func EnsureRoles(ctx context.Context, conn *pgx.Conn, where, database, run strin
 	return passwords, err
 }
 
+// CitusAuthinfo records each of passwords' roles, with its password, in
+// pg_dist_authinfo of the Citus coordinator conn is connected to, for every
+// node (nodeid 0): the coordinator then logs in to the workers as the role
+// itself, which a worker authenticating by password (scram-sha-256) needs
+// (Citus docs, "pg_dist_authinfo": nodeid 0 is every node, authinfo a
+// libpq conninfo). A role's row is replaced, in one transaction with the
+// others. It refuses, changing nothing, a role that does not carry
+// noisysim's mark for run (*ForeignError): only EnsureRoles' roles get a
+// row. Remove deletes the rows with the roles. Writing pg_dist_authinfo
+// takes a superuser.
+func CitusAuthinfo(ctx context.Context, conn *pgx.Conn, where, run string, passwords map[string]string) error {
+	names := slices.Sorted(maps.Keys(passwords))
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT rolname::text FROM pg_roles
+			WHERE rolname = ANY($1) AND shobj_description(oid, 'pg_authid') IS NOT DISTINCT FROM $2`, names, Mark(run))
+		if err != nil {
+			return fmt.Errorf("read roles: %w", err)
+		}
+		ours, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("read roles: %w", err)
+		}
+		var foreign []string
+		for _, n := range names {
+			if !slices.Contains(ours, n) {
+				foreign = append(foreign, fmt.Sprintf("role %q", n))
+			}
+		}
+		if len(foreign) > 0 {
+			return &ForeignError{Where: where, Objects: foreign}
+		}
+		for _, n := range names {
+			if _, err := tx.Exec(ctx, "DELETE FROM pg_catalog.pg_dist_authinfo WHERE rolename = $1 AND nodeid = 0", n); err != nil {
+				return fmt.Errorf("record role %s's password in pg_dist_authinfo: %w", n, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO pg_catalog.pg_dist_authinfo (nodeid, rolename, authinfo) VALUES (0, $1, $2)",
+				n, "password="+conninfoValue(passwords[n])); err != nil {
+				return fmt.Errorf("record role %s's password in pg_dist_authinfo: %w", n, err)
+			}
+		}
+		return nil
+	})
+}
+
+// conninfoValue quotes s as a value of a libpq key=value conninfo.
+func conninfoValue(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
 // SessionWait bounds how long Remove waits for the sessions of the roles it
 // drops to end.
 const SessionWait = 10 * time.Second
@@ -251,9 +300,10 @@ const SessionWait = 10 * time.Second
 // Remove undoes p on the database conn is connected to, taking only what
 // carries noisysim's mark: it ends the sessions of p's marked roles and
 // waits for them to go (up to SessionWait), drops p's schema with all it
-// holds, then revokes what was granted to the roles and drops them. A
-// schema or role without the mark is left as it is. It returns the first
-// error after trying every step.
+// holds, then revokes what was granted to the roles, deletes their rows of
+// pg_dist_authinfo on a Citus coordinator (CitusAuthinfo) and drops them.
+// A schema or role without the mark, and the rows of its name, are left as
+// they are. It returns the first error after trying every step.
 func Remove(ctx context.Context, conn *pgx.Conn, p Plan) error {
 	var errs []error
 	roles, err := markedRoles(ctx, conn, p.Roles)
@@ -274,6 +324,9 @@ func Remove(ctx context.Context, conn *pgx.Conn, p Plan) error {
 				errs = append(errs, fmt.Errorf("drop schema %s: %w", p.Schema, err))
 			}
 		}
+	}
+	if len(roles) > 0 {
+		errs = append(errs, dropAuthinfo(ctx, conn, roles))
 	}
 	for _, r := range roles {
 		if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(r)); err != nil {
@@ -328,6 +381,24 @@ func RemoveStaleRoles(ctx context.Context, conn *pgx.Conn) ([]string, error) {
 	}
 	slices.Sort(stale)
 	return stale, Remove(ctx, conn, Plan{Roles: stale})
+}
+
+// dropAuthinfo deletes roles' rows of pg_dist_authinfo where the database
+// has that Citus table and the current user may delete from it (without
+// the privilege, CitusAuthinfo could not have written any).
+func dropAuthinfo(ctx context.Context, conn *pgx.Conn, roles []string) error {
+	var can bool
+	err := conn.QueryRow(ctx, `SELECT coalesce(has_table_privilege(to_regclass('pg_catalog.pg_dist_authinfo'), 'DELETE'), false)`).Scan(&can)
+	if err != nil {
+		return fmt.Errorf("look up pg_dist_authinfo: %w", err)
+	}
+	if !can {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "DELETE FROM pg_catalog.pg_dist_authinfo WHERE rolename = ANY($1)", roles); err != nil {
+		return fmt.Errorf("delete the pg_dist_authinfo rows of %s: %w", strings.Join(roles, ", "), err)
+	}
+	return nil
 }
 
 // joinRoles makes the current user a member of each of roles it does not

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/isolation/pools"
@@ -267,4 +269,140 @@ func TestRemoveStaleRoles(t *testing.T) {
 	if left != "nsim_live,user_role" {
 		t.Errorf("roles left %q, want nsim_live,user_role", left)
 	}
+}
+
+// TestCitusRoles checks the roles of a Citus run on a real local cluster:
+// made on the coordinator, Citus propagates them with their settings and
+// grants to the workers; with their passwords in pg_dist_authinfo the
+// coordinator reaches the workers as them, so a role's statement_timeout
+// cancels a query on a tenant's shard; Remove leaves no role and no
+// pg_dist_authinfo row of noisysim's on any node, and a user's row stays.
+func TestCitusRoles(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{Topology: local.TopologyCitus, Nodes: 2})
+	coord, _ := backend.First(c, backend.RoleCoordinator)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, coord.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	p := footprint.Plan{Schema: "nsim", Roles: []string{"nsim_fast"}, Run: "r1"}
+	if err := footprint.Claim(ctx, conn, "coordinator", p); err != nil {
+		t.Fatal(err)
+	}
+	// A user's role with a row of its own: never touched.
+	if _, err := conn.Exec(ctx, `CREATE ROLE nsim_user LOGIN;
+		INSERT INTO pg_dist_authinfo (nodeid, rolename, authinfo) VALUES (0, 'nsim_user', 'password=theirs');
+		CREATE TABLE nsim.t (tenant_id bigint, v int);
+		SELECT create_distributed_table('nsim.t', 'tenant_id', shard_count => 4);
+		INSERT INTO nsim.t SELECT g % 4, g FROM generate_series(1, 40) g`); err != nil {
+		t.Fatal(err)
+	}
+	if err := footprint.CitusAuthinfo(ctx, conn, "coordinator", "r1", map[string]string{"nsim_user": "x"}); err == nil {
+		t.Error("CitusAuthinfo accepted a role noisysim did not create")
+	}
+	pw, err := footprint.EnsureRoles(ctx, conn, "coordinator", coord.Database, "r1", pools.RoleConfig{
+		Name: "nsim_fast", StatementTimeout: 100 * time.Millisecond, WorkMem: "2MB",
+		Schemas: []string{"nsim"}, ReadTables: []string{"nsim.t"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := footprint.CitusAuthinfo(ctx, conn, "coordinator", "r1", pw); err != nil {
+		t.Fatal(err)
+	}
+
+	var workers []backend.Node
+	for _, n := range c.Nodes() {
+		if n.Role == backend.RoleWorker {
+			workers = append(workers, n)
+		}
+	}
+	if len(workers) != 2 {
+		t.Fatalf("%d workers, want 2", len(workers))
+	}
+	onEach := func(query string, f func(n backend.Node, got string)) {
+		t.Helper()
+		for _, n := range append([]backend.Node{coord}, workers...) {
+			wc, err := pgx.Connect(ctx, n.DSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			err = wc.QueryRow(ctx, "SELECT coalesce(("+query+")::text, '')").Scan(&got)
+			wc.Close(context.Background())
+			if err != nil {
+				t.Fatalf("%s: %v", n.Name, err)
+			}
+			f(n, got)
+		}
+	}
+	onEach(`SELECT concat_ws(' ', array_to_string(rolconfig, ','), starts_with(shobj_description(oid, 'pg_authid'), 'created by noisysim run r1')::text)
+		FROM pg_roles WHERE rolname = 'nsim_fast'`, func(n backend.Node, got string) {
+		if got != "statement_timeout=100ms,work_mem=2MB true" {
+			t.Errorf("%s: role nsim_fast settings and mark %q, want statement_timeout=100ms,work_mem=2MB true", n.Name, got)
+		}
+	})
+
+	// As the role through the coordinator: a sleep on tenant 1's shard
+	// outlives the role's statement_timeout.
+	role, err := pgx.Connect(ctx, coord.DSNFor("nsim_fast", pw["nsim_fast"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer role.Close(context.Background())
+	// On the coordinator without a timeout, so that opening the
+	// connection to the worker (scram, on a busy machine) is not cut
+	// short; the worker's session of the role has the role's 100 ms.
+	if _, err := role.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := role.QueryRow(ctx, "SELECT count(*) FROM nsim.t WHERE tenant_id = 1").Scan(&n); err != nil || n != 10 {
+		t.Fatalf("tenant 1's rows as nsim_fast: %d, %v; want 10", n, err)
+	}
+	// The coordinator keeps its connection to tenant 1's worker after
+	// the count: a session of the role there.
+	seen := 0
+	onEach("SELECT count(*) FROM pg_stat_activity WHERE usename = 'nsim_fast'", func(n backend.Node, got string) {
+		if n.Role == backend.RoleWorker && got != "0" {
+			seen++
+		}
+	})
+	if seen == 0 {
+		t.Error("no worker has a session of nsim_fast: the coordinator did not log in to the workers as the role")
+	}
+	sleep := "SELECT pg_sleep(0.3) FROM nsim.t WHERE tenant_id = 1 LIMIT 1"
+	_, err = role.Exec(ctx, sleep)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+		t.Errorf("a 0.3 s sleep on tenant 1's shard as nsim_fast, timeout from the worker's role setting: %v, want SQLSTATE 57014", err)
+	}
+	// And the coordinator's own session, back to the role's setting.
+	if _, err := role.Exec(ctx, "RESET statement_timeout"); err != nil {
+		t.Fatal(err)
+	}
+	var timeout string
+	if err := role.QueryRow(ctx, "SHOW statement_timeout").Scan(&timeout); err != nil || timeout != "100ms" {
+		t.Errorf("statement_timeout as nsim_fast on the coordinator: %q, %v; want 100ms", timeout, err)
+	}
+	_, err = role.Exec(ctx, sleep)
+	if !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+		t.Errorf("a 0.3 s sleep on tenant 1's shard as nsim_fast: %v, want SQLSTATE 57014", err)
+	}
+	role.Close(ctx)
+
+	if err := footprint.Remove(ctx, conn, p); err != nil {
+		t.Fatal(err)
+	}
+	onEach(`SELECT concat_ws(' ', (SELECT string_agg(rolname, ',') FROM pg_roles WHERE rolname LIKE 'nsim%'),
+		(SELECT string_agg(rolename, ',') FROM pg_dist_authinfo))`, func(n backend.Node, got string) {
+		want := "nsim_user"
+		if n.Role == backend.RoleCoordinator {
+			want = "nsim_user nsim_user" // the user's role and its row
+		}
+		if got != want {
+			t.Errorf("%s: roles and pg_dist_authinfo rows after Remove %q, want %q", n.Name, got, want)
+		}
+	})
 }

@@ -10,7 +10,7 @@
 //	noisysim_dropped_total{configuration, class}                     requests the generator could not issue in time
 //	noisysim_limiter_in_flight{configuration, class}                 at the last second's end
 //	noisysim_limiter_queued{configuration, class}                    at the last second's end
-//	noisysim_limiter_rejections_total{configuration, class}
+//	noisysim_limiter_rejections_total{configuration, class, reason}   queue_full, wait_exceeded
 //	noisysim_db_time_share{configuration, tenant}                    the last second's top 5 tenants (0..1)
 //	noisysim_phase{configuration, phase}                             1 for the phase running, the others absent
 //
@@ -100,7 +100,7 @@ func New(top int) *Metrics {
 	m.queued = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "noisysim_limiter_queued",
 		Help: "Requests waiting for a limiter slot, per isolation class."}, []string{"configuration", "class"})
 	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "noisysim_limiter_rejections_total",
-		Help: "Requests the limiter turned away, per isolation class."}, []string{"configuration", "class"})
+		Help: "Requests the limiter turned away, per isolation class and reason."}, []string{"configuration", "class", "reason"})
 	m.share = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "noisysim_db_time_share",
 		Help: "Share of DB time in the last second of the top 5 tenants, 0..1."}, []string{"configuration", "tenant"})
 	m.phase = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "noisysim_phase",
@@ -138,7 +138,14 @@ func (m *Metrics) Point(configuration string, p reports.Point) {
 	for _, l := range p.Limiters {
 		m.inFlight.WithLabelValues(configuration, l.Class).Set(float64(l.InFlight))
 		m.queued.WithLabelValues(configuration, l.Class).Set(float64(l.Queued))
-		m.rejected.WithLabelValues(configuration, l.Class).Add(float64(l.Rejected))
+		split := int64(0)
+		for reason, n := range l.RejectedByReason {
+			m.rejected.WithLabelValues(configuration, l.Class, reason).Add(float64(n))
+			split += n
+		}
+		if rest := l.Rejected - split; rest > 0 {
+			m.rejected.WithLabelValues(configuration, l.Class, "unknown").Add(float64(rest))
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -70,4 +70,20 @@ noisysim_db_time_share{configuration="c",tenant="k3"} 0.3
 	if err := testutil.CollectAndCompare(m.share, strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
+	// Rejections add up per reason; a total a report does not split
+	// counts as unknown.
+	m.Point("c", reports.Point{Limiters: []reports.LimiterPoint{{Class: "heavy", Rejected: 5,
+		RejectedByReason: map[string]int64{"queue_full": 3, "wait_exceeded": 2}}}})
+	m.Point("c", reports.Point{Limiters: []reports.LimiterPoint{{Class: "heavy", Rejected: 5,
+		RejectedByReason: map[string]int64{"queue_full": 4}}}})
+	want = `
+# HELP noisysim_limiter_rejections_total Requests the limiter turned away, per isolation class and reason.
+# TYPE noisysim_limiter_rejections_total counter
+noisysim_limiter_rejections_total{class="heavy",configuration="c",reason="queue_full"} 7
+noisysim_limiter_rejections_total{class="heavy",configuration="c",reason="unknown"} 1
+noisysim_limiter_rejections_total{class="heavy",configuration="c",reason="wait_exceeded"} 2
+`
+	if err := testutil.CollectAndCompare(m.rejected, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
 }

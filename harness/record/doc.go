@@ -7,7 +7,9 @@
 // step:
 //
 //   - Start checks that logging_collector is on (it takes effect only at
-//     server start: noisysim cannot turn it on without a restart), turns on
+//     server start: noisysim cannot turn it on without a restart), takes an
+//     exclusive lock on the data directory (another recording under way:
+//     ErrBusy, nothing changed; the lock goes with Stop or the process), turns on
 //     the settings Needed lists that differ, log_filename pointing at a file
 //     of the recording's own, and returns once the server's logging
 //     collector writes that file.

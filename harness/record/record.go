@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,20 @@ var ErrNotStarted = errors.New("not a server noisysim started")
 // ErrCollectorOff is what Start returns on a server whose
 // logging_collector is off: nothing was changed.
 var ErrCollectorOff = errors.New("logging_collector is off")
+
+// ErrBusy is what Start returns when another recording is under way on
+// the same server (a lock on its data directory, held until Stop or the
+// recording process's end): nothing was changed. Two recordings at once
+// would each set log_filename, and the one that ends last would put back
+// the settings of the other.
+var ErrBusy = errors.New("another noisysim record is recording this server")
+
+// ErrLeftover is what Start returns when postgresql.auto.conf still holds
+// a log_filename of a recording's own: a recording that was killed (kill
+// -9) before Stop put its settings back. Nothing is changed: taking those
+// values as the ones to put back would keep the server logging every
+// statement after this recording too.
+var ErrLeftover = errors.New("the settings of a recording that did not end are still set")
 
 // NotStartedError says why a server is not one record changes.
 type NotStartedError struct{ Reason string }
@@ -152,6 +167,9 @@ type Recording struct {
 	changed []change
 	names   []string
 
+	// lock is the data directory, flock'ed while the recording lasts.
+	lock *os.File
+
 	mu      sync.Mutex
 	stopped bool
 	stopErr error
@@ -182,9 +200,19 @@ func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir str
 	if needed[0].Now != "on" {
 		return nil, fmt.Errorf("record: %w: it takes effect only at server start (start the cluster with --setting logging_collector=on)", ErrCollectorOff)
 	}
+	lock, err := lockDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
 	token := make([]byte, 6)
 	rand.Read(token)
-	r := &Recording{conn: conn, format: format, name: "noisysim-record-" + hex.EncodeToString(token) + ".log"}
+	r := &Recording{conn: conn, format: format, lock: lock, name: "noisysim-record-" + hex.EncodeToString(token) + ".log"}
+	ok := false
+	defer func() {
+		if !ok {
+			r.unlock()
+		}
+	}()
 	var logDir string
 	if err := conn.QueryRow(ctx, "SELECT setting FROM pg_settings WHERE name = 'log_directory'").Scan(&logDir); err != nil {
 		return nil, fmt.Errorf("record: read log_directory: %w", err)
@@ -211,6 +239,16 @@ func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir str
 	prev, err := autoConf(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("record: %w", err)
+	}
+	if f := prev["log_filename"]; strings.HasPrefix(f, "noisysim-record-") {
+		var reset []string
+		for _, name := range []string{"log_destination", "log_min_duration_statement", "log_parameter_max_length", "log_truncate_on_rotation", "log_filename"} {
+			if _, ok := prev[name]; ok {
+				reset = append(reset, "ALTER SYSTEM RESET "+name+";")
+			}
+		}
+		return nil, fmt.Errorf("record: %w (postgresql.auto.conf: log_filename = %s); nothing was changed: put back those of these settings that were not set before (or give them their earlier values), then SELECT pg_reload_conf(): %s",
+			ErrLeftover, f, strings.Join(reset, " "))
 	}
 	names := slices.Sorted(maps.Keys(want))
 	set := func(name, value string) error {
@@ -240,7 +278,33 @@ func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir str
 	if err := r.waitFile(ctx, true); err != nil {
 		return nil, errors.Join(err, r.restore(context.WithoutCancel(ctx)))
 	}
+	ok = true
 	return r, nil
+}
+
+// lockDir takes an exclusive flock on the data directory dir, or returns
+// an error wrapping ErrBusy if another process holds it.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("record: lock the data directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("record: %w (a lock on %s); nothing was changed: wait for it to end", ErrBusy, dir)
+		}
+		return nil, fmt.Errorf("record: lock the data directory %s: %w", dir, err)
+	}
+	return f, nil
+}
+
+// unlock releases the data directory's lock.
+func (r *Recording) unlock() {
+	if r.lock != nil {
+		r.lock.Close()
+		r.lock = nil
+	}
 }
 
 // autoConf returns the settings ALTER SYSTEM has set (postgresql.auto.conf).
@@ -288,6 +352,20 @@ func (r *Recording) waitFile(ctx context.Context, on bool) error {
 	}
 }
 
+// Check pings the server on the recording's connection (not after Stop):
+// an error says it no longer answers (stopped, or the connection ended).
+func (r *Recording) Check(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return nil
+	}
+	if err := r.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("record: the server stopped answering: %w", err)
+	}
+	return nil
+}
+
 // File is the server's log file the recording writes, an absolute path.
 func (r *Recording) File() string { return r.file }
 
@@ -308,6 +386,7 @@ func (r *Recording) Stop(ctx context.Context) error {
 	if r.stopErr == nil {
 		r.stopErr = r.waitFile(ctx, false)
 	}
+	r.unlock()
 	return r.stopErr
 }
 

@@ -597,5 +597,14 @@ func (s *Scenario) applyDefaults() {
 			d.Interactive, d.Heavy = DefaultInteractivePool(), DefaultHeavyPool()
 		}
 		fill(reflect.ValueOf(c).Elem(), reflect.ValueOf(d), fmt.Sprintf("configurations[%d]", i), has)
+		if a := c.App; a != nil {
+			p := fmt.Sprintf("configurations[%d].app.", i)
+			if a.Instances == 0 && !has(p+"instances") {
+				a.Instances = 1
+			}
+			if a.Limiter == "" && !has(p+"limiter") {
+				a.Limiter = AppPerInstance
+			}
+		}
 	}
 }

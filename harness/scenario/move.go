@@ -91,6 +91,9 @@ type Promote struct {
 	Grace     Duration `yaml:"grace"`
 }
 
+// ShareThreshold returns the tenant watched and Threshold (ShareWatcher).
+func (p *Promote) ShareThreshold() (tenant int, threshold float64) { return p.Tenant, p.Threshold }
+
 // Move returns the move_tenant action the policy fires.
 func (p *Promote) Move() *MoveTenant {
 	return &MoveTenant{Tenant: p.Tenant, Target: p.Target, BatchRows: p.BatchRows, MaxPause: p.MaxPause, Grace: p.Grace}

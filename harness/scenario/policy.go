@@ -38,6 +38,17 @@ type PolicyConfig interface {
 	Validate(s *Scenario) []ActionProblem
 }
 
+// ShareWatcher is a PolicyConfig that acts on one tenant's share of all
+// DB time (the promote policy): the report draws its threshold on the
+// DB-time share plot. Optional, found by type assertion.
+type ShareWatcher interface {
+	// ShareThreshold returns the tenant watched (1..tenants.count) and
+	// the share, 0..1, it acts above.
+	ShareThreshold() (tenant int, threshold float64)
+}
+
+var _ ShareWatcher = (*Promote)(nil)
+
 var policies = newRegistry[PolicyConfig]("policy")
 
 // RegisterPolicy makes a policy kind known to scenario files under name:

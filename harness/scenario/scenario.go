@@ -275,6 +275,22 @@ type Data struct {
 	// Existing runs the workload on tables already in the database (an
 	// external backend), read only: no data step. Not with Setup.
 	Existing Existing `yaml:"existing"`
+	// Directory names, on topology shards with Setup, the tables holding
+	// tenant rows and their tenant column: every node keeps the rows of
+	// the tenants placed on it, and move_tenant copies them (the tables
+	// and column `noisysim tenant move` takes as flags).
+	Directory DirectoryData `yaml:"directory"`
+}
+
+// DirectoryData names the tables of a user's data set that directory
+// sharding places and moves by tenant.
+type DirectoryData struct {
+	// Tables hold tenant rows, in the order a move copies them; each has
+	// Column. Required with data.setup on topology shards.
+	Tables []string `yaml:"tables"`
+	// Column is the tenant column of every table, holding tenants.keys.
+	// Required with Tables.
+	Column string `yaml:"column"`
 }
 
 // Existing names the schemas of a database's own tables a workload reads.
@@ -513,6 +529,55 @@ type Configuration struct {
 	// Heavy is the heavy class's pool, role and limiter; mode isolated only.
 	// Each field left out takes DefaultHeavyPool's value.
 	Heavy Pool `yaml:"heavy"`
+	// App, when present, runs the configuration as several application
+	// instances, each its own isolation stack; mode isolated only.
+	App *App `yaml:"app"`
+}
+
+// AppLimiter says how N application instances apply a class's per-tenant
+// limiter.
+type AppLimiter string
+
+// App limiter modes.
+const (
+	// AppPerInstance gives every instance the configured limiter: a
+	// tenant may run up to N × max_per_tenant calls at once.
+	AppPerInstance AppLimiter = "per_instance"
+	// AppDivided gives every instance ceil(max_per_tenant / N) (and
+	// ceil(max_global / N)).
+	AppDivided AppLimiter = "divided"
+	// AppGlobal shares one cap per tenant across the instances through a
+	// Redis limiter (isolation/limiter/redislimiter).
+	AppGlobal AppLimiter = "global"
+)
+
+// MaxAppInstances bounds App.Instances.
+const MaxAppInstances = 64
+
+// App is a configuration run as several application instances: each its
+// own pools and limiters (as N processes of an app would have), traffic
+// spread over them round-robin.
+type App struct {
+	// Instances is the number of instances, 1..64. Default 1.
+	Instances int `yaml:"instances"`
+	// Limiter is per_instance (default), divided or global.
+	Limiter AppLimiter `yaml:"limiter"`
+	// RedisURL is the Redis of limiter global (redis://host:port/db); empty
+	// means a throwaway redis-server started by noisysim for the run.
+	RedisURL string `yaml:"redis_url"`
+	// FailOpen admits calls without a slot when Redis cannot be reached;
+	// false (default) rejects them (reason unavailable). Limiter global
+	// only.
+	FailOpen bool `yaml:"fail_open"`
+}
+
+// Share returns an instance's share of a cap under a: ceil(cap / N) for
+// divided, cap otherwise.
+func (a *App) Share(cap int) int {
+	if a == nil || a.Limiter != AppDivided || a.Instances <= 1 {
+		return cap
+	}
+	return (cap + a.Instances - 1) / a.Instances
 }
 
 // Pool returns the pool of isolation class ic in an isolated configuration:

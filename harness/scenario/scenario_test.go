@@ -125,6 +125,11 @@ func TestMinimalTakesDefaults(t *testing.T) {
 	}
 	want.Data.Schema = "noisysim"
 	s.ix = nil
+	// The lookup query is the shipped lookup script.
+	if p := s.Classes[0].Program(); p == nil || len(p.Statements()) != 1 || !strings.Contains(p.Statements()[0], "FROM orders WHERE tenant_id = $1 AND id = $2") {
+		t.Errorf("lookup's program: %v", p)
+	}
+	s.Classes[0].program = nil
 	if !reflect.DeepEqual(*s, want) {
 		t.Errorf("got  %+v\nwant %+v", *s, want)
 	}

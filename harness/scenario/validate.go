@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/footprint"
@@ -560,6 +562,7 @@ func (c *checker) configurations(cs []Configuration) {
 				c.add(p+".shared", "only for mode shared; mode isolated uses interactive and heavy")
 			}
 		}
+		c.app(p, cf)
 	}
 }
 
@@ -888,4 +891,55 @@ func sharedConfiguration(s *Scenario, f, g Fault) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// app checks a configuration's app section.
+func (c *checker) app(p string, cf *Configuration) {
+	a := cf.App
+	if a == nil {
+		return
+	}
+	ap := p + ".app"
+	switch {
+	case c.s.HasHTTP():
+		c.add(ap, "not with HTTP classes: their requests meet the service's limiter, not noisysim's instances")
+		return
+	case c.s.Backend.Topology == TopologyShards || c.s.Citus():
+		c.add(ap, "not with topology %s: instances run on one primary (and replica)", c.s.Backend.Topology)
+		return
+	}
+	if cf.Mode != ModeIsolated {
+		c.add(ap, "only for mode isolated: the instances differ by their limiters")
+		return
+	}
+	c.between(ap+".instances", a.Instances, 1, MaxAppInstances)
+	for _, k := range []string{"interactive", "heavy"} {
+		pl := cf.Pool(IsolationClass(k))
+		if n := a.Instances * pl.PoolSize; a.Instances > 1 && pl.Role.ConnectionLimit > 0 && pl.Role.ConnectionLimit < n {
+			c.add(p+"."+k+".role.connection_limit", "must be at least app.instances × pool_size = %d (each instance opens its own pool), got %d",
+				n, pl.Role.ConnectionLimit)
+		}
+	}
+	if !oneOf(c, ap+".limiter", "app limiter", a.Limiter, AppPerInstance, AppDivided, AppGlobal) {
+		return
+	}
+	if a.Limiter != AppGlobal {
+		if a.RedisURL != "" {
+			c.add(ap+".redis_url", "only for limiter global")
+		}
+		if a.FailOpen {
+			c.add(ap+".fail_open", "only for limiter global")
+		}
+		return
+	}
+	if a.RedisURL != "" {
+		if _, err := redis.ParseURL(a.RedisURL); err != nil {
+			c.add(ap+".redis_url", "not a Redis URL (redis://host:port/db): %v", err)
+		}
+	}
+	for _, k := range []string{"interactive", "heavy"} {
+		if l := cf.Pool(IsolationClass(k)).Limiter; l.Enabled && l.MaxGlobal > 0 {
+			c.add(p+"."+k+".limiter.max_global", "not with app.limiter global: the Redis limiter caps tenants only")
+		}
+	}
 }

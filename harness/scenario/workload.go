@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
@@ -220,40 +221,41 @@ func (c *checker) keys(t *Tenants, d *Data) {
 			return
 		}
 		seen[key] = n
-		switch k.Type {
-		case "", KeyBigint:
-			if _, err := strconv.ParseInt(key, 10, 64); err != nil {
-				c.add(f, "tenant %d's key %q is not a bigint; use keys.type text", n, key)
-				return
-			}
-		case KeyUUID:
-			if !uuidRe.MatchString(key) {
-				c.add(f, "tenant %d's key %q is not a uuid (8-4-4-4-12 hex digits)", n, key)
-				return
-			}
-		case KeyText:
-			if key == "" {
-				c.add(f, "tenant %d's key is empty", n)
-				return
-			}
+		if err := CheckKey(k.Type, key); err != nil {
+			c.add(f, "tenant %d's %v", n, err)
+			return
 		}
 	}
+}
+
+// CheckKey returns an error when key is not a value of type t ("" is
+// bigint): a whole number for bigint, 8-4-4-4-12 hex digits for uuid, not
+// empty for text.
+func CheckKey(t KeyType, key string) error {
+	switch t {
+	case "", KeyBigint:
+		if _, err := strconv.ParseInt(key, 10, 64); err != nil {
+			return fmt.Errorf("key %q is not a bigint; use keys.type text", key)
+		}
+	case KeyUUID:
+		if !uuidRe.MatchString(key) {
+			return fmt.Errorf("key %q is not a uuid (8-4-4-4-12 hex digits)", key)
+		}
+	case KeyText:
+		if key == "" {
+			return fmt.Errorf("key is empty")
+		}
+	}
+	return nil
 }
 
 // setup checks data.setup and data.rows; the built-in data set's keys
 // apply only without setup.
 func (c *checker) setup(s *Scenario) {
 	d := &s.Data
-	if other := s.otherRunner(); other != "" {
-		if len(d.Setup) > 0 {
-			c.add("data.setup", "only for the noisy-neighbour scenario; a %s scenario loads its own data set", other)
-		}
-		if d.IsExisting() {
-			c.add("data.existing", "only for the noisy-neighbour scenario; a %s scenario loads its own data set", other)
-		}
-		if !s.Tenants.Keys.Default() {
-			c.add("tenants.keys", "only for the noisy-neighbour scenario; a %s scenario numbers its tenants", other)
-		}
+	c.directory(s)
+	if other := s.otherRunner(); other != "" && d.IsExisting() {
+		c.add("data.existing", "only for the noisy-neighbour scenario; a %s scenario loads its data set on every node: give data.setup and data.directory", other)
 		return
 	}
 	if d.Builtin() {
@@ -264,7 +266,7 @@ func (c *checker) setup(s *Scenario) {
 	}
 	if d.IsExisting() {
 		if s.Citus() {
-			c.add("data.existing", "not on topology citus: give data.setup and data.citus.tables, which noisysim distributes")
+			c.add("data.existing", "not on topology citus: give data.setup and data.citus.tables, which noisysim distributes (an existing Citus cluster's own distributed tables are not supported)")
 		}
 		c.existing(s)
 		return
@@ -298,9 +300,45 @@ func (c *checker) setup(s *Scenario) {
 	}
 }
 
-// otherRunner names a scenario that loads its own data set and runs its
-// own queries ("topology shards": the built-in data set and query kinds);
-// "" for the others. Topology citus runs a workload of the user's own
+// directory checks data.directory: the tables and tenant column of a
+// data.setup on topology shards.
+func (c *checker) directory(s *Scenario) {
+	dd := &s.Data.Directory
+	given := c.present("data.directory")
+	switch {
+	case given && (s.Backend.Topology != TopologyShards || len(s.Data.Setup) == 0):
+		c.add("data.directory", "only with data.setup on topology shards: the tables the nodes split and move_tenant copies")
+		return
+	case !given && s.Backend.Topology == TopologyShards && len(s.Data.Setup) > 0:
+		c.add("data.setup", "needs data.directory on topology shards: {tables: [...], column: ...}, the tables holding tenant rows and their tenant column")
+		return
+	case !given:
+		return
+	}
+	if len(dd.Tables) == 0 {
+		c.add("data.directory.tables", "required: the tables holding tenant rows, in the order a move copies them")
+	}
+	seen := map[string]bool{}
+	for i, t := range dd.Tables {
+		f := fmt.Sprintf("data.directory.tables[%d]", i)
+		switch {
+		case !identifier.MatchString(t):
+			c.add(f, "must be a table name: letters, digits, '_' and '$', not starting with a digit, at most 63 bytes; got %q", t)
+		case t == SetupTenantsTable:
+			c.add(f, "%s is noisysim's, on every node; name your own tables", t)
+		case seen[t]:
+			c.add(f, "duplicate table %q", t)
+		}
+		seen[t] = true
+	}
+	if !identifier.MatchString(dd.Column) {
+		c.add("data.directory.column", "required: the tenant column of every table (holding tenants.keys), a column name; got %q", dd.Column)
+	}
+}
+
+// otherRunner names a scenario that loads its own data set on several
+// nodes ("topology shards": the built-in data set, or data.setup split by
+// data.directory); "" for the others. Topology citus runs a workload of the user's own
 // (data.setup with data.citus.tables) but not data.existing, an HTTP
 // target or a service: see sqlOnly.
 func (s *Scenario) otherRunner() string {
@@ -371,10 +409,6 @@ func (c *checker) program(i int, cl *Class) {
 	if len(cl.Args) > 0 && cl.SQL == "" {
 		c.add(p+".args", "only with sql")
 	}
-	if other := c.s.otherRunner(); other != "" && (cl.Script != "" || cl.SQL != "") {
-		c.add(p, "script and sql are only for the noisy-neighbour scenario; a %s scenario runs its own queries", other)
-		return
-	}
 	opts := pgscript.Options{Builtins: c.s.Builtins()}
 	switch {
 	case cl.Script != "":
@@ -409,7 +443,19 @@ func (c *checker) program(i int, cl *Class) {
 		}
 		if !c.s.Data.Builtin() {
 			c.add(p+".query", "query %s reads the built-in orders data set, which data.setup or data.existing replaces: give script or sql", cl.Query)
+			return
 		}
+		// A query kind is a script shipped with noisysim.
+		batch := cl.Batch
+		if cl.Query != QueryExport {
+			batch = 0
+		}
+		prog, err := dataset.Script(dataset.Kind(cl.Query), opts.Builtins, dataset.ScriptParams{
+			Customers: c.s.Data.Customers, Batch: batch, Sleep: cl.Sleep.Duration()})
+		if err != nil {
+			panic(fmt.Sprintf("shipped script %s: %v", cl.Query, err)) // a shipped script parses
+		}
+		cl.program = prog
 	}
 }
 

@@ -128,16 +128,16 @@ configurations: [{name: c, mode: shared}]
 	})
 }
 
-// TestOwnWorkloadOnlyNoisyNeighbour: scenarios on topology shards and
-// hot-shard scenarios load their own data and run their own queries.
-func TestOwnWorkloadOnlyNoisyNeighbour(t *testing.T) {
+// TestOwnWorkloadOnShards: a data.setup on topology shards needs
+// data.directory (the tables the nodes split and a move copies).
+func TestOwnWorkloadOnShards(t *testing.T) {
 	src, err := os.ReadFile("../../scenarios/tenant-promotion.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := strings.Replace(string(src), "\ndata:\n", "\ndata:\n  setup: [x.sql]\n", 1)
 	_, err = Parse([]byte(text), "p.yaml")
-	if err == nil || !strings.Contains(err.Error(), "data.setup: only for the noisy-neighbour scenario; a topology shards scenario loads its own data set") {
+	if err == nil || !strings.Contains(err.Error(), "data.setup: needs data.directory on topology shards") {
 		t.Errorf("error %v", err)
 	}
 }
@@ -192,13 +192,22 @@ configurations: [{name: c, mode: shared}]
 }
 
 func TestOwnWorkloadNotOnShards(t *testing.T) {
-	_, err := Parse([]byte(`name: x
+	for _, tc := range []struct{ name, data, want string }{
+		{"existing", "data: {existing: {schemas: [app]}}", "x.yaml:3:8: data.existing: only for the noisy-neighbour scenario; a topology shards scenario loads its data set on every node"},
+		{"directory without setup", "data: {directory: {tables: [t], column: k}}", "x.yaml:3:8: data.directory: only with data.setup on topology shards"},
+		{"directory fields", "data: {setup: [s.sql], directory: {tables: [noisysim_tenants, \"a b\"]}}", "data.directory.tables[0]: noisysim_tenants is noisysim's"},
+		{"directory column", "data: {setup: [s.sql], directory: {tables: [t]}}", "data.directory.column: required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(`name: x
 backend: {topology: shards}
-data: {setup: [s.sql]}
+`+tc.data+`
 classes: [{name: interactive, sql: "SELECT 1", rate: 1}]
 configurations: [{name: c, mode: shared}]
 `), "x.yaml")
-	if err == nil || !strings.Contains(err.Error(), "data.setup: only for the noisy-neighbour scenario; a topology shards scenario loads its own data set") {
-		t.Errorf("error %v", err)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v\nwant %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -63,6 +63,9 @@ func (c *checker) writer(s *Scenario) {
 		return
 	}
 	w := s.Writer
+	if !s.Data.Builtin() {
+		c.add("writer", "only with the built-in data set: the writer checks rows it writes into orders")
+	}
 	if w.Tenant < 1 || (s.Tenants.Count >= 2 && w.Tenant > s.Tenants.Count) {
 		c.add("writer.tenant", "no such tenant %d: ids run from 1 to tenants.count (%d)", w.Tenant, s.Tenants.Count)
 	}

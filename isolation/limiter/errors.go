@@ -23,6 +23,10 @@ const (
 	ReasonQueueFull Reason = "queue_full"
 	// ReasonWaitExceeded: the call waited MaxWait without being admitted.
 	ReasonWaitExceeded Reason = "wait_exceeded"
+	// ReasonUnavailable: the limiter's shared state (a distributed
+	// limiter's store, e.g. Redis) could not be reached and the limiter
+	// fails closed. The local Limiter never gives it.
+	ReasonUnavailable Reason = "unavailable"
 )
 
 // LimitError is the rejection the limiter returns. errors.Is(err, ErrLimited)

@@ -61,7 +61,7 @@ func ExampleLimiter_Acquire() {
 	fmt.Printf("%+v\n", lim.TenantStat("tenant-42"))
 	// Output:
 	// in flight: 1
-	// {InFlight:0 Queued:0 Admitted:1 Released:1 RejectedQueueFull:0 RejectedWaitExceeded:0 Cancelled:0}
+	// {InFlight:0 Queued:0 Admitted:1 Released:1 RejectedQueueFull:0 RejectedWaitExceeded:0 RejectedUnavailable:0 Cancelled:0}
 }
 
 func ExampleLimiter_Do() {

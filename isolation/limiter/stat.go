@@ -15,12 +15,23 @@ type TenantStat struct {
 	Admitted, Released int64
 	// RejectedQueueFull and RejectedWaitExceeded count rejections by reason.
 	RejectedQueueFull, RejectedWaitExceeded int64
+	// RejectedUnavailable counts rejections of a distributed limiter that
+	// could not reach its store and fails closed; always 0 for Limiter.
+	RejectedUnavailable int64
 	// Cancelled counts calls whose context ended before admission.
 	Cancelled int64
 }
 
 // Rejected is the number of rejections of any reason.
-func (s TenantStat) Rejected() int64 { return s.RejectedQueueFull + s.RejectedWaitExceeded }
+func (s TenantStat) Rejected() int64 {
+	return s.RejectedQueueFull + s.RejectedWaitExceeded + s.RejectedUnavailable
+}
+
+// Add adds o's figures to s (to sum several limiters' snapshots).
+func (s *TenantStat) Add(o TenantStat) {
+	s.add(o)
+	s.RejectedUnavailable += o.RejectedUnavailable
+}
 
 func (s *TenantStat) add(o TenantStat) {
 	s.InFlight += o.InFlight

@@ -83,6 +83,10 @@ type Config struct {
 	Classes map[Class]ClassConfig
 	// Ledger configures the DB-time ledger's share alert.
 	Ledger LedgerConfig
+	// SharedLedger, when set, is the ledger the Stack records into instead
+	// of a new one (Ledger is then ignored): several stacks, e.g. the
+	// instances of one application, accounting in one place.
+	SharedLedger *Ledger
 	// ResetTimeout bounds the reset run on every returned connection; a
 	// connection whose reset fails or times out is closed. 0 means
 	// DefaultResetTimeout.
@@ -212,9 +216,12 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	ledger, err := NewLedger(cfg.Ledger)
-	if err != nil {
-		return nil, fmt.Errorf("new isolation stack: %w", err)
+	ledger := cfg.SharedLedger
+	if ledger == nil {
+		var err error
+		if ledger, err = NewLedger(cfg.Ledger); err != nil {
+			return nil, fmt.Errorf("new isolation stack: %w", err)
+		}
 	}
 	s := &Stack{
 		classes:       map[Class]*class{},
@@ -419,6 +426,16 @@ func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...
 		b.Queue(s.queryTagSQL, TagPrefix+tenant)
 		b.Queue(sql, args...)
 		br := conn.SendBatch(ctx, b)
+		if conn.IsClosed() {
+			// Sending failed and pgx is closing the connection in a
+			// goroutine of its own: nothing more may be written to it.
+			_, err := br.Exec()
+			br.Close()
+			if err == nil {
+				err = errors.New("connection closed while sending")
+			}
+			return &batchTagError{err: err}
+		}
 		// The reset follows in the same flight, before the results are
 		// read: the server runs it right after the statement, and its
 		// reply is read at the connection's next use.

@@ -1,6 +1,7 @@
 // Package pgscript runs pgbench custom scripts as noisysim queries: SQL
 // statements (several between BEGIN and COMMIT make one transaction),
-// \set with pgbench's expression language, \sleep and \gset.
+// \set with pgbench's expression language, \sleep and \gset, plus one
+// meta-command of noisysim's own, \repeat.
 //
 // A script is parsed once (Parse, ParseFile, ParseStatement) and run many
 // times (Script.Run); running never parses again. Parsing checks
@@ -13,6 +14,12 @@
 //
 // Differences from pgbench, on purpose:
 //
+//   - \repeat EXPR ... \endrepeat (noisysim's, pgbench has no loop) runs
+//     the commands between them EXPR times, evaluated when the \repeat
+//     runs (0: none); loops nest. The shipped export script reads a
+//     tenant's rows in batches with it;
+//   - Options.Define binds variables to fixed values, as pgbench's -D
+//     NAME=VALUE does;
 //   - a :variable in SQL becomes a bind parameter ($1, $2, ... one per
 //     occurrence, as pgbench's prepared mode numbers them), never text
 //     pasted into the statement; inside quotes, comments and dollar quotes

@@ -42,5 +42,5 @@ UPDATE accounts SET abalance = abalance - :delta WHERE tenant = :tenant AND aid 
 	// SELECT abalance AS balance FROM accounts WHERE tenant = $1 AND aid = $2 [acme-1 100]
 	// UPDATE accounts SET abalance = abalance - $1 WHERE tenant = $2 AND aid = $3 [50 acme-1 100]
 	// <nil>
-	// bad.sql:2:1: meta-command \setshell is not supported by noisysim (it runs \set, \sleep and \gset)
+	// bad.sql:2:1: meta-command \setshell is not supported by noisysim (it runs \set, \sleep, \gset and \repeat)
 }

@@ -279,6 +279,10 @@ func TestParseErrors(t *testing.T) {
 		{"unterminated quote", "SELECT 1;\nSELECT 'abc\n", ErrSyntax, "f.sql:2:8: unterminated quoted string"},
 		{"compound", "SELECT 1 \\; SELECT 2;\n", ErrUnsupported, `f.sql:1:10: "\;"`},
 		{"empty", "-- nothing\n", ErrSyntax, "f.sql: the script has no SQL statement"},
+		{"repeat unclosed", "SELECT 1;\n\\repeat 2\nSELECT 2;\n", ErrSyntax, `f.sql:2:1: \repeat has no matching \endrepeat`},
+		{"endrepeat alone", "SELECT 1;\n\\endrepeat\n", ErrSyntax, `f.sql:2:1: \endrepeat without \repeat`},
+		{"repeat no count", "\\repeat\nSELECT 1;\n\\endrepeat\n", ErrSyntax, `f.sql:1:1: \repeat needs an expression`},
+		{"repeat unknown variable", "\\repeat :n\nSELECT 1;\n\\endrepeat\n", ErrUnknownVariable, `f.sql:1:9: \repeat: unknown variable :n`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.src), "f.sql", builtins)
@@ -372,5 +376,73 @@ func TestContinuationAndSleepVariable(t *testing.T) {
 	cancel()
 	if err := s.Run(ctx, &fakeConn{}, rand.New(rand.NewPCG(1, 1)), nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("error %v, want context.Canceled", err)
+	}
+}
+
+// TestRepeat runs a loop's commands count times, nested loops included,
+// and none for 0.
+func TestRepeat(t *testing.T) {
+	s, err := Parse([]byte(`\set after 0
+\repeat :scale + 1
+SELECT :after;
+\set after :after + 10
+\repeat 2
+SELECT 'inner';
+\endrepeat
+\endrepeat
+\repeat 0
+SELECT 'never';
+\endrepeat
+SELECT 'last', :after;
+`), "r.sql", builtins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeConn{}
+	if err := s.Run(context.Background(), f, rand.New(rand.NewPCG(1, 1)), []Value{Text("acme"), Int(2)}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range f.calls {
+		got = append(got, strings.TrimSpace(strings.Join(strings.Fields(c.sql+" "+fmtArgs(c.args)), " ")))
+	}
+	want := []string{"SELECT $1 0", "SELECT 'inner'", "SELECT 'inner'", "SELECT $1 10", "SELECT 'inner'", "SELECT 'inner'",
+		"SELECT $1 20", "SELECT 'inner'", "SELECT 'inner'", "SELECT 'last', $1 30"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ran\n%q\nwant\n%q", got, want)
+	}
+	bad, err := Parse([]byte("\\repeat :scale - 5\nSELECT 1;\n\\endrepeat\n"), "n.sql", builtins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bad.Run(context.Background(), &fakeConn{}, rand.New(rand.NewPCG(1, 1)), []Value{Text("acme"), Int(2)})
+	if err == nil || !strings.HasPrefix(err.Error(), "n.sql:1: \\repeat: count -3 is not a whole number >= 0") {
+		t.Errorf("negative count: error %v", err)
+	}
+}
+
+func fmtArgs(args []any) string {
+	var out []string
+	for _, a := range args {
+		out = append(out, FromAny(a).String())
+	}
+	return strings.Join(out, " ")
+}
+
+// TestDefine binds Options.Define's values on every run, as pgbench -D.
+func TestDefine(t *testing.T) {
+	s, err := Parse([]byte("SELECT :batch, :tenant;\n"), "d.sql", Options{Builtins: []string{"tenant"}, Define: map[string]Value{"batch": Int(700)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql, args, ok, err := s.Single(rand.New(rand.NewPCG(1, 1)), []Value{Text("acme")})
+	if err != nil || !ok || sql != "SELECT $1, $2" || args[0] != int64(700) || args[1] != "acme" {
+		t.Errorf("got %q %v ok %v err %v; want SELECT $1, $2 with 700, acme", sql, args, ok, err)
+	}
+	if _, err := Parse([]byte("SELECT 1;"), "d.sql", Options{Builtins: []string{"tenant"}, Define: map[string]Value{"tenant": Int(1)}}); err == nil {
+		t.Error("a define that is also a builtin: want an error")
+	}
+	if _, err := Parse([]byte("SELECT :batc;\n"), "d.sql", Options{Define: map[string]Value{"batch": Int(1)}}); err == nil || !strings.Contains(err.Error(), "did you mean :batch?") {
+		t.Errorf("unknown variable near a define: error %v", err)
 	}
 }

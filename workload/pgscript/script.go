@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +27,10 @@ type Options struct {
 	// Builtins are the variables the caller binds on every run, in this
 	// order; Run takes their values in the same order.
 	Builtins []string
+	// Define sets variables to the same value on every run, as pgbench's
+	// -D NAME=VALUE does (a shipped script's class parameters: a batch
+	// size, a sleep).
+	Define map[string]Value
 }
 
 // Script is a parsed script, safe to run from many goroutines at once.
@@ -36,6 +41,13 @@ type Script struct {
 	slots map[string]int
 	names []string
 	nb    int
+	// defines are Options.Define's slots and values.
+	defines []define
+}
+
+type define struct {
+	slot int
+	v    Value
 }
 
 type cmdKind uint8
@@ -44,6 +56,8 @@ const (
 	cmdSQL cmdKind = iota
 	cmdSet
 	cmdSleep
+	cmdRepeat
+	cmdEndRepeat
 )
 
 // command is one SQL statement or meta-command.
@@ -64,6 +78,9 @@ type command struct {
 	count     int64
 	countSlot int // -1: literal
 	unit      time.Duration
+	// \repeat: the count is expr; jump is the index of the matching
+	// \endrepeat (and the \endrepeat's, of its \repeat).
+	jump int
 }
 
 // Statements returns the script's SQL statements as sent to the server,
@@ -103,6 +120,8 @@ type parser struct {
 	prefixes []string
 	// missed is the last name resolve did not know, for a suggestion.
 	missed string
+	// open are the indexes of the \repeat commands not yet closed.
+	open []int
 }
 
 func newParser(file string, opts Options) (*parser, error) {
@@ -116,6 +135,21 @@ func newParser(file string, opts Options) (*parser, error) {
 		p.known[b] = true
 	}
 	s.nb = len(s.names)
+	names := make([]string, 0, len(opts.Define))
+	for name := range opts.Define {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !varName.MatchString(name) {
+			return nil, fmt.Errorf("pgscript: define %q is not a variable name", name)
+		}
+		if p.known[name] {
+			return nil, fmt.Errorf("pgscript: define %q is also a builtin", name)
+		}
+		s.defines = append(s.defines, define{slot: p.slot(name), v: opts.Define[name]})
+		p.known[name] = true
+	}
 	return p, nil
 }
 
@@ -197,6 +231,10 @@ func Parse(src []byte, file string, opts Options) (*Script, error) {
 			}
 			return nil, err
 		}
+	}
+	if n := len(p.open); n > 0 {
+		c := p.s.cmds[p.open[n-1]]
+		return nil, &Error{File: file, Line: c.line, Col: 1, Msg: `\repeat has no matching \endrepeat`, Kind: ErrSyntax}
 	}
 	if len(p.s.cmds) == 0 {
 		return nil, &Error{File: file, Msg: "the script has no SQL statement or meta-command", Kind: ErrSyntax}
@@ -328,8 +366,30 @@ func (p *parser) piece(pc piece) error {
 		}
 		p.s.cmds[n-1].gset, p.s.cmds[n-1].prefix = true, prefix
 		p.prefixes = append(p.prefixes, prefix)
+	case "repeat":
+		if rest == "" {
+			return fail(pc.col, ErrSyntax, `\repeat needs an expression: how many times to run the commands up to \endrepeat`)
+		}
+		e, perr, kind := parseExpr(rest, argCol, p.resolve)
+		if perr != nil {
+			return fail(perr.col, kind, `\repeat: %s`, perr.msg)
+		}
+		p.open = append(p.open, len(p.s.cmds))
+		p.s.cmds = append(p.s.cmds, command{kind: cmdRepeat, line: pc.line, expr: e})
+	case "endrepeat":
+		if rest != "" {
+			return fail(argCol, ErrSyntax, `\endrepeat takes no argument`)
+		}
+		n := len(p.open)
+		if n == 0 {
+			return fail(pc.col, ErrSyntax, `\endrepeat without \repeat`)
+		}
+		start := p.open[n-1]
+		p.open = p.open[:n-1]
+		p.s.cmds[start].jump = len(p.s.cmds)
+		p.s.cmds = append(p.s.cmds, command{kind: cmdEndRepeat, line: pc.line, jump: start})
 	default:
-		return fail(pc.col, ErrUnsupported, `meta-command \%s is not supported by noisysim (it runs \set, \sleep and \gset)`, name)
+		return fail(pc.col, ErrUnsupported, `meta-command \%s is not supported by noisysim (it runs \set, \sleep, \gset and \repeat)`, name)
 	}
 	return nil
 }
@@ -344,15 +404,54 @@ func (s *Script) Run(ctx context.Context, c Conn, rng *rand.Rand, builtins []Val
 	if len(builtins) != s.nb {
 		return fmt.Errorf("pgscript: %s takes %d builtins, got %d", s.File, s.nb, len(builtins))
 	}
-	e := &env{vars: make([]Value, len(s.names)), rng: rng, names: s.names}
-	copy(e.vars, builtins)
-	for i := range s.cmds {
+	e := s.newEnv(rng, builtins)
+	// left counts down the runs of each open \repeat, innermost last.
+	var left []int64
+	for i := 0; i < len(s.cmds); i++ {
 		cmd := &s.cmds[i]
-		if err := s.exec(ctx, c, e, cmd); err != nil {
-			return err
+		switch cmd.kind {
+		case cmdRepeat:
+			v, err := cmd.expr(e)
+			if err == nil {
+				v, err = v.number()
+			}
+			if err == nil && (v.k != kindInt || v.i < 0) {
+				err = fmt.Errorf(`\repeat: count %s is not a whole number >= 0`, v.String())
+			}
+			if err != nil {
+				return s.runErr(cmd, err)
+			}
+			if v.i == 0 {
+				i = cmd.jump // past the \endrepeat
+				continue
+			}
+			left = append(left, v.i)
+		case cmdEndRepeat:
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if left[len(left)-1]--; left[len(left)-1] > 0 {
+				i = cmd.jump // the loop's first command next
+			} else {
+				left = left[:len(left)-1]
+			}
+		default:
+			if err := s.exec(ctx, c, e, cmd); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// newEnv returns a run's variables: builtins, then the defines.
+func (s *Script) newEnv(rng *rand.Rand, builtins []Value) *env {
+	e := &env{vars: make([]Value, len(s.names)), rng: rng, names: s.names}
+	copy(e.vars, builtins)
+	for _, d := range s.defines {
+		e.vars[d.slot] = d.v
+	}
+	return e
 }
 
 func (s *Script) runErr(cmd *command, err error) error {
@@ -431,8 +530,7 @@ func (s *Script) Single(rng *rand.Rand, builtins []Value) (sql string, args []an
 	if len(builtins) != s.nb {
 		return "", nil, false, fmt.Errorf("pgscript: %s takes %d builtins, got %d", s.File, s.nb, len(builtins))
 	}
-	e := &env{vars: make([]Value, len(s.names)), rng: rng, names: s.names}
-	copy(e.vars, builtins)
+	e := s.newEnv(rng, builtins)
 	for i := range s.cmds[:last] {
 		if err := s.exec(context.Background(), nil, e, &s.cmds[i]); err != nil {
 			return "", nil, false, err
