@@ -128,7 +128,20 @@ Flags:
 	}
 	defer a.teardown.finish(a.teardown.add(removeTmp, removeTmp))
 
-	rec, err := record.Start(ctx, conn, f, node.DataDir)
+	// The restore is registered before anything changes: a second signal
+	// during Start waits for it and puts back what it set.
+	rec := record.New(conn, f, node.DataDir)
+	stop := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return rec.Stop(sctx)
+	}
+	td := a.teardown.add(stop, stop)
+	err = rec.Start(ctx)
+	if err != nil {
+		// Start left the settings as they were.
+		a.teardown.forget(td)
+	}
 	if errors.Is(err, record.ErrCollectorOff) {
 		needed, _ := record.Needed(context.WithoutCancel(ctx), conn, f)
 		record.Guidance(a.stdout, needed, f)
@@ -140,12 +153,6 @@ Flags:
 	if err != nil {
 		return err
 	}
-	stop := func() error {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		return rec.Stop(sctx)
-	}
-	td := a.teardown.add(stop, stop)
 	started := time.Now()
 	fmt.Fprintf(a.stdout, "recording %s of %s for %s (set: %s); Ctrl-C stops early and keeps what was recorded\n",
 		f, node.Name, *dur, strings.Join(rec.Changed(), ", "))
