@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -76,11 +77,13 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, string) {
 	if v == "" {
 		return 0, "missing"
 	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
 		if n < 0 {
 			return 0, "malformed"
 		}
-		return time.Duration(n) * time.Second, "seconds"
+		// Clamped: a value of 9223372037 s or more would overflow to a
+		// negative wait, a retry at once.
+		return time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second, "seconds"
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		return max(t.Sub(now), 0), "date"
@@ -99,7 +102,7 @@ type httpTarget struct {
 	mu         sync.Mutex
 	outcomes   map[string]int64
 	retryAfter map[string]int64
-	raSum      time.Duration
+	raSum      float64 // seconds: a sum of durations would overflow on a few huge values
 	raN        int64
 	// arrivals are the calls of the open loop, requests the HTTP requests
 	// sent for them, retries the attempts after a first.
@@ -297,7 +300,7 @@ func (h *httpTarget) count(outcome string, he *HTTPError) {
 	if he != nil {
 		h.retryAfter[he.RetryAfterForm]++
 		if he.RetryAfterForm == "seconds" || he.RetryAfterForm == "date" {
-			h.raSum += he.RetryAfter
+			h.raSum += he.RetryAfter.Seconds()
 			h.raN++
 		}
 	}
@@ -316,7 +319,7 @@ func (h *httpTarget) stats() *reports.HTTPStats {
 		s.RetryAfter = maps.Clone(h.retryAfter)
 	}
 	if h.raN > 0 {
-		s.RetryAfterMean = (h.raSum / time.Duration(h.raN)).Seconds()
+		s.RetryAfterMean = h.raSum / float64(h.raN)
 	}
 	return s
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,6 +28,9 @@ func TestParseRetryAfter(t *testing.T) {
 		{" 0 ", 0, "seconds"},
 		{"-1", 0, "malformed"},
 		{"1.5", 0, "malformed"},
+		{"10000000000", math.MaxInt64 / time.Second * time.Second, "seconds"},          // 1e19 ns would wrap negative
+		{"99999999999999999999", math.MaxInt64 / time.Second * time.Second, "seconds"}, // beyond int64
+		{"-99999999999999999999", 0, "malformed"},
 		{"soon", 0, "malformed"},
 		{now.Add(7 * time.Second).Format(http.TimeFormat), 7 * time.Second, "date"},
 		{now.Add(-time.Minute).Format(http.TimeFormat), 0, "date"},

@@ -22,13 +22,14 @@ import (
 
 // Skip causes of a replayed log's records.
 const (
-	skipUnreadable  = "unreadable record"
-	skipTruncated   = "truncated record"
-	skipParams      = "bind parameters that do not parse"
-	skipNotStmt     = "not a statement (connection, error, other message)"
-	skipProtocol    = "parse or bind step (the statement runs at its execute)"
-	skipLate        = "started before a statement already replayed, beyond replay.reorder"
-	skipUntaggedOut = "untagged, and no tenant \"untagged\" in tenants.keys"
+	skipUnreadable   = "unreadable record"
+	skipTruncated    = "truncated record"
+	skipParams       = "bind parameters that do not parse"
+	skipNotStmt      = "not a statement (connection, error, other message)"
+	skipProtocol     = "parse or bind step (the statement runs at its execute)"
+	skipLate         = "started before a statement already replayed, beyond replay.reorder"
+	skipUntaggedOut  = "untagged, and no tenant \"untagged\" in tenants.keys"
+	skipHousekeeping = "the isolation stack's own tag or reset (the replaying stack sends its own)"
 )
 
 // logRule is a compiled replay.rules entry.
@@ -183,6 +184,10 @@ func (lr *logReader) read() bool {
 			continue
 		case pglog.KindParse, pglog.KindBind:
 			lr.skip(skipProtocol)
+			continue
+		}
+		if pools.Housekeeping(e.Statement) {
+			lr.skip(skipHousekeeping)
 			continue
 		}
 		key := lr.key(&e)

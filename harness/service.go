@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -49,12 +50,18 @@ func (e *ServiceError) Is(target error) bool { return target == scenario.ErrInva
 // tailLines is how many last lines of a service's output an error shows.
 const tailLines = 20
 
+// tailLineBytes is how much of each of those lines is kept: its end, after
+// "…" when cut. A service that writes without newlines (progress bars, a
+// dump) would otherwise be held whole in memory.
+const tailLineBytes = 4096
+
 // tail keeps the last lines written to it (and passes everything on to w).
 type tail struct {
 	mu    sync.Mutex
 	w     *os.File
 	lines []string
 	part  []byte
+	cut   bool // part lost its beginning
 }
 
 func (t *tail) Write(p []byte) (int, error) {
@@ -63,19 +70,36 @@ func (t *tail) Write(p []byte) (int, error) {
 	if t.w != nil {
 		t.w.Write(p)
 	}
-	t.part = append(t.part, p...)
-	for {
-		i := bytes.IndexByte(t.part, '\n')
-		if i < 0 {
+	written := len(p)
+	for len(p) > 0 {
+		line, rest, nl := bytes.Cut(p, []byte{'\n'})
+		if len(line) >= tailLineBytes { // only its end stays
+			t.cut = t.cut || len(t.part)+len(line) > tailLineBytes
+			t.part = append(t.part[:0], line[len(line)-tailLineBytes:]...)
+		} else {
+			t.part = append(t.part, line...)
+		}
+		if n := len(t.part); n > tailLineBytes {
+			t.part = append(t.part[:0], t.part[n-tailLineBytes:]...)
+			t.cut = true
+		}
+		if !nl {
 			break
 		}
-		t.lines = append(t.lines, string(t.part[:i]))
-		t.part = t.part[i+1:]
+		t.lines = append(t.lines, t.partString())
+		t.part, t.cut, p = t.part[:0], false, rest
 		if len(t.lines) > tailLines {
 			t.lines = t.lines[len(t.lines)-tailLines:]
 		}
 	}
-	return len(p), nil
+	return written, nil
+}
+
+func (t *tail) partString() string {
+	if t.cut {
+		return "…" + string(t.part)
+	}
+	return string(t.part)
 }
 
 func (t *tail) last() []string {
@@ -83,7 +107,7 @@ func (t *tail) last() []string {
 	defer t.mu.Unlock()
 	out := append([]string(nil), t.lines...)
 	if len(t.part) > 0 {
-		out = append(out, string(t.part))
+		out = append(out, t.partString())
 	}
 	return out
 }
@@ -95,6 +119,23 @@ type instance struct {
 	base   string
 	exited chan struct{} // closed when the process has been waited for
 	err    error         // Wait's result, after exited
+}
+
+// serviceWaitDelay is how long an instance's output is read after its
+// process has exited: a child that left its process group (setsid, a
+// daemon) keeps the output pipe open, and its end would otherwise be waited
+// for (a run hung as long as such a child lived).
+const serviceWaitDelay = 2 * time.Second
+
+// serviceCommand returns the command of one instance: in a process group of
+// its own, killed whole, and killed with noisysim should noisysim die
+// without stopping it; its output to out.
+func serviceCommand(argv []string, dir string, env []string, out io.Writer) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = serviceWaitDelay
+	return cmd
 }
 
 // serviceRun is one configuration's service.
@@ -313,11 +354,7 @@ func (r *runner) startService(ctx context.Context, c *scenario.Configuration) (*
 			return nil, fmt.Errorf("%w: service log: %w", ErrRun, err)
 		}
 		in := &instance{out: &tail{w: f}, base: v["base_url"], exited: make(chan struct{})}
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = r.serviceDir(), serviceEnv(sv, value), in.out, in.out
-		// A process group of its own, killed whole; and killed with
-		// noisysim should noisysim die without stopping it.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		cmd := serviceCommand(argv, r.serviceDir(), serviceEnv(sv, value), in.out)
 		in.cmd = cmd
 		if err := cmd.Start(); err != nil {
 			f.Close()
@@ -448,12 +485,15 @@ func (s *serviceRun) stop() {
 		for _, in := range s.instances {
 			syscall.Kill(-in.cmd.Process.Pid, syscall.SIGTERM)
 		}
-		timer := time.NewTimer(s.sc.StopGrace.Duration())
-		defer timer.Stop()
+		// One deadline for all: a channel that stays closed once the
+		// grace is over (a timer's fires once, and the next instance
+		// ignoring SIGTERM would be waited for forever).
+		grace, cancel := context.WithTimeout(context.Background(), s.sc.StopGrace.Duration())
+		defer cancel()
 		for _, in := range s.instances {
 			select {
 			case <-in.exited:
-			case <-timer.C:
+			case <-grace.Done():
 			}
 		}
 		for _, in := range s.instances {

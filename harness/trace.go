@@ -587,6 +587,22 @@ func (r *runner) planReplay() error {
 	}
 	r.note("replay: %s: %d %s at speed %s%s", p.path, p.total, what,
 		strconv.FormatFloat(r.sc.Replay.Speed, 'g', -1, 64), p.skipText())
+	// A speed (or timeline) that leaves a measured window without an
+	// operation replays nothing in it for its whole length: say so.
+	var empty []string
+	for i, st := range r.steps {
+		if st.Measure && p.phases[i] == 0 {
+			empty = append(empty, st.Name)
+		}
+	}
+	if len(empty) > 0 {
+		unit := "operations"
+		if r.sc.Replay.Log != "" {
+			unit = "statements"
+		}
+		r.note("replay: no %s fall in window %s (after replay.speed %s, the first start is the timeline's 0): nothing is replayed there",
+			unit, strings.Join(empty, ", "), strconv.FormatFloat(r.sc.Replay.Speed, 'g', -1, 64))
+	}
 	return nil
 }
 

@@ -296,3 +296,40 @@ configurations: [{name: naive, mode: shared}]
 		}
 	}
 }
+
+// TestReplayEmptyWindowNoted: a replay whose speed puts every statement
+// before a measured window says that window gets none, rather than
+// replaying nothing there in silence.
+func TestReplayEmptyWindowNoted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: runs a real PostgreSQL in -short mode")
+	}
+	dir := writeFiles(t, map[string]string{
+		"pg.json": `{"timestamp":"2026-12-01 18:00:00.000 UTC","error_severity":"LOG","application_name":"t:acme","session_id":"a","message":"duration: 1.000 ms  statement: SELECT 1"}
+{"timestamp":"2026-12-01 18:00:03.000 UTC","error_severity":"LOG","application_name":"t:acme","session_id":"a","message":"duration: 1.000 ms  statement: SELECT 2"}
+`,
+		"s.sql": "SELECT 1;\n",
+		"s.yaml": `name: empty-window
+tenants: {count: 2, keys: {type: text, list: [acme, globex]}}
+data: {setup: [s.sql]}
+classes: [{name: lookup, isolation_class: interactive, sql: "SELECT 1", rate: 1}]
+replay: {log: pg.json, speed: 4}
+timeline: [{name: solo, length: 1s}, {name: run, length: 1s}]
+phases: {drain: 1s}
+configurations: [{name: isolated, mode: isolated}]
+assertions: {quiet_p99: {min_samples: 1000000, baseline: run}}
+`,
+	})
+	sc, err := scenario.Load(filepath.Join(dir, "s.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.Run(t.Context(), sc, harness.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	if !strings.Contains(notes, "no statements fall in window run (after replay.speed 4") || strings.Contains(notes, "window solo") {
+		t.Errorf("notes do not say window run (alone) gets no statements:\n%s", notes)
+	}
+}

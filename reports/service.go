@@ -25,7 +25,11 @@ func serviceLines(c Configuration) []string {
 		line := fmt.Sprintf("http %d arrivals, %d requests (amplification %.2fx, %d retries): %s",
 			h.Arrivals, h.Requests, h.Amplification, h.Retries, counts(h.Outcomes))
 		if len(h.RetryAfter) > 0 {
-			line += fmt.Sprintf(" (429 Retry-After: %s; mean %.1f s)", counts(h.RetryAfter), h.RetryAfterMean)
+			line += " (429 Retry-After: " + counts(h.RetryAfter)
+			if h.RetryAfter["seconds"]+h.RetryAfter["date"] > 0 { // a mean of well-formed values only
+				line += fmt.Sprintf("; mean %.1f s", h.RetryAfterMean)
+			}
+			line += ")"
 		}
 		out = append(out, line)
 	}

@@ -30,6 +30,10 @@ func TestServiceLines(t *testing.T) {
 			t.Errorf("lines lack %q:\n%s", want, got)
 		}
 	}
+	c.HTTP.RetryAfter, c.HTTP.RetryAfterMean = map[string]int64{"malformed": 20}, 0
+	if got := strings.Join(serviceLines(c), "\n"); !strings.Contains(got, "(429 Retry-After: malformed 20)\n") {
+		t.Errorf("a mean of no well-formed Retry-After shown:\n%s", got)
+	}
 	c.Activity.Alerts = nil
 	if got := strings.Join(serviceLines(c), "\n"); !strings.Contains(got, "for 3.0 s): none") {
 		t.Errorf("no alert:\n%s", got)

@@ -23,6 +23,10 @@ import (
 // recordConnectTimeout bounds reaching --dsn.
 const recordConnectTimeout = 10 * time.Second
 
+// recordCheckEvery is how often record checks that the server still
+// answers while it waits.
+const recordCheckEvery = 2 * time.Second
+
 func runRecord(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("record", flag.ContinueOnError)
 	fs.Usage = func() {
@@ -124,7 +128,20 @@ Flags:
 	}
 	defer a.teardown.finish(a.teardown.add(removeTmp, removeTmp))
 
-	rec, err := record.Start(ctx, conn, f, node.DataDir)
+	// The restore is registered before anything changes: a second signal
+	// during Start waits for it and puts back what it set.
+	rec := record.New(conn, f, node.DataDir)
+	stop := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return rec.Stop(sctx)
+	}
+	td := a.teardown.add(stop, stop)
+	err = rec.Start(ctx)
+	if err != nil {
+		// Start left the settings as they were.
+		a.teardown.forget(td)
+	}
 	if errors.Is(err, record.ErrCollectorOff) {
 		needed, _ := record.Needed(context.WithoutCancel(ctx), conn, f)
 		record.Guidance(a.stdout, needed, f)
@@ -136,22 +153,33 @@ Flags:
 	if err != nil {
 		return err
 	}
-	stop := func() error {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		return rec.Stop(sctx)
-	}
-	td := a.teardown.add(stop, stop)
 	started := time.Now()
 	fmt.Fprintf(a.stdout, "recording %s of %s for %s (set: %s); Ctrl-C stops early and keeps what was recorded\n",
 		f, node.Name, *dur, strings.Join(rec.Changed(), ", "))
 	timer := time.NewTimer(*dur)
+	defer timer.Stop()
+	check := time.NewTicker(recordCheckEvery)
+	defer check.Stop()
 	early := false
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		timer.Stop()
-		early = true
+wait:
+	for {
+		select {
+		case <-timer.C:
+			break wait
+		case <-ctx.Done():
+			early = true
+			break wait
+		case <-check.C:
+			cctx, cancel := context.WithTimeout(ctx, recordCheckEvery)
+			err := rec.Check(cctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				// Nothing to put back on a server that is gone.
+				a.teardown.forget(td)
+				return fmt.Errorf("%w after %s; nothing was written to %s (the server's log file was %s)",
+					err, time.Since(started).Round(time.Second), *out, rec.File())
+			}
+		}
 	}
 	if err := a.teardown.finish(td); err != nil {
 		return err

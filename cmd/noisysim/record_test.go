@@ -278,11 +278,13 @@ assertions: {quiet_p99: {min_samples: 1000000, baseline: run}}
 		if after := settingsOf(t, admin); after != before {
 			t.Errorf("settings after record:\n  %s\nwant as before:\n  %s", after, before)
 		}
-		if m, _ := filepath.Glob(filepath.Join(dir, "*")); len(m) > 0 {
+		// The second signal may land after the graceful stop wrote --out
+		// (then rec.json is the recording); never a partial file.
+		if m, _ := filepath.Glob(filepath.Join(dir, ".*partial*")); len(m) > 0 {
 			t.Errorf("left behind %v", m)
 		}
-		if m, _ := filepath.Glob(filepath.Join(dir, ".*")); len(m) > 0 {
-			t.Errorf("left behind %v", m)
+		if _, err := os.Stat(out); err == nil && strings.Contains(buf.String(), "stopping immediately") {
+			t.Errorf("%s written after stopping immediately", out)
 		}
 	})
 
@@ -302,6 +304,42 @@ assertions: {quiet_p99: {min_samples: 1000000, baseline: run}}
 		}
 		if now := settingsOf(t, admin); now != was {
 			t.Errorf("settings changed:\n  %s\nwant:\n  %s", now, was)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s written", out)
+		}
+	})
+
+	t.Run("the server stops while recording: record ends, not at --for", func(t *testing.T) {
+		gone := localtest.Start(t, backend.Spec{Settings: map[string]string{"logging_collector": "on"}})
+		p, _ := backend.First(gone, backend.RolePrimary)
+		out := filepath.Join(t.TempDir(), "rec.json")
+		cmd := exec.Command(bin, "record", "--dsn", p.DSN(), "--for", "10m", "--out", out)
+		var buf lockedBuffer
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(buf.String(), "recording jsonlog"); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("record did not start:\n%s", buf.String())
+			}
+		}
+		if err := gone.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(buf.String(), "the server stopped answering") {
+				t.Errorf("record: %v, want an error saying the server stopped answering:\n%s", err, buf.String())
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("record still waiting 30 s after its server stopped:\n%s", buf.String())
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("%s written", out)

@@ -23,11 +23,11 @@
 // On a server noisysim did not start nothing is changed: Guidance writes
 // the settings to set and how to collect the file.
 //
-//	rec, err := record.Start(ctx, conn, pglog.JSON, node.DataDir)
-//	if err != nil {
+//	rec := record.New(conn, pglog.JSON, node.DataDir)
+//	defer rec.Stop(context.WithoutCancel(ctx)) // from here on, also from a signal's handler
+//	if err := rec.Start(ctx); err != nil {
 //		return err
 //	}
-//	defer rec.Stop(context.WithoutCancel(ctx))
 //	time.Sleep(10 * time.Minute)
 //	if err := rec.Stop(ctx); err != nil { … }
 //	rec.Copy(out)

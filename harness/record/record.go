@@ -158,8 +158,9 @@ func loopback(host string) bool {
 
 // Recording is a recording in progress on a server noisysim started.
 type Recording struct {
-	conn   *pgx.Conn
-	format pglog.Format
+	conn    *pgx.Conn
+	format  pglog.Format
+	dataDir string
 	// file is the log file's absolute path, name its log_filename.
 	file, name string
 	// changed are the settings Start changed, each with its previous
@@ -180,33 +181,47 @@ type change struct {
 	prev *string
 }
 
-// Start starts recording in format on the server conn reaches, whose data
-// directory is dataDir: see the package documentation. conn must not be
-// used by anything else until Stop. On a server whose logging_collector is
-// off it returns an error wrapping ErrCollectorOff and changes nothing; on
-// any error it leaves the server's settings as they were.
-func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir string) (*Recording, error) {
+// New prepares a recording in format on the server conn reaches, whose
+// data directory is dataDir: nothing changes on the server until Start.
+// conn must not be used by anything else until Stop.
+func New(conn *pgx.Conn, format pglog.Format, dataDir string) *Recording {
+	return &Recording{conn: conn, format: format, dataDir: dataDir}
+}
+
+// Start starts recording: see the package documentation. On a server whose
+// logging_collector is off it returns an error wrapping ErrCollectorOff
+// and changes nothing; on any error it leaves the server's settings as
+// they were. Stop may be called at any time, from another goroutine too (a
+// second signal's handler): it waits for Start to return, then puts back
+// what Start changed.
+func (r *Recording) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return errors.New("record: stopped before it started")
+	}
+	conn, format, dataDir := r.conn, r.format, r.dataDir
 	if format != pglog.CSV && format != pglog.JSON {
-		return nil, fmt.Errorf("record: unknown format %q; want csvlog or jsonlog", format)
+		return fmt.Errorf("record: unknown format %q; want csvlog or jsonlog", format)
 	}
 	// The recording's own statements are not recorded.
 	if _, err := conn.Exec(ctx, "SET log_min_duration_statement = -1"); err != nil {
-		return nil, fmt.Errorf("record: %w", err)
+		return fmt.Errorf("record: %w", err)
 	}
 	needed, err := Needed(ctx, conn, format)
 	if err != nil {
-		return nil, fmt.Errorf("record: %w", err)
+		return fmt.Errorf("record: %w", err)
 	}
 	if needed[0].Now != "on" {
-		return nil, fmt.Errorf("record: %w: it takes effect only at server start (start the cluster with --setting logging_collector=on)", ErrCollectorOff)
+		return fmt.Errorf("record: %w: it takes effect only at server start (start the cluster with --setting logging_collector=on)", ErrCollectorOff)
 	}
 	lock, err := lockDir(dataDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	token := make([]byte, 6)
 	rand.Read(token)
-	r := &Recording{conn: conn, format: format, lock: lock, name: "noisysim-record-" + hex.EncodeToString(token) + ".log"}
+	r.lock, r.name = lock, "noisysim-record-"+hex.EncodeToString(token)+".log"
 	ok := false
 	defer func() {
 		if !ok {
@@ -215,7 +230,7 @@ func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir str
 	}()
 	var logDir string
 	if err := conn.QueryRow(ctx, "SELECT setting FROM pg_settings WHERE name = 'log_directory'").Scan(&logDir); err != nil {
-		return nil, fmt.Errorf("record: read log_directory: %w", err)
+		return fmt.Errorf("record: read log_directory: %w", err)
 	}
 	if !filepath.IsAbs(logDir) {
 		logDir = filepath.Join(dataDir, logDir)
@@ -226,7 +241,7 @@ func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir str
 	// once the other settings are in force.
 	want := map[string]string{}
 	if trunc, err := current(ctx, conn, "log_truncate_on_rotation"); err != nil {
-		return nil, fmt.Errorf("record: %w", err)
+		return fmt.Errorf("record: %w", err)
 	} else if trunc["log_truncate_on_rotation"] != "off" {
 		// A time-based rotation would empty the file.
 		want["log_truncate_on_rotation"] = "off"
@@ -238,7 +253,7 @@ func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir str
 	}
 	prev, err := autoConf(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("record: %w", err)
+		return fmt.Errorf("record: %w", err)
 	}
 	if f := prev["log_filename"]; strings.HasPrefix(f, "noisysim-record-") {
 		var reset []string
@@ -247,7 +262,7 @@ func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir str
 				reset = append(reset, "ALTER SYSTEM RESET "+name+";")
 			}
 		}
-		return nil, fmt.Errorf("record: %w (postgresql.auto.conf: log_filename = %s); nothing was changed: put back those of these settings that were not set before (or give them their earlier values), then SELECT pg_reload_conf(): %s",
+		return fmt.Errorf("record: %w (postgresql.auto.conf: log_filename = %s); nothing was changed: put back those of these settings that were not set before (or give them their earlier values), then SELECT pg_reload_conf(): %s",
 			ErrLeftover, f, strings.Join(reset, " "))
 	}
 	names := slices.Sorted(maps.Keys(want))
@@ -269,17 +284,17 @@ func Start(ctx context.Context, conn *pgx.Conn, format pglog.Format, dataDir str
 			v = r.name
 		}
 		if err := set(name, v); err != nil {
-			return nil, errors.Join(fmt.Errorf("record: ALTER SYSTEM SET %s: %w", name, err), r.restore(context.WithoutCancel(ctx)))
+			return errors.Join(fmt.Errorf("record: ALTER SYSTEM SET %s: %w", name, err), r.restore(context.WithoutCancel(ctx)))
 		}
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-		return nil, errors.Join(fmt.Errorf("record: pg_reload_conf: %w", err), r.restore(context.WithoutCancel(ctx)))
+		return errors.Join(fmt.Errorf("record: pg_reload_conf: %w", err), r.restore(context.WithoutCancel(ctx)))
 	}
 	if err := r.waitFile(ctx, true); err != nil {
-		return nil, errors.Join(err, r.restore(context.WithoutCancel(ctx)))
+		return errors.Join(err, r.restore(context.WithoutCancel(ctx)))
 	}
 	ok = true
-	return r, nil
+	return nil
 }
 
 // lockDir takes an exclusive flock on the data directory dir, or returns
@@ -350,6 +365,20 @@ func (r *Recording) waitFile(ctx context.Context, on bool) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// Check pings the server on the recording's connection (not after Stop):
+// an error says it no longer answers (stopped, or the connection ended).
+func (r *Recording) Check(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return nil
+	}
+	if err := r.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("record: the server stopped answering: %w", err)
+	}
+	return nil
 }
 
 // File is the server's log file the recording writes, an absolute path.

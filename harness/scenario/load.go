@@ -411,6 +411,9 @@ var pathIndex = regexp.MustCompile(`^\[\d+\]`)
 func typeAt(path string) reflect.Type {
 	t := reflect.TypeFor[Scenario]()
 	for path != "" {
+		for t.Kind() == reflect.Pointer { // optional sections: service, classes[].http, http.retry
+			t = t.Elem()
+		}
 		switch t.Kind() {
 		case reflect.Map: // keys are leaves in this schema and may hold dots
 			return t.Elem()
@@ -433,6 +436,9 @@ func typeAt(path string) reflect.Type {
 		default:
 			return nil
 		}
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
 	return t
 }

@@ -276,6 +276,17 @@ func (s *Scenario) HasHTTP() bool {
 	return false
 }
 
+// OnlyHTTP reports whether every class sends HTTP requests: then the
+// service runs the queries, and noisysim's own pools carry none.
+func (s *Scenario) OnlyHTTP() bool {
+	for i := range s.Classes {
+		if s.Classes[i].HTTP == nil {
+			return false
+		}
+	}
+	return len(s.Classes) > 0
+}
+
 func (s *Scenario) applyServiceDefaults() {
 	for i := range s.Classes {
 		h := s.Classes[i].HTTP
@@ -400,7 +411,11 @@ func (c *checker) http(p string, cl *Class) {
 				c.add(fmt.Sprintf("%s.on[%d]", rp, j), "unknown outcome %q; want one of %s", o, strings.Join(retryOutcomes, ", "))
 			}
 		}
-		c.between(rp+".max", r.Max, 1, 100)
+		if r.Max == 0 && !c.present(rp+".max") {
+			c.add(rp+".max", "required: the retries after the first attempt, 1..100")
+		} else {
+			c.between(rp+".max", r.Max, 1, 100)
+		}
 		c.positive(rp+".backoff", r.Backoff)
 		if r.MaxBackoff < r.Backoff {
 			c.add(rp+".max_backoff", "must be >= backoff (%s), got %s", r.Backoff, r.MaxBackoff)

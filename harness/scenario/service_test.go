@@ -46,6 +46,22 @@ classes:
 	}
 }
 
+// TestServiceConnectionLimit: with only HTTP classes the roles' connection
+// limits bound the service's own pools, not noisysim's (left at their
+// default pool_size 30, unused), so a limit below 30 is accepted; with a
+// SQL class it is still checked against the pool that class uses.
+func TestServiceConnectionLimit(t *testing.T) {
+	const conf = "configurations: [{name: gate, mode: isolated, interactive: {role: {connection_limit: 10}}}]\n"
+	svc := "name: svc\ntenants: {count: 5}\n" + conf + "service: {command: [x]}\n"
+	if _, err := Parse([]byte(svc+"classes: [{name: interactive, rate: 1, http: {url: /x}}]\n"), "s.yaml"); err != nil {
+		t.Errorf("only HTTP classes: %v", err)
+	}
+	_, err := Parse([]byte(svc+"classes: [{name: interactive, rate: 1, http: {url: /x}}, {name: heavy, rate: 1, query: report}, {name: lookup, isolation_class: interactive, rate: 1, query: lookup}]\n"), "s.yaml")
+	if err == nil || !strings.Contains(err.Error(), "configurations[0].interactive.role.connection_limit: 10 is below the pool_size 30") {
+		t.Errorf("a SQL class: got %v, want the connection_limit below pool_size", err)
+	}
+}
+
 func TestServiceProblems(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml, want string
@@ -94,6 +110,14 @@ func TestServiceProblems(t *testing.T) {
 			`s.yaml:4:39: service.share_alert.threshold: must be a share in (0, 1], got 1.5`},
 		{"share alert window", "service: {command: [x], share_alert: {window: 1500ms}}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
 			`service.share_alert.window: must be whole seconds, at least 1s`},
+		{"unknown service key", "service: {command: [x], stop_grase: 2s}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
+			`s.yaml:4:25: service.stop_grase: unknown key "stop_grase"; did you mean "stop_grace"?`},
+		{"unknown http key", `classes: [{name: interactive, rate: 1, http: {url: "http://x/", timout: 1s}}]`,
+			`classes[0].http.timout: unknown key "timout"; did you mean "timeout"?`},
+		{"share alert not a mapping", "service: {command: [x], share_alert: 0.3}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
+			`service.share_alert: must be a mapping, got 0.3`},
+		{"share alert threshold percent", "service: {command: [x], share_alert: {threshold: 30%}}\nclasses: [{name: interactive, rate: 1, http: {url: /x}}]",
+			`service.share_alert.threshold: must be a number, got "30%"`},
 		{"unknown error class", "classes: [{name: interactive, rate: 1, query: lookup}]\nassertions: {allowed_errors: [http_418]}",
 			`assertions.allowed_errors[0]`},
 	} {
@@ -123,7 +147,10 @@ func TestRetryProblems(t *testing.T) {
 	for _, tc := range []struct{ retry, want string }{
 		{`{max: 2}`, "classes[0].http.retry.on: required"},
 		{`{on: [teapot], max: 2}`, `classes[0].http.retry.on[0]: unknown outcome "teapot"`},
-		{`{on: ["429"]}`, "classes[0].http.retry.max: must be"},
+		{`{on: ["429"]}`, "classes[0].http.retry.max: required: the retries after the first attempt, 1..100"},
+		{`{on: ["429"], max: 0}`, "classes[0].http.retry.max: must be"},
+		{`{on: ["429"], max: 2, honor_retry_after: true}`, `classes[0].http.retry.honor_retry_after: unknown key "honor_retry_after"; did you mean "honour_retry_after"?`},
+		{`yes`, `classes[0].http.retry: must be a mapping, got "yes"`},
 		{`{on: ["429"], max: 2, backoff: 1s, max_backoff: 10ms}`, "classes[0].http.retry.max_backoff: must be >= backoff"},
 		{`{on: ["429"], max: 2, fanout: 0}`, "classes[0].http.retry.fanout: must be"},
 	} {

@@ -627,7 +627,7 @@ func (c *checker) role(p string, r *Role, poolSize int) {
 		c.add(p+".connection_limit", "must be >= 0 (0 means no limit), got %d", r.ConnectionLimit)
 	case r.ConnectionLimit > MaxConnections:
 		c.add(p+".connection_limit", "must be <= %d, got %d", MaxConnections, r.ConnectionLimit)
-	case r.ConnectionLimit > 0 && poolSize > r.ConnectionLimit:
+	case r.ConnectionLimit > 0 && poolSize > r.ConnectionLimit && !c.s.OnlyHTTP(): // the service's pools are its own
 		c.add(p+".connection_limit", "%d is below the pool_size %d: the pool could not open all its connections", r.ConnectionLimit, poolSize)
 	}
 }
