@@ -106,9 +106,15 @@ func Needed(ctx context.Context, conn *pgx.Conn, format pglog.Format) ([]Setting
 // current reads settings from pg_settings; a setting the connection may
 // not read is left out.
 func current(ctx context.Context, conn *pgx.Conn, names ...string) (map[string]string, error) {
-	rows, err := conn.Query(ctx, "SELECT name, setting FROM pg_settings WHERE name = ANY($1)", names)
+	return nameValues(ctx, conn, "settings", "SELECT name, setting FROM pg_settings WHERE name = ANY($1)", names)
+}
+
+// nameValues runs sql, whose rows are (name, value), and returns them as
+// a map; what names the rows in an error.
+func nameValues(ctx context.Context, conn *pgx.Conn, what, sql string, args ...any) (map[string]string, error) {
+	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read settings: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	out := map[string]string{}
 	var name, value string
@@ -117,7 +123,7 @@ func current(ctx context.Context, conn *pgx.Conn, names ...string) (map[string]s
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read settings: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	return out, nil
 }
@@ -324,20 +330,8 @@ func (r *Recording) unlock() {
 
 // autoConf returns the settings ALTER SYSTEM has set (postgresql.auto.conf).
 func autoConf(ctx context.Context, conn *pgx.Conn) (map[string]string, error) {
-	rows, err := conn.Query(ctx, "SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE '%/postgresql.auto.conf' ORDER BY seqno")
-	if err != nil {
-		return nil, fmt.Errorf("read postgresql.auto.conf: %w", err)
-	}
-	out := map[string]string{}
-	var name, value string
-	_, err = pgx.ForEachRow(rows, []any{&name, &value}, func() error {
-		out[name] = value
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read postgresql.auto.conf: %w", err)
-	}
-	return out, nil
+	return nameValues(ctx, conn, "postgresql.auto.conf",
+		"SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE '%/postgresql.auto.conf' ORDER BY seqno")
 }
 
 func quote(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
