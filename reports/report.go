@@ -503,6 +503,23 @@ type Point struct {
 	// Writer is the checked writer's answers in the second; nil without
 	// a writer.
 	Writer *WriterPoint `json:"writer,omitempty"`
+	// Workers is each Citus worker's load in the second (topology citus),
+	// in worker order: the DB time of the calls that ended in the second,
+	// each tenant's counted on the worker that held its shard (the
+	// placements as read at most a second before), per second.
+	Workers []WorkerPoint `json:"workers,omitempty"`
+}
+
+// WorkerPoint is one Citus worker in a Point.
+type WorkerPoint struct {
+	// Worker is the worker's short name (worker1…).
+	Worker string `json:"worker"`
+	// Load is the mean busy backends the worker's shards had in the
+	// second.
+	Load float64 `json:"load"`
+	// Dedicated is true when the worker takes no shards
+	// (shouldhaveshards = false): left out of the skew's median.
+	Dedicated bool `json:"dedicated,omitempty"`
 }
 
 // WriterPoint is the checked writer in a Point: the writes answered in
