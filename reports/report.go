@@ -480,6 +480,9 @@ type WriterCheck struct {
 	LongestWrite       float64 `json:"longest_write_ms"`
 	LongestWriteAt     float64 `json:"longest_write_at_s"`
 	LongestWriteWindow string  `json:"longest_write_window"`
+	// LongestWriteLockRetries are the lock waits of the longest write
+	// (part of LockRetries): its time covers them and its reruns.
+	LongestWriteLockRetries int64 `json:"longest_write_lock_retries,omitempty"`
 	// Node is where the checker read the rows back.
 	Node string `json:"node,omitempty"`
 }
