@@ -60,10 +60,10 @@ type writerVerdict struct {
 	// lock, failed and were run again (not errors); LongestRetries those
 	// of the longest write, whose time (Longest) covers them.
 	LockRetries, LongestRetries int64
-	Lost, Duplicated, Stale int64
-	Vanished                int64
-	Longest                 time.Duration
-	node                    string
+	Lost, Duplicated, Stale     int64
+	Vanished                    int64
+	Longest                     time.Duration
+	node                        string
 }
 
 // writerPoolSize is the writer's connections per node: it writes one at a
