@@ -298,10 +298,13 @@ type phaseBands struct {
 var _ plot.Plotter = (*phaseBands)(nil)
 
 // labelRow is the height of one row of labels; labelGap the least space
-// between two labels in a row.
+// between two labels in a row; labelSlack the part a label's width is
+// taken larger than gonum's font metrics say: a browser without the SVG's
+// font draws it in a wider one (Chromium on Debian: about 20% wider).
 const (
-	labelRow = vg.Length(9)
-	labelGap = vg.Length(4)
+	labelRow   = vg.Length(9)
+	labelGap   = vg.Length(4)
+	labelSlack = 1.3
 )
 
 func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
@@ -324,7 +327,7 @@ func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
 			shade.Y -= 6
 		}
 		c.FillPolygon(shade, c.ClipPolygonXY([]vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}))
-		names = append(names, labelBox{X: x0 + 2, W: sty.Width(s.Name), Text: s.Name})
+		names = append(names, labelBox{X: x0 + 2, W: sty.Width(s.Name) * labelSlack, Text: s.Name})
 	}
 
 	ls := draw.LineStyle{Color: color.RGBA{R: 0x80, A: 0xff}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(2)}}
@@ -344,7 +347,7 @@ func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
 				c.ClipPolygonXY([]vg.Point{{X: x, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x, Y: c.Max.Y}}))
 		}
 		c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
-		labels = append(labels, labelBox{X: x + 2, W: asty.Width(m.Label), Text: m.Label})
+		labels = append(labels, labelBox{X: x + 2, W: asty.Width(m.Label) * labelSlack, Text: m.Label})
 	}
 	// The labels over every band and line: the phases' rows, the
 	// actions' under them.
