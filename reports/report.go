@@ -483,6 +483,12 @@ type WriterCheck struct {
 	// LongestWriteLockRetries are the lock waits of the longest write
 	// (part of LockRetries): its time covers them and its reruns.
 	LongestWriteLockRetries int64 `json:"longest_write_lock_retries,omitempty"`
+	// LongestWriteLate is the part of LongestWrite before it was sent, in
+	// ms: the writer writes one at a time, and a write waits for those
+	// before it (a pause shows in the writes after it too, each counted
+	// from its own intended start, never added up; a writer slower than
+	// its rate falls behind for good).
+	LongestWriteLate float64 `json:"longest_write_late_ms,omitempty"`
 	// Node is where the checker read the rows back.
 	Node string `json:"node,omitempty"`
 }
