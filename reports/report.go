@@ -554,6 +554,10 @@ type PoolPoint struct {
 	// Busy is the DB time of the calls the pool ran that ended in the
 	// second, per second: the mean connections busy, the node's load.
 	Busy float64 `json:"busy,omitempty"`
+	// Opened is how many connections the pool opened over the second: a
+	// burst is a pool growing under a change of load, each new connection
+	// a server process to start before its first call runs.
+	Opened int64 `json:"opened,omitempty"`
 }
 
 // LimiterPoint is one class's limiter in a Point: the requests in flight
