@@ -262,7 +262,7 @@ func TestStoryHotShard(t *testing.T) {
 	checkStory(t, dom, []figureWant{
 		{id: "latency", plots: 1, texts: []string{"solo", "before", "after", "isolate_tenant", "dedicate_worker"}},
 		{id: "writer", plots: 1, texts: []string{"acknowledged", "isolate_tenant", "longest write"}},
-		{id: "nodes", plots: 1, texts: []string{"per second", "worker1", "worker2", "skew limit", "isolate_tenant", "dedicate_worker", "ladder"}},
+		{id: "nodes", plots: 1, texts: []string{"worker1", "worker2", "skew limit", "isolate_tenant", "dedicate_worker", "ladder"}},
 	}, "limiter", "rejections")
 	checkScreenshot(t, img)
 
