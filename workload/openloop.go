@@ -309,7 +309,9 @@ func (e *openLoop) dispatch(ctx context.Context, src Source) (cancelled bool, or
 		prev = op.At
 		e.stats.Scheduled++
 		intended := e.stats.Start.Add(op.At)
-		if wait := time.Until(intended) - e.cfg.PreciseWait; wait > 0 {
+		// One clock read per op that is already due (at a high rate, most).
+		now := time.Now()
+		if wait := intended.Sub(now) - e.cfg.PreciseWait; wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
@@ -317,10 +319,12 @@ func (e *openLoop) dispatch(ctx context.Context, src Source) (cancelled bool, or
 				unissued()
 				return true, nil
 			}
+			now = time.Now()
 		}
 		if e.cfg.PreciseWait > 0 {
-			if wait := time.Until(intended); wait > 0 {
+			if wait := intended.Sub(now); wait > 0 {
 				preciseSleep(wait)
+				now = time.Now()
 			}
 		}
 		select {
@@ -329,7 +333,7 @@ func (e *openLoop) dispatch(ctx context.Context, src Source) (cancelled bool, or
 			return true, nil
 		default:
 		}
-		e.issue(op, intended, time.Now())
+		e.issue(op, intended, now)
 	}
 }
 
