@@ -86,6 +86,9 @@ func TestConfigErrors(t *testing.T) {
 		{"threads above clients", bench.Config{PoolSize: 2, Threads: 4}, "--threads"},
 		{"overload not above 1", bench.Config{Overload: 0.5}, "--overload"},
 		{"one tenant", bench.Config{Tenants: 1}, "--tenants"},
+		{"short search step", bench.Config{SearchStep: time.Millisecond}, "--search-step"},
+		{"no search steps", bench.Config{SearchSteps: -1}, "--search-steps"},
+		{"negative sustain p99", bench.Config{SustainP99: -time.Millisecond}, "--sustain-p99"},
 		{"too few orders", bench.Config{Orders: 10}, "--orders"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
