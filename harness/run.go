@@ -23,6 +23,7 @@ import (
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/guard"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/internal/affinity"
 	"github.com/noisysim/noisysim/isolation"
 	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
@@ -171,6 +172,12 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		cluster = c
 	}
 	r.cluster = cluster
+	// Pinned once the servers run: they keep their own cores.
+	unpin, err := affinity.Pin(sc.Backend.Generator())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRun, err)
+	}
+	defer unpin()
 	remove, err := r.claim(ctx)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/footprint"
+	"github.com/noisysim/noisysim/internal/affinity"
 	"github.com/noisysim/noisysim/workload"
 )
 
@@ -244,6 +245,18 @@ func (c *checker) backend(b *Backend) {
 		if err := cgroup.CheckCPU(b.NodeCPURoles[r]); err != nil {
 			c.add(f, "%v", err)
 		}
+	}
+	for _, r := range slices.Sorted(maps.Keys(b.NodeCores)) {
+		f := "backend.node_cores." + string(r)
+		oneOf(c, f, "node role", r, backend.RolePrimary, backend.RoleReplica,
+			backend.RoleCoordinator, backend.RoleWorker, backend.RoleShard)
+		checkCores(c, f, b.NodeCores[r])
+	}
+	if b.GeneratorCores != "" {
+		checkCores(c, "backend.generator_cores", b.GeneratorCores)
+	}
+	if b.Kind == BackendExternal && len(b.NodeCores) > 0 {
+		c.add("backend.node_cores", "only for kind local or docker: noisysim cannot pin a server it did not start")
 	}
 	if b.Kind == BackendExternal {
 		if b.NodeCPU != 0 {
@@ -941,5 +954,17 @@ func (c *checker) app(p string, cf *Configuration) {
 		if l := cf.Pool(IsolationClass(k)).Limiter; l.Enabled && l.MaxGlobal > 0 {
 			c.add(p+"."+k+".limiter.max_global", "not with app.limiter global: the Redis limiter caps tenants only")
 		}
+	}
+}
+
+// checkCores checks a CPU list: its syntax, and that this machine lets
+// noisysim use each core.
+func checkCores(c *checker, field, list string) {
+	cores, err := affinity.Parse(list)
+	if err == nil {
+		err = affinity.Check(cores)
+	}
+	if err != nil {
+		c.add(field, "%v", err)
 	}
 }
