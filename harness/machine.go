@@ -68,8 +68,22 @@ func (r *runner) machineReport(rep *reports.Report) {
 			}
 		}
 	}
-	if g := r.sc.Backend.Generator(); len(g) > 0 {
+	if g := r.sc.Backend.Generator(); len(g) > 0 && r.generatorSkipped == "" {
 		m.GeneratorCores = affinity.Format(g)
+	}
+	if r.generatorSkipped != "" {
+		rep.Notes = append(rep.Notes, "running noisysim WITHOUT its generator_cores: "+r.generatorSkipped)
+	}
+	if len(r.sc.Backend.NodeCores) > 0 {
+		pinned := false
+		if m.NodeCPU != nil {
+			for _, n := range m.NodeCPU.Nodes {
+				pinned = pinned || n.Cores != ""
+			}
+		}
+		if !pinned {
+			rep.Notes = append(rep.Notes, "running WITHOUT the node_cores asked for: no node could be pinned on this machine")
+		}
 	}
 	if m.NodeCPU != nil || m.Concurrent != "" || len(m.Windows) > 0 || m.GeneratorCores != "" {
 		rep.Machine = m

@@ -250,10 +250,10 @@ func (c *checker) backend(b *Backend) {
 		f := "backend.node_cores." + string(r)
 		oneOf(c, f, "node role", r, backend.RolePrimary, backend.RoleReplica,
 			backend.RoleCoordinator, backend.RoleWorker, backend.RoleShard)
-		checkCores(c, f, b.NodeCores[r])
+		checkCores(c, f, b.NodeCores[r], b.NodeCPUOptional)
 	}
 	if b.GeneratorCores != "" {
-		checkCores(c, "backend.generator_cores", b.GeneratorCores)
+		checkCores(c, "backend.generator_cores", b.GeneratorCores, b.NodeCPUOptional)
 	}
 	if b.Kind == BackendExternal && len(b.NodeCores) > 0 {
 		c.add("backend.node_cores", "only for kind local or docker: noisysim cannot pin a server it did not start")
@@ -266,8 +266,8 @@ func (c *checker) backend(b *Backend) {
 			c.add("backend.node_cpu_roles", "only for kind local or docker: noisysim cannot budget the CPU of a server it did not start")
 		}
 	}
-	if b.NodeCPUOptional && b.NodeCPU == 0 && len(b.NodeCPURoles) == 0 {
-		c.add("backend.node_cpu_optional", "set, but no node_cpu or node_cpu_roles gives a budget")
+	if b.NodeCPUOptional && b.NodeCPU == 0 && len(b.NodeCPURoles) == 0 && len(b.NodeCores) == 0 && b.GeneratorCores == "" {
+		c.add("backend.node_cpu_optional", "set, but no node_cpu, node_cpu_roles, node_cores or generator_cores asks for anything")
 	}
 	switch b.Kind {
 	case BackendLocal, BackendDocker:
@@ -957,11 +957,12 @@ func (c *checker) app(p string, cf *Configuration) {
 	}
 }
 
-// checkCores checks a CPU list: its syntax, and that this machine lets
-// noisysim use each core.
-func checkCores(c *checker, field, list string) {
+// checkCores checks a CPU list: its syntax, and unless optional (the run
+// then goes on without pinning where a core is missing) that this machine
+// lets noisysim use each core.
+func checkCores(c *checker, field, list string, optional bool) {
 	cores, err := affinity.Parse(list)
-	if err == nil {
+	if err == nil && !optional {
 		err = affinity.Check(cores)
 	}
 	if err != nil {

@@ -250,6 +250,10 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 	for _, p := range plans {
 		if cores := spec.CPU.CoresFor(p.role); len(cores) > 0 {
 			if err := affinity.Check(cores); err != nil {
+				if spec.CPU.Optional {
+					c.log.Warn("running without the node's cores", "node", p.name, "reason", err)
+					continue
+				}
 				return nil, &CPUBudgetError{Node: p.name, Err: fmt.Errorf("%w: %w", backend.ErrBadInput, err)}
 			}
 			c.cores[p.name] = cores
