@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -88,5 +89,46 @@ func TestSimulateCommand(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %q", name, code, stderr.String(), tc.want)
 		}
+	}
+}
+
+// TestSweepSimulate sweeps ci-gate.yaml in virtual time: every point's
+// trials are simulations, sweep.json says so, and a sweep run one way is
+// not resumed the other.
+func TestSweepSimulate(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	out := filepath.Join(dir, "sweep")
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"sweep", "../../scenarios/ci-gate.yaml", "--simulate", "--calibrate", cal,
+		"--vary", "classes.lookup.rate=100..400:2", "--trials", "2", "--out", out}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "SIMULATED: every figure from noisysim simulate") {
+		t.Errorf("the table does not say it is simulated:\n%s", stdout.String())
+	}
+	d, err := sweep.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Simulated != cal || len(d.Points) != 2 || len(d.Points[0].Trials) != 2 || !d.Complete {
+		t.Errorf("sweep.json: simulated %q, %d points, complete %v", d.Simulated, len(d.Points), d.Complete)
+	}
+	for _, p := range d.Points {
+		for _, tr := range p.Trials {
+			for _, c := range tr.Configurations {
+				if c.Throughput <= 0 {
+					t.Errorf("point %v seed %d %s: throughput %v", p.Values, tr.Seed, c.Name, c.Throughput)
+				}
+			}
+		}
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"sweep", "../../scenarios/ci-gate.yaml", "--vary", "classes.lookup.rate=100..400:2", "--out", out, "--resume"}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "was simulated") {
+		t.Errorf("resume for real of a simulated sweep: exit %d, stderr %q; want 2", code, stderr.String())
 	}
 }
