@@ -111,6 +111,11 @@ type Options struct {
 	// Observer, when not nil, sees each request's outcome, each series
 	// point and each phase as the run goes (live metrics).
 	Observer Observer
+	// CalibrateOnly stops the run once the data set is loaded and the
+	// calibrated classes (classes[].load_factor) are measured: the report
+	// holds the calibrations alone, no configuration and no verdict
+	// (Passed false). What the run created is removed as after any run.
+	CalibrateOnly bool
 }
 
 // ErrRun marks a run that could not complete (as opposed to one whose
@@ -451,6 +456,10 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	defer r.citus.close()
 	if err := r.calibrate(ctx); err != nil {
 		return nil, err
+	}
+	if r.opts.CalibrateOnly {
+		return &reports.Report{Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, StartedAt: r.started.UTC(),
+			Calibrations: r.calibrated, Duration: time.Since(r.started).Seconds()}, nil
 	}
 	if r.sc.Service != nil {
 		if err := r.migrate(ctx); err != nil {
