@@ -183,3 +183,61 @@ func TestSweepSimulateCalibratedRate(t *testing.T) {
 		}
 	}
 }
+
+// TestOutRefusesExistingReport: simulate and run never overwrite a report
+// (least of all the --calibrate file) and find an unwritable --out before
+// they start: exit 2 naming the file, the report left as it was.
+func TestOutRefusesExistingReport(t *testing.T) {
+	dir := t.TempDir()
+	calDir := filepath.Join(dir, "calcopy")
+	if err := os.Mkdir(calDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cal := filepath.Join(calDir, "report.json")
+	writeCalibration(t, cal, true)
+	before, err := os.ReadFile(cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeatDir := filepath.Join(dir, "repeat")
+	if err := os.MkdirAll(filepath.Join(repeatDir, "run-2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repeatDir, "run-2", "report.json"), before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc := "../../scenarios/ci-gate.yaml"
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"simulate over its calibration": {[]string{"simulate", sc, "--calibrate", cal, "--out", calDir}, "would overwrite the --calibrate file " + cal},
+		"simulate over a report":        {[]string{"simulate", sc, "--calibrate", cal, "--out", calDir + "/"}, "would overwrite the --calibrate file"},
+		"run over a report":             {[]string{"run", sc, "--only", "nope", "--out", calDir}, cal + " holds a report already"},
+		"run --repeat over a run":       {[]string{"run", sc, "--only", "nope", "--repeat", "2", "--out", repeatDir}, filepath.Join(repeatDir, "run-2", "report.json") + " holds a report already"},
+		"simulate unwritable":           {[]string{"simulate", sc, "--calibrate", cal, "--out", "/proc/nope"}, "--out /proc/nope: cannot write in /proc"},
+		"run unwritable":                {[]string{"run", sc, "--only", "nope", "--out", "/proc/nope/deeper"}, "cannot write in /proc"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(tc.args, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %q", name, code, stderr.String(), tc.want)
+		}
+	}
+	// A report that is not the calibration is refused too.
+	other := filepath.Join(dir, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "report.json"), before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"simulate", sc, "--calibrate", cal, "--out", other}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), filepath.Join(other, "report.json")+" holds a report already") {
+		t.Errorf("simulate over another report: exit %d, stderr %q", code, stderr.String())
+	}
+	if after, err := os.ReadFile(cal); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the calibration report changed (err %v)", err)
+	}
+}
