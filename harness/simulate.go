@@ -161,6 +161,17 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	return rep, nil
 }
 
+// CheckSimulate returns the error Simulate would return before simulating
+// anything: sc is one the simulator does not model, or cal (read from
+// file) has no service times for one of its classes. Errors as Simulate's.
+func CheckSimulate(sc *scenario.Scenario, cal *reports.Report, file string) error {
+	if err := simulable(sc); err != nil {
+		return err
+	}
+	_, err := Calibrate(cal, file, sc)
+	return err
+}
+
 // simulable refuses what the model does not have.
 func simulable(sc *scenario.Scenario) error {
 	var why []string

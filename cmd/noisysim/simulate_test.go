@@ -241,3 +241,25 @@ func TestOutRefusesExistingReport(t *testing.T) {
 		t.Errorf("the calibration report changed (err %v)", err)
 	}
 }
+
+// TestSweepSimulateRefusesUnmodelled: a sweep in virtual time of a scenario
+// simulate does not model is refused before its first point: exit 2, no
+// INCOMPLETE line, no --out directory.
+func TestSweepSimulateRefusesUnmodelled(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	out := filepath.Join(dir, "sweep")
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"sweep", "../../scenarios/service-gate.yaml", "--simulate", "--calibrate", cal,
+		"--vary", "tenants.count=10..20:2", "--out", out}, &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "simulate does not model HTTP classes") {
+		t.Errorf("exit %d, stderr %q; want exit 2: simulate does not model HTTP classes", code, stderr.String())
+	}
+	if strings.Contains(stdout.String()+stderr.String(), "INCOMPLETE") {
+		t.Errorf("a refused sweep says it was interrupted:\n%s%s", stdout.String(), stderr.String())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("--out %s: %v; want nothing written", out, err)
+	}
+}
