@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -261,5 +262,34 @@ func TestSweepSimulateRefusesUnmodelled(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("--out %s: %v; want nothing written", out, err)
+	}
+}
+
+// TestSimulateRefusalsNamePlace: what simulate refuses is named at its
+// key's file:line:col, as validation names a bad value.
+func TestSimulateRefusalsNamePlace(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	other := filepath.Join(dir, "other.json")
+	writeCalibration(t, other, false)
+	for _, tc := range []struct {
+		scenario, only, cal, want string
+	}{
+		{"incident-drill.yaml", "sharded", cal, `incident-drill.yaml:60:1: writer: simulate does not model the checked writer`},
+		{"service-gate.yaml", "gate", cal, `service-gate.yaml:\d+:\d+: classes\[0\]\.http: simulate does not model HTTP classes \(class \w+\)`},
+		{"replay-incident.yaml", "isolated", cal, `replay-incident.yaml:\d+:\d+: replay: simulate does not model replay`},
+		{"ci-gate.yaml", "isolated", other, `ci-gate.yaml:\d+:\d+: classes\[2\]: --calibrate .*other.json: .*no service times for class report`},
+	} {
+		for _, cmd := range [][]string{
+			{"simulate", "../../scenarios/" + tc.scenario, "--calibrate", tc.cal},
+			{"simulate", "../../scenarios/" + tc.scenario, "--calibrate", tc.cal, "--only", tc.only},
+		} {
+			var stdout, stderr bytes.Buffer
+			code := realMain(cmd, &stdout, &stderr)
+			if code != exitUsage || !regexp.MustCompile(tc.want).MatchString(stderr.String()) {
+				t.Errorf("%v: exit %d, stderr %q; want exit 2 matching %q", cmd, code, stderr.String(), tc.want)
+			}
+		}
 	}
 }
