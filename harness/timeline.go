@@ -278,6 +278,10 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		acts.keep(res)
 	}
 	var current atomic.Int32 // the phase running, for the series
+	if r.citus != nil {
+		stopFollow := r.followLayout(ctx)
+		defer stopFollow()
+	}
 	stopSeries := r.sampleSeries(c.Name, st, tr, &current, ring, w)
 	defer stopSeries()
 	var layouts sync.WaitGroup // the Citus layout reads (topology citus)
@@ -467,8 +471,10 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 		}
 		var lastAcked, lastFailed int64
 		var lastDBTime []time.Duration // per pool, in st.Stat().Pools order (fixed for the stack's life)
+		var lastOpened []int64
 		for _, ps := range st.Stat().Pools {
 			lastDBTime = append(lastDBTime, ps.DBTime)
+			lastOpened = append(lastOpened, ps.NewConns)
 		}
 		last := t0
 		for {
@@ -506,6 +512,13 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 						pt.Pools[i].Busy = (ps.DBTime - lastDBTime[i]).Seconds() / now.Sub(last).Seconds()
 						lastDBTime[i] = ps.DBTime
 					}
+					if i < len(lastOpened) {
+						pt.Pools[i].Opened = ps.NewConns - lastOpened[i]
+						lastOpened[i] = ps.NewConns
+					}
+				}
+				if r.citus != nil {
+					pt.Workers = r.citus.workerPoints(dbTimes(pools.UsageWindow(lastUsage, usage)), now.Sub(last))
 				}
 				if w != nil {
 					acked, failed := w.answered()

@@ -101,6 +101,33 @@ type Report struct {
 	// measured until then (a configuration cut short is marked Incomplete
 	// and has no assertions), Passed is false and no verdict was reached.
 	Incomplete string `json:"incomplete,omitempty"`
+	// Simulated is set when the figures come from noisysim simulate (a
+	// model run in virtual time, no database), not from a real run.
+	Simulated *Simulation `json:"simulated,omitempty"`
+}
+
+// Simulation says how a simulated report's figures were made.
+type Simulation struct {
+	// Calibration is the real run's report.json the service times were
+	// read from, with its scenario and seed.
+	Calibration         string `json:"calibration"`
+	CalibrationScenario string `json:"calibration_scenario"`
+	CalibrationSeed     int64  `json:"calibration_seed"`
+	// Model names the contention model (package harness/sim).
+	Model string `json:"model"`
+	// Cores lists each node with the cores it was given ("primary 2").
+	Cores string `json:"cores"`
+	// Classes are the service-time distributions drawn from, per class.
+	Classes []SimulatedClass `json:"classes"`
+}
+
+// SimulatedClass is one class's service-time distribution in a simulation.
+type SimulatedClass struct {
+	Class string `json:"class"`
+	// From says what of the calibration report it was read from.
+	From   string  `json:"from"`
+	MeanMs float64 `json:"mean_ms"`
+	P50Ms  float64 `json:"p50_ms"`
 }
 
 // Configuration is the result of one configuration (e.g. "naive",
@@ -480,6 +507,15 @@ type WriterCheck struct {
 	LongestWrite       float64 `json:"longest_write_ms"`
 	LongestWriteAt     float64 `json:"longest_write_at_s"`
 	LongestWriteWindow string  `json:"longest_write_window"`
+	// LongestWriteLockRetries are the lock waits of the longest write
+	// (part of LockRetries): its time covers them and its reruns.
+	LongestWriteLockRetries int64 `json:"longest_write_lock_retries,omitempty"`
+	// LongestWriteLate is the part of LongestWrite before it was sent, in
+	// ms: the writer writes one at a time, and a write waits for those
+	// before it (a pause shows in the writes after it too, each counted
+	// from its own intended start, never added up; a writer slower than
+	// its rate falls behind for good).
+	LongestWriteLate float64 `json:"longest_write_late_ms,omitempty"`
 	// Node is where the checker read the rows back.
 	Node string `json:"node,omitempty"`
 }
@@ -503,6 +539,23 @@ type Point struct {
 	// Writer is the checked writer's answers in the second; nil without
 	// a writer.
 	Writer *WriterPoint `json:"writer,omitempty"`
+	// Workers is each Citus worker's load in the second (topology citus),
+	// in worker order: the DB time of the calls that ended in the second,
+	// each tenant's counted on the worker that held its shard (the
+	// placements as read at most a second before), per second.
+	Workers []WorkerPoint `json:"workers,omitempty"`
+}
+
+// WorkerPoint is one Citus worker in a Point.
+type WorkerPoint struct {
+	// Worker is the worker's short name (worker1…).
+	Worker string `json:"worker"`
+	// Load is the mean busy backends the worker's shards had in the
+	// second.
+	Load float64 `json:"load"`
+	// Dedicated is true when the worker takes no shards
+	// (shouldhaveshards = false): left out of the skew's median.
+	Dedicated bool `json:"dedicated,omitempty"`
 }
 
 // WriterPoint is the checked writer in a Point: the writes answered in
@@ -527,6 +580,10 @@ type PoolPoint struct {
 	// Busy is the DB time of the calls the pool ran that ended in the
 	// second, per second: the mean connections busy, the node's load.
 	Busy float64 `json:"busy,omitempty"`
+	// Opened is how many connections the pool opened over the second: a
+	// burst is a pool growing under a change of load, each new connection
+	// a server process to start before its first call runs.
+	Opened int64 `json:"opened,omitempty"`
 }
 
 // LimiterPoint is one class's limiter in a Point: the requests in flight

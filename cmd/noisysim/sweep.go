@@ -33,6 +33,10 @@ name, list items by their name or 0-based index, e.g. classes.report.rate,
 tenants.dominant_share, tenants.count,
 configurations.isolated.heavy.limiter.max_per_tenant. Each value is written
 into the file at the key's place and validated like any scenario.
+classes.NAME.rate of a class the file calibrates (load_factor, no rate)
+is swept too: each value is written as "rate: V" in place of
+"load_factor: ...", and a knee search first runs the calibration alone
+once, on the scenario as written: the rate it gives is today's value.
 LO..HI:STEPS takes STEPS evenly spaced values (default 5); LO..HI*FACTOR
 takes LO, LO*FACTOR, ... up to HI; KEY=V one value. Integer keys are rounded.
 
@@ -46,6 +50,10 @@ every trial: an interrupted sweep keeps its finished trials, and --resume
 continues it.
 The cluster is started once and reused for every point (per point when a
 key is under backend).
+
+--simulate --calibrate report.json runs each trial in virtual time, as
+'noisysim simulate' (no database, no machine lock): sweep.json and the
+tables say the figures are simulated.
 
 Exit codes: 0 done, 2 bad input or usage (a key not in the file or not
 numeric, a value the scenario's validation rejects, STEPS 0), 1 any other
@@ -73,6 +81,8 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	resume := fs.Bool("resume", false, "continue the interrupted sweep in --out (its finished trials are kept)")
 	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs")
+	simulate := fs.Bool("simulate", false, "sweep in virtual time: each trial is noisysim simulate (no database), calibrated by --calibrate")
+	calibrate := fs.String("calibrate", "", "with --simulate: a real run's report.json to draw service times from")
 	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
@@ -97,6 +107,10 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		return usagef("sweep: --resume continues the sweep in --out DIR: give --out")
 	case *noWait && *allowConcurrent:
 		return usagef("sweep: --no-wait and --allow-concurrent exclude each other")
+	case *simulate && *calibrate == "":
+		return usagef("sweep: --simulate needs --calibrate report.json (a real run's report of a scenario with the same classes)")
+	case !*simulate && *calibrate != "":
+		return usagef("sweep: --calibrate is for --simulate")
 	case math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0):
 		return usagef("sweep: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
 	}
@@ -126,14 +140,40 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
+	if prior != nil && prior.Simulated != *calibrate {
+		was := "run for real"
+		if prior.Simulated != "" {
+			was = "simulated, --simulate --calibrate " + prior.Simulated
+		}
+		return usagef("sweep: --resume: the sweep in %s was %s; resume it the same way", *out, was)
+	}
 
+	var cal *reports.Report
+	if *simulate {
+		f, err := os.Open(*calibrate)
+		if err != nil {
+			return usagef("sweep: --calibrate: %v", err)
+		}
+		cal, err = reports.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			return usagef("sweep: --calibrate %s: %v", *calibrate, err)
+		}
+		if cal.Simulated != nil {
+			return usagef("sweep: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
+		}
+	}
 	var hopts harness.Options // set below, once the input is checked
 	var startOnce func(context.Context) error
 	var started *teardownItem
 	var writeErr error
 	knees := 0
+	baselineSaid := false
 	opts := sweep.Options{Trials: *trials, Iterations: *iterations, Prior: prior, Only: *only,
 		Run: func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
+			if cal != nil {
+				return harness.Simulate(ctx, sc, harness.SimulateOptions{Only: only, Calibration: cal, CalibrationFile: *calibrate, Logger: a.log})
+			}
 			if err := startOnce(ctx); err != nil {
 				return nil, err
 			}
@@ -141,11 +181,28 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			o.Only = only
 			return harness.Run(ctx, sc, o)
 		},
+		Calibrate: func(ctx context.Context, sc *scenario.Scenario) (*reports.Report, error) {
+			if cal != nil {
+				return harness.Simulate(ctx, sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: *calibrate, Logger: a.log, CalibrateOnly: true})
+			}
+			if err := startOnce(ctx); err != nil {
+				return nil, err
+			}
+			o := hopts
+			o.CalibrateOnly = true
+			return harness.Run(ctx, sc, o)
+		},
 		OnTrial: func(d *sweep.Doc) {
-			if len(d.Knees) > knees {
+			if v := d.Vary[0]; v.Calibration != nil && !baselineSaid {
+				baselineSaid = true
+				fmt.Fprintln(a.stdout, sweep.BaselineSentence(v))
+			}
+			switch {
+			case len(d.Points) == 0 && len(d.Knees) == 0: // the calibration alone, said above
+			case len(d.Knees) > knees:
 				knees = len(d.Knees)
 				fmt.Fprintln(a.stdout, sweep.KneeSentence(d.Knees[knees-1]))
-			} else {
+			default:
 				p := d.Points[len(d.Points)-1]
 				last := p.Trials[len(p.Trials)-1]
 				fmt.Fprintf(a.stdout, "%s  trial %d/%d  seed %d  %s%s\n", pointWords(d, p), len(p.Trials), d.Trials, last.Seed, heldWords(last), disturbedWord(last))
@@ -167,6 +224,14 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cal != nil {
+		// Bad input before the first trial: the scenario's shape against
+		// the calibration, what the simulator does not model.
+		if _, err := harness.Calibrate(cal, *calibrate, base); err != nil {
+			return err
+		}
+		sw.Doc().Simulated = *calibrate
+	}
 	if h := base.Assertions.Headroom; h.Key != "" {
 		if *search != "knee" {
 			fmt.Fprintf(a.stderr, "noisysim: assertions.headroom (%s) is checked by --search knee only\n", h.Key)
@@ -181,13 +246,16 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
-	release, concurrent, err := measureLock(ctx, a, "noisysim sweep "+base.Name, *noWait, *allowConcurrent)
-	if err != nil {
-		return err
+	if cal == nil {
+		release, concurrent, err := measureLock(ctx, a, "noisysim sweep "+base.Name, *noWait, *allowConcurrent)
+		if err != nil {
+			return err
+		}
+		defer release()
+		hopts.Concurrent = concurrent
 	}
-	defer release()
 
-	hopts = harness.Options{Logger: a.log, MaxForeignCPU: *maxForeign, Concurrent: concurrent,
+	hopts = harness.Options{Logger: a.log, MaxForeignCPU: *maxForeign, Concurrent: hopts.Concurrent,
 		OnCluster: func(c backend.Cluster) { registerCluster(a, c) }}
 	perPoint := false
 	for _, v := range vs {
