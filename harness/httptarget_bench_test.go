@@ -28,9 +28,10 @@ import (
 // executor, HTTP target and metrics recorder), in pairs of short legs in the
 // order bare, noisysim, noisysim, bare, … so that neither always runs first
 // and a busy machine's stalls fall on both. Both sides are alike in all but
-// noisysim's own code: the same pacing (a Go timer, then the engine's
-// PreciseWait in nanosleep), a goroutine per request at its intended start,
-// a transport with the same settings (a clone of the target's: keep-alive,
+// noisysim's own code: the same intended starts (noisysim's schedule), the
+// same pacing (a Go timer, then the engine's PreciseWait in nanosleep), an
+// arrival never waiting for an earlier one (a goroutine per request in the
+// bare loop; the open loop's, which reuses an idle one), a transport with the same settings (a clone of the target's: keep-alive,
 // idle pool) but its own connections, and a garbage collection before each
 // leg so that neither pays for the other's garbage. A first pair warms the
 // connections and is not counted. Latency runs from each request's
