@@ -345,8 +345,8 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			w.start(ctx, t0)
 		}
 		rec := r.observed(c.Name, workload.RecorderFunc(func(res workload.Result) {
-			if p, ok := res.Op.Payload.(*recorded); ok && p.Session != "" && errors.Is(res.Err, workload.ErrDropped) {
-				tr.ex.sessions.finish(p) // a dropped statement never runs: the session goes on
+			if p, ok := res.Op.Payload.(*recorded); ok && p.turn != nil && errors.Is(res.Err, workload.ErrDropped) {
+				p.turn.finish() // a dropped statement never runs: the session goes on
 			}
 			tr.windows[clk.stepAt(res.Op.At)].rec.Record(res)
 		}))
