@@ -267,6 +267,7 @@ type runner struct {
 	keys       []string
 	rowCounts  map[string]map[int]int64
 	bind       [][]pgscript.Value
+	builtins   []string // scenario.Builtins, the names of bind's values
 	primary    backend.Node
 	replica    backend.Node
 	hasReplica bool
@@ -362,6 +363,7 @@ func (r *runner) plan() error {
 // of each tenant from its key and row counts.
 func (r *runner) bindTenants() error {
 	sc := r.sc
+	r.builtins = sc.Builtins()
 	r.bind = make([][]pgscript.Value, r.pop.Len())
 	for i := range r.bind {
 		n := i + 1
