@@ -38,6 +38,12 @@ type SimulateOptions struct {
 	Cores float64
 	// Logger receives the notes; nil is silent.
 	Logger *slog.Logger
+	// Progress, when not nil, is called at each phase change of each
+	// configuration and about every ProgressEvery of wall time, from the
+	// goroutine that called Simulate, with Elapsed and Total in virtual
+	// time and Rate the operations per virtual second of the phase so far.
+	Progress      func(Progress)
+	ProgressEvery time.Duration
 	// CalibrateOnly returns, as Options.CalibrateOnly, a report holding
 	// the calibrated classes' rates alone (from Calibration's service
 	// times), nothing simulated.
@@ -140,7 +146,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	}
 	for i := range sc.Configurations {
 		c := &sc.Configurations[i]
-		res, err := r.simulateConfiguration(ctx, c, nodes, cal)
+		res, err := r.simulateConfiguration(ctx, c, nodes, cal, newSimProgress(c.Name, opts))
 		if err != nil {
 			return nil, err
 		}
@@ -339,6 +345,55 @@ func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibr
 	return cfg
 }
 
+// simProgress reports a simulation's progress in virtual time; a nil
+// *simProgress reports nothing.
+type simProgress struct {
+	config string
+	report func(Progress)
+	every  time.Duration
+	step   *step
+	issued int64
+	reach  time.Duration // the virtual time reached
+	last   time.Time     // wall time of the last report
+}
+
+func newSimProgress(config string, opts SimulateOptions) *simProgress {
+	if opts.Progress == nil {
+		return nil
+	}
+	every := opts.ProgressEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	return &simProgress{config: config, report: opts.Progress, every: every}
+}
+
+// at counts an operation that ended at virtual time end in step s, and
+// reports at a phase change or when every has passed.
+func (p *simProgress) at(s *step, end time.Duration) {
+	if p == nil {
+		return
+	}
+	changed := s != p.step
+	if changed {
+		p.step, p.issued = s, 0
+	}
+	p.issued++
+	p.reach = max(p.reach, end)
+	if !changed && p.issued%1024 != 0 {
+		return
+	}
+	if now := time.Now(); changed || now.Sub(p.last) >= p.every {
+		p.last = now
+		elapsed := min(max(p.reach-s.start, 0), s.end-s.start)
+		rate := 0.0
+		if elapsed > 0 {
+			rate = float64(p.issued) / elapsed.Seconds()
+		}
+		p.report(Progress{Phase: s.Name, Configuration: p.config, Elapsed: elapsed, Total: s.end - s.start, Issued: p.issued, Rate: rate})
+	}
+}
+
 // simLimiter is a finished simulation's limiter counters, read as a real
 // limiter's (limiterStats) by the assertions.
 type simLimiter struct{ stat limiter.Stat }
@@ -347,7 +402,7 @@ func (l simLimiter) Stat() limiter.Stat { return l.stat }
 
 // simulateConfiguration runs the timeline under configuration c in the
 // model and evaluates the assertions as runConfiguration does.
-func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configuration, t simTopology, cal *Calibration) (configResult, error) {
+func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configuration, t simTopology, cal *Calibration, prog *simProgress) (configResult, error) {
 	t0 := time.Now()
 	cfg := r.simConfig(c, t, cal)
 	tr := &timelineRun{}
@@ -404,6 +459,7 @@ func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configur
 	obs := func(o sim.Outcome) {
 		end := o.Result.End.Sub(sim.Epoch)
 		passTo(end)
+		prog.at(&r.steps[stepAt(end)], end)
 		ser.add(o, end)
 		if o.Node < 0 {
 			return

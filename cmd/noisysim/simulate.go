@@ -39,6 +39,7 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	out := fs.String("out", "", "write report.json, report.md, junit.xml and report.html into this directory")
 	cores := fs.Float64("cores", 0, "cores of a node without a CPU budget (backend.node_cpu); 0: this machine's")
 	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
+	noProgress := fs.Bool("no-progress", false, "no progress display (the phase and the virtual time reached, on stderr)")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
 		return err
@@ -80,9 +81,18 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 		return usagef("simulate: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
 	}
 	t0 := time.Now()
-	rep, err := harness.Simulate(ctx, sc, harness.SimulateOptions{
+	sopts := harness.SimulateOptions{
 		Only: *only, Calibration: cal, CalibrationFile: *calibrate, Cores: *cores, Logger: a.log,
-	})
+	}
+	var prog *progress
+	if !*noProgress {
+		prog = newProgress(a.stderr)
+		sopts.Progress = prog.update
+	}
+	rep, err := harness.Simulate(ctx, sc, sopts)
+	if prog != nil {
+		prog.finish()
+	}
 	if err != nil {
 		return err
 	}

@@ -293,3 +293,31 @@ func TestSimulateRefusalsNamePlace(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateProgress: simulate shows each configuration's phases and the
+// virtual time reached on stderr, as run does; --no-progress silences it.
+func TestSimulateProgress(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	line := regexp.MustCompile(`(?m)^noisysim: (\w+) \((naive|isolated)\) +\d+\.\ds / +\d+\.\ds +\d+ ops/s$`)
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", cal, "--cores", "2"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
+	}
+	seen := map[string]bool{}
+	for _, m := range line.FindAllStringSubmatch(stderr.String(), -1) {
+		seen[m[2]] = true
+	}
+	if !seen["naive"] || !seen["isolated"] {
+		t.Errorf("stderr shows no progress of both configurations:\n%s", stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"simulate", "--no-progress", "../../scenarios/ci-gate.yaml", "--calibrate", cal, "--cores", "2"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("--no-progress: exit %d\nstderr:\n%s", code, stderr.String())
+	}
+	if line.MatchString(stderr.String()) {
+		t.Errorf("--no-progress: stderr shows progress:\n%s", stderr.String())
+	}
+}
