@@ -101,7 +101,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 			rate := c.LoadFactor * float64(pool.size) / cal.wall[c.Name].Seconds()
 			rates[c.Name] = rate
 			r.calibrated = append(r.calibrated, reports.Calibration{
-				Class: c.Name, Query: classQuery(c), ServiceMean: ms(cal.wall[c.Name]), ServiceP50: ms(cal.wallP50[c.Name]),
+				Class: c.Name, Query: classQuery(c), Samples: cal.samples[c.Name], ServiceMean: ms(cal.wall[c.Name]), ServiceP50: ms(cal.wallP50[c.Name]),
 				LoadFactor: c.LoadFactor, Pool: pool.size, PoolName: pool.name, Rate: rate,
 			})
 		}
@@ -403,7 +403,6 @@ func (l simLimiter) Stat() limiter.Stat { return l.stat }
 // simulateConfiguration runs the timeline under configuration c in the
 // model and evaluates the assertions as runConfiguration does.
 func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configuration, t simTopology, cal *Calibration, prog *simProgress) (configResult, error) {
-	t0 := time.Now()
 	cfg := r.simConfig(c, t, cal)
 	tr := &timelineRun{}
 	mc := metrics.Config{Classify: simErrorClass}
@@ -512,7 +511,8 @@ func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configur
 	r.note("%s: simulated %d calls in %d events; nodes busy (at least one call) over the timeline: %s",
 		c.Name, stats.Issued, stats.Events, strings.Join(busy, ", "))
 
-	res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
+	// The timeline's length in virtual time, as a run's is in wall time.
+	res := configResult{report: r.configurationReport(c, tr, src.Duration())}
 	res.assertions = r.assertions(c, tr, cleanState{})
 	pairs := 0
 	if r.quietPlan != nil {
@@ -619,6 +619,8 @@ type Calibration struct {
 	// wall and wallP50 are a calibrated class's service time alone as
 	// the real run measured it (its rate is set from it).
 	wall, wallP50 map[string]time.Duration
+	// samples is the number of queries alone wall was measured over.
+	samples       map[string]int64
 	source        map[string]string
 	classesInFile []string
 }
@@ -649,7 +651,7 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 		return nil, fmt.Errorf("%w: simulate needs a calibration: a real run's report.json (--calibrate)", scenario.ErrInvalid)
 	}
 	cal := &Calibration{samplers: map[string]sim.Sampler{}, mean: map[string]time.Duration{}, median: map[string]time.Duration{}, source: map[string]string{},
-		wall: map[string]time.Duration{}, wallP50: map[string]time.Duration{}}
+		wall: map[string]time.Duration{}, wallP50: map[string]time.Duration{}, samples: map[string]int64{}}
 	machine := map[string]reports.WindowLoad{}
 	if rep.Machine != nil {
 		for _, w := range rep.Machine.Windows {
@@ -733,6 +735,7 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 			cal.mean[c.Name] = msDuration(scale * k.ServiceMean)
 			cal.median[c.Name] = msDuration(scale * k.ServiceP50)
 			cal.wall[c.Name], cal.wallP50[c.Name] = msDuration(k.ServiceMean), msDuration(k.ServiceP50)
+			cal.samples[c.Name] = k.Samples
 			cal.source[c.Name] = fmt.Sprintf("calibrations (%d queries alone: mean %.2f ms, p50 %.2f ms), log-normal, scaled to the CPU used by %.2f",
 				k.Samples, k.ServiceMean, k.ServiceP50, scale)
 		default:

@@ -57,6 +57,10 @@ type htmlPage struct {
 	Figures []htmlFigure
 	// Verdict is the run's one-line verdict.
 	Verdict string
+	// Simulated and SimulatedClasses say where a simulated report's
+	// figures come from; empty for a real run's.
+	Simulated        string
+	SimulatedClasses []string
 }
 
 type htmlFigure struct {
@@ -89,7 +93,7 @@ func WriteHTML(w io.Writer, r *Report) error {
 		return fmt.Errorf("write html: %w", err)
 	}
 	n := normalized(r)
-	page := htmlPage{R: n, Verdict: verdictLine(n)}
+	page := htmlPage{R: n, Verdict: verdictLine(n), Simulated: simulatedLine(n), SimulatedClasses: simulatedClassLines(n)}
 	for _, f := range figures(n) {
 		hf := htmlFigure{figure: f}
 		ymin, ymax := yRange(f)
@@ -118,6 +122,14 @@ func WriteHTML(w io.Writer, r *Report) error {
 }
 
 func verdictLine(r *Report) string {
+	if r.Simulated != nil {
+		return verdictWord(r) + " (SIMULATED)"
+	}
+	return verdictWord(r)
+}
+
+// verdictWord is verdictLine without the simulation.
+func verdictWord(r *Report) string {
 	switch {
 	case r.Incomplete != "":
 		return "INCOMPLETE: " + r.Incomplete

@@ -99,6 +99,11 @@ type junitSkipped struct {
 
 func junitDocument(r *Report) junitSuites {
 	doc := junitSuites{Name: "noisysim " + r.Scenario, Time: fmtJUnitTime(r.Duration)}
+	simulated := ""
+	if s := r.Simulated; s != nil {
+		doc.Name += " (SIMULATED, service times from " + s.Calibration + ")"
+		simulated = s.Calibration
+	}
 	for _, c := range r.Configurations {
 		s := junitSuite{
 			Name:      c.Name,
@@ -111,6 +116,7 @@ func junitDocument(r *Report) junitSuites {
 			{"seed", strconv.FormatInt(r.Seed, 10)},
 			{"schedule_hash", r.ScheduleHash},
 			{"backend", r.Backend},
+			{"simulated_from", simulated},
 			{"expect", expectation(c)},
 		} {
 			if p.Value != "" {

@@ -37,12 +37,19 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	dominant := dominantTenant(r)
 
-	p("# noisysim report: %s\n\n", md(r.Scenario))
+	simulated := ""
+	if r.Simulated != nil {
+		simulated = " (SIMULATED)"
+	}
+	p("# noisysim report: %s%s\n\n", md(r.Scenario), simulated)
 	p("| | |\n|---|---|\n")
 	if r.Incomplete != "" {
-		p("| Result | **INCOMPLETE**: %s; what was measured until then, no verdict |\n", md(r.Incomplete))
+		p("| Result | **INCOMPLETE**: %s; what was measured until then, no verdict%s |\n", md(r.Incomplete), simulated)
 	} else {
-		p("| Result | **%s** |\n", passFail(r.Passed))
+		p("| Result | **%s**%s |\n", passFail(r.Passed), simulated)
+	}
+	if l := simulatedLine(r); l != "" {
+		p("| Simulated | %s |\n", md(l))
 	}
 	if r.File != "" {
 		p("| Scenario file | `%s` |\n", md(r.File))
@@ -62,10 +69,13 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 	for _, c := range r.Calibrations {
 		p("- calibrated %s\n", md(calibrationLine(c)))
 	}
+	for _, l := range simulatedClassLines(r) {
+		p("- simulated %s\n", md(l))
+	}
 	if q := r.QuietPlan; q != nil {
 		p("- quiet_p99: %s\n", md(planLine(q)))
 	}
-	if len(r.Notes) > 0 || len(r.Calibrations) > 0 || r.QuietPlan != nil {
+	if len(r.Notes) > 0 || len(r.Calibrations) > 0 || r.QuietPlan != nil || r.Simulated != nil {
 		p("\n")
 	}
 	writeReplayMarkdown(w, r)

@@ -167,7 +167,14 @@ func (t *textWriter) marginal() {
 
 func (t *textWriter) header() {
 	r := t.r
-	t.p("== noisysim %s ==\n", r.Scenario)
+	if r.Simulated != nil {
+		t.p("== noisysim %s (SIMULATED) ==\n", r.Scenario)
+	} else {
+		t.p("== noisysim %s ==\n", r.Scenario)
+	}
+	if l := simulatedLine(r); l != "" {
+		t.p("%s\n", l)
+	}
 	if r.File != "" {
 		t.p("file      %s\n", r.File)
 	}
@@ -183,6 +190,9 @@ func (t *textWriter) header() {
 	}
 	for _, c := range r.Calibrations {
 		t.p("calibrated %s\n", calibrationLine(c))
+	}
+	for _, l := range simulatedClassLines(r) {
+		t.p("simulated %s\n", l)
 	}
 	if q := r.QuietPlan; q != nil {
 		t.p("quiet_p99 %s\n", planLine(q))

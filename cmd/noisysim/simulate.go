@@ -97,8 +97,8 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	rep.Version = version()
-	fmt.Fprintf(a.stdout, "SIMULATED in %.1fs (virtual time; service times from %s, scenario %s seed %d)\n",
-		time.Since(t0).Seconds(), *calibrate, cal.Scenario, cal.Seed)
+	fmt.Fprintf(a.stdout, "SIMULATED %s (%s) in virtual time, %.1fs of wall time, calibrated by %s\n",
+		sc.Name, file, time.Since(t0).Seconds(), *calibrate)
 	if err := reports.WriteText(a.stdout, rep, textOptions(*top, *out)); err != nil {
 		return err
 	}

@@ -69,6 +69,39 @@ func TestSimulateCommand(t *testing.T) {
 	if rep.Simulated == nil || rep.Simulated.Calibration != cal || len(rep.Simulated.Classes) != 3 {
 		t.Errorf("report.json simulated = %+v", rep.Simulated)
 	}
+	// What the model draws and where from; the timeline in virtual time.
+	text := stdout.String()
+	for _, want := range []string{
+		"SIMULATED ci-gate (../../scenarios/ci-gate.yaml) in virtual time",
+		"== noisysim ci-gate (SIMULATED) ==",
+		"service times from " + cal + ", a real run of scenario ci-gate, seed 41",
+		"calibrated report (",
+		" over 20 queries alone;",
+		"simulated report: the model draws 50.00 ms mean (p50 48.00 ms) from calibrations (20 queries alone",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, text)
+		}
+	}
+	if m := regexp.MustCompile(`(?m)^timeline (\S+)`).FindAllStringSubmatch(text, -1); len(m) != 2 || m[0][1] == "0.0" || m[0][1] == "0s" {
+		t.Errorf("timeline lines %q: want each configuration's virtual length", m)
+	}
+	// Every rendering says SIMULATED and names the calibration.
+	for file, wants := range map[string][]string{
+		"report.md":   {"# noisysim report: ci-gate (SIMULATED)", "| Result | **PASS** (SIMULATED) |", cal},
+		"junit.xml":   {`name="noisysim ci-gate (SIMULATED, service times from ` + cal + `)"`, `name="simulated_from" value="` + cal + `"`},
+		"report.html": {"<title>noisysim: ci-gate (SIMULATED)</title>", "PASSED (SIMULATED)", cal},
+	} {
+		data, err := os.ReadFile(filepath.Join(out, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range wants {
+			if !strings.Contains(string(data), want) {
+				t.Errorf("%s lacks %q", file, want)
+			}
+		}
+	}
 
 	// Bad input, each exit 2 naming what is wrong.
 	for name, tc := range map[string]struct {

@@ -1,0 +1,32 @@
+package reports
+
+import "fmt"
+
+// simulatedLine says where a simulated report's figures come from: the
+// model and the real run's report.json the service times were read from;
+// "" for a real run's report.
+func simulatedLine(r *Report) string {
+	s := r.Simulated
+	if s == nil {
+		return ""
+	}
+	line := "SIMULATED in virtual time"
+	if s.Cores != "" {
+		line += " (cores: " + s.Cores + ")"
+	}
+	line += fmt.Sprintf(": service times from %s, a real run of scenario %s, seed %d", s.Calibration, s.CalibrationScenario, s.CalibrationSeed)
+	return line
+}
+
+// simulatedClassLines say what the model draws for each class and where
+// it was read from.
+func simulatedClassLines(r *Report) []string {
+	if r.Simulated == nil {
+		return nil
+	}
+	var out []string
+	for _, c := range r.Simulated.Classes {
+		out = append(out, fmt.Sprintf("%s: the model draws %s ms mean (p50 %s ms) from %s", c.Class, fmtMS(c.MeanMs), fmtMS(c.P50Ms), c.From))
+	}
+	return out
+}
