@@ -167,7 +167,7 @@ func simOpenLoop(b *testing.B, r *runner, ex *executor, h *hdr.Histogram) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed)
+	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed, workload.Segment{})
 	if err != nil {
 		b.Fatal(err)
 	}
