@@ -99,4 +99,3 @@ func TestSegmentProblems(t *testing.T) {
 		})
 	}
 }
-
