@@ -61,7 +61,9 @@ type SegmentMeta struct {
 }
 
 // Segment returns the segment the agent ran.
-func (m *SegmentMeta) Segment() workload.Segment { return workload.Segment{Index: m.Index, Count: m.Count} }
+func (m *SegmentMeta) Segment() workload.Segment {
+	return workload.Segment{Index: m.Index, Count: m.Count}
+}
 
 // SegmentWindow is one phase of one configuration in segment.json.
 type SegmentWindow struct {
@@ -285,7 +287,6 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 	}
 	return out, nil
 }
-
 
 func btoi(b bool) int {
 	if b {
