@@ -42,16 +42,14 @@ func runMerge(ctx context.Context, a *app, args []string) error {
 	file := fs.String("scenario", "", "the scenario file the agents ran (default: the file their reports name)")
 	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
 	var dirs []string
-	rest := args
-	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			return usagef("merge: %v", err)
+	for rest := args; ; rest = fs.Args()[1:] {
+		if err := parseFlags(a, fs, rest); err != nil {
+			return err
 		}
-		rest = fs.Args()
-		if len(rest) > 0 {
-			dirs = append(dirs, rest[0])
-			rest = rest[1:]
+		if fs.NArg() == 0 {
+			break
 		}
+		dirs = append(dirs, fs.Arg(0))
 	}
 	if len(dirs) == 0 {
 		fs.Usage()
