@@ -471,8 +471,10 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 		}
 		var lastAcked, lastFailed int64
 		var lastDBTime []time.Duration // per pool, in st.Stat().Pools order (fixed for the stack's life)
+		var lastOpened []int64
 		for _, ps := range st.Stat().Pools {
 			lastDBTime = append(lastDBTime, ps.DBTime)
+			lastOpened = append(lastOpened, ps.NewConns)
 		}
 		last := t0
 		for {
@@ -509,6 +511,10 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 					if i < len(lastDBTime) {
 						pt.Pools[i].Busy = (ps.DBTime - lastDBTime[i]).Seconds() / now.Sub(last).Seconds()
 						lastDBTime[i] = ps.DBTime
+					}
+					if i < len(lastOpened) {
+						pt.Pools[i].Opened = ps.NewConns - lastOpened[i]
+						lastOpened[i] = ps.NewConns
 					}
 				}
 				if w != nil {

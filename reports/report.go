@@ -107,6 +107,33 @@ type Report struct {
 	// measured until then (a configuration cut short is marked Incomplete
 	// and has no assertions), Passed is false and no verdict was reached.
 	Incomplete string `json:"incomplete,omitempty"`
+	// Simulated is set when the figures come from noisysim simulate (a
+	// model run in virtual time, no database), not from a real run.
+	Simulated *Simulation `json:"simulated,omitempty"`
+}
+
+// Simulation says how a simulated report's figures were made.
+type Simulation struct {
+	// Calibration is the real run's report.json the service times were
+	// read from, with its scenario and seed.
+	Calibration         string `json:"calibration"`
+	CalibrationScenario string `json:"calibration_scenario"`
+	CalibrationSeed     int64  `json:"calibration_seed"`
+	// Model names the contention model (package harness/sim).
+	Model string `json:"model"`
+	// Cores lists each node with the cores it was given ("primary 2").
+	Cores string `json:"cores"`
+	// Classes are the service-time distributions drawn from, per class.
+	Classes []SimulatedClass `json:"classes"`
+}
+
+// SimulatedClass is one class's service-time distribution in a simulation.
+type SimulatedClass struct {
+	Class string `json:"class"`
+	// From says what of the calibration report it was read from.
+	From   string  `json:"from"`
+	MeanMs float64 `json:"mean_ms"`
+	P50Ms  float64 `json:"p50_ms"`
 }
 
 // Configuration is the result of one configuration (e.g. "naive",
@@ -533,6 +560,10 @@ type PoolPoint struct {
 	// Busy is the DB time of the calls the pool ran that ended in the
 	// second, per second: the mean connections busy, the node's load.
 	Busy float64 `json:"busy,omitempty"`
+	// Opened is how many connections the pool opened over the second: a
+	// burst is a pool growing under a change of load, each new connection
+	// a server process to start before its first call runs.
+	Opened int64 `json:"opened,omitempty"`
 }
 
 // LimiterPoint is one class's limiter in a Point: the requests in flight

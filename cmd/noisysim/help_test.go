@@ -12,7 +12,7 @@ import (
 func TestHelpOnStdout(t *testing.T) {
 	commands := [][]string{
 		{}, {"help"}, {"run"}, {"report"}, {"validate"}, {"cluster"}, {"cluster", "up"}, {"cluster", "down"},
-		{"citus"}, {"citus", "plan"}, {"citus", "isolate"}, {"citus", "hot-shard"}, {"tenant"}, {"tenant", "move"}, {"bench"}, {"sweep"}, {"record"}, {"merge"},
+		{"citus"}, {"citus", "plan"}, {"citus", "isolate"}, {"citus", "hot-shard"}, {"tenant"}, {"tenant", "move"}, {"bench"}, {"sweep"}, {"record"}, {"simulate"}, {"merge"},
 	}
 	for _, cmd := range commands {
 		for _, h := range []string{"-h", "--help", "-help"} {
@@ -37,7 +37,7 @@ func TestHelpOnStdout(t *testing.T) {
 	for _, args := range [][]string{
 		{"--nosuch"}, {"nosuch"}, {"run", "--nosuch"}, {"cluster", "nosuch"}, {"cluster", "up", "--nosuch"},
 		{"cluster", "down", "--nosuch"}, {"citus", "nosuch"}, {"citus", "plan", "--nosuch"}, {"citus", "hot-shard", "--nosuch"},
-		{"tenant", "nosuch"}, {"tenant", "move", "--nosuch"}, {"bench", "--nosuch"}, {"validate", "--nosuch"}, {"help", "nosuch"}, {"sweep", "--nosuch"}, {"record", "--nosuch"},
+		{"tenant", "nosuch"}, {"tenant", "move", "--nosuch"}, {"bench", "--nosuch"}, {"validate", "--nosuch"}, {"help", "nosuch"}, {"sweep", "--nosuch"}, {"record", "--nosuch"}, {"simulate", "--nosuch"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := realMain(args, &out, &errOut); code != exitUsage || out.Len() != 0 || errOut.Len() == 0 {

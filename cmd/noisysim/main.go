@@ -67,6 +67,7 @@ var commands = []command{
 	{"record", "record a server's statements for a replay: record --dsn DSN --for 10m --out FILE", runRecord},
 	{"report", "render a run's report.json again: report --html (report.html)", runReport},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},
+	{"simulate", "run a scenario in virtual time through a model calibrated on a real run's report.json", runSimulate},
 	{"sweep", "run a scenario across ranges of its numeric keys; --search knee finds how far each configuration holds", runSweep},
 	{"tenant", "move a tenant between directory shards (tenant move --tenant X --to NODE)", runTenant},
 	{"validate", "check scenario files and report every problem", runValidate},

@@ -47,6 +47,10 @@ continues it.
 The cluster is started once and reused for every point (per point when a
 key is under backend).
 
+--simulate --calibrate report.json runs each trial in virtual time, as
+'noisysim simulate' (no database, no machine lock): sweep.json and the
+tables say the figures are simulated.
+
 Exit codes: 0 done, 2 bad input or usage (a key not in the file or not
 numeric, a value the scenario's validation rejects, STEPS 0), 1 any other
 error or an interruption, 99 the scenario's assertions.headroom is not met.
@@ -73,6 +77,8 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	resume := fs.Bool("resume", false, "continue the interrupted sweep in --out (its finished trials are kept)")
 	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs")
+	simulate := fs.Bool("simulate", false, "sweep in virtual time: each trial is noisysim simulate (no database), calibrated by --calibrate")
+	calibrate := fs.String("calibrate", "", "with --simulate: a real run's report.json to draw service times from")
 	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
@@ -97,6 +103,10 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		return usagef("sweep: --resume continues the sweep in --out DIR: give --out")
 	case *noWait && *allowConcurrent:
 		return usagef("sweep: --no-wait and --allow-concurrent exclude each other")
+	case *simulate && *calibrate == "":
+		return usagef("sweep: --simulate needs --calibrate report.json (a real run's report of a scenario with the same classes)")
+	case !*simulate && *calibrate != "":
+		return usagef("sweep: --calibrate is for --simulate")
 	case math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0):
 		return usagef("sweep: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
 	}
@@ -126,7 +136,29 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
+	if prior != nil && prior.Simulated != *calibrate {
+		was := "run for real"
+		if prior.Simulated != "" {
+			was = "simulated, --simulate --calibrate " + prior.Simulated
+		}
+		return usagef("sweep: --resume: the sweep in %s was %s; resume it the same way", *out, was)
+	}
 
+	var cal *reports.Report
+	if *simulate {
+		f, err := os.Open(*calibrate)
+		if err != nil {
+			return usagef("sweep: --calibrate: %v", err)
+		}
+		cal, err = reports.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			return usagef("sweep: --calibrate %s: %v", *calibrate, err)
+		}
+		if cal.Simulated != nil {
+			return usagef("sweep: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
+		}
+	}
 	var hopts harness.Options // set below, once the input is checked
 	var startOnce func(context.Context) error
 	var started *teardownItem
@@ -134,6 +166,9 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	knees := 0
 	opts := sweep.Options{Trials: *trials, Iterations: *iterations, Prior: prior, Only: *only,
 		Run: func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
+			if cal != nil {
+				return harness.Simulate(ctx, sc, harness.SimulateOptions{Only: only, Calibration: cal, CalibrationFile: *calibrate, Logger: a.log})
+			}
 			if err := startOnce(ctx); err != nil {
 				return nil, err
 			}
@@ -167,6 +202,14 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	if cal != nil {
+		// Bad input before the first trial: the scenario's shape against
+		// the calibration, what the simulator does not model.
+		if _, err := harness.Calibrate(cal, *calibrate, base); err != nil {
+			return err
+		}
+		sw.Doc().Simulated = *calibrate
+	}
 	if h := base.Assertions.Headroom; h.Key != "" {
 		if *search != "knee" {
 			fmt.Fprintf(a.stderr, "noisysim: assertions.headroom (%s) is checked by --search knee only\n", h.Key)
@@ -181,13 +224,16 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
-	release, concurrent, err := measureLock(ctx, a, "noisysim sweep "+base.Name, *noWait, *allowConcurrent)
-	if err != nil {
-		return err
+	if cal == nil {
+		release, concurrent, err := measureLock(ctx, a, "noisysim sweep "+base.Name, *noWait, *allowConcurrent)
+		if err != nil {
+			return err
+		}
+		defer release()
+		hopts.Concurrent = concurrent
 	}
-	defer release()
 
-	hopts = harness.Options{Logger: a.log, MaxForeignCPU: *maxForeign, Concurrent: concurrent,
+	hopts = harness.Options{Logger: a.log, MaxForeignCPU: *maxForeign, Concurrent: hopts.Concurrent,
 		OnCluster: func(c backend.Cluster) { registerCluster(a, c) }}
 	perPoint := false
 	for _, v := range vs {

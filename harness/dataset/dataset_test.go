@@ -137,6 +137,16 @@ func TestLoad(t *testing.T) {
 	if rows.Err() != nil {
 		t.Fatal(rows.Err())
 	}
+	// Vacuumed, not only analyzed: the pages are marked all-visible (a
+	// fresh load that is only analyzed has relallvisible 0), so no measured
+	// run meets autovacuum's first pass over the rows.
+	var pages, visible int64
+	if err := conn.QueryRow(ctx, `SELECT relpages, relallvisible FROM pg_class WHERE oid = 'orders'::regclass`).Scan(&pages, &visible); err != nil {
+		t.Fatal(err)
+	}
+	if pages == 0 || visible < pages {
+		t.Errorf("orders after Load: %d of %d pages all-visible, want every page (VACUUM after the load)", visible, pages)
+	}
 	// Reloading gives the same rows: values are functions of (tenant, id).
 	if err := dataset.Load(ctx, conn, spec, now); err != nil {
 		t.Fatal(err)

@@ -55,7 +55,7 @@ func (e *SetupError) Unwrap() error { return e.Err }
 
 // LoadSetup creates TenantsTable in spec.Schema, fills it, runs spec.Files'
 // statements one by one in order, each in its own implicit transaction,
-// and analyzes the schema's tables. It stops at the first failing
+// and vacuums and analyzes the schema's tables (as Load does). It stops at the first failing
 // statement with a *SetupError naming it.
 func LoadSetup(ctx context.Context, conn *pgx.Conn, spec SetupSpec) error {
 	if spec.Schema == "" || len(spec.Keys) == 0 || len(spec.Keys) != len(spec.Shares) {
@@ -126,8 +126,8 @@ func LoadSetup(ctx context.Context, conn *pgx.Conn, spec SetupSpec) error {
 	}
 	for _, t := range tables {
 		schema, name, _ := strings.Cut(t, ".")
-		if _, err := conn.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, name}.Sanitize()); err != nil {
-			return fmt.Errorf("analyze %s: %w", t, err)
+		if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) "+pgx.Identifier{schema, name}.Sanitize()); err != nil {
+			return fmt.Errorf("vacuum %s: %w", t, err)
 		}
 	}
 	return nil

@@ -23,6 +23,9 @@ type Doc struct {
 	Knees  []Knee  `json:"knees,omitempty"`
 	// Complete is false while the sweep runs and when it was interrupted.
 	Complete bool `json:"complete"`
+	// Simulated, when set, names the calibration report of a sweep run in
+	// virtual time (noisysim sweep --simulate): every figure is simulated.
+	Simulated string `json:"simulated,omitempty"`
 }
 
 func (d *Doc) specs() []string {

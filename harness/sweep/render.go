@@ -13,6 +13,9 @@ import (
 // the solo p99 (median and min–max over trials), rejections, errors and the
 // top tenants' DB-time shares; then each knee.
 func WriteText(w io.Writer, d *Doc) error {
+	if d.Simulated != "" {
+		fmt.Fprintf(w, "SIMULATED: every figure from noisysim simulate, calibrated on %s\n", d.Simulated)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(columns, "\t"))
 	for _, r := range rows(d) {
@@ -36,6 +39,9 @@ func WriteMarkdown(w io.Writer, d *Doc) error {
 	fmt.Fprintf(w, "File `%s`, %s, %d trial(s) per point, varying %s.", d.File, d.Search, d.Trials, strings.Join(d.specs(), ", "))
 	if !d.Complete {
 		fmt.Fprintf(w, " **Incomplete** (interrupted; `--resume` continues it).")
+	}
+	if d.Simulated != "" {
+		fmt.Fprintf(w, " **Simulated** (virtual time, calibrated on `%s`).", d.Simulated)
 	}
 	fmt.Fprintf(w, "\n\n")
 	if len(d.Knees) > 0 {

@@ -956,10 +956,10 @@ type PoolStat struct {
 	Addr    string
 	Standby bool
 	// MaxConns, TotalConns, IdleConns and AcquiredConns are pgxpool's
-	// counts; AcquireCount, EmptyAcquireCount and CanceledAcquireCount are
-	// pgxpool's cumulative counters.
-	MaxConns, TotalConns, IdleConns, AcquiredConns        int32
-	AcquireCount, EmptyAcquireCount, CanceledAcquireCount int64
+	// counts; AcquireCount, EmptyAcquireCount, CanceledAcquireCount and
+	// NewConns (connections opened) are pgxpool's cumulative counters.
+	MaxConns, TotalConns, IdleConns, AcquiredConns                  int32
+	AcquireCount, EmptyAcquireCount, CanceledAcquireCount, NewConns int64
 	// Borrowed is the number of connections the Stack holds for calls now.
 	Borrowed int64
 	// Destroyed is how many connections the Stack closed instead of
@@ -1012,6 +1012,7 @@ func (s *Stack) Stat() Stat {
 			Name: p.cfg.Name, Node: p.cfg.Node, AppName: p.cfg.AppName, Addr: p.addr, Standby: p.standby,
 			MaxConns: ps.MaxConns(), TotalConns: ps.TotalConns(), IdleConns: ps.IdleConns(), AcquiredConns: ps.AcquiredConns(),
 			AcquireCount: ps.AcquireCount(), EmptyAcquireCount: ps.EmptyAcquireCount(), CanceledAcquireCount: ps.CanceledAcquireCount(),
+			NewConns: ps.NewConnsCount(),
 			Borrowed: p.borrowed.Load(), Destroyed: p.destroyed.Load(), Closing: p.closing.Load(), TagFailures: p.tagFailures.Load(),
 			DBTime: time.Duration(p.dbTime.Load()),
 		})

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
+)
+
+const simulateUsage = `Usage: noisysim simulate [flags] SCENARIO --calibrate report.json
+
+Runs the scenario in virtual time (no database, no sleeping): the same seeded
+schedule as noisysim run (same ops, same schedule hash), through a model of
+each configuration's limiters, pools and nodes, with service times drawn
+from a real run's report.json of a scenario with the same classes
+(--calibrate). Prints and writes the same report as a run, marked
+SIMULATED, with the same assertions. The model and where it is wrong:
+harness/sim (go doc ./harness/sim).
+
+Exit codes: 0 every assertion held, 99 one failed, 2 bad input (an invalid
+scenario, one the simulator does not model, a calibration report of another
+scenario's shape), 1 any other error.
+
+Flags (before or after the file):
+`
+
+func runSimulate(ctx context.Context, a *app, args []string) error {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), simulateUsage); fs.PrintDefaults() }
+	calibrate := fs.String("calibrate", "", "a real run's report.json to draw service times from (required)")
+	only := fs.String("only", "", "simulate only this configuration")
+	out := fs.String("out", "", "write report.json, report.md, junit.xml and report.html into this directory")
+	cores := fs.Float64("cores", 0, "cores of a node without a CPU budget (backend.node_cpu); 0: this machine's")
+	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
+	file, err := parseInterspersed(a, fs, args)
+	if err != nil {
+		return err
+	}
+	if file == "" {
+		fs.Usage()
+		return usagef("simulate: missing scenario file")
+	}
+	if *calibrate == "" {
+		return usagef("simulate: --calibrate report.json is required (a real run's report of a scenario with the same classes: noisysim run SCENARIO --out DIR writes one)")
+	}
+	if *cores < 0 || math.IsNaN(*cores) || math.IsInf(*cores, 0) {
+		return usagef("simulate: --cores %v: want a number of cores > 0 (or 0: this machine's)", *cores)
+	}
+	if err := checkOutDir("simulate", *out); err != nil {
+		return err
+	}
+	sc, err := scenario.Load(file)
+	if err != nil {
+		return err
+	}
+	if *only != "" {
+		if _, ok := sc.Configuration(*only); !ok {
+			return usagef("simulate: --only %q: %s has no such configuration (it has %s)", *only, file, configNames(sc))
+		}
+	}
+	f, err := os.Open(*calibrate)
+	if err != nil {
+		return usagef("simulate: --calibrate: %v", err)
+	}
+	cal, err := reports.ReadJSON(f)
+	f.Close()
+	if err != nil {
+		return usagef("simulate: --calibrate %s: %v", *calibrate, err)
+	}
+	if cal.Simulated != nil {
+		return usagef("simulate: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
+	}
+	t0 := time.Now()
+	rep, err := harness.Simulate(ctx, sc, harness.SimulateOptions{
+		Only: *only, Calibration: cal, CalibrationFile: *calibrate, Cores: *cores, Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	rep.Version = version()
+	fmt.Fprintf(a.stdout, "SIMULATED in %.1fs (virtual time; service times from %s, scenario %s seed %d)\n",
+		time.Since(t0).Seconds(), *calibrate, cal.Scenario, cal.Seed)
+	if err := reports.WriteText(a.stdout, rep, textOptions(*top, *out)); err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := reports.WriteDir(*out, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "simulated reports written to %s\n", *out)
+		fmt.Fprintf(a.stdout, "report.html: %s\n", filepath.Join(*out, reports.HTMLFile))
+	}
+	if !rep.Passed {
+		return fmt.Errorf("%w: scenario %s, simulated (see the assertions above)", errAssertionFailed, sc.Name)
+	}
+	return nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/noisysim/noisysim/harness/sweep"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// writeCalibration writes a hand-made report.json of ci-gate's shape (or,
+// without the report class, of another shape): lookups and pages of 0.5 to
+// 2 ms, a report of 50 ms alone.
+func writeCalibration(t *testing.T, path string, withReport bool) {
+	t.Helper()
+	var ps []reports.Percentile
+	for _, p := range []float64{0, 10, 25, 50, 75, 90, 95, 98, 99, 99.5, 99.8, 99.9, 99.95, 99.99} {
+		ps = append(ps, reports.Percentile{P: p, Ms: 0.5 + 1.5*p/100})
+	}
+	rep := &reports.Report{
+		Scenario: "ci-gate", Seed: 41, Backend: "local single", ScheduleHash: "x",
+		Configurations: []reports.Configuration{{Name: "naive", Expect: "fail", SoloQuietAll: []reports.TenantRow{
+			{Tenant: reports.QuietAll, Class: "lookup", Count: 500, P50: 1.25, P99: 2, Max: 2, Percentiles: ps},
+			{Tenant: reports.QuietAll, Class: "page", Count: 200, P50: 1.25, P99: 2, Max: 2, Percentiles: ps}}}},
+	}
+	if withReport {
+		rep.Calibrations = []reports.Calibration{{Class: "report", Query: "report", Samples: 20, ServiceMean: 50, ServiceP50: 48, LoadFactor: 3, Pool: 40, PoolName: "naive shared pool", Rate: 2400}}
+	}
+	var buf bytes.Buffer
+	if err := reports.WriteJSON(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSimulateCommand simulates ci-gate.yaml from a calibration: the control
+// fails and isolation holds (exit 0), the reports are written and say they
+// are simulated; bad calibrations are exit 2 naming the file.
+func TestSimulateCommand(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	other := filepath.Join(dir, "other.json")
+	writeCalibration(t, other, false)
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", cal, "--cores", "2", "--out", out}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "SIMULATED") || !strings.Contains(stdout.String(), "backend   simulated local single") {
+		t.Errorf("stdout does not say it is simulated:\n%s", stdout.String()[:min(600, stdout.Len())])
+	}
+	f, err := os.Open(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := reports.ReadJSON(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Simulated == nil || rep.Simulated.Calibration != cal || len(rep.Simulated.Classes) != 3 {
+		t.Errorf("report.json simulated = %+v", rep.Simulated)
+	}
+
+	// Bad input, each exit 2 naming what is wrong.
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"other shape":      {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", other}, "no service times for class report"},
+		"simulated":        {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", filepath.Join(out, "report.json")}, "a simulated report"},
+		"no calibration":   {[]string{"simulate", "../../scenarios/ci-gate.yaml"}, "--calibrate report.json is required"},
+		"missing file":     {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", filepath.Join(dir, "nosuch.json")}, "nosuch.json"},
+		"not a report":     {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", "../../scenarios/ci-gate.yaml"}, "ci-gate.yaml"},
+		"not simulated":    {[]string{"simulate", "../../scenarios/replay-incident.yaml", "--calibrate", cal}, "simulate does not model replay"},
+		"bad cores":        {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", cal, "--cores", "-1"}, "--cores"},
+		"no such config":   {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", cal, "--only", "x"}, "no such configuration"},
+		"missing scenario": {[]string{"simulate", "--calibrate", cal}, "missing scenario file"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(tc.args, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %q", name, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+// TestSweepSimulate sweeps ci-gate.yaml in virtual time: every point's
+// trials are simulations, sweep.json says so, and a sweep run one way is
+// not resumed the other.
+func TestSweepSimulate(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	out := filepath.Join(dir, "sweep")
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"sweep", "../../scenarios/ci-gate.yaml", "--simulate", "--calibrate", cal,
+		"--vary", "classes.lookup.rate=100..400:2", "--trials", "2", "--out", out}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "SIMULATED: every figure from noisysim simulate") {
+		t.Errorf("the table does not say it is simulated:\n%s", stdout.String())
+	}
+	d, err := sweep.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Simulated != cal || len(d.Points) != 2 || len(d.Points[0].Trials) != 2 || !d.Complete {
+		t.Errorf("sweep.json: simulated %q, %d points, complete %v", d.Simulated, len(d.Points), d.Complete)
+	}
+	for _, p := range d.Points {
+		for _, tr := range p.Trials {
+			for _, c := range tr.Configurations {
+				if c.Throughput <= 0 {
+					t.Errorf("point %v seed %d %s: throughput %v", p.Values, tr.Seed, c.Name, c.Throughput)
+				}
+			}
+		}
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"sweep", "../../scenarios/ci-gate.yaml", "--vary", "classes.lookup.rate=100..400:2", "--out", out, "--resume"}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "was simulated") {
+		t.Errorf("resume for real of a simulated sweep: exit %d, stderr %q; want 2", code, stderr.String())
+	}
+}

@@ -1,0 +1,50 @@
+// Package sim runs an open-loop schedule through a model of noisysim's
+// isolation stack and database in virtual time: no database, no sleeping.
+// It is the engine of noisysim simulate; the harness wires a scenario's
+// configurations into a Config and records the Results into the same
+// histograms and windows as a real run.
+//
+// The model, step by step, for each op of the source (workload.Source, the
+// same seeded schedule a real run draws):
+//
+//  1. The op arrives at its intended start (Op.At). With more than
+//     workload.DefaultMaxInFlight ops in flight it is dropped, as the real
+//     open loop drops it.
+//  2. Limiter (a class with one): at most MaxPerTenant of a tenant's calls
+//     run at once; up to MaxQueue more wait in the tenant's FIFO queue; a
+//     call that finds the queue full is rejected at once (queue_full), one
+//     that waits MaxWait without a slot is rejected then (wait_exceeded).
+//     A freed slot passes to the tenant's next waiter, as
+//     isolation/limiter does.
+//  3. Pool: the class's pool (chosen by the tenant with Class.Place) has
+//     Size connections; a call waits for one in FIFO order for at most
+//     AcquireTimeout (0: no bound), then fails with acquire_timeout.
+//  4. Database: the call's work W is drawn from the class's Service
+//     sampler (a real run's service times, see the harness's calibration).
+//     The node runs its calls by processor sharing over Cores: with n calls
+//     on a node each advances at min(1, Cores / n) of its speed alone, so a
+//     call alone (or with fewer calls than cores) takes exactly W and n > Cores
+//     calls share the cores equally (M/G/c-PS). A call still running after
+//     the class's Timeout (statement_timeout) ends with statement_timeout.
+//  5. The call ends: its connection passes to the pool's next waiter, its
+//     limiter slot to the tenant's next waiter, and its Result (latency
+//     from the intended start, service time from the call's start) goes
+//     to the Recorder. Calls still running Drain after the schedule's end
+//     are incomplete, as in a real run.
+//
+// Where the model is knowingly wrong: no locks, I/O or cache effects
+// beyond what the calibrated service times hold; the load generator's own
+// CPU is not on the nodes; a Citus query's coordinator work is not
+// modelled (its work runs on the worker holding the tenant's shard); a
+// limiter's MaxGlobal is not modelled.
+//
+// Example:
+//
+//	cfg := sim.Config{
+//		Nodes:   []sim.Node{{Name: "primary", Cores: 2}},
+//		Pools:   []sim.Pool{{Name: "shared", Size: 40}},
+//		Classes: map[string]sim.Class{"lookup": {Pools: []int{0}, Nodes: []int{0}, Limiter: -1,
+//			Service: sim.Constant(time.Millisecond)}},
+//	}
+//	stats, err := sim.Run(ctx, src, cfg, rec, nil)
+package sim

@@ -1,0 +1,738 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/metrics"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/harness/sim"
+	"github.com/noisysim/noisysim/isolation/limiter"
+	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/reports"
+	"github.com/noisysim/noisysim/workload"
+)
+
+// SimulateOptions configures Simulate.
+type SimulateOptions struct {
+	// Only simulates one configuration, as Options.Only.
+	Only string
+	// Calibration is a real run's report whose service times the model
+	// draws from (see Calibrate); required.
+	Calibration *reports.Report
+	// CalibrationFile names Calibration in errors and in the report.
+	CalibrationFile string
+	// Cores is the cores of a node without a CPU budget
+	// (backend.node_cpu); 0 means runtime.NumCPU().
+	Cores float64
+	// Logger receives the notes; nil is silent.
+	Logger *slog.Logger
+}
+
+// Simulate runs sc's timeline under each configuration in virtual time,
+// through the model of package sim (limiters, pools, nodes sharing their
+// cores), with service times drawn from opts.Calibration, and returns the
+// same report a real run gives, marked simulated (Report.Simulated): the
+// same seeded schedule (so the same ops and schedule hash), windows,
+// histograms and assertions. No database is started and nothing sleeps.
+//
+// What is not simulated is refused or named in the report's notes:
+// replayed and closed-loop load, HTTP classes, app instances, faults and the
+// checked writer are refused (scenario.ErrInvalid); actions and watchers
+// are not run, and the clean_after checks (nothing is left in a model) are
+// left out.
+//
+// Errors: scenario.ErrInvalid (wrapped) for a scenario the simulator does not
+// model or a calibration report that does not fit sc (a class it has no
+// service times for), naming the file; ctx.Err() when cancelled.
+func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) (*reports.Report, error) {
+	started := time.Now()
+	if err := simulable(sc); err != nil {
+		return nil, err
+	}
+	calPools := calibrationPools(sc)
+	if opts.Only != "" {
+		one, err := sc.Only(opts.Only)
+		if err != nil {
+			return nil, err
+		}
+		sc = one
+	}
+	r := &runner{sc: sc, log: opts.Logger, started: started, calPools: calPools}
+	if r.log == nil {
+		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := r.plan(); err != nil {
+		return nil, err
+	}
+	cal, err := Calibrate(opts.Calibration, opts.CalibrationFile, sc)
+	if err != nil {
+		return nil, err
+	}
+	rates := map[string]float64{}
+	for i := range sc.Classes {
+		c := &sc.Classes[i]
+		if c.Calibrated() {
+			pool := calPools[c.Name]
+			// The rate a real run sets: from the wall time measured alone.
+			rate := c.LoadFactor * float64(pool.size) / cal.wall[c.Name].Seconds()
+			rates[c.Name] = rate
+			r.calibrated = append(r.calibrated, reports.Calibration{
+				Class: c.Name, Query: classQuery(c), ServiceMean: ms(cal.wall[c.Name]), ServiceP50: ms(cal.wallP50[c.Name]),
+				LoadFactor: c.LoadFactor, Pool: pool.size, PoolName: pool.name, Rate: rate,
+			})
+		}
+	}
+	if len(rates) > 0 {
+		if err := r.schedule(rates); err != nil {
+			return nil, err
+		}
+	}
+	cores := opts.Cores
+	if cores == 0 {
+		cores = float64(runtime.NumCPU())
+	}
+	nodes := simNodes(sc, cores)
+	if sc.Assertions.CleanAfter {
+		sc.Assertions.CleanAfter = false
+		r.note("clean_after: not simulated (a model leaves nothing behind), left out")
+	}
+	for _, p := range r.phases {
+		if len(p.Actions) > 0 || p.Watch != nil {
+			r.note("phase %s: actions and watchers are not simulated; the phase runs its planned length", p.Name)
+		}
+	}
+	var desc []string
+	for _, n := range nodes.nodes {
+		desc = append(desc, fmt.Sprintf("%s %g", n.Name, n.Cores))
+	}
+	rep := &reports.Report{
+		Scenario: sc.Name, File: sc.File, Seed: sc.Seed, ScheduleHash: r.hash,
+		StartedAt: started.UTC(), Dominant: r.key(scenario.DominantTenant),
+		Backend:   fmt.Sprintf("simulated %s %s", sc.Backend.Kind, r.topology()),
+		QuietPlan: r.quietPlan, Calibrations: r.calibrated,
+		Simulated: &reports.Simulation{
+			Calibration: opts.CalibrationFile, CalibrationScenario: opts.Calibration.Scenario, CalibrationSeed: opts.Calibration.Seed,
+			Model: sim.ModelName, Cores: strings.Join(desc, ", "),
+			Classes: cal.summary(),
+		},
+	}
+	for i := range sc.Configurations {
+		c := &sc.Configurations[i]
+		res, err := r.simulateConfiguration(ctx, c, nodes, cal)
+		if err != nil {
+			return nil, err
+		}
+		rep.Configurations = append(rep.Configurations, res.report)
+		rep.Assertions = append(rep.Assertions, res.assertions...)
+	}
+	rep.Assertions = append(rep.Assertions, r.expectations(rep)...)
+	rep.Marginal = marginal(rep.Assertions)
+	rep.Passed = true
+	for _, a := range rep.Assertions {
+		if !a.Passed {
+			if c, ok := sc.Configuration(a.Configuration); ok && c.Expect == scenario.ExpectFail && opts.Only == "" && a.Name != AssertControlFails {
+				continue
+			}
+			rep.Passed = false
+		}
+	}
+	rep.Notes = r.notes
+	rep.Duration = time.Since(started).Seconds()
+	return rep, nil
+}
+
+// simulable refuses what the model does not have.
+func simulable(sc *scenario.Scenario) error {
+	var why []string
+	switch {
+	case sc.Replaying():
+		why = append(why, "replay (a replayed trace or log)")
+	case sc.Load.Model == scenario.ModelClosed:
+		why = append(why, "load.model closed")
+	}
+	if sc.HasHTTP() {
+		why = append(why, "HTTP classes")
+	}
+	for _, c := range sc.Configurations {
+		if c.App != nil {
+			why = append(why, "configuration "+c.Name+": app instances")
+		}
+	}
+	if len(sc.Faults) > 0 {
+		why = append(why, "faults")
+	}
+	if sc.Writer != nil {
+		why = append(why, "the checked writer")
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("%w: %s: simulate does not model %s", scenario.ErrInvalid, sc.File, strings.Join(why, ", "))
+	}
+	return nil
+}
+
+// simTopology is the nodes of the model and how tenants reach them.
+type simTopology struct {
+	nodes []sim.Node
+	// primary and replica are indexes in nodes (replica -1 without one);
+	// workers, with topology citus or shards, the nodes tenants are
+	// placed on.
+	primary, replica int
+	workers          []int
+	place            func(tenant int) int // index in workers
+}
+
+// simNodes lays out sc's topology; a node's cores are its role's CPU budget
+// (backend.node_cpu, node_cpu_roles), else cores.
+func simNodes(sc *scenario.Scenario, cores float64) simTopology {
+	budget := sc.Backend.CPU()
+	coresOf := func(role backend.Role) float64 {
+		if b := budget.For(role); b > 0 {
+			return b
+		}
+		return cores
+	}
+	t := simTopology{replica: -1}
+	switch sc.Backend.Topology {
+	case scenario.TopologyCitus:
+		t.nodes = append(t.nodes, sim.Node{Name: "coordinator", Cores: coresOf(backend.RoleCoordinator)})
+		for i := range sc.Backend.Workers {
+			t.workers = append(t.workers, len(t.nodes))
+			t.nodes = append(t.nodes, sim.Node{Name: fmt.Sprintf("worker%d", i+1), Cores: coresOf(backend.RoleWorker)})
+		}
+		// Citus hashes the tenant into one of citus.shards shards, placed
+		// round-robin over the workers.
+		shards := max(sc.Data.Citus.Shards, 1)
+		n := len(t.workers)
+		t.place = func(tenant int) int { return int(mix(uint64(tenant))%uint64(shards)) % n }
+	case scenario.TopologyShards:
+		for i := range sc.Backend.Shards {
+			t.workers = append(t.workers, len(t.nodes))
+			t.nodes = append(t.nodes, sim.Node{Name: fmt.Sprintf("primary%d", i+1), Cores: coresOf(backend.RoleShard)})
+		}
+		// The catalog places tenants by hash over the nodes but the spare.
+		n := max(len(t.workers)-sc.Backend.SpareNodes, 1)
+		t.place = func(tenant int) int { return int(mix(uint64(tenant)) % uint64(n)) }
+	default:
+		t.nodes = append(t.nodes, sim.Node{Name: "primary", Cores: coresOf(backend.RolePrimary)})
+		if sc.Backend.Topology == backend.TopologyReplica {
+			t.replica = 1
+			t.nodes = append(t.nodes, sim.Node{Name: "replica", Cores: coresOf(backend.RoleReplica)})
+		}
+	}
+	return t
+}
+
+// mix is a 64-bit finaliser (SplitMix64's), a stand-in for the hash that
+// places a tenant on a shard.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// simConfig builds the model of configuration c: its pools (on each node
+// a tenant can be placed on), limiters and classes.
+func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibration) sim.Config {
+	cfg := sim.Config{Nodes: t.nodes, Seed: r.sc.Seed, Drain: max(r.sc.Phases.Drain.Duration(), time.Millisecond)}
+	// addPool adds a pool on node (or, placed, one per worker) and returns
+	// the class's Pools and Nodes.
+	addPool := func(name string, node, size int, timeout time.Duration) (ps, ns []int) {
+		if t.place == nil {
+			cfg.Pools = append(cfg.Pools, sim.Pool{Name: name, Size: size, AcquireTimeout: timeout})
+			return []int{len(cfg.Pools) - 1}, []int{node}
+		}
+		if r.sc.Citus() {
+			// One pool on the coordinator; the work runs on the worker.
+			cfg.Pools = append(cfg.Pools, sim.Pool{Name: name, Size: size, AcquireTimeout: timeout})
+			for _, w := range t.workers {
+				ps, ns = append(ps, len(cfg.Pools)-1), append(ns, w)
+			}
+			return ps, ns
+		}
+		for _, w := range t.workers {
+			cfg.Pools = append(cfg.Pools, sim.Pool{Name: name + "@" + t.nodes[w].Name, Size: size, AcquireTimeout: timeout})
+			ps, ns = append(ps, len(cfg.Pools)-1), append(ns, w)
+		}
+		return ps, ns
+	}
+	type route struct {
+		pools, nodes []int
+		limiter      int
+		timeout      time.Duration
+	}
+	routes := map[scenario.IsolationClass]route{}
+	if c.Mode == scenario.ModeShared {
+		ps, ns := addPool("shared", t.primary, c.Shared.PoolSize, c.Shared.AcquireTimeout.Duration())
+		rt := route{pools: ps, nodes: ns, limiter: -1, timeout: c.Shared.Role.StatementTimeout.Duration()}
+		routes[scenario.IsolationInteractive], routes[scenario.IsolationHeavy] = rt, rt
+	} else {
+		for _, ic := range []scenario.IsolationClass{scenario.IsolationInteractive, scenario.IsolationHeavy} {
+			p := c.Pool(ic)
+			node := t.primary
+			if p.Target == scenario.TargetReplica {
+				if t.replica >= 0 {
+					node = t.replica
+				} else {
+					r.note("%s: the %s class targets the replica, but the topology has none: it runs on the primary", c.Name, ic)
+				}
+			}
+			ps, ns := addPool(string(ic), node, p.PoolSize, p.AcquireTimeout.Duration())
+			rt := route{pools: ps, nodes: ns, limiter: -1, timeout: p.Role.StatementTimeout.Duration()}
+			if p.Limiter.Enabled {
+				if p.Limiter.MaxGlobal > 0 {
+					r.note("%s: the %s limiter's max_global is not simulated", c.Name, ic)
+				}
+				cfg.Limiters = append(cfg.Limiters, sim.Limiter{Name: string(ic),
+					MaxPerTenant: p.Limiter.MaxPerTenant, MaxQueue: p.Limiter.MaxQueue, MaxWait: p.Limiter.MaxWait.Duration()})
+				rt.limiter = len(cfg.Limiters) - 1
+			}
+			routes[ic] = rt
+		}
+	}
+	cfg.Classes = map[string]sim.Class{}
+	for _, cl := range r.sc.Classes {
+		rt := routes[cl.IsolationClass]
+		cfg.Classes[cl.Name] = sim.Class{Limiter: rt.limiter, Pools: rt.pools, Nodes: rt.nodes, Place: t.place,
+			Service: cal.samplers[cl.Name], Timeout: rt.timeout}
+	}
+	return cfg
+}
+
+// simLimiter is a finished simulation's limiter counters, read as a real
+// limiter's (limiterStats) by the assertions.
+type simLimiter struct{ stat limiter.Stat }
+
+func (l simLimiter) Stat() limiter.Stat { return l.stat }
+
+// simulateConfiguration runs the timeline under configuration c in the
+// model and evaluates the assertions as runConfiguration does.
+func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configuration, t simTopology, cal *Calibration) (configResult, error) {
+	t0 := time.Now()
+	cfg := r.simConfig(c, t, cal)
+	tr := &timelineRun{}
+	mc := metrics.Config{Classify: simErrorClass}
+	if r.pop.Len() > maxSeriesTenants {
+		mc.Interval = -1
+		r.note("per-second latency series (intervals) left out: %d tenants (a simulation keeps them up to %d)", r.pop.Len(), maxSeriesTenants)
+	}
+	for i := range r.steps {
+		rec, err := metrics.New(mc)
+		if err != nil {
+			return configResult{}, fmt.Errorf("%w: %w", ErrRun, err)
+		}
+		tr.windows = append(tr.windows, &window{step: &r.steps[i], rec: rec, start: r.steps[i].start, end: r.steps[i].end})
+	}
+	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed, workload.Segment{})
+	if err != nil {
+		return configResult{}, fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+	}
+	stepAt := func(at time.Duration) int {
+		i, _ := slices.BinarySearchFunc(r.steps, at, func(s step, at time.Duration) int {
+			if s.end <= at {
+				return -1
+			}
+			return 1
+		})
+		return min(i, len(r.steps)-1)
+	}
+	// The ledger: DB time per tenant × isolation class, read at each
+	// phase's start as the clock passes it.
+	type ukey struct {
+		tenant int
+		class  pools.Class
+	}
+	ledger := map[ukey]*pools.Usage{}
+	usage := func() []pools.Usage {
+		out := make([]pools.Usage, 0, len(ledger))
+		for _, u := range ledger {
+			out = append(out, *u)
+		}
+		return out
+	}
+	next := 0
+	passTo := func(at time.Duration) {
+		for next < len(tr.windows) && at >= tr.windows[next].step.start {
+			tr.windows[next].usage = usage()
+			next++
+		}
+	}
+	ser := newSimSeries(r, tr)
+	rec := workload.RecorderFunc(func(res workload.Result) {
+		tr.windows[stepAt(res.Op.At)].rec.Record(res)
+	})
+	obs := func(o sim.Outcome) {
+		end := o.Result.End.Sub(sim.Epoch)
+		passTo(end)
+		ser.add(o, end)
+		if o.Node < 0 {
+			return
+		}
+		k := ukey{o.Result.Op.Tenant, pools.Class(r.classes[o.Result.Op.Class].IsolationClass)}
+		u := ledger[k]
+		if u == nil {
+			u = &pools.Usage{Tenant: r.key(k.tenant), Class: k.class}
+			ledger[k] = u
+		}
+		u.DBTime += o.DBTime
+		u.Statements++
+	}
+	passTo(0)
+	stats, err := sim.Run(ctx, src, cfg, rec, obs)
+	if err != nil {
+		if errors.Is(err, sim.ErrInvalid) {
+			return configResult{}, fmt.Errorf("%w: configuration %s: %w", scenario.ErrInvalid, c.Name, err)
+		}
+		return configResult{}, err
+	}
+	passTo(math.MaxInt64)
+	tr.usageEnd = usage()
+	tr.stats = stats.RunStats
+	for i, w := range tr.windows {
+		w.sent = src.sent[i]
+	}
+	tr.series = ser.points()
+	// The limiters' counters, and what the clients saw: the same in a
+	// model.
+	tr.ex = &executor{r: r, stack: &stack{limiters: map[pools.Class]limiterStats{}}}
+	tr.limitsBefore = map[string]limiter.TenantStat{}
+	for li, l := range cfg.Limiters {
+		st := limiter.Stat{Tenants: map[string]limiter.TenantStat{}}
+		for tenant, rj := range stats.Limiters[li] {
+			key := r.key(tenant)
+			st.Tenants[key] = limiter.TenantStat{RejectedQueueFull: rj.QueueFull, RejectedWaitExceeded: rj.WaitExceeded}
+			v, _ := tr.ex.seen.LoadOrStore(key, new([2]atomic.Int64))
+			counts := v.(*[2]atomic.Int64)
+			counts[0].Add(rj.QueueFull)
+			counts[1].Add(rj.WaitExceeded)
+		}
+		tr.ex.stack.limiters[pools.Class(l.Name)] = simLimiter{st}
+	}
+	tr.limitsAt = tr.ex.stack.limiterStat()
+	var busy []string
+	for i, b := range stats.Busy {
+		busy = append(busy, fmt.Sprintf("%s %.0f%%", cfg.Nodes[i].Name, 100*b.Seconds()/max(src.Duration().Seconds(), 1e-9)))
+	}
+	r.note("%s: simulated %d calls in %d events; nodes busy (at least one call) over the timeline: %s",
+		c.Name, stats.Issued, stats.Events, strings.Join(busy, ", "))
+
+	res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
+	res.assertions = r.assertions(c, tr, cleanState{})
+	pairs := 0
+	if r.quietPlan != nil {
+		pairs = r.quietPlan.Pairs
+	}
+	res.report.QuietChecks = quietChecks(res.assertions, pairs)
+	res.report.Passed, _ = verdict(res.assertions)
+	return res, nil
+}
+
+// maxSeriesTenants is the most tenants a simulation keeps per-second
+// latency series for: they are kept per tenant × class and second, and
+// merged at the end, which at 10,000 tenants takes longer than the
+// simulation and most of its memory.
+const maxSeriesTenants = 1000
+
+// simErrorClass names a simulated call's error as errorClass names a real
+// one's.
+func simErrorClass(err error) string {
+	switch {
+	case errors.Is(err, sim.ErrQueueFull):
+		return string(scenario.ErrorQueueFull)
+	case errors.Is(err, sim.ErrWaitExceeded):
+		return string(scenario.ErrorWaitExceeded)
+	case errors.Is(err, sim.ErrAcquireTimeout):
+		return string(scenario.ErrorAcquireTimeout)
+	case errors.Is(err, sim.ErrStatementTimeout):
+		return string(scenario.ErrorStatementTimeout)
+	}
+	return string(scenario.ErrorOther)
+}
+
+// simSeries builds the per-second series of a simulated timeline: the
+// requests started and the top tenants' DB time in each second.
+type simSeries struct {
+	r      *runner
+	tr     *timelineRun
+	rate   []int64
+	dbTime []map[int]time.Duration
+}
+
+func newSimSeries(r *runner, tr *timelineRun) *simSeries { return &simSeries{r: r, tr: tr} }
+
+func (s *simSeries) add(o sim.Outcome, end time.Duration) {
+	sec := int(o.Result.Op.At / seriesEvery)
+	for len(s.rate) <= sec {
+		s.rate = append(s.rate, 0)
+	}
+	s.rate[sec]++
+	if o.DBTime > 0 {
+		es := int(end / seriesEvery)
+		for len(s.dbTime) <= es {
+			s.dbTime = append(s.dbTime, map[int]time.Duration{})
+		}
+		s.dbTime[es][o.Result.Op.Tenant] += o.DBTime
+	}
+}
+
+func (s *simSeries) points() []reports.Point {
+	n := max(len(s.rate), len(s.dbTime))
+	var out []reports.Point
+	for i := range n {
+		at := time.Duration(i+1) * seriesEvery
+		p := reports.Point{At: at.Seconds()}
+		for _, w := range s.tr.windows {
+			if at > w.step.start {
+				p.Window = w.step.Name
+			}
+		}
+		if i < len(s.rate) {
+			p.Rate = float64(s.rate[i])
+		}
+		if i < len(s.dbTime) {
+			var total time.Duration
+			type td struct {
+				tenant int
+				d      time.Duration
+			}
+			var all []td
+			for t, d := range s.dbTime[i] {
+				total += d
+				all = append(all, td{t, d})
+			}
+			slices.SortFunc(all, func(a, b td) int {
+				if a.d != b.d {
+					return int(b.d - a.d)
+				}
+				return a.tenant - b.tenant
+			})
+			for _, x := range all[:min(5, len(all))] {
+				p.TopDBTime = append(p.TopDBTime, reports.Share{Tenant: s.r.key(x.tenant), DBTime: ms(x.d), Share: x.d.Seconds() / total.Seconds()})
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Calibration is what the model draws service times from: per class of
+// the scenario, a distribution read from a real run's report.
+type Calibration struct {
+	samplers     map[string]sim.Sampler
+	mean, median map[string]time.Duration
+	// wall and wallP50 are a calibrated class's service time alone as
+	// the real run measured it (its rate is set from it).
+	wall, wallP50 map[string]time.Duration
+	source        map[string]string
+	classesInFile []string
+}
+
+// Calibrate reads the service-time distribution of each of sc's classes from
+// a real run's report rep (file names it in errors):
+//
+//   - a class the quiet tenants send: the latency distribution of the quiet
+//     tenants merged in the quiet_p99 baseline window (solo_quiet_all's
+//     percentiles, averaged over the report's configurations at each
+//     percentile), drawn by inverse transform, linear between the
+//     percentiles, up to the max;
+//   - a calibrated class (load_factor): the report's calibrations entry,
+//     measured one query at a time: a log-normal with its median and mean.
+//
+// A latency measured on a machine is the call's work plus its waits for a
+// core (beside the run's other calls and, on a busy machine, other work);
+// the model adds the waits itself. So when the report has the machine's
+// figures for the window (machine.windows: own_cpu, the CPUs noisysim and
+// its servers used), each distribution is scaled by k = CPU used / wall
+// time summed over the window's calls (k ≤ 1): the work the model draws
+// has the mean the CPU measured and the shape the latencies had.
+//
+// Errors: scenario.ErrInvalid (wrapped), naming file, when rep is nil or a
+// class of sc has neither in rep (a report of another scenario's shape).
+func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibration, error) {
+	if rep == nil {
+		return nil, fmt.Errorf("%w: simulate needs a calibration: a real run's report.json (--calibrate)", scenario.ErrInvalid)
+	}
+	cal := &Calibration{samplers: map[string]sim.Sampler{}, mean: map[string]time.Duration{}, median: map[string]time.Duration{}, source: map[string]string{},
+		wall: map[string]time.Duration{}, wallP50: map[string]time.Duration{}}
+	machine := map[string]reports.WindowLoad{}
+	if rep.Machine != nil {
+		for _, w := range rep.Machine.Windows {
+			machine[w.Window] = w
+		}
+	}
+	_, baseline := sc.Assertions.QuietP99.QuietWindows()
+	have := map[string]bool{}
+	// The quiet tenants' baseline percentiles, per class, over
+	// configurations, each configuration's scaled by its k.
+	sums := map[string][]reports.Percentile{}
+	n := map[string]int{}
+	ks := map[string][]float64{}
+	for _, c := range rep.Configurations {
+		k := 1.0
+		if w, ok := machine[fmt.Sprintf("%s (%s)", baseline, c.Name)]; ok && w.OwnCPU > 0 {
+			var wall float64 // ms
+			for _, row := range c.SoloQuietAll {
+				if len(row.Percentiles) > 0 {
+					wall += float64(row.Count) * ms(quantileMean(withMax(row.Percentiles, row.Max)))
+				}
+			}
+			for _, row := range c.Solo {
+				if row.Tenant == rep.Dominant && row.Count > 0 {
+					wall = 0 // the dominant tenant's calls share the CPU: no scaling
+				}
+			}
+			if wall > 0 {
+				k = min(1, w.OwnCPU*w.Seconds*1000/wall)
+			}
+		}
+		for _, row := range c.SoloQuietAll {
+			if row.Count == 0 || len(row.Percentiles) == 0 {
+				continue
+			}
+			have[row.Class] = true
+			ps := withMax(row.Percentiles, row.Max)
+			if s, ok := sums[row.Class]; !ok {
+				sums[row.Class] = make([]reports.Percentile, len(ps))
+				for i, p := range ps {
+					sums[row.Class][i] = reports.Percentile{P: p.P, Ms: k * p.Ms}
+				}
+			} else if len(s) == len(ps) {
+				for i := range s {
+					s[i].Ms += k * ps[i].Ms
+				}
+			} else {
+				continue
+			}
+			n[row.Class]++
+			ks[row.Class] = append(ks[row.Class], k)
+		}
+	}
+	calibrated := map[string]reports.Calibration{}
+	for _, c := range rep.Calibrations {
+		calibrated[c.Class] = c
+		have[c.Class] = true
+	}
+	var missing []string
+	for _, c := range sc.Classes {
+		switch ps, ok := sums[c.Name]; {
+		case ok && c.Senders != scenario.SendersDominant:
+			qs := make([]reports.Percentile, len(ps))
+			for i, p := range ps {
+				qs[i] = reports.Percentile{P: p.P, Ms: p.Ms / float64(n[c.Name])}
+			}
+			cal.samplers[c.Name] = quantileSampler(qs)
+			cal.mean[c.Name] = quantileMean(qs)
+			cal.median[c.Name] = msDuration(quantileAt(qs, 50))
+			cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations, scaled to the CPU used by %s",
+				baseline, n[c.Name], fmtKs(ks[c.Name]))
+		case calibrated[c.Name].ServiceMean > 0:
+			k := calibrated[c.Name]
+			scale := 1.0
+			if w, ok := machine[fmt.Sprintf("calibrate (%s)", c.Name)]; ok && w.OwnCPU > 0 {
+				// Calibration runs one unmeasured query, then Samples.
+				scale = min(1, w.OwnCPU*w.Seconds*1000/(float64(k.Samples+1)*k.ServiceMean))
+			}
+			cal.samplers[c.Name] = logNormal(scale*k.ServiceP50, scale*k.ServiceMean)
+			cal.mean[c.Name] = msDuration(scale * k.ServiceMean)
+			cal.median[c.Name] = msDuration(scale * k.ServiceP50)
+			cal.wall[c.Name], cal.wallP50[c.Name] = msDuration(k.ServiceMean), msDuration(k.ServiceP50)
+			cal.source[c.Name] = fmt.Sprintf("calibrations (%d queries alone: mean %.2f ms, p50 %.2f ms), log-normal, scaled to the CPU used by %.2f",
+				k.Samples, k.ServiceMean, k.ServiceP50, scale)
+		default:
+			missing = append(missing, c.Name)
+		}
+	}
+	if len(missing) > 0 {
+		var in []string
+		for c := range have {
+			in = append(in, c)
+		}
+		slices.Sort(in)
+		return nil, fmt.Errorf("%w: --calibrate %s: the report (scenario %q) is of another scenario's shape: no service times for class %s of %s (the report has service times for: %s)",
+			scenario.ErrInvalid, file, rep.Scenario, strings.Join(missing, ", "), sc.File, cmpOr(strings.Join(in, ", "), "none"))
+	}
+	return cal, nil
+}
+
+// withMax returns ps with the max as its 100th percentile.
+func withMax(ps []reports.Percentile, maxMs float64) []reports.Percentile {
+	out := slices.Clone(ps)
+	if len(out) > 0 && out[len(out)-1].P < 100 {
+		out = append(out, reports.Percentile{P: 100, Ms: max(maxMs, out[len(out)-1].Ms)})
+	}
+	return out
+}
+
+func fmtKs(ks []float64) string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, fmt.Sprintf("%.2f", k))
+	}
+	return strings.Join(out, ", ")
+}
+
+func (c *Calibration) summary() []reports.SimulatedClass {
+	var out []reports.SimulatedClass
+	for name := range c.samplers {
+		out = append(out, reports.SimulatedClass{Class: name, From: c.source[name], MeanMs: ms(c.mean[name]), P50Ms: ms(c.median[name])})
+	}
+	slices.SortFunc(out, func(a, b reports.SimulatedClass) int { return strings.Compare(a.Class, b.Class) })
+	return out
+}
+
+func msDuration(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+// quantileAt returns the value at percentile p of qs (sorted by P), linear
+// between points.
+func quantileAt(qs []reports.Percentile, p float64) float64 {
+	if p <= qs[0].P {
+		return qs[0].Ms
+	}
+	for i := 1; i < len(qs); i++ {
+		if p <= qs[i].P {
+			a, b := qs[i-1], qs[i]
+			if b.P == a.P {
+				return b.Ms
+			}
+			return a.Ms + (b.Ms-a.Ms)*(p-a.P)/(b.P-a.P)
+		}
+	}
+	return qs[len(qs)-1].Ms
+}
+
+// quantileMean is the mean of the piecewise-linear quantile function.
+func quantileMean(qs []reports.Percentile) time.Duration {
+	var m float64
+	for i := 1; i < len(qs); i++ {
+		m += (qs[i].P - qs[i-1].P) / 100 * (qs[i].Ms + qs[i-1].Ms) / 2
+	}
+	return msDuration(m)
+}
+
+// quantileSampler draws by inverse transform from qs.
+func quantileSampler(qs []reports.Percentile) sim.Sampler {
+	return func(r *rand.Rand) time.Duration { return msDuration(quantileAt(qs, 100*r.Float64())) }
+}
+
+// logNormal returns a log-normal sampler with the given median and mean
+// (ms); a mean not above the median gives a narrow one (σ 0.1).
+func logNormal(median, mean float64) sim.Sampler {
+	sigma := 0.1
+	if mean > median && median > 0 {
+		sigma = math.Sqrt(2 * math.Log(mean/median))
+	}
+	mu := math.Log(max(median, 1e-6))
+	return func(r *rand.Rand) time.Duration { return msDuration(math.Exp(mu + sigma*r.NormFloat64())) }
+}

@@ -1,0 +1,122 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
+)
+
+const simScenario = `
+name: simsmall
+seed: 5
+tenants: {count: 20, dominant_share: 0.6}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 200}
+  - {name: report, isolation_class: heavy, query: report, load_factor: 3, senders: dominant}
+phases: {warmup: 1s, solo: 5s, run: 5s, drain: 2s}
+configurations:
+  - {name: naive, mode: shared, expect: fail, shared: {pool_size: 10}}
+  - name: isolated
+    mode: isolated
+    interactive: {pool_size: 10, limiter: {max_per_tenant: 4, max_queue: 20, max_wait: 1s}}
+    heavy: {pool_size: 2, limiter: {max_per_tenant: 1, max_queue: 2, max_wait: 5s}}
+assertions: {quiet_p99: {min_samples: 50}}
+`
+
+// calibrationReport is a hand-made report.json of simScenario's shape: the
+// lookups take 1 ms (p0) to 3 ms (max), a report 50 ms.
+func calibrationReport() *reports.Report {
+	var ps []reports.Percentile
+	for _, p := range []float64{0, 10, 25, 50, 75, 90, 95, 98, 99, 99.5, 99.8, 99.9, 99.95, 99.99} {
+		ps = append(ps, reports.Percentile{P: p, Ms: 1 + p/100})
+	}
+	return &reports.Report{
+		Scenario: "simsmall", Seed: 4,
+		Configurations: []reports.Configuration{{Name: "naive", SoloQuietAll: []reports.TenantRow{
+			{Tenant: reports.QuietAll, Class: "lookup", Count: 1000, Max: 3, Percentiles: ps}}}},
+		Calibrations: []reports.Calibration{{Class: "report", Samples: 20, ServiceMean: 50, ServiceP50: 48}},
+	}
+}
+
+// TestSimulate runs a scenario in the model: every arrival of the schedule
+// is accounted for in its window, the naive control fails (40 ms reports at
+// 3 × its pool take it over) while isolation holds, and the report says it
+// is simulated.
+func TestSimulate(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: calibrationReport(), CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Simulated == nil || !strings.HasPrefix(rep.Backend, "simulated") || rep.ScheduleHash == "" {
+		t.Fatalf("not marked simulated: backend %q, simulated %+v", rep.Backend, rep.Simulated)
+	}
+	if len(rep.Calibrations) != 1 || rep.Calibrations[0].Rate != 3*10/0.05 {
+		t.Errorf("calibrations %+v, want the report class at 3 × 10 / 50 ms = 600/s", rep.Calibrations)
+	}
+	// The same schedule under both configurations: the same arrivals per
+	// window, each accounted for (issued + dropped).
+	for _, w := range []int{1, 3} {
+		a, b := rep.Configurations[0].Windows[w].Stats, rep.Configurations[1].Windows[w].Stats
+		if a.Issued+a.Dropped != b.Issued+b.Dropped || a.Issued == 0 {
+			t.Errorf("window %d: naive %d+%d, isolated %d+%d arrivals", w, a.Issued, a.Dropped, b.Issued, b.Dropped)
+		}
+		if a.TargetRate != b.TargetRate || a.TargetRate*5 < float64(a.Issued+a.Dropped)*0.99 {
+			t.Errorf("window %d: target rate %v vs %v for %d arrivals over 5 s", w, a.TargetRate, b.TargetRate, a.Issued+a.Dropped)
+		}
+	}
+	byConfig := map[string]reports.Configuration{}
+	for _, c := range rep.Configurations {
+		byConfig[c.Name] = c
+	}
+	if c := byConfig["naive"]; c.Passed || c.QuietAll[0].P99 < 100 {
+		t.Errorf("naive passed %v, quiet p99 %.1f ms: want a failure, p99 way above 100 ms", c.Passed, c.QuietAll[0].P99)
+	}
+	iso := byConfig["isolated"]
+	if !iso.Passed {
+		for _, a := range rep.Assertions {
+			if a.Configuration == "isolated" && !a.Passed && !a.Skipped {
+				t.Errorf("isolated: %s %s/%s observed %v limit %v: %s", a.Name, a.Tenant, a.Class, a.Observed, a.Limit, a.Detail)
+			}
+		}
+	}
+	if s := iso.SoloQuietAll[0]; s.P50 < 1.3 || s.P50 > 1.7 {
+		t.Errorf("isolated solo p50 %.2f ms, want about the calibration's 1.5 ms", s.P50)
+	}
+	if iso.Stats.Rejected == 0 {
+		t.Error("isolated: the dominant tenant's reports were never rejected")
+	}
+	if !rep.Passed {
+		t.Error("report failed: want the control failing as expected and isolation holding")
+	}
+	if len(iso.Series) == 0 || len(iso.Windows[3].TopDBTime) == 0 || iso.Windows[3].TopDBTime[0].Tenant != "1" {
+		t.Errorf("series %d points, run window top DB time %+v: want tenant 1 first", len(iso.Series), iso.Windows[3].TopDBTime)
+	}
+}
+
+// TestSimulateBadCalibration: a calibration report without service times
+// for a class of the scenario is bad input naming the file and the class.
+func TestSimulateBadCalibration(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := calibrationReport()
+	cal.Scenario = "other"
+	cal.Calibrations = nil
+	_, err = harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "other.json"})
+	if !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(err.Error(), "other.json") || !strings.Contains(err.Error(), "class report") {
+		t.Errorf("err %v: want ErrInvalid naming other.json and class report", err)
+	}
+	if _, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{}); !errors.Is(err, scenario.ErrInvalid) {
+		t.Errorf("no calibration: err %v, want ErrInvalid", err)
+	}
+}
