@@ -3,6 +3,7 @@ package harness
 import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/guard"
+	"github.com/noisysim/noisysim/internal/affinity"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -59,7 +60,7 @@ func (r *runner) machineReport(rep *reports.Report) {
 		if st := c.CPUBudgets(); st.Mechanism != "" || st.Skipped != "" {
 			nc := &reports.NodeCPU{Mechanism: st.Mechanism, Skipped: st.Skipped}
 			for _, n := range st.Nodes {
-				nc.Nodes = append(nc.Nodes, reports.NodeBudget{Node: n.Node, CPUs: n.CPUs})
+				nc.Nodes = append(nc.Nodes, reports.NodeBudget{Node: n.Node, CPUs: n.CPUs, Cores: n.Cores})
 			}
 			m.NodeCPU = nc
 			if st.Skipped != "" {
@@ -67,7 +68,24 @@ func (r *runner) machineReport(rep *reports.Report) {
 			}
 		}
 	}
-	if m.NodeCPU != nil || m.Concurrent != "" || len(m.Windows) > 0 {
+	if g := r.sc.Backend.Generator(); len(g) > 0 && r.generatorSkipped == "" {
+		m.GeneratorCores = affinity.Format(g)
+	}
+	if r.generatorSkipped != "" {
+		rep.Notes = append(rep.Notes, "running noisysim WITHOUT its generator_cores: "+r.generatorSkipped)
+	}
+	if len(r.sc.Backend.NodeCores) > 0 {
+		pinned := false
+		if m.NodeCPU != nil {
+			for _, n := range m.NodeCPU.Nodes {
+				pinned = pinned || n.Cores != ""
+			}
+		}
+		if !pinned {
+			rep.Notes = append(rep.Notes, "running WITHOUT the node_cores asked for: no node could be pinned on this machine")
+		}
+	}
+	if m.NodeCPU != nil || m.Concurrent != "" || len(m.Windows) > 0 || m.GeneratorCores != "" {
 		rep.Machine = m
 	}
 }

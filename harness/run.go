@@ -23,6 +23,7 @@ import (
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/harness/guard"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/internal/affinity"
 	"github.com/noisysim/noisysim/isolation"
 	"github.com/noisysim/noisysim/isolation/limiter"
 	"github.com/noisysim/noisysim/isolation/pools"
@@ -126,6 +127,11 @@ type Options struct {
 	// timeline with what each of its phases measured (to write the
 	// histograms out: agents of a segmented run).
 	OnWindows func(config string, ws []WindowResult)
+	// CalibrateOnly stops the run once the data set is loaded and the
+	// calibrated classes (classes[].load_factor) are measured: the report
+	// holds the calibrations alone, no configuration and no verdict
+	// (Passed false). What the run created is removed as after any run.
+	CalibrateOnly bool
 }
 
 // ErrRun marks a run that could not complete (as opposed to one whose
@@ -199,6 +205,18 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		cluster = c
 	}
 	r.cluster = cluster
+	// Pinned once the servers run: they keep their own cores.
+	gen := sc.Backend.Generator()
+	if err := affinity.Check(gen); err != nil && sc.Backend.NodeCPUOptional {
+		r.log.Warn("running without generator_cores", "reason", err)
+		r.generatorSkipped = err.Error()
+		gen = nil
+	}
+	unpin, err := affinity.Pin(gen)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRun, err)
+	}
+	defer unpin()
 	remove, err := r.claim(ctx)
 	if err != nil {
 		return nil, err
@@ -249,11 +267,14 @@ func StartBackend(ctx context.Context, sc *scenario.Scenario, log *slog.Logger) 
 
 // runner is one run's state.
 type runner struct {
-	sc      *scenario.Scenario
-	opts    Options
-	log     *slog.Logger
-	started time.Time
-	cluster backend.Cluster
+	// generatorSkipped says why backend.generator_cores was not applied
+	// (node_cpu_optional and a core this machine lacks); empty otherwise.
+	generatorSkipped string
+	sc               *scenario.Scenario
+	opts             Options
+	log              *slog.Logger
+	started          time.Time
+	cluster          backend.Cluster
 	// runID names the run in the marks on what it creates (footprint).
 	runID string
 
@@ -473,6 +494,10 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	defer r.citus.close()
 	if err := r.calibrate(ctx); err != nil {
 		return nil, err
+	}
+	if r.opts.CalibrateOnly {
+		return &reports.Report{Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, StartedAt: r.started.UTC(),
+			Calibrations: r.calibrated, Duration: time.Since(r.started).Seconds()}, nil
 	}
 	if r.sc.Service != nil {
 		if err := r.migrate(ctx); err != nil {

@@ -38,6 +38,10 @@ type SimulateOptions struct {
 	Cores float64
 	// Logger receives the notes; nil is silent.
 	Logger *slog.Logger
+	// CalibrateOnly returns, as Options.CalibrateOnly, a report holding
+	// the calibrated classes' rates alone (from Calibration's service
+	// times), nothing simulated.
+	CalibrateOnly bool
 }
 
 // Simulate runs sc's timeline under each configuration in virtual time,
@@ -93,6 +97,10 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 				LoadFactor: c.LoadFactor, Pool: pool.size, PoolName: pool.name, Rate: rate,
 			})
 		}
+	}
+	if opts.CalibrateOnly {
+		return &reports.Report{Scenario: sc.Name, File: sc.File, Seed: sc.Seed, StartedAt: started.UTC(), Calibrations: r.calibrated,
+			Simulated: &reports.Simulation{Calibration: opts.CalibrationFile, CalibrationScenario: opts.Calibration.Scenario, CalibrationSeed: opts.Calibration.Seed}}, nil
 	}
 	if len(rates) > 0 {
 		if err := r.schedule(rates); err != nil {

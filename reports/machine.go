@@ -23,6 +23,9 @@ type Machine struct {
 	MaxForeignCPU float64 `json:"max_foreign_cpu,omitempty"`
 	// Windows are the guard's figures per measured window, in run order.
 	Windows []WindowLoad `json:"windows,omitempty"`
+	// GeneratorCores are the cores noisysim itself ran on
+	// (backend.generator_cores), as a CPU list; empty for any.
+	GeneratorCores string `json:"generator_cores,omitempty"`
 }
 
 // NodeCPU is how the nodes' CPU budgets were enforced.
@@ -41,6 +44,9 @@ type NodeCPU struct {
 type NodeBudget struct {
 	Node string  `json:"node"`
 	CPUs float64 `json:"cpus"`
+	// Cores are the cores the node was pinned to (backend.node_cores), as
+	// a CPU list; empty for any.
+	Cores string `json:"cores,omitempty"`
 }
 
 // WindowLoad is the CPU the machine spent outside the run during one
@@ -96,6 +102,9 @@ func (n *NodeCPU) line() string {
 		if b.CPUs > 0 {
 			v = strconv.FormatFloat(b.CPUs, 'f', -1, 64) + " CPU"
 		}
+		if b.Cores != "" {
+			v += " on cores " + b.Cores
+		}
 		parts = append(parts, b.Node+" "+v)
 	}
 	return fmt.Sprintf("%s (%s)", strings.Join(parts, ", "), n.Mechanism)
@@ -124,6 +133,9 @@ func writeMachine(p func(string, ...any), m *Machine) {
 	}
 	if m.NodeCPU != nil {
 		p("Node CPU budgets: %s\n\n", md(m.NodeCPU.line()))
+	}
+	if m.GeneratorCores != "" {
+		p("Generator: noisysim on cores %s\n\n", md(m.GeneratorCores))
 	}
 	if m.Concurrent != "" {
 		p("**Concurrent:** %s\n\n", md(m.Concurrent))

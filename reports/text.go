@@ -191,6 +191,9 @@ func (t *textWriter) header() {
 		if m.NodeCPU != nil {
 			t.p("node cpu  %s\n", m.NodeCPU.line())
 		}
+		if m.GeneratorCores != "" {
+			t.p("generator noisysim on cores %s\n", m.GeneratorCores)
+		}
 		if m.Concurrent != "" {
 			t.p("CONCURRENT: %s\n", m.Concurrent)
 		}

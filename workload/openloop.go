@@ -82,7 +82,9 @@ const (
 type OpenLoopConfig struct {
 	// Workers is the number of goroutines calling the executor; arrivals
 	// wait for a free worker in a queue (their latency counts the wait).
-	// 0 means a new goroutine per op. Negative is invalid.
+	// 0 means a goroutine per op: an arrival never waits for one (a
+	// goroutine that finished its op takes the next arrival, a new one is
+	// started when none is free). Negative is invalid.
 	Workers int
 	// MaxInFlight bounds ops issued but not finished (queued or running).
 	// An arrival that finds MaxInFlight ops in flight is dropped: recorded
@@ -154,12 +156,18 @@ type flight struct {
 // openLoop is one run of RunOpenLoop. The dispatching goroutine owns
 // flights, live and stats; executing goroutines touch only the atomics.
 type openLoop struct {
-	cfg       OpenLoopConfig
-	log       *slog.Logger
-	exec      Executor
-	rec       Recorder
-	ctx       context.Context // the ops' context, cancelled when the run gives up
-	queue     chan *flight    // nil with a goroutine per op
+	cfg   OpenLoopConfig
+	log   *slog.Logger
+	exec  Executor
+	rec   Recorder
+	ctx   context.Context // the ops' context, cancelled when the run gives up
+	queue chan *flight    // nil with a goroutine per op
+	// idle hands an op to a goroutine that finished its last one and waits
+	// for the next (a goroutine per op only): the dispatcher starts a new
+	// goroutine only when none waits, so an op costs no goroutine start
+	// and no stack growth once the run has as many as it keeps busy.
+	idle      chan *flight
+	spawned   sync.WaitGroup // the goroutines that idle feeds
 	inflight  atomic.Int64
 	completed atomic.Int64
 	errors    atomic.Int64
@@ -232,6 +240,8 @@ func runOpenLoop(ctx context.Context, src Source, exec Executor, rec Recorder, c
 		for range cfg.Workers {
 			go e.worker()
 		}
+	} else {
+		e.idle = make(chan *flight)
 	}
 	e.stats = RunStats{Start: time.Now()}
 	e.log.Debug("open loop started", "duration", src.Duration(), "workers", cfg.Workers, "max_in_flight", cfg.MaxInFlight)
@@ -239,7 +249,10 @@ func runOpenLoop(ctx context.Context, src Source, exec Executor, rec Recorder, c
 	cancelled, orderErr := e.dispatch(ctx, src)
 	if e.queue != nil {
 		close(e.queue)
+	} else {
+		close(e.idle) // the waiting goroutines return
 	}
+	defer e.spawned.Wait()
 	finished := make(chan struct{})
 	go func() {
 		e.wg.Wait()
@@ -296,7 +309,9 @@ func (e *openLoop) dispatch(ctx context.Context, src Source) (cancelled bool, or
 		prev = op.At
 		e.stats.Scheduled++
 		intended := e.stats.Start.Add(op.At)
-		if wait := time.Until(intended) - e.cfg.PreciseWait; wait > 0 {
+		// One clock read per op that is already due (at a high rate, most).
+		now := time.Now()
+		if wait := intended.Sub(now) - e.cfg.PreciseWait; wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
@@ -304,10 +319,12 @@ func (e *openLoop) dispatch(ctx context.Context, src Source) (cancelled bool, or
 				unissued()
 				return true, nil
 			}
+			now = time.Now()
 		}
 		if e.cfg.PreciseWait > 0 {
-			if wait := time.Until(intended); wait > 0 {
+			if wait := intended.Sub(now); wait > 0 {
 				preciseSleep(wait)
+				now = time.Now()
 			}
 		}
 		select {
@@ -316,7 +333,7 @@ func (e *openLoop) dispatch(ctx context.Context, src Source) (cancelled bool, or
 			return true, nil
 		default:
 		}
-		e.issue(op, intended, time.Now())
+		e.issue(op, intended, now)
 	}
 }
 
@@ -345,10 +362,25 @@ func (e *openLoop) issue(op Op, intended, now time.Time) {
 		return
 	}
 	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	select {
+	case e.idle <- f: // a goroutine waiting for work took it
+	default:
+		e.spawned.Add(1)
+		go e.reuse(f)
+	}
+}
+
+// reuse executes f, then each op handed to it on idle until idle is closed.
+func (e *openLoop) reuse(f *flight) {
+	defer e.spawned.Done()
+	for {
 		e.execute(f)
-	}()
+		e.wg.Done()
+		var ok bool
+		if f, ok = <-e.idle; !ok {
+			return
+		}
+	}
 }
 
 // drain waits for the ops in flight until the schedule's end (or the last

@@ -3,7 +3,9 @@ package workload_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -415,4 +417,51 @@ func TestOpenLoopInvalid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goid returns the calling goroutine's id, from its stack trace's header.
+func goid() string {
+	var buf [64]byte
+	n := runtime.Stack(buf[:], false)
+	f := strings.Fields(string(buf[:n]))
+	return f[1] // "goroutine 17 [running]:"
+}
+
+// With a goroutine per op, a goroutine that finished its op takes the next
+// arrival: 200 ops 1 ms apart, each taking 2.5 ms, run on about three
+// goroutines, not 200; and an arrival never waits for one: 50 ops due at
+// once all run at the same time.
+func TestOpenLoopReusesGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		ids := map[string]bool{}
+		exec := func(ctx context.Context, op workload.Op) error {
+			mu.Lock()
+			ids[goid()] = true
+			mu.Unlock()
+			time.Sleep(2500 * time.Microsecond)
+			return nil
+		}
+		stats, err := workload.RunOpenLoop(t.Context(), every(200, time.Millisecond), exec, nil, workload.OpenLoopConfig{})
+		if err != nil || stats.Completed != 200 {
+			t.Fatalf("stats %+v, err %v", stats, err)
+		}
+		if len(ids) > 4 {
+			t.Errorf("200 ops ran on %d goroutines, want at most 4 (3 in flight at a time)", len(ids))
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		const n = 50
+		var started sync.WaitGroup
+		started.Add(n)
+		exec := func(ctx context.Context, op workload.Op) error {
+			started.Done()
+			started.Wait() // returns only when all n run at once
+			return nil
+		}
+		stats, err := workload.RunOpenLoop(t.Context(), every(n, 0), exec, nil, workload.OpenLoopConfig{})
+		if err != nil || stats.Completed != n {
+			t.Fatalf("stats %+v, err %v", stats, err)
+		}
+	})
 }

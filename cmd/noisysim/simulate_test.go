@@ -132,3 +132,54 @@ func TestSweepSimulate(t *testing.T) {
 		t.Errorf("resume for real of a simulated sweep: exit %d, stderr %q; want 2", code, stderr.String())
 	}
 }
+
+// TestSweepSimulateCalibratedRate knee-searches the rate of ci-gate.yaml's
+// report class, which the file calibrates (load_factor, no rate), in
+// virtual time: today's rate is the calibration's (3 × pool 40 / 50 ms =
+// 2400/s), every probe runs the rate it names, and both configurations get
+// a headroom sentence against that calibrated rate.
+func TestSweepSimulateCalibratedRate(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	out := filepath.Join(dir, "sweep")
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"sweep", "../../scenarios/ci-gate.yaml", "--vary", "classes.report.rate=5..80", "--search", "knee",
+		"--iterations", "2", "--simulate", "--calibrate", cal, "--out", out}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	o := stdout.String()
+	for _, want := range []string{"classes.report.rate: the file writes load_factor 3, no rate", "today's rate 2400/s is the calibration's",
+		"naive holds classes.report.rate to ", "isolated ", "today's calibrated 2400; "} {
+		if !strings.Contains(o, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, o)
+		}
+	}
+	d, err := sweep.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Knees) != 2 || d.Vary[0].Value != 2400 || d.Vary[0].Calibration == nil || !d.Complete {
+		t.Fatalf("sweep.json: vary %+v, knees %+v", d.Vary, d.Knees)
+	}
+	for _, k := range d.Knees {
+		if !strings.Contains(o, sweep.KneeSentence(k)+"\n") {
+			t.Errorf("stdout lacks %s's headroom %q", k.Configuration, sweep.KneeSentence(k))
+		}
+		if !k.BaselineCalibrated || k.Baseline != 2400 || (k.Found && k.Headroom != k.Knee/2400) {
+			t.Errorf("knee %+v, want its headroom against the calibrated 2400/s", k)
+		}
+	}
+	// Each probe offered the rate it names: lookup 200 + page 100 + report.
+	for _, p := range d.Points {
+		v := p.Values["classes.report.rate"]
+		for _, tr := range p.Trials {
+			for _, c := range tr.Configurations {
+				if want := 300 + v; c.TargetRate < want*0.9 || c.TargetRate > want*1.1 {
+					t.Errorf("probe at report rate %v (%s): target rate %v/s, want about %v", v, c.Name, c.TargetRate, want)
+				}
+			}
+		}
+	}
+}

@@ -33,6 +33,10 @@ name, list items by their name or 0-based index, e.g. classes.report.rate,
 tenants.dominant_share, tenants.count,
 configurations.isolated.heavy.limiter.max_per_tenant. Each value is written
 into the file at the key's place and validated like any scenario.
+classes.NAME.rate of a class the file calibrates (load_factor, no rate)
+is swept too: each value is written as "rate: V" in place of
+"load_factor: ...", and a knee search first runs the calibration alone
+once, on the scenario as written: the rate it gives is today's value.
 LO..HI:STEPS takes STEPS evenly spaced values (default 5); LO..HI*FACTOR
 takes LO, LO*FACTOR, ... up to HI; KEY=V one value. Integer keys are rounded.
 
@@ -164,6 +168,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	var started *teardownItem
 	var writeErr error
 	knees := 0
+	baselineSaid := false
 	opts := sweep.Options{Trials: *trials, Iterations: *iterations, Prior: prior, Only: *only,
 		Run: func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
 			if cal != nil {
@@ -176,11 +181,28 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			o.Only = only
 			return harness.Run(ctx, sc, o)
 		},
+		Calibrate: func(ctx context.Context, sc *scenario.Scenario) (*reports.Report, error) {
+			if cal != nil {
+				return harness.Simulate(ctx, sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: *calibrate, Logger: a.log, CalibrateOnly: true})
+			}
+			if err := startOnce(ctx); err != nil {
+				return nil, err
+			}
+			o := hopts
+			o.CalibrateOnly = true
+			return harness.Run(ctx, sc, o)
+		},
 		OnTrial: func(d *sweep.Doc) {
-			if len(d.Knees) > knees {
+			if v := d.Vary[0]; v.Calibration != nil && !baselineSaid {
+				baselineSaid = true
+				fmt.Fprintln(a.stdout, sweep.BaselineSentence(v))
+			}
+			switch {
+			case len(d.Points) == 0 && len(d.Knees) == 0: // the calibration alone, said above
+			case len(d.Knees) > knees:
 				knees = len(d.Knees)
 				fmt.Fprintln(a.stdout, sweep.KneeSentence(d.Knees[knees-1]))
-			} else {
+			default:
 				p := d.Points[len(d.Points)-1]
 				last := p.Trials[len(p.Trials)-1]
 				fmt.Fprintf(a.stdout, "%s  trial %d/%d  seed %d  %s%s\n", pointWords(d, p), len(p.Trials), d.Trials, last.Seed, heldWords(last), disturbedWord(last))

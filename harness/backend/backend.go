@@ -99,6 +99,13 @@ type CPUBudget struct {
 	// Roles overrides Node for the nodes of a role, e.g. {worker: 0.5}; 0
 	// for a role means no budget for it.
 	Roles map[Role]float64
+	// Cores pins the nodes of a role to CPU cores of their own (sorted
+	// core numbers): every process of such a node runs on those cores
+	// only, so that a busy node does not delay another's wake-ups on a
+	// shared core (which a budget alone cannot prevent). Local processes
+	// inherit it from the thread that starts them; containers get
+	// Docker's cpuset.
+	Cores map[Role][]int
 	// Optional starts the cluster without budgets where the machine cannot
 	// enforce them (no writable cgroup cpu controller); the cluster's
 	// CPUBudgets says so. false fails Start instead.
@@ -112,6 +119,9 @@ func (b CPUBudget) For(r Role) float64 {
 	}
 	return b.Node
 }
+
+// CoresFor returns the cores of a node of role r, nil for any.
+func (b CPUBudget) CoresFor(r Role) []int { return b.Cores[r] }
 
 // Any reports whether some node gets a budget.
 func (b CPUBudget) Any() bool {
@@ -132,6 +142,9 @@ type NodeCPU struct {
 	// CPUs is the budget read back from the kernel (or the container
 	// engine), 0 for none.
 	CPUs float64 `json:"cpus"`
+	// Cores are the cores the node is pinned to, as a CPU list ("1",
+	// "0,2-3"), read back from the server process; empty for any.
+	Cores string `json:"cores,omitempty"`
 }
 
 // CPUStat says how a cluster's CPU budgets are enforced.

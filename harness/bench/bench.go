@@ -35,6 +35,9 @@ const (
 	DefaultTenants      = 50
 	DefaultFixedRate    = 20000
 	DefaultOverload     = 1.5
+	DefaultSearchStep   = 3 * time.Second
+	DefaultSearchSteps  = 6
+	DefaultSustainP99   = 100 * time.Millisecond
 	DefaultMemTenants   = 10000
 	DefaultMemClasses   = 3
 	DefaultMemRate      = 5000
@@ -66,10 +69,22 @@ type Config struct {
 	// FixedRate is the rate (ops/s) both tools are held at in the
 	// fixed-rate step. 0 means DefaultFixedRate; negative skips the step.
 	FixedRate float64
-	// Overload is how far above pgbench's maximum noisysim's open loop is
-	// offered work to find its own maximum (offered = Overload × pgbench's
-	// rate). 0 means DefaultOverload; it must be > 1.
+	// Overload bounds the search for noisysim's maximum: the highest rate
+	// tried is Overload × pgbench's. 0 means DefaultOverload; it must be
+	// > 1.
 	Overload float64
+	// SearchStep is the length of each probe of that search and
+	// SearchSteps the number of probes: the first at pgbench's rate, then
+	// bisecting between the highest rate sustained and the lowest not
+	// (from 0 and Overload × pgbench's), so the maximum is found to within
+	// Overload × pgbench's / 2^(SearchSteps−1). 0 means the defaults.
+	SearchStep  time.Duration
+	SearchSteps int
+	// SustainP99 is the p99 latency (from the intended start) above which
+	// a probe did not sustain its rate: ops queued for the pool faster than
+	// it served them. A probe sustains its rate when it also drops fewer
+	// than 0.1% of its arrivals. 0 means DefaultSustainP99.
+	SustainP99 time.Duration
 	// SkipThroughput skips the maximum and fixed-rate steps.
 	SkipThroughput bool
 	// MemTenants × MemClasses series at MemRate ops/s for MemDuration, RSS
@@ -106,6 +121,9 @@ func (c *Config) fill() error {
 	orDefault(&c.Orders, DefaultOrders)
 	orDefault(&c.FixedRate, DefaultFixedRate)
 	orDefault(&c.Overload, DefaultOverload)
+	orDefault(&c.SearchStep, DefaultSearchStep)
+	orDefault(&c.SearchSteps, DefaultSearchSteps)
+	orDefault(&c.SustainP99, DefaultSustainP99)
 	orDefault(&c.MemRate, DefaultMemRate)
 	orDefault(&c.MemDuration, DefaultMemDuration)
 	orDefault(&c.SampleEvery, DefaultSampleEvery)
@@ -119,7 +137,8 @@ func (c *Config) fill() error {
 	// Fields are named with the bench command's flag.
 	flags := map[string]string{"Duration": "--duration", "PoolSize": "--pool", "Threads": "--threads", "Tenants": "--tenants",
 		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
-		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every"}
+		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every",
+		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99"}
 	bad := func(field string, v any, why string) {
 		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
 	}
@@ -129,7 +148,7 @@ func (c *Config) fill() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"PoolSize", c.PoolSize}, {"Threads", c.Threads}, {"MemClasses", c.MemClasses}} {
+	}{{"PoolSize", c.PoolSize}, {"Threads", c.Threads}, {"MemClasses", c.MemClasses}, {"SearchSteps", c.SearchSteps}} {
 		if f.v < 1 {
 			bad(f.name, f.v, "must be ≥ 1")
 		}
@@ -162,6 +181,12 @@ func (c *Config) fill() error {
 	if !(c.MemRate > 0) {
 		bad("MemRate", c.MemRate, "must be > 0")
 	}
+	if c.SearchStep < time.Second {
+		bad("SearchStep", c.SearchStep, "must be at least 1s")
+	}
+	if c.SustainP99 <= 0 {
+		bad("SustainP99", c.SustainP99, "must be > 0")
+	}
 	if c.SampleEvery <= 0 {
 		bad("SampleEvery", c.SampleEvery, "must be > 0")
 	}
@@ -177,12 +202,16 @@ type Result struct {
 	Query string
 	// PgBenchMax is pgbench unthrottled (-M prepared -c PoolSize -j Threads).
 	PgBenchMax PgBenchRun
-	// NoisysimMax is noisysim's open loop through a bare pgxpool pool of
-	// PoolSize (the generator alone), offered Overload × PgBenchMax.Rate;
-	// StackMax the same through the naive isolation stack (one pool of
-	// PoolSize, tagging and reset), as `noisysim run` drives a shared
-	// configuration.
+	// NoisysimMax is the highest rate noisysim's open loop sustained
+	// through a bare pgxpool pool of PoolSize (the generator alone), the
+	// best of NoisysimProbes (see Config.SearchSteps); StackMax the same
+	// through the naive isolation stack (one pool of PoolSize, tagging and
+	// reset), as `noisysim run` drives a shared configuration. When no
+	// probe sustained its rate they hold the lowest probe (Sustained false).
 	NoisysimMax, StackMax OpenLoopRun
+	// NoisysimProbes and StackProbes are the probes of the searches, in
+	// the order they ran.
+	NoisysimProbes, StackProbes []OpenLoopRun
 	// MaxRatio is NoisysimMax.Rate / PgBenchMax.Rate (goal ≥ 0.9);
 	// StackMaxRatio is StackMax.Rate / PgBenchMax.Rate.
 	MaxRatio, StackMaxRatio float64
@@ -210,6 +239,13 @@ type OpenLoopRun struct {
 	P50, P99  time.Duration
 	MaxLag    time.Duration
 	Took      time.Duration
+	// Sustained: fewer than 0.1% of arrivals dropped and P99 within
+	// Config.SustainP99 (set in the maximum's search only).
+	Sustained bool
+	// CPU is the user and system CPU time noisysim's process spent over
+	// the run (getrusage, all threads: the open loop, pgx, the GC), and
+	// CPUPerKOp that per 1,000 completed ops.
+	CPU, CPUPerKOp time.Duration
 }
 
 // Run loads the data set into schema Schema of the database at dsn (it
@@ -311,14 +347,11 @@ func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params 
 	if res.PgBenchMax, err = pb.run(ctx, cfg.Duration, 0); err != nil {
 		return err
 	}
-	offered := cfg.Overload * res.PgBenchMax.Rate
-	log.Info("noisysim open loop at its maximum", "offered", offered)
-	if res.NoisysimMax, err = openLoop(ctx, dsn, cfg, params, false, cfg.Tenants, 1, offered, cfg.Duration, nil); err != nil {
+	if res.NoisysimProbes, res.NoisysimMax, err = search(ctx, dsn, cfg, params, false, res.PgBenchMax.Rate); err != nil {
 		return err
 	}
 	res.MaxRatio = res.NoisysimMax.Rate / res.PgBenchMax.Rate
-	log.Info("noisysim open loop through the stack at its maximum", "offered", offered)
-	if res.StackMax, err = openLoop(ctx, dsn, cfg, params, true, cfg.Tenants, 1, offered, cfg.Duration, nil); err != nil {
+	if res.StackProbes, res.StackMax, err = search(ctx, dsn, cfg, params, true, res.PgBenchMax.Rate); err != nil {
 		return err
 	}
 	res.StackMaxRatio = res.StackMax.Rate / res.PgBenchMax.Rate
@@ -341,6 +374,43 @@ func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params 
 		res.StackP99Ratio = float64(res.StackFixed.P99) / float64(res.PgBenchFixed.P99)
 	}
 	return nil
+}
+
+// search finds the highest rate the open loop sustains (see
+// Config.SustainP99), through the stack or a bare pool: a probe of
+// cfg.SearchStep at pgbench's rate, then bisection between the highest rate
+// sustained so far (at first 0) and the lowest not (at first Overload ×
+// pgbench's), cfg.SearchSteps probes in all. An open loop offered more than
+// it can serve queues up to its MaxInFlight goroutines on the pool and
+// spends its CPU on them: its completion rate then is not its capacity.
+func search(ctx context.Context, dsn string, cfg Config, params dataset.Params, viaStack bool, pgbenchRate float64) (probes []OpenLoopRun, best OpenLoopRun, err error) {
+	what := "noisysim open loop"
+	if viaStack {
+		what += " through the stack"
+	}
+	lo, hi := 0.0, cfg.Overload*pgbenchRate
+	rate := pgbenchRate
+	for range cfg.SearchSteps {
+		r, err := openLoop(ctx, dsn, cfg, params, viaStack, cfg.Tenants, 1, rate, cfg.SearchStep, nil)
+		if err != nil {
+			return probes, best, err
+		}
+		r.Sustained = r.DropShare < 0.001 && r.P99 <= cfg.SustainP99
+		probes = append(probes, r)
+		cfg.Logger.Info(what+" probe", "offered", math.Round(rate), "rate", math.Round(r.Rate), "dropped", r.Dropped,
+			"p99_ms", float64(r.P99)/float64(time.Millisecond), "sustained", r.Sustained)
+		if r.Sustained {
+			lo = rate
+			best = r
+		} else {
+			hi = rate
+		}
+		rate = (lo + hi) / 2
+	}
+	if !best.Sustained {
+		best = probes[len(probes)-1] // the lowest tried
+	}
+	return probes, best, nil
 }
 
 // openLoop runs dataset lookups for the first tenants tenants in classes
@@ -429,7 +499,17 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 			}
 		}()
 	}
+	// Open and prepare every connection first, as a long run finds them:
+	// the first ops of a short probe would otherwise wait for connections
+	// to be opened and count that in its p99.
+	if err := warm(ctx, cfg.PoolSize, func(ctx context.Context, i int) error {
+		return exec(ctx, workload.Op{Seq: -1 - int64(i), Tenant: 1 + i%tenants})
+	}); err != nil {
+		return out, fmt.Errorf("bench: warm the pool: %w", err)
+	}
+	cpu0 := selfCPU()
 	stats, err := workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Logger: cfg.Logger})
+	out.CPU = selfCPU() - cpu0
 	if err != nil {
 		return out, fmt.Errorf("bench: open loop: %w", err)
 	}
@@ -441,10 +521,32 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 		out.DropShare = float64(stats.Dropped) / float64(stats.Scheduled)
 	}
 	out.P50, out.P99, out.MaxLag = sum.P50, sum.P99, stats.MaxLag
+	out.CPUPerKOp = perKOp(out.CPU, stats.Completed)
 	if stats.Errors > 0 {
 		cfg.Logger.Warn("open loop ops failed", "errors", stats.Errors, "by_class", sum.ErrorsByClass)
 	}
 	return out, nil
+}
+
+// warm calls f from size goroutines at once, four times each, so that a pool
+// of size opens (and prepares a statement on) every connection it will use.
+func warm(ctx context.Context, size int, f func(ctx context.Context, i int) error) error {
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for g := range size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 4 {
+				if err := f(ctx, g*4+i); err != nil {
+					errs[g] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // MemoryRun is the memory step: RSS and Go heap sampled during a long run.

@@ -22,7 +22,7 @@ func TestRunShort(t *testing.T) {
 	c := localtest.Start(t, backend.Spec{})
 	primary, _ := backend.First(c, backend.RolePrimary)
 	res, err := bench.Run(t.Context(), primary.DSN(), bench.Config{
-		Duration: time.Second, FixedRate: 500, Tenants: 5, Orders: 2000,
+		Duration: time.Second, SearchStep: time.Second, SearchSteps: 3, FixedRate: 500, Tenants: 5, Orders: 2000,
 		MemTenants: 100, MemClasses: 3, MemRate: 300, MemDuration: 2 * time.Second, SampleEvery: 500 * time.Millisecond,
 	})
 	if err != nil {
@@ -31,8 +31,37 @@ func TestRunShort(t *testing.T) {
 	if res.PgBenchMax.Rate <= 0 || res.NoisysimMax.Rate <= 0 || res.MaxRatio != res.NoisysimMax.Rate/res.PgBenchMax.Rate {
 		t.Errorf("maximum: pgbench %+v, noisysim %+v, ratio %v", res.PgBenchMax, res.NoisysimMax, res.MaxRatio)
 	}
-	if res.NoisysimMax.Offered != 1.5*res.PgBenchMax.Rate {
-		t.Errorf("noisysim offered %v, want 1.5 × pgbench's %v", res.NoisysimMax.Offered, res.PgBenchMax.Rate)
+	if res.PgBenchMax.CPU <= 0 || res.PgBenchMax.CPUPerKOp <= 0 {
+		t.Errorf("pgbench's client CPU: %+v", res.PgBenchMax)
+	}
+	// The search: three probes, the first at pgbench's rate, each next one
+	// halfway between the highest sustained and the lowest not (0 and 1.5 ×
+	// pgbench's at first); the maximum is the best sustained probe.
+	for name, probes := range map[string][]bench.OpenLoopRun{"noisysim": res.NoisysimProbes, "stack": res.StackProbes} {
+		if len(probes) != 3 || probes[0].Offered != res.PgBenchMax.Rate {
+			t.Fatalf("%s probes %+v, want 3, the first at pgbench's %v", name, probes, res.PgBenchMax.Rate)
+		}
+		lo, hi := 0.0, 1.5*res.PgBenchMax.Rate
+		var best float64
+		for i, p := range probes {
+			if i > 0 && p.Offered != (lo+hi)/2 {
+				t.Errorf("%s probe %d offered %v, want (%v+%v)/2", name, i, p.Offered, lo, hi)
+			}
+			if p.Sustained != (p.DropShare < 0.001 && p.P99 <= bench.DefaultSustainP99) {
+				t.Errorf("%s probe %d: sustained %v with %+v", name, i, p.Sustained, p)
+			}
+			if p.CPU <= 0 || p.CPUPerKOp <= 0 {
+				t.Errorf("%s probe %d: client CPU %v, %v per 1,000", name, i, p.CPU, p.CPUPerKOp)
+			}
+			if p.Sustained {
+				lo, best = p.Offered, max(best, p.Offered)
+			} else {
+				hi = p.Offered
+			}
+		}
+		if m := map[string]bench.OpenLoopRun{"noisysim": res.NoisysimMax, "stack": res.StackMax}[name]; best > 0 && (m.Offered != best || !m.Sustained) {
+			t.Errorf("%s maximum %+v, want the probe at %v", name, m, best)
+		}
 	}
 	f := res.NoisysimFixed
 	if f.Completed+f.Dropped > f.Scheduled || f.Scheduled < 300 || f.P99 <= 0 || f.Errors != 0 {
@@ -57,6 +86,9 @@ func TestConfigErrors(t *testing.T) {
 		{"threads above clients", bench.Config{PoolSize: 2, Threads: 4}, "--threads"},
 		{"overload not above 1", bench.Config{Overload: 0.5}, "--overload"},
 		{"one tenant", bench.Config{Tenants: 1}, "--tenants"},
+		{"short search step", bench.Config{SearchStep: time.Millisecond}, "--search-step"},
+		{"no search steps", bench.Config{SearchSteps: -1}, "--search-steps"},
+		{"negative sustain p99", bench.Config{SustainP99: -time.Millisecond}, "--sustain-p99"},
 		{"too few orders", bench.Config{Orders: 10}, "--orders"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,6 +38,9 @@ type PgBenchRun struct {
 	// only): each transaction's time plus its schedule lag, i.e. from its
 	// scheduled start, as noisysim measures from the intended start.
 	P50, P99 time.Duration
+	// CPU is the user and system CPU time of the pgbench process (its
+	// rusage at exit), and CPUPerKOp that per 1,000 transactions.
+	CPU, CPUPerKOp time.Duration
 }
 
 // pgBench runs one script with pgbench.
@@ -91,6 +94,8 @@ func (p pgBench) run(ctx context.Context, d time.Duration, rate float64) (PgBenc
 	if err := parsePgBench(stdout.String(), &out); err != nil {
 		return out, fmt.Errorf("bench: pgbench output: %w", err)
 	}
+	out.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	out.CPUPerKOp = perKOp(out.CPU, out.Transactions)
 	if rate > 0 {
 		if err := readPgBenchLogs(dir, &out); err != nil {
 			return out, fmt.Errorf("bench: pgbench log: %w", err)

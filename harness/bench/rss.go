@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // rss returns the process's resident set size in bytes from
@@ -26,4 +28,23 @@ func rss() uint64 {
 		}
 	}
 	return 0
+}
+
+// selfCPU returns the user plus system CPU time the process has used (all
+// threads; getrusage, the counters /proc/self/stat shows in clock ticks),
+// or 0 where it cannot be read.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// perKOp returns cpu per 1,000 of ops, or 0 without ops.
+func perKOp(cpu time.Duration, ops int64) time.Duration {
+	if ops <= 0 {
+		return 0
+	}
+	return time.Duration(float64(cpu) * 1000 / float64(ops))
 }

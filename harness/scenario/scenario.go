@@ -5,6 +5,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/footprint"
+	"github.com/noisysim/noisysim/internal/affinity"
 	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
@@ -171,6 +172,17 @@ type Backend struct {
 	// NodeCPURoles overrides NodeCPU for the nodes of a role (primary,
 	// replica, coordinator, worker, shard); 0 means no budget for it.
 	NodeCPURoles map[backend.Role]float64 `yaml:"node_cpu_roles"`
+	// NodeCores pins the nodes of a role to CPU cores of their own, as a
+	// CPU list ("1", "0,2-3"): every process of the node runs on those
+	// cores only, so that one node's busy backends do not delay another
+	// node's wake-ups on a shared core (a node_cpu budget caps a node's CPU
+	// time, not where it runs). Kind local: CPU affinity, inherited by
+	// every backend; kind docker: the container's cpuset.
+	NodeCores map[backend.Role]string `yaml:"node_cores"`
+	// GeneratorCores pins noisysim itself (the load generator and the
+	// isolation stacks) to these cores while the scenario runs, so that it
+	// keeps off a node's cores as a client on another machine would.
+	GeneratorCores string `yaml:"generator_cores"`
 	// NodeCPUOptional runs without budgets where the machine cannot
 	// enforce them (not root, no writable cgroup cpu controller), and the
 	// report says so; false (the default) exits 2 there.
@@ -190,7 +202,26 @@ func (b Backend) CPU() backend.CPUBudget {
 			roles[r] = v
 		}
 	}
-	return backend.CPUBudget{Node: b.NodeCPU, Roles: roles, Optional: b.NodeCPUOptional}
+	var cores map[backend.Role][]int
+	for r, list := range b.NodeCores {
+		if r == backend.RoleShard {
+			r = backend.RolePrimary
+		}
+		if c, err := affinity.Parse(list); err == nil {
+			if cores == nil {
+				cores = map[backend.Role][]int{}
+			}
+			cores[r] = c
+		}
+	}
+	return backend.CPUBudget{Node: b.NodeCPU, Roles: roles, Cores: cores, Optional: b.NodeCPUOptional}
+}
+
+// Generator returns the cores noisysim pins itself to while the scenario
+// runs (GeneratorCores), nil for any.
+func (b Backend) Generator() []int {
+	c, _ := affinity.Parse(b.GeneratorCores)
+	return c
 }
 
 // Spec returns the backend.Spec for a local backend: the topology and the

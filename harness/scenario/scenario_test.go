@@ -447,6 +447,15 @@ func TestValidateMore(t *testing.T) {
 			"5:43 backend.node_cpu: only for kind local or docker",
 			"5:58 backend.node_cpu_roles: only for kind local or docker",
 		}},
+		{"node cores", head + shared + "backend:\n  node_cores: {leader: \"0\", replica: \"1-0\", primary: \"4096\"}\n  generator_cores: x\n", []string{
+			"6:16 backend.node_cores.leader: unknown node role \"leader\"",
+			"6:29 backend.node_cores.replica: bad CPU list: \"1-0\": range 1-0 runs backwards",
+			"6:45 backend.node_cores.primary: bad CPU list: \"4096\": core 4096 is beyond the kernel's 1024",
+			"7:3 backend.generator_cores: bad CPU list: \"x\": \"x\" is not a core number",
+		}},
+		{"node cores on external", head + shared + "backend: {kind: external, primary_dsn: x, node_cores: {primary: \"0\"}}\n", []string{
+			"5:43 backend.node_cores: only for kind local or docker: noisysim cannot pin a server it did not start",
+		}},
 		{"node cpu optional alone", head + shared + "backend: {node_cpu_optional: true}\n", []string{
 			"5:11 backend.node_cpu_optional: set, but no node_cpu",
 		}},

@@ -16,6 +16,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/footprint"
+	"github.com/noisysim/noisysim/internal/affinity"
 	"github.com/noisysim/noisysim/workload"
 )
 
@@ -245,6 +246,18 @@ func (c *checker) backend(b *Backend) {
 			c.add(f, "%v", err)
 		}
 	}
+	for _, r := range slices.Sorted(maps.Keys(b.NodeCores)) {
+		f := "backend.node_cores." + string(r)
+		oneOf(c, f, "node role", r, backend.RolePrimary, backend.RoleReplica,
+			backend.RoleCoordinator, backend.RoleWorker, backend.RoleShard)
+		checkCores(c, f, b.NodeCores[r], b.NodeCPUOptional)
+	}
+	if b.GeneratorCores != "" {
+		checkCores(c, "backend.generator_cores", b.GeneratorCores, b.NodeCPUOptional)
+	}
+	if b.Kind == BackendExternal && len(b.NodeCores) > 0 {
+		c.add("backend.node_cores", "only for kind local or docker: noisysim cannot pin a server it did not start")
+	}
 	if b.Kind == BackendExternal {
 		if b.NodeCPU != 0 {
 			c.add("backend.node_cpu", "only for kind local or docker: noisysim cannot budget the CPU of a server it did not start")
@@ -253,8 +266,8 @@ func (c *checker) backend(b *Backend) {
 			c.add("backend.node_cpu_roles", "only for kind local or docker: noisysim cannot budget the CPU of a server it did not start")
 		}
 	}
-	if b.NodeCPUOptional && b.NodeCPU == 0 && len(b.NodeCPURoles) == 0 {
-		c.add("backend.node_cpu_optional", "set, but no node_cpu or node_cpu_roles gives a budget")
+	if b.NodeCPUOptional && b.NodeCPU == 0 && len(b.NodeCPURoles) == 0 && len(b.NodeCores) == 0 && b.GeneratorCores == "" {
+		c.add("backend.node_cpu_optional", "set, but no node_cpu, node_cpu_roles, node_cores or generator_cores asks for anything")
 	}
 	switch b.Kind {
 	case BackendLocal, BackendDocker:
@@ -941,5 +954,18 @@ func (c *checker) app(p string, cf *Configuration) {
 		if l := cf.Pool(IsolationClass(k)).Limiter; l.Enabled && l.MaxGlobal > 0 {
 			c.add(p+"."+k+".limiter.max_global", "not with app.limiter global: the Redis limiter caps tenants only")
 		}
+	}
+}
+
+// checkCores checks a CPU list: its syntax, and unless optional (the run
+// then goes on without pinning where a core is missing) that this machine
+// lets noisysim use each core.
+func checkCores(c *checker, field, list string, optional bool) {
+	cores, err := affinity.Parse(list)
+	if err == nil && !optional {
+		err = affinity.Check(cores)
+	}
+	if err != nil {
+		c.add(field, "%v", err)
 	}
 }

@@ -44,6 +44,13 @@ type VaryDoc struct {
 	Key     string  `json:"key"`
 	Value   float64 `json:"value"`
 	Integer bool    `json:"integer"`
+	// LoadFactor, when not 0, says Key is the rate of a class the file
+	// calibrates (load_factor, no rate): each point writes "rate: V" in
+	// place of "load_factor: …". Value is then the rate the calibration
+	// gives (0 until a knee search calibrated), Calibration what it
+	// measured.
+	LoadFactor  float64              `json:"load_factor,omitempty"`
+	Calibration *reports.Calibration `json:"calibration,omitempty"`
 }
 
 // Point is one set of values, run Trials times.
@@ -120,9 +127,12 @@ type Knee struct {
 	Expect        string `json:"expect,omitempty"`
 	Key           string `json:"key"`
 	// Baseline is the scenario's own value of Key; Lo..Hi the range searched.
-	Baseline float64 `json:"baseline"`
-	Lo       float64 `json:"lo"`
-	Hi       float64 `json:"hi"`
+	// BaselineCalibrated: Key is a calibrated class's rate and Baseline the
+	// rate its calibration gave (VaryDoc.Calibration).
+	Baseline           float64 `json:"baseline"`
+	BaselineCalibrated bool    `json:"baseline_calibrated,omitempty"`
+	Lo                 float64 `json:"lo"`
+	Hi                 float64 `json:"hi"`
 	// Found: the assertions held at Lo. Knee is the largest value probed at
 	// which they held in all trials (KneePasses of Trials); FailAt the
 	// smallest above it at which they did not (FailPasses held).
@@ -131,7 +141,9 @@ type Knee struct {
 	KneePasses int     `json:"knee_passes"`
 	FailAt     float64 `json:"fail_at,omitempty"`
 	FailPasses int     `json:"fail_passes"`
-	Trials     int     `json:"trials"`
+	// Failed names the assertions that failed at FailAt, in any trial.
+	Failed []string `json:"failed,omitempty"`
+	Trials int      `json:"trials"`
 	// AboveRange: the assertions held at Hi too; the knee lies beyond.
 	AboveRange bool `json:"above_range"`
 	// Headroom is Knee / Baseline (0 when not found or Baseline is 0).

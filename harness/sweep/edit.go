@@ -42,10 +42,22 @@ type Key struct {
 	// Value is the scenario's own value; Int says the file writes an integer.
 	Value float64
 	Int   bool
-	// Line and Col locate the value in the file (1-based).
+	// Line and Col locate the value in the file (1-based); for a
+	// calibrated rate, the load_factor key the value is written over.
 	Line, Col int
-	node      *yaml.Node
+	// LoadFactor, when not 0, says the key is the rate of a class whose
+	// rate the run calibrates (the file writes load_factor, no rate):
+	// each value is written as "rate: V" in place of "load_factor: …",
+	// and Value is 0 until a calibration gives today's rate (see
+	// Options.Calibrate).
+	LoadFactor float64
+	node       *yaml.Node
+	// keyNode is load_factor's key node, for a calibrated rate.
+	keyNode *yaml.Node
 }
+
+// Calibrated says the key is a calibrated class's rate (Key.LoadFactor).
+func (k Key) Calibrated() bool { return k.LoadFactor != 0 }
 
 // Load reads a scenario file for editing. It does not validate it: call
 // Scenario for that.
@@ -93,6 +105,9 @@ func (s *Source) Lookup(path string) (Key, error) {
 				if n.Content[j].Value == seg {
 					next = n.Content[j+1]
 				}
+			}
+			if next == nil && seg == "rate" && i == len(segs)-1 && len(segs) == 3 && segs[0] == "classes" {
+				return s.calibratedRate(path, n)
 			}
 			if next == nil {
 				return Key{}, badf("--vary %s: %s:%d:%d: %s has no key %q (it has %s); a key left to its default must be written in the file to be swept",
@@ -143,6 +158,55 @@ func (s *Source) Lookup(path string) (Key, error) {
 		}
 	}
 	return Key{Path: path, Value: v, Int: integer, Line: n.Line, Col: n.Column, node: n}, nil
+}
+
+// calibratedRate returns the rate key of class mapping n, which writes no
+// rate: it must write load_factor (the run calibrates its rate), which each
+// value replaces, and no calibrate (only with load_factor).
+func (s *Source) calibratedRate(path string, n *yaml.Node) (Key, error) {
+	var key, val, cal *yaml.Node
+	for j := 0; j+1 < len(n.Content); j += 2 {
+		switch n.Content[j].Value {
+		case "load_factor":
+			key, val = n.Content[j], n.Content[j+1]
+		case "calibrate":
+			cal = n.Content[j]
+		}
+	}
+	if key == nil {
+		return Key{}, badf("--vary %s: %s:%d:%d: the class writes neither rate nor load_factor; write its rate in the file to sweep it", path, s.File, n.Line, n.Column)
+	}
+	if cal != nil {
+		return Key{}, badf("--vary %s: %s:%d:%d: the class's rate is calibrated (load_factor) for a set time (calibrate): remove calibrate to sweep a fixed rate in place of the calibration", path, s.File, cal.Line, cal.Column)
+	}
+	if val.Kind != yaml.ScalarNode || val.Style != 0 || (val.ShortTag() != "!!int" && val.ShortTag() != "!!float") {
+		return Key{}, badf("--vary %s: %s:%d:%d: load_factor is not a number (its value is %s)", path, s.File, val.Line, val.Column, describe(val))
+	}
+	lf, err := strconv.ParseFloat(strings.ReplaceAll(val.Value, "_", ""), 64)
+	if err != nil || !(lf > 0) || math.IsInf(lf, 0) {
+		return Key{}, badf("--vary %s: %s:%d:%d: load_factor %q: want a number above 0", path, s.File, val.Line, val.Column, val.Value)
+	}
+	if _, _, err := s.span(key, val); err != nil {
+		return Key{}, badf("--vary %s: %w", path, err)
+	}
+	return Key{Path: path, LoadFactor: lf, Line: key.Line, Col: key.Column, node: val, keyNode: key}, nil
+}
+
+// span returns the byte offsets in the file of "key: value" from key's
+// text to the end of value's, both plain on one line.
+func (s *Source) span(key, val *yaml.Node) (int, int, error) {
+	ko, err := s.offset(key)
+	if err != nil {
+		return 0, 0, err
+	}
+	vo, err := s.offset(val)
+	if err != nil {
+		return 0, 0, err
+	}
+	if key.Line != val.Line || vo < ko {
+		return 0, 0, fmt.Errorf("%s:%d:%d: %s and its value are not on one line", s.File, key.Line, key.Column, key.Value)
+	}
+	return ko, vo + len(val.Value), nil
 }
 
 func itemName(item *yaml.Node) string {
@@ -218,6 +282,14 @@ func (s *Source) Scenario(set []Setting) (*scenario.Scenario, error) {
 	}
 	var edits []edit
 	for _, st := range set {
+		if st.Key.Calibrated() {
+			from, to, err := s.span(st.Key.keyNode, st.Key.node)
+			if err != nil {
+				return nil, badf("--vary %s: %w", st.Key.Path, err)
+			}
+			edits = append(edits, edit{from, to - from, "rate: " + st.Key.Format(st.Value)})
+			continue
+		}
 		off, err := s.offset(st.Key.node)
 		if err != nil {
 			return nil, badf("--vary %s: %w", st.Key.Path, err)
@@ -227,8 +299,8 @@ func (s *Source) Scenario(set []Setting) (*scenario.Scenario, error) {
 	slices.SortFunc(edits, func(a, b edit) int { return b.off - a.off })
 	data := slices.Clone(s.data)
 	for i, e := range edits {
-		if i > 0 && e.off == edits[i-1].off {
-			return nil, badf("--vary: the same key given twice")
+		if i > 0 && e.off+e.old > edits[i-1].off {
+			return nil, badf("--vary: two keys set the same place in the file")
 		}
 		data = slices.Concat(data[:e.off], []byte(e.text), data[e.off+e.old:])
 	}

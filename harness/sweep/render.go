@@ -24,6 +24,11 @@ func WriteText(w io.Writer, d *Doc) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, v := range d.Vary {
+		if b := BaselineSentence(v); b != "" {
+			fmt.Fprintln(w, b)
+		}
+	}
 	for _, k := range d.Knees {
 		fmt.Fprintln(w, KneeSentence(k))
 	}
@@ -44,6 +49,11 @@ func WriteMarkdown(w io.Writer, d *Doc) error {
 		fmt.Fprintf(w, " **Simulated** (virtual time, calibrated on `%s`).", d.Simulated)
 	}
 	fmt.Fprintf(w, "\n\n")
+	for _, v := range d.Vary {
+		if b := BaselineSentence(v); b != "" {
+			fmt.Fprintf(w, "%s\n\n", b)
+		}
+	}
 	if len(d.Knees) > 0 {
 		fmt.Fprintf(w, "## Knees\n\n")
 		for _, k := range d.Knees {
@@ -63,21 +73,53 @@ func WriteMarkdown(w io.Writer, d *Doc) error {
 	return nil
 }
 
+// BaselineSentence says, for a calibrated class's rate (VaryDoc.LoadFactor),
+// where today's value comes from: "classes.report.rate: the file writes
+// load_factor 3, no rate; today's rate 12.3/s is its calibration, run once
+// before the search (report alone: 250 ms mean over 9 queries; 3 × pool 40
+// of naive); each point writes rate: V in place of load_factor". Empty for
+// any other key.
+func BaselineSentence(v VaryDoc) string {
+	if v.LoadFactor == 0 {
+		return ""
+	}
+	lf := strconv.FormatFloat(v.LoadFactor, 'g', -1, 64)
+	s := fmt.Sprintf("%s: the file writes load_factor %s, no rate; each point writes rate: V in place of load_factor", v.Key, lf)
+	c := v.Calibration
+	if c == nil {
+		return s + " (not calibrated: no today's rate)"
+	}
+	samples := fmt.Sprintf(" over %d queries", c.Samples)
+	if c.Samples == 0 {
+		samples = " (simulated: the calibration report's service time)"
+	}
+	return fmt.Sprintf("%s; today's rate %s/s is the calibration's, run once before the search (%s alone: %s ms mean%s; %s × pool %d of %s / mean)",
+		s, strconv.FormatFloat(c.Rate, 'g', 4, 64), c.Class, strconv.FormatFloat(c.ServiceMean, 'g', 4, 64), samples, lf, c.Pool, c.PoolName)
+}
+
 // KneeSentence says how far a configuration holds, relative to the
 // scenario's own value: "isolated holds classes.report.rate to 36 (3×
 // today's 12; 3/3 trials held there, 1/3 at 48)".
 func KneeSentence(k Knee) string {
 	f := func(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
+	failed := ""
+	if len(k.Failed) > 0 {
+		failed = ": " + strings.Join(k.Failed, ", ") + " failed"
+	}
+	today := "today's"
+	if k.BaselineCalibrated {
+		today = "today's calibrated"
+	}
 	switch {
 	case !k.Found:
-		return fmt.Sprintf("%s fails %s already at %s, the bottom of the range (%d/%d trials held; today's value %s)",
-			k.Configuration, k.Key, f(k.Lo), k.FailPasses, k.Trials, f(k.Baseline))
+		return fmt.Sprintf("%s fails %s already at %s, the bottom of the range (%d/%d trials held%s; %s value %s)",
+			k.Configuration, k.Key, f(k.Lo), k.FailPasses, k.Trials, failed, today, f(k.Baseline))
 	case k.AboveRange:
-		return fmt.Sprintf("%s holds %s to at least %s, the top of the range (%s× today's %s; %d/%d trials held)",
-			k.Configuration, k.Key, f(k.Knee), f(k.Headroom), f(k.Baseline), k.KneePasses, k.Trials)
+		return fmt.Sprintf("%s holds %s to at least %s, the top of the range (%s× %s %s; %d/%d trials held)",
+			k.Configuration, k.Key, f(k.Knee), f(k.Headroom), today, f(k.Baseline), k.KneePasses, k.Trials)
 	}
-	return fmt.Sprintf("%s holds %s to %s (%s× today's %s; %d/%d trials held there, %d/%d at %s)",
-		k.Configuration, k.Key, f(k.Knee), f(k.Headroom), f(k.Baseline), k.KneePasses, k.Trials, k.FailPasses, k.Trials, f(k.FailAt))
+	return fmt.Sprintf("%s holds %s to %s (%s× %s %s; %d/%d trials held there, %d/%d at %s%s)",
+		k.Configuration, k.Key, f(k.Knee), f(k.Headroom), today, f(k.Baseline), k.KneePasses, k.Trials, k.FailPasses, k.Trials, f(k.FailAt), failed)
 }
 
 // columns are the heads of rows' columns.

@@ -60,6 +60,13 @@ type Options struct {
 	// Prior is an earlier, interrupted sweep of the same scenario and
 	// ranges (--resume): its trials are taken instead of being run again.
 	Prior *Doc
+	// Calibrate runs the scenario as written up to its calibration alone
+	// (harness.Options.CalibrateOnly) and returns the report holding the
+	// calibrations. Knees calls it once, before the first probe, when the
+	// searched key is a calibrated class's rate (Key.Calibrated): the rate
+	// the calibration gives is today's value, the baseline of headroom.
+	// Without it such a search is refused.
+	Calibrate func(ctx context.Context, sc *scenario.Scenario) (*reports.Report, error)
 }
 
 // Sweep is one sweep of a scenario.
@@ -117,9 +124,19 @@ func New(src *Source, varies []Vary, opts Options) (*Sweep, error) {
 	if points > MaxPoints {
 		return nil, badf("%d points: more than %d", points, MaxPoints)
 	}
+	if len(sw.keys) > 1 {
+		var set []Setting
+		for i, k := range sw.keys {
+			set = append(set, Setting{k, varies[i].Values(k.Int)[0]})
+		}
+		if _, err := src.Scenario(set); err != nil {
+			return nil, err
+		}
+	}
 	sw.doc = Doc{Version: Version, Scenario: base.Name, File: src.File, Trials: opts.Trials}
 	for i, v := range varies {
-		sw.doc.Vary = append(sw.doc.Vary, VaryDoc{Spec: v.String(), Key: v.Key, Value: sw.keys[i].Value, Integer: sw.keys[i].Int})
+		sw.doc.Vary = append(sw.doc.Vary, VaryDoc{Spec: v.String(), Key: v.Key, Value: sw.keys[i].Value, Integer: sw.keys[i].Int,
+			LoadFactor: sw.keys[i].LoadFactor})
 	}
 	if p := opts.Prior; p != nil {
 		if err := sw.takePrior(p); err != nil {
@@ -183,6 +200,9 @@ func (sw *Sweep) Knees(ctx context.Context) error {
 		return badf("--search knee varies one key, got %d", len(sw.keys))
 	}
 	sw.doc.Search = "knee"
+	if err := sw.calibrateBaseline(ctx); err != nil {
+		return err
+	}
 	k, v := sw.keys[0], sw.varies[0]
 	for _, c := range sw.base.Configurations {
 		if sw.opts.Only != "" && c.Name != sw.opts.Only {
@@ -197,6 +217,10 @@ func (sw *Sweep) Knees(ctx context.Context) error {
 		}
 		kn, err := Bisect(v.Lo, v.Hi, k.Int, sw.opts.Iterations, sw.opts.Trials, probe)
 		kn.Configuration, kn.Expect, kn.Key, kn.Baseline = c.Name, string(c.Expect), k.Path, k.Value
+		kn.BaselineCalibrated = k.Calibrated()
+		if kn.FailAt != 0 || !kn.Found {
+			kn.Failed = sw.failed(kn.FailAt, k, c.Name)
+		}
 		if kn.Found && k.Value != 0 {
 			kn.Headroom = kn.Knee / k.Value
 		}
@@ -210,6 +234,65 @@ func (sw *Sweep) Knees(ctx context.Context) error {
 	}
 	sw.doc.Complete = true
 	return nil
+}
+
+// failed returns the assertions of configuration name that failed in any
+// trial of its knee probe at value x.
+func (sw *Sweep) failed(x float64, k Key, name string) []string {
+	var out []string
+	key := pointKey(map[string]float64{k.Path: x}, name)
+	for _, p := range sw.doc.Points {
+		if pointKey(p.Values, p.Only) != key {
+			continue
+		}
+		for _, t := range p.Trials {
+			for _, c := range t.Configurations {
+				if c.Name == name {
+					out = append(out, c.Failed...)
+				}
+			}
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(out)))
+}
+
+// calibrateBaseline sets today's value of a calibrated rate key (the file
+// writes load_factor, no rate): taken from Prior when it holds it (a
+// resumed search), else from one Options.Calibrate of the scenario as
+// written.
+func (sw *Sweep) calibrateBaseline(ctx context.Context) error {
+	k := &sw.keys[0]
+	vd := &sw.doc.Vary[0]
+	if !k.Calibrated() || k.Value != 0 {
+		return nil
+	}
+	if p := sw.opts.Prior; p != nil && len(p.Vary) == 1 && p.Vary[0].Calibration != nil {
+		k.Value, vd.Value, vd.Calibration = p.Vary[0].Value, p.Vary[0].Value, p.Vary[0].Calibration
+		return nil
+	}
+	if sw.opts.Calibrate == nil {
+		return badf("--vary %s: the class's rate is calibrated (load_factor %g) and the sweep has no calibration to take today's rate from", k.Path, k.LoadFactor)
+	}
+	class := strings.TrimSuffix(strings.TrimPrefix(k.Path, "classes."), ".rate")
+	if _, ok := sw.base.Class(class); !ok {
+		if ix, err := strconv.Atoi(class); err == nil && ix >= 0 && ix < len(sw.base.Classes) {
+			class = sw.base.Classes[ix].Name // the report names the class
+		}
+	}
+	rep, err := sw.opts.Calibrate(ctx, sw.base)
+	if err != nil {
+		return fmt.Errorf("calibrate %s for today's rate: %w", k.Path, err)
+	}
+	for _, c := range rep.Calibrations {
+		if c.Class == class {
+			k.Value, vd.Value, vd.Calibration = c.Rate, c.Rate, &c
+			if sw.opts.OnTrial != nil {
+				sw.opts.OnTrial(&sw.doc)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("calibrate %s: the run calibrated no class %s", k.Path, class)
 }
 
 // Bisect searches [lo, hi] for the largest value at which probe reports

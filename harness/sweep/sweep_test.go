@@ -334,3 +334,105 @@ func TestRenderers(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibratedRate sweeps the rate of ci-gate.yaml's report class, which
+// the file calibrates (load_factor: 3, no rate): each point writes
+// "rate: V" in place of load_factor, and a knee search takes today's rate
+// from one calibration before its first probe.
+func TestCalibratedRate(t *testing.T) {
+	src, err := sweep.Load("../../scenarios/ci-gate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"classes.report.rate", "classes.2.rate"} {
+		k, err := src.Lookup(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !k.Calibrated() || k.LoadFactor != 3 || k.Value != 0 || k.Int {
+			t.Errorf("Lookup(%s) = %+v, want a calibrated float rate, load_factor 3", path, k)
+		}
+		sc, err := src.Scenario([]sweep.Setting{{Key: k, Value: 17.5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := sc.Classes[2]; c.Rate != 17.5 || c.LoadFactor != 0 || c.Calibrated() {
+			t.Errorf("%s set to 17.5: class %+v, want rate 17.5 and no load_factor", path, c)
+		}
+	}
+	k, _ := src.Lookup("classes.report.rate")
+	if _, err := src.Scenario([]sweep.Setting{{Key: k, Value: -1}}); !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(err.Error(), "ci-gate.yaml:") ||
+		!strings.Contains(err.Error(), "classes[2].rate") {
+		t.Errorf("rate -1: %v, want the scenario's own error at file:line:col", err)
+	}
+	vr, _ := sweep.ParseVary("classes.report.rate=5..80")
+	vl, _ := sweep.ParseVary("classes.report.load_factor=1..3")
+	if _, err := sweep.New(src, []sweep.Vary{vr, vl}, sweep.Options{Run: fakeRun(new(int))}); !errors.Is(err, sweep.ErrBadInput) {
+		t.Errorf("rate and load_factor of one class: %v, want ErrBadInput", err)
+	}
+	// A class the file gives neither, or a calibration time: refused at file:line:col.
+	dir := t.TempDir()
+	data, _ := os.ReadFile("../../scenarios/ci-gate.yaml")
+	withCal := filepath.Join(dir, "cal.yaml")
+	if err := os.WriteFile(withCal, []byte(strings.Replace(string(data), "    load_factor: 3\n", "    load_factor: 3\n    calibrate: 2s\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := sweep.Load(withCal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"classes.report.rate": "cal.yaml:58:5: the class's rate is calibrated", "classes.lookup.ratee": `no key "ratee"`} {
+		if _, err := cs.Lookup(path); !errors.Is(err, sweep.ErrBadInput) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Lookup(%s) = %v, want %q", path, err, want)
+		}
+	}
+
+	// The knee search calibrates once, then probes fixed rates.
+	calls, runs := 0, 0
+	opts := sweep.Options{Iterations: 3, Run: fakeRun(&runs), Calibrate: func(_ context.Context, sc *scenario.Scenario) (*reports.Report, error) {
+		calls++
+		if !sc.Classes[2].Calibrated() {
+			t.Errorf("calibrated a scenario whose report class has rate %v", sc.Classes[2].Rate)
+		}
+		return &reports.Report{Calibrations: []reports.Calibration{{Class: "report", Query: "report", Samples: 9, ServiceMean: 250, LoadFactor: 3, Pool: 40, PoolName: "naive shared pool", Rate: 12}}}, nil
+	}}
+	sw, err := sweep.New(src, []sweep.Vary{vr}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Knees(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d := sw.Doc()
+	if calls != 1 || d.Vary[0].Value != 12 || d.Vary[0].Calibration == nil || len(d.Knees) != 2 {
+		t.Fatalf("calibrations %d, vary %+v, knees %+v", calls, d.Vary[0], d.Knees)
+	}
+	iso := d.Knees[1]
+	if !iso.Found || !iso.BaselineCalibrated || iso.Baseline != 12 || iso.Knee > 24 || iso.FailAt <= 24 || iso.Headroom != iso.Knee/12 {
+		t.Errorf("isolated: %+v, want a knee at most 24 over today's calibrated 12", iso)
+	}
+	if s := sweep.KneeSentence(iso); !strings.Contains(s, "× today's calibrated 12;") || !strings.HasSuffix(s, ": quiet_p99 failed)") {
+		t.Errorf("sentence %q", s)
+	}
+	if s := sweep.KneeSentence(d.Knees[0]); !strings.Contains(s, "naive fails classes.report.rate already at 5, the bottom of the range (0/1 trials held: quiet_p99 failed; today's calibrated value 12)") {
+		t.Errorf("naive's sentence %q", s)
+	}
+	if s := sweep.BaselineSentence(d.Vary[0]); !strings.Contains(s, "writes load_factor 3, no rate") || !strings.Contains(s, "today's rate 12/s is the calibration's, run once before the search") {
+		t.Errorf("baseline sentence %q", s)
+	}
+	var md strings.Builder
+	if err := sweep.WriteMarkdown(&md, d); err != nil || !strings.Contains(md.String(), "today's rate 12/s") {
+		t.Errorf("sweep.md lacks the baseline: %v\n%s", err, md.String())
+	}
+	// Resumed, the calibration is taken from the interrupted sweep.
+	opts.Prior = d
+	sw, _ = sweep.New(src, []sweep.Vary{vr}, opts)
+	if err := sw.Knees(context.Background()); err != nil || calls != 1 || sw.Doc().Knees[1].Baseline != 12 {
+		t.Errorf("resumed: %v, %d calibrations, baseline %v", err, calls, sw.Doc().Knees[1].Baseline)
+	}
+	// Without a calibration there is no today's value: refused.
+	sw, _ = sweep.New(src, []sweep.Vary{vr}, sweep.Options{Run: fakeRun(&runs)})
+	if err := sw.Knees(context.Background()); !errors.Is(err, sweep.ErrBadInput) {
+		t.Errorf("no Calibrate: %v, want ErrBadInput", err)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/internal/affinity"
 )
 
 // Cluster is a running set of PostgreSQL containers on one Docker network.
@@ -404,6 +405,10 @@ func (c *Cluster) run(ctx context.Context, p nodePlan, image string, port int) (
 			hc.PortBindings = network.PortMap{pgPortSpec: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(port)}}}
 			// Docker's --cpus: a CFS quota on the container's cgroup.
 			hc.NanoCPUs = nanoCPUs(c.cpu.For(p.role))
+			// Docker's --cpuset-cpus: the node's cores of its own.
+			if cores := c.cpu.CoresFor(p.role); len(cores) > 0 {
+				hc.CpusetCpus = affinity.Format(cores)
+			}
 		},
 	}
 	ready := "database system is ready to accept connections"

@@ -3,9 +3,11 @@ package container
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
+	"github.com/noisysim/noisysim/internal/affinity"
 )
 
 // checkCPU returns an error wrapping backend.ErrBadInput for a budget out
@@ -31,12 +33,23 @@ func nanoCPUs(cpus float64) int64 {
 // CPUBudgets implements backend.CPUReporter: the budgets the containers
 // were created with.
 func (c *Cluster) CPUBudgets() backend.CPUStat {
-	if !c.cpu.Any() {
+	if !c.cpu.Any() && len(c.cpu.Cores) == 0 {
 		return backend.CPUStat{}
 	}
-	st := backend.CPUStat{Mechanism: "docker cpu quota (--cpus)"}
+	var how []string
+	if c.cpu.Any() {
+		how = append(how, "docker cpu quota (--cpus)")
+	}
+	if len(c.cpu.Cores) > 0 {
+		how = append(how, "docker cpuset (--cpuset-cpus)")
+	}
+	st := backend.CPUStat{Mechanism: strings.Join(how, ", ")}
 	for _, n := range c.Nodes() {
-		st.Nodes = append(st.Nodes, backend.NodeCPU{Node: n.Name, CPUs: c.cpu.For(n.Role)})
+		nc := backend.NodeCPU{Node: n.Name, CPUs: c.cpu.For(n.Role)}
+		if cores := c.cpu.CoresFor(n.Role); len(cores) > 0 {
+			nc.Cores = affinity.Format(cores)
+		}
+		st.Nodes = append(st.Nodes, nc)
 	}
 	return st
 }

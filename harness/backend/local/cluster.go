@@ -28,7 +28,9 @@ type Cluster struct {
 	password string
 	citus    bool // TopologyCitus: servers get PGPASSFILE for node-to-node connections
 	ready    time.Duration
-	cpu      *cpuGroups // nil: no CPU budgets asked for
+	cpu      *cpuGroups       // nil: no CPU budgets asked for
+	cores    map[string][]int // by node: the cores it is pinned to (backend.CPUBudget.Cores)
+	anyCores []int            // the cores of a node without its own: this process's at Start
 
 	template        string
 	templateCreated bool

@@ -10,6 +10,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
+	"github.com/noisysim/noisysim/internal/affinity"
 )
 
 // cgroupParent is the group under the cpu hierarchy's root that holds one
@@ -153,13 +154,42 @@ func removeParentIfEmpty(h cgroup.Hierarchy) {
 	os.Remove(h.Group(cgroupParent).Path)
 }
 
-// CPUBudgets implements backend.CPUReporter.
+// CPUBudgets implements backend.CPUReporter. A node pinned to cores has
+// them read back from its postmaster.
 func (c *Cluster) CPUBudgets() backend.CPUStat {
-	if c.cpu == nil {
-		return backend.CPUStat{}
+	var st backend.CPUStat
+	if c.cpu != nil {
+		st = c.cpu.stat
+		st.Nodes = slices.Clone(st.Nodes)
 	}
-	st := c.cpu.stat
-	st.Nodes = slices.Clone(st.Nodes)
+	if len(c.cores) == 0 {
+		return st
+	}
+	for _, n := range c.nodes {
+		cores, ok := c.cores[n.Name]
+		if !ok {
+			continue
+		}
+		list := affinity.Format(cores)
+		n.mu.Lock()
+		if n.pid > 0 {
+			if got, err := affinity.Of(n.pid); err == nil {
+				list = affinity.Format(got)
+			}
+		}
+		n.mu.Unlock()
+		i := slices.IndexFunc(st.Nodes, func(nc backend.NodeCPU) bool { return nc.Node == n.Name })
+		if i < 0 {
+			st.Nodes = append(st.Nodes, backend.NodeCPU{Node: n.Name})
+			i = len(st.Nodes) - 1
+		}
+		st.Nodes[i].Cores = list
+	}
+	if st.Mechanism == "" {
+		st.Mechanism = "CPU affinity"
+	} else {
+		st.Mechanism += ", CPU affinity"
+	}
 	return st
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/internal/affinity"
 )
 
 // needCgroups skips t with one line where CPU budgets cannot be written.
@@ -179,5 +180,77 @@ func TestCPUBudgetsKept(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(h.Root, group)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("cgroup %s left after StopKept (%v)", group, err)
+	}
+}
+
+// TestNodeCores pins the replica to a core of its own: its postmaster, the
+// processes it started and a backend forked for a new connection run on
+// that core only; the primary keeps every core; CPUBudgets reads it back.
+// Affinity needs no root and no cgroup.
+func TestNodeCores(t *testing.T) {
+	needPostgres(t)
+	allowed, err := affinity.Allowed()
+	if err != nil || len(allowed) < 2 {
+		t.Skipf("skipping: fewer than 2 cores to pin apart (%v)", allowed)
+	}
+	last := allowed[len(allowed)-1:]
+	base := privateBase(t)
+	spec := backend.Spec{Topology: backend.TopologyReplica, CPU: backend.CPUBudget{Cores: map[backend.Role][]int{backend.RoleReplica: last}}}
+	c, err := local.Start(t.Context(), spec, local.WithBaseDir(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st := c.CPUBudgets()
+	want := []backend.NodeCPU{{Node: "replica1", Cores: affinity.Format(last)}}
+	if !slices.Equal(st.Nodes, want) || st.Mechanism != "CPU affinity" {
+		t.Errorf("CPUBudgets() = %+v, want %v by CPU affinity", st, want)
+	}
+	for _, n := range c.Stat().Nodes {
+		conn := connect(t, n.DSN())
+		var backendPID int
+		if err := conn.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&backendPID); err != nil {
+			t.Fatal(err)
+		}
+		wantCores := allowed
+		if n.Role == backend.RoleReplica {
+			wantCores = last
+		}
+		for _, pid := range append([]int{n.PID, backendPID}, childrenOf(n.PID)...) {
+			got, err := affinity.Of(pid)
+			if err != nil {
+				continue // a short-lived child that has exited
+			}
+			if !slices.Equal(got, wantCores) {
+				t.Errorf("%s: pid %d runs on cores %v, want %v", n.Name, pid, got, wantCores)
+			}
+		}
+	}
+	// This process keeps its own cores.
+	if got, _ := affinity.Of(0); !slices.Equal(got, allowed) {
+		t.Errorf("noisysim's thread left on %v, want %v", got, allowed)
+	}
+}
+
+// TestNodeCoresRefused: a core this machine does not let noisysim use is
+// bad input, and nothing is left behind.
+func TestNodeCoresRefused(t *testing.T) {
+	needPostgres(t)
+	allowed, _ := affinity.Allowed()
+	base := privateBase(t)
+	spec := backend.Spec{CPU: backend.CPUBudget{Cores: map[backend.Role][]int{backend.RolePrimary: {allowed[len(allowed)-1] + 1}}}}
+	c, err := local.Start(t.Context(), spec, local.WithBaseDir(base))
+	if err == nil {
+		c.Close()
+		t.Fatal("started with a core past the machine's")
+	}
+	if !errors.Is(err, backend.ErrBadInput) || !strings.Contains(err.Error(), "core") {
+		t.Errorf("err = %v, want bad input naming the core", err)
+	}
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), "template") {
+			t.Errorf("left %s in the base directory", e.Name())
+		}
 	}
 }

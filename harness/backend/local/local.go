@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/internal/affinity"
 )
 
 // Defaults of Backend options.
@@ -238,6 +239,26 @@ func (b *Backend) StartCluster(ctx context.Context, spec backend.Spec) (*Cluster
 	}
 	c.step("", step, t0)
 
+	// Nodes without cores of their own are started on every core this
+	// process had at the start, even if noisysim pins itself later
+	// (backend.generator_cores): a server restarted mid-run must not
+	// inherit the generator's cores.
+	if c.anyCores, err = affinity.Allowed(); err != nil {
+		return nil, err
+	}
+	c.cores = map[string][]int{}
+	for _, p := range plans {
+		if cores := spec.CPU.CoresFor(p.role); len(cores) > 0 {
+			if err := affinity.Check(cores); err != nil {
+				if spec.CPU.Optional {
+					c.log.Warn("running without the node's cores", "node", p.name, "reason", err)
+					continue
+				}
+				return nil, &CPUBudgetError{Node: p.name, Err: fmt.Errorf("%w: %w", backend.ErrBadInput, err)}
+			}
+			c.cores[p.name] = cores
+		}
+	}
 	b.sweep(b.baseDir)
 	b.track(c, true)
 	if err := c.makeDir(b.baseDir); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/internal/affinity"
 )
 
 // errClosing is returned by a node start racing with Close.
@@ -289,19 +290,26 @@ func (n *node) spawn() (int64, error) {
 	}
 	deathsig := !c.keep
 	group := c.cpuGroup(n.Name)
+	cores := c.cores[n.Name]
+	if cores == nil {
+		cores = c.anyCores
+	}
+	// pinned forks on the calling thread pinned to the node's cores: the
+	// postmaster and every backend it forks inherit them.
+	pinned := func(cmd *exec.Cmd) error { return affinity.OnThread(cores, cmd.Start) }
 	switch {
 	case deathsig:
-		err = deathSpawner.start(cmd, group)
+		err = deathSpawner.start(cmd, group, cores)
 	case group != nil:
 		// A kept server must survive us and the terminal: new session,
 		// no parent-death signal.
 		cmd.SysProcAttr.Setpgid = false
 		cmd.SysProcAttr.Setsid = true
-		err = group.Start(cmd, (*exec.Cmd).Start)
+		err = group.Start(cmd, pinned)
 	default:
 		cmd.SysProcAttr.Setpgid = false
 		cmd.SysProcAttr.Setsid = true
-		err = cmd.Start()
+		err = onLockedThread(func() error { return pinned(cmd) })
 	}
 	if err != nil {
 		return 0, fmt.Errorf("start postgres for %s: %w", n.Name, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
+	"github.com/noisysim/noisysim/internal/affinity"
 )
 
 // DefaultServerUser is the system user PostgreSQL runs as when noisysim runs
@@ -104,6 +105,7 @@ var deathSpawner spawner
 type spawnReq struct {
 	cmd   *exec.Cmd
 	group *cgroup.Group // nil: none
+	cores []int         // nil: any
 	reply chan error
 }
 
@@ -115,9 +117,10 @@ type spawner struct {
 }
 
 // start starts cmd from the locked thread with Pdeathsig set, in group
-// when not nil (the thread joins it for the fork only). On success the
+// when not nil (the thread joins it for the fork only), pinned to cores
+// when not nil (the thread takes them for the fork only). On success the
 // caller must call release once cmd has been waited for.
-func (s *spawner) start(cmd *exec.Cmd, group *cgroup.Group) error {
+func (s *spawner) start(cmd *exec.Cmd, group *cgroup.Group, cores []int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.reqs == nil {
@@ -127,7 +130,7 @@ func (s *spawner) start(cmd *exec.Cmd, group *cgroup.Group) error {
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
 	reply := make(chan error)
-	s.reqs <- spawnReq{cmd, group, reply}
+	s.reqs <- spawnReq{cmd, group, cores, reply}
 	if err := <-reply; err != nil {
 		s.stopIfIdle()
 		return err
@@ -158,11 +161,24 @@ func (s *spawner) loop(reqs <-chan spawnReq, done chan<- struct{}) {
 	// because no child forked from it is alive by then.
 	runtime.LockOSThread()
 	for r := range reqs {
+		start := func(cmd *exec.Cmd) error { return affinity.OnThread(r.cores, cmd.Start) }
 		if r.group != nil {
-			r.reply <- r.group.StartOnThread(r.cmd, (*exec.Cmd).Start)
+			r.reply <- r.group.StartOnThread(r.cmd, start)
 			continue
 		}
-		r.reply <- r.cmd.Start()
+		r.reply <- start(r.cmd)
 	}
 	close(done)
+}
+
+// onLockedThread runs f on an OS thread of its own (affinity.OnThread
+// changes the thread's affinity for a fork). The thread is never unlocked:
+// it exits with the goroutine, whatever affinity f left it with.
+func onLockedThread(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		errc <- f()
+	}()
+	return <-errc
 }
