@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -201,6 +202,69 @@ type citusRun struct {
 	// tenant's worker at the start of the first phase it sends in; nil
 	// until then.
 	hotQuiet map[int]bool
+	// latest is the layout read last (followLayout), for the series'
+	// per-second worker loads; nil before the first read.
+	latest atomic.Pointer[citusLayout]
+}
+
+// citusFollowEvery is how often followLayout reads the placements; a read
+// that takes longer than citusFollowLimit is given up (the last one
+// stays).
+const (
+	citusFollowEvery = time.Second
+	citusFollowLimit = 2 * time.Second
+)
+
+// followLayout reads the placements every citusFollowEvery into
+// r.citus.latest until the returned func is called (once or more), so
+// that each second's load is counted on the workers that held the
+// tenants' shards then, through the ladder's moves. A read that fails is
+// logged and the last layout kept.
+func (r *runner) followLayout(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			rctx, rcancel := context.WithTimeout(ctx, citusFollowLimit)
+			l, err := readLayout(rctx, r.citus.db, r.citus.anchor, r.citus.tenants)
+			rcancel()
+			switch {
+			case err == nil:
+				r.citus.latest.Store(l)
+			case ctx.Err() == nil:
+				r.log.Debug("read the Citus layout for the series", "err", err)
+			}
+			if !sleepUntil(ctx, time.Now().Add(citusFollowEvery)) {
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
+}
+
+// workerPoints are the per-worker loads of one second of the series:
+// dbTime (per tenant key, over over) through the latest layout, by the
+// workers' short names in their order; nil before a layout was read.
+func (c *citusRun) workerPoints(dbTime map[string]time.Duration, over time.Duration) []reports.WorkerPoint {
+	l := c.latest.Load()
+	if l == nil || over <= 0 {
+		return nil
+	}
+	w, _, _ := citus.Attribute(l.Workers, l.Placements, l.shardOf, dbTime, over)
+	names := reports.NewWorkerNames(workerAddrs(l))
+	out := make([]reports.WorkerPoint, 0, len(l.Workers))
+	for _, addr := range names.Addrs {
+		wp := reports.WorkerPoint{Worker: names.Name(addr), Load: w[addr]}
+		for _, wk := range l.Workers {
+			if wk.Name == addr {
+				wp.Dedicated = !wk.ShouldHaveShards
+			}
+		}
+		out = append(out, wp)
+	}
+	return out
 }
 
 // openCitus opens the coordinator pool of a run on topology citus.

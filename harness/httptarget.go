@@ -95,7 +95,7 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, string) {
 // configuration, the instances' base URLs for path URLs, and counters.
 type httpTarget struct {
 	client *http.Client
-	bases  []string // service instances, for URLs that are paths
+	bases  []string // service instances without a trailing '/', for URLs that are paths
 	rr     sync.Map // class name → *atomic.Uint64
 	vars   func(op workload.Op, name string) string
 
@@ -121,6 +121,10 @@ func newHTTPTarget(sc *scenario.Scenario, bases []string, vars func(workload.Op,
 		}
 	}
 	idle := min(max(int(inflight), 64), 4096)
+	trimmed := make([]string, len(bases))
+	for i, b := range bases {
+		trimmed[i] = strings.TrimSuffix(b, "/")
+	}
 	tr := &http.Transport{
 		Proxy:               nil, // the service under test is reached directly
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -131,15 +135,15 @@ func newHTTPTarget(sc *scenario.Scenario, bases []string, vars func(workload.Op,
 	}
 	return &httpTarget{client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
-	}}, bases: bases, vars: vars, outcomes: map[string]int64{}, retryAfter: map[string]int64{}, seed: sc.Seed}
+	}}, bases: trimmed, vars: vars, outcomes: map[string]int64{}, retryAfter: map[string]int64{}, seed: sc.Seed}
 }
 
 // close drops the idle connections.
 func (h *httpTarget) close() { h.client.CloseIdleConnections() }
 
 // url returns the URL of op's request: the class's template for the
-// instance its balance picks.
-func (h *httpTarget) url(c *scenario.Class, op workload.Op) string {
+// instance its balance picks, its variables' values from value.
+func (h *httpTarget) url(c *scenario.Class, op workload.Op, value func(string) string) string {
 	ts := c.HTTP.Templates()
 	n := len(ts)
 	relative := n == 1 && strings.HasPrefix(c.HTTP.URL, "/")
@@ -155,11 +159,35 @@ func (h *httpTarget) url(c *scenario.Class, op workload.Op) string {
 			i = int((v.(*atomic.Uint64).Add(1) - 1) % uint64(n))
 		}
 	}
-	value := func(name string) string { return h.vars(op, name) }
 	if relative {
-		return strings.TrimSuffix(h.bases[i], "/") + ts[0].Expand(value)
+		return expandAfter(h.bases[i], ts[0], value)
 	}
 	return ts[i].Expand(value)
+}
+
+// values returns the values of op's template variables by name.
+func (h *httpTarget) values(op workload.Op) func(string) string {
+	return func(name string) string { return h.vars(op, name) }
+}
+
+// expandAfter returns prefix followed by t expanded with value, built in
+// one buffer.
+func expandAfter(prefix string, t scenario.Template, value func(string) string) string {
+	n := len(prefix)
+	for i := 0; i < len(t.Parts); i += 2 {
+		n += len(t.Parts[i])
+	}
+	var b strings.Builder
+	b.Grow(n + 8*(len(t.Parts)/2)) // room for short values such as tenant keys
+	b.WriteString(prefix)
+	for i, p := range t.Parts {
+		if i%2 == 0 {
+			b.WriteString(p)
+		} else {
+			b.WriteString(value(p))
+		}
+	}
+	return b.String()
 }
 
 // do runs op's HTTP call: one attempt of Fanout requests, and with a
@@ -249,12 +277,12 @@ func (h *httpTarget) send(ctx context.Context, c *scenario.Class, op workload.Op
 	h.requests.Add(1)
 	rctx, cancel := context.WithTimeoutCause(ctx, c.HTTP.Timeout.Duration(), ErrHTTPTimeout)
 	defer cancel()
-	value := func(name string) string { return h.vars(op, name) }
+	value := h.values(op) // one closure for the URL, body and headers
 	var body io.Reader
 	if b := c.HTTP.BodyTemplate().Expand(value); b != "" {
 		body = strings.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(rctx, c.HTTP.Method, h.url(c, op), body)
+	req, err := http.NewRequestWithContext(rctx, c.HTTP.Method, h.url(c, op, value), body)
 	if err != nil {
 		h.count("transport", nil)
 		return fmt.Errorf("%w: build request: %w", ErrHTTPTransport, err)

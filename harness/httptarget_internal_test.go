@@ -200,19 +200,19 @@ classes:
 	})
 	var got []string
 	for i := range 4 {
-		got = append(got, ht.url(&sc.Classes[0], workload.Op{Tenant: 1 + i%2}))
+		got = append(got, ht.url(&sc.Classes[0], workload.Op{Tenant: 1 + i%2}, ht.values(workload.Op{Tenant: 1 + i%2})))
 	}
 	if want := "http://i0/t/1 http://i1/t/2 http://i2/t/1 http://i0/t/2"; fmt.Sprint(got) != "["+want+"]" {
 		t.Errorf("round robin %v, want %s", got, want)
 	}
 	for tenant, want := range map[int]string{1: "http://i0/t/1", 2: "http://i1/t/2", 4: "http://i0/t/4"} {
 		for range 2 {
-			if got := ht.url(&sc.Classes[1], workload.Op{Tenant: tenant}); got != want {
+			if got := ht.url(&sc.Classes[1], workload.Op{Tenant: tenant}, ht.values(workload.Op{Tenant: tenant})); got != want {
 				t.Errorf("sticky tenant %d: %s, want %s", tenant, got, want)
 			}
 		}
 	}
-	if got := ht.url(&sc.Classes[2], workload.Op{Tenant: 2}); got != "http://b/2" {
+	if got := ht.url(&sc.Classes[2], workload.Op{Tenant: 2}, ht.values(workload.Op{Tenant: 2})); got != "http://b/2" {
 		t.Errorf("sticky urls tenant 2: %s", got)
 	}
 }

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/noisysim/noisysim/harness/pglog"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/workload"
 )
@@ -154,4 +156,72 @@ func fidelity(b *testing.B, src workload.Source, n int, wait time.Duration) {
 	b.ReportMetric(float64(gaps.ValueAtQuantile(50)), "start-gap-p50-µs")
 	b.ReportMetric(float64(gaps.ValueAtQuantile(99)), "start-gap-p99-µs")
 	b.ReportMetric(float64(gaps.Max()), "start-gap-max-µs")
+}
+
+// BenchmarkReplayLogMemory streams a generated csvlog of 200,000 short
+// sessions (an app opening a connection per request: 1,000 a second for
+// 200 s of log time, 3 statements each 1 ms apart, 300 pids cycled so a
+// session id recurs within its second; about 600,000 statement records,
+// ~150 MB with its disconnection records) through a replay's reader and
+// its session turns, with no database: each statement waits for its turn
+// and is done at once. It reports the heap in use after 10% and after
+// 100% of the log's statements (heap-MB-10pct, heap-MB-100pct), their
+// ratio (heap-ratio-100/10: about 1 when the replay's memory is flat in
+// the sessions seen) and the most sessions its reader kept at once
+// (sessions-kept-max): "disconnections" with log_disconnections records,
+// "idle" without (sessions forgotten once idle for logSessionIdle of log
+// time). Run it with -benchtime=1x; ns/op is the whole replay:
+//
+//	go test -run '^$' -bench ReplayLogMemory -benchtime 1x ./harness/
+func BenchmarkReplayLogMemory(b *testing.B) {
+	for _, disc := range []bool{true, false} {
+		name := "idle"
+		if disc {
+			name = "disconnections"
+		}
+		b.Run(name, func(b *testing.B) {
+			sl := sessionsLog{Format: pglog.CSV, Sessions: 200000, PerSecond: 1000, Statements: 3, Spacing: time.Millisecond,
+				Tenants: 10, Pids: 300, Disconnections: disc}
+			path, statements := sl.writeFile(b, b.TempDir())
+			if st, err := os.Stat(path); err == nil {
+				b.Logf("%s: %d statements, %.0f MB", name, statements, float64(st.Size())/(1<<20))
+			}
+			r := logRunner(b, path, sl.Format, sl.Tenants, time.Second)
+			heapInUse := func() float64 {
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				return float64(ms.HeapInuse)
+			}
+			for b.Loop() {
+				rs, err := r.newReplaySource()
+				if err != nil {
+					b.Fatal(err)
+				}
+				lr := rs.tr.(*logReader)
+				ctx := context.Background()
+				var at10, at100 float64
+				sent, kept := 0, 0
+				for op, ok := rs.Next(); ok; op, ok = rs.Next() {
+					turn := op.Payload.(*recorded).turn
+					if err := turn.wait(ctx); err != nil {
+						b.Fatal(err)
+					}
+					turn.finish()
+					if sent++; sent == statements/10 {
+						at10 = heapInUse()
+					}
+					kept = max(kept, len(lr.sessions))
+				}
+				at100 = heapInUse()
+				if err := rs.Close(); err != nil || sent != statements {
+					b.Fatalf("replay: %v, %d of %d statements", err, sent, statements)
+				}
+				b.ReportMetric(at10/(1<<20), "heap-MB-10pct")
+				b.ReportMetric(at100/(1<<20), "heap-MB-100pct")
+				b.ReportMetric(at100/at10, "heap-ratio-100/10")
+				b.ReportMetric(float64(kept), "sessions-kept-max")
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"container/heap"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,7 +71,8 @@ func (h *pendingHeap) Pop() any {
 // logReader reads a PostgreSQL log's statements as ops: the tenant from
 // replay.tenant, the class from replay.rules, the start from the record's
 // time less its duration, put in order of start within replay.reorder.
-// It holds the statements of one reorder window and a counter per session.
+// It holds the statements of one reorder window and the sessions that may
+// still send one (see sessionLog): its memory does not grow with the log.
 type logReader struct {
 	readCounts
 	in       *replayFile
@@ -89,14 +92,39 @@ type logReader struct {
 	started  bool
 	last     time.Time
 	seq      int64
-	sessions map[string]*sessionLog
+	// sessions are the sessions kept, by session id; active lists those
+	// not idle, least recently active first; lingering are idle ones the
+	// replay still needs (a statement not done, a transaction block open),
+	// looked at again once sinceLinger statements have been read.
+	sessions    map[string]*sessionLog
+	active      list.List
+	lingering   []*sessionLog
+	sinceLinger int
 }
 
-// sessionLog is what a logReader keeps of a session: the statements it
-// sent so far and the latest start it gave one.
+// logSessionIdle is how long (log time: the latest statement end read) a
+// session may send no statement before its reader takes it for idle: its
+// statements' starts are no longer held to its logged order (a session
+// runs one statement at a time, so one sent after a pause starts after the
+// one before ended anyway), and it is forgotten once its latest statement
+// is done and it has no transaction block open. A session seen again
+// after that is new to the replay: it has nothing left to wait for.
+const logSessionIdle = 10 * time.Second
+
+// sessionLog is what a logReader keeps of a session while it may send a
+// statement: the replay's state shared by its statements (logSession),
+// the done channel of its latest (the next one waits for it), the latest
+// start it gave one, and the log's horizon (logReader.last) at its latest.
 type sessionLog struct {
-	sent int64
+	id   string
+	sess *logSession
+	tail chan struct{}
 	last time.Time
+	seen time.Time
+	// elem is the session in logReader.active; nil once idle.
+	elem *list.Element
+	// lingering: in logReader.lingering; gone: forgotten.
+	lingering, gone bool
 }
 
 func (r *runner) openLog() (*logReader, error) {
@@ -180,6 +208,9 @@ func (lr *logReader) read() bool {
 		lr.line = e.Line
 		switch e.Kind {
 		case pglog.KindOther:
+			if e.Session != "" && strings.HasPrefix(e.Message, "disconnection: ") {
+				lr.disconnected(e.Session) // log_disconnections
+			}
 			lr.skip(skipNotStmt)
 			continue
 		case pglog.KindParse, pglog.KindBind:
@@ -218,30 +249,122 @@ func (lr *logReader) read() bool {
 				args[i] = *p
 			}
 		}
-		rec := &recorded{SQL: e.Statement, Args: args, Session: e.Session, Duration: e.Duration}
-		start := e.Start()
-		if rec.Session != "" {
-			// A session's statements keep their logged order: log_time
-			// has ms precision, so a statement may seem to start before
-			// the one logged above it; it starts no earlier.
-			s := lr.sessions[rec.Session]
-			if s == nil {
-				s = &sessionLog{}
-				lr.sessions[rec.Session] = s
-			}
-			if start.Before(s.last) {
-				start = s.last
-			}
-			s.last = start
-		}
-		op := workload.Op{Tenant: n, Class: class, Payload: rec}
-		heap.Push(&lr.window, pending{op: op, start: start, line: e.Line})
 		if !lr.started || e.Time.After(lr.last) {
 			lr.last = e.Time // the latest end read
 		}
 		lr.started = true
+		lr.idle()
+		rec := &recorded{SQL: e.Statement, Args: args, Duration: e.Duration}
+		start := e.Start()
+		if e.Session != "" {
+			start, rec.turn = lr.session(e.Session, start)
+		}
+		op := workload.Op{Tenant: n, Class: class, Payload: rec}
+		heap.Push(&lr.window, pending{op: op, start: start, line: e.Line})
 		return true
 	}
+}
+
+// session returns the turn of a statement of session id read now, and its
+// start: no earlier than the session's statement read before (log_time
+// has ms precision, so a statement may seem to start before the one
+// logged above it). The window gives a session's statements in the order
+// read, as it orders by start, then line.
+func (lr *logReader) session(id string, start time.Time) (time.Time, *sessionTurn) {
+	s := lr.sessions[id]
+	if s == nil {
+		s = &sessionLog{id: id, sess: &logSession{}}
+		lr.sessions[id] = s
+	}
+	if s.elem == nil {
+		s.elem = lr.active.PushBack(s)
+	} else {
+		lr.active.MoveToBack(s.elem)
+	}
+	s.seen = lr.last
+	if start.Before(s.last) {
+		start = s.last
+	}
+	s.last = start
+	t := &sessionTurn{sess: s.sess, after: s.tail, done: make(chan struct{})}
+	s.tail = t.done
+	return start, t
+}
+
+// disconnected forgets session id at its disconnection: a statement of the
+// same id read after it (the server reused the backend's pid within the
+// second) is of a new session.
+func (lr *logReader) disconnected(id string) {
+	s := lr.sessions[id]
+	if s == nil {
+		return
+	}
+	if s.elem != nil {
+		lr.active.Remove(s.elem)
+		s.elem = nil
+	}
+	delete(lr.sessions, id)
+	s.gone = true
+}
+
+// idle takes the sessions that sent nothing for logSessionIdle (log time)
+// off the active list, forgetting each the replay no longer needs and
+// keeping the others as lingering, which it looks at again once as many
+// statements have been read as there are lingering (amortized O(1) a
+// statement).
+func (lr *logReader) idle() {
+	horizon := lr.last.Add(-logSessionIdle)
+	for f := lr.active.Front(); f != nil; f = lr.active.Front() {
+		s := f.Value.(*sessionLog)
+		if !s.seen.Before(horizon) {
+			break
+		}
+		lr.active.Remove(f)
+		s.elem = nil
+		s.last = time.Time{}
+		if !lr.forget(s) && !s.lingering {
+			s.lingering = true
+			lr.lingering = append(lr.lingering, s)
+		}
+	}
+	if lr.sinceLinger++; lr.sinceLinger < len(lr.lingering) {
+		return
+	}
+	lr.sinceLinger = 0
+	kept := lr.lingering[:0]
+	for _, s := range lr.lingering {
+		if s.elem == nil && !s.gone && !lr.forget(s) {
+			kept = append(kept, s)
+			continue
+		}
+		s.lingering = false // active again, or forgotten
+	}
+	clear(lr.lingering[len(kept):])
+	lr.lingering = kept
+}
+
+// forget drops idle session s if the replay no longer needs it: its latest
+// statement is done (and so every one before it) and it holds no
+// transaction block open (none, or one whose connection is gone). It
+// reports whether it did.
+func (lr *logReader) forget(s *sessionLog) bool {
+	if s.tail != nil {
+		select {
+		case <-s.tail:
+		default:
+			return false
+		}
+	}
+	if h := s.sess.holder(); h != nil {
+		select {
+		case <-h.done:
+		default:
+			return false
+		}
+	}
+	delete(lr.sessions, s.id)
+	s.gone = true
+	return true
 }
 
 // next returns the next statement in order of start: the earliest in the
@@ -262,6 +385,9 @@ func (lr *logReader) next() (workload.Op, bool) {
 		}
 		at := time.Duration(math.Round(float64(p.start.Sub(lr.t0)) / lr.speed))
 		if at < lr.lastAt || at >= lr.end {
+			if rec := p.op.Payload.(*recorded); rec.turn != nil {
+				rec.turn.finish() // never sent: the session goes on
+			}
 			line := lr.line
 			lr.line = p.line
 			if at < lr.lastAt {
@@ -276,83 +402,69 @@ func (lr *logReader) next() (workload.Op, bool) {
 		p.op.At = at
 		p.op.Seq = lr.seq
 		lr.seq++
-		if rec := p.op.Payload.(*recorded); rec.Session != "" {
-			// Numbered as sent, in order of start: the session's logged
-			// order, as read kept it.
-			s := lr.sessions[rec.Session]
-			rec.Index = s.sent
-			s.sent++
-		}
 		return p.op, true
 	}
 }
 
-// sessionTurns runs each logged session's statements one at a time, in
-// their order in the session (recorded.Index): a statement waits for the
-// ones before it to finish, or to be dropped.
-type sessionTurns struct {
-	mu sync.Mutex
-	m  map[string]*turn
+// sessionTurn places a logged statement in its session: it runs once the
+// statement read before it in the session is done (run, dropped, skipped
+// or given up), one at a time in the order read, and is done at finish.
+// Each statement holds the done channel of the one before it, not the
+// statement itself, so a session's state is no more than its statements
+// in flight and the logSession they share: nothing is kept per session
+// once they are done, and a waiter never depends on what its reader keeps.
+type sessionTurn struct {
+	sess *logSession
+	// after is the previous statement's done; nil for the session's first.
+	after <-chan struct{}
+	done  chan struct{}
+	over  atomic.Bool
 }
 
-// turn is one session's: the index whose turn it is, the indexes after it
-// that already finished (dropped), and a channel closed at each advance.
-type turn struct {
-	next int64
-	done map[int64]bool
-	wake chan struct{}
-	// tx holds the session's open transaction block, if any.
+// wait returns when it is the statement's turn in its session (at once
+// if it is already, whatever ctx), or ctx.Err().
+func (t *sessionTurn) wait(ctx context.Context) error {
+	if t.after == nil {
+		return nil
+	}
+	select {
+	case <-t.after:
+		return nil
+	default:
+	}
+	select {
+	case <-t.after:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// finish marks the statement done (run or not): the session's next may
+// start. Calls after the first do nothing.
+func (t *sessionTurn) finish() {
+	if t.over.CompareAndSwap(false, true) {
+		close(t.done)
+	}
+}
+
+// logSession is what a logged session's statements share in a replay: the
+// transaction block it holds open, if any.
+type logSession struct {
+	mu sync.Mutex
 	tx *txHolder
 }
 
-func (st *sessionTurns) get(session string) *turn {
-	if st.m == nil {
-		st.m = map[string]*turn{}
-	}
-	t := st.m[session]
-	if t == nil {
-		t = &turn{done: map[int64]bool{}, wake: make(chan struct{})}
-		st.m[session] = t
-	}
-	return t
+func (s *logSession) holder() *txHolder {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tx
 }
 
-// wait returns when it is rec's turn in its session, or ctx.Err().
-func (st *sessionTurns) wait(ctx context.Context, rec *recorded) error {
-	for {
-		st.mu.Lock()
-		t := st.get(rec.Session)
-		if t.next >= rec.Index {
-			st.mu.Unlock()
-			return nil
-		}
-		ch := t.wake
-		st.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-// finish marks rec done (run or dropped): the session's next statement
-// may start.
-func (st *sessionTurns) finish(rec *recorded) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	t := st.get(rec.Session)
-	t.done[rec.Index] = true
-	advanced := false
-	for t.done[t.next] {
-		delete(t.done, t.next)
-		t.next++
-		advanced = true
-	}
-	if advanced {
-		close(t.wake)
-		t.wake = make(chan struct{})
-	}
+func (s *logSession) hold(h *txHolder) {
+	s.mu.Lock()
+	s.tx = h
+	s.mu.Unlock()
 }
 
 // txBegin and txEnd match the statements that open and close a
@@ -383,16 +495,12 @@ type txReq struct {
 // block's statements run on it, its COMMIT or ROLLBACK gives it back; any
 // other statement runs through the stack alone.
 func (e *executor) runLogged(ctx context.Context, class pools.Class, tenant string, rec *recorded) error {
-	if err := e.sessions.wait(ctx, rec); err != nil {
-		e.sessions.finish(rec)
+	t := rec.turn
+	defer t.finish()
+	if err := t.wait(ctx); err != nil {
 		return err
 	}
-	defer e.sessions.finish(rec)
-	e.sessions.mu.Lock()
-	t := e.sessions.get(rec.Session)
-	h := t.tx
-	e.sessions.mu.Unlock()
-	switch {
+	switch h := t.sess.holder(); {
 	case h != nil:
 		req := txReq{rec: rec, reply: make(chan error, 1)}
 		var err error
@@ -409,17 +517,13 @@ func (e *executor) runLogged(ctx context.Context, class pools.Class, tenant stri
 			err = ctx.Err()
 		}
 		if txEnd.MatchString(rec.SQL) {
-			e.sessions.mu.Lock()
-			t.tx = nil
-			e.sessions.mu.Unlock()
+			t.sess.hold(nil)
 		}
 		return err
 	case txBegin.MatchString(rec.SQL):
 		h, err := e.beginTx(ctx, class, tenant, rec)
 		if h != nil {
-			e.sessions.mu.Lock()
-			t.tx = h
-			e.sessions.mu.Unlock()
+			t.sess.hold(h)
 		}
 		return err
 	default:

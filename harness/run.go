@@ -295,6 +295,7 @@ type runner struct {
 	keys       []string
 	rowCounts  map[string]map[int]int64
 	bind       [][]pgscript.Value
+	builtins   []string // scenario.Builtins, the names of bind's values
 	primary    backend.Node
 	replica    backend.Node
 	hasReplica bool
@@ -393,6 +394,7 @@ func (r *runner) plan() error {
 // of each tenant from its key and row counts.
 func (r *runner) bindTenants() error {
 	sc := r.sc
+	r.builtins = sc.Builtins()
 	r.bind = make([][]pgscript.Value, r.pop.Len())
 	for i := range r.bind {
 		n := i + 1
@@ -949,10 +951,8 @@ type executor struct {
 	stack *stack
 	seen  sync.Map // tenant string → *[2]atomic.Int64 (queue_full, wait_exceeded)
 	calls atomic.Int64
-	// sessions keeps a replayed log's sessions in order; txs are their
-	// open transaction blocks, each on a connection of its own until its
-	// end (txCtx, cancelled by endTxs).
-	sessions sessionTurns
+	// txs are a replayed log's open transaction blocks, each on a
+	// connection of its own until its end (txCtx, cancelled by endTxs).
 	txMu     sync.Mutex
 	txs      []*txHolder
 	txCtx    context.Context
@@ -970,7 +970,7 @@ func (e *executor) do(ctx context.Context, op workload.Op) error {
 	switch prog := c.Program(); {
 	case c.HTTP != nil:
 		err = e.stack.http.do(ctx, c, op)
-	case replayed && rec.Session != "":
+	case replayed && rec.turn != nil:
 		err = e.runLogged(ctx, class, tenant, rec)
 	case replayed:
 		_, err = e.stack.Query(ctx, class, tenant, rec.SQL, rec.Args...)

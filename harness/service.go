@@ -569,7 +569,7 @@ func (r *runner) httpVar(op workload.Op, name string) string {
 	if name == "seq" {
 		return strconv.FormatInt(op.Seq, 10)
 	}
-	for i, b := range r.sc.Builtins() {
+	for i, b := range r.builtins {
 		if b == name {
 			return r.bind[op.Tenant-1][i].String()
 		}

@@ -282,6 +282,10 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		acts.keep(res)
 	}
 	var current atomic.Int32 // the phase running, for the series
+	if r.citus != nil {
+		stopFollow := r.followLayout(ctx)
+		defer stopFollow()
+	}
 	stopSeries := r.sampleSeries(c.Name, st, tr, &current, ring, w)
 	defer stopSeries()
 	var layouts sync.WaitGroup // the Citus layout reads (topology citus)
@@ -345,8 +349,8 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			w.start(ctx, t0)
 		}
 		rec := r.observed(c.Name, workload.RecorderFunc(func(res workload.Result) {
-			if p, ok := res.Op.Payload.(*recorded); ok && p.Session != "" && errors.Is(res.Err, workload.ErrDropped) {
-				tr.ex.sessions.finish(p) // a dropped statement never runs: the session goes on
+			if p, ok := res.Op.Payload.(*recorded); ok && p.turn != nil && errors.Is(res.Err, workload.ErrDropped) {
+				p.turn.finish() // a dropped statement never runs: the session goes on
 			}
 			tr.windows[clk.stepAt(res.Op.At)].rec.Record(res)
 		}))
@@ -516,6 +520,9 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 						pt.Pools[i].Opened = ps.NewConns - lastOpened[i]
 						lastOpened[i] = ps.NewConns
 					}
+				}
+				if r.citus != nil {
+					pt.Workers = r.citus.workerPoints(dbTimes(pools.UsageWindow(lastUsage, usage)), now.Sub(last))
 				}
 				if w != nil {
 					acked, failed := w.answered()

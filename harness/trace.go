@@ -92,11 +92,9 @@ type decodedLine struct {
 type recorded struct {
 	SQL  string
 	Args []any // string or nil
-	// Session and Index place a logged statement in its session: the
-	// session's statements run one at a time, in Index order. Empty
-	// Session: no order to keep.
-	Session string
-	Index   int64
+	// turn places a logged statement in its session: the session's
+	// statements run one at a time, in order. nil: no order to keep.
+	turn *sessionTurn
 	// Duration is the recorded duration (a log); 0 when unknown.
 	Duration time.Duration
 }
@@ -560,6 +558,9 @@ func (r *runner) planReplay() error {
 		p.total++
 		fmt.Fprintf(h, "%d\x00%d\x00%s\x00%d\x00", op.Seq, op.Tenant, op.Class, op.At)
 		if rec, ok := op.Payload.(*recorded); ok {
+			if rec.turn != nil {
+				rec.turn.finish() // this pass runs nothing: the session goes on
+			}
 			fmt.Fprintf(h, "%s\x00%q\x00", rec.SQL, rec.Args)
 			if rec.Duration > 0 {
 				p.record(op, rec.Duration)

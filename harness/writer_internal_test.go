@@ -21,10 +21,10 @@ import (
 // answer (it may have committed).
 func ackedWriter() *checkedWriter {
 	w := &checkedWriter{acked: map[int64]string{}, possible: map[int64][]string{}}
-	w.record(true, -1, "w1", 1, nil, 0, time.Millisecond)
-	w.record(true, -2, "w2", 1, nil, 10*time.Millisecond, time.Millisecond)
-	w.record(false, -1, "w3", 1, nil, 20*time.Millisecond, time.Millisecond)
-	w.record(false, -2, "w4", 0, errors.New("connection reset"), 30*time.Millisecond, 2*time.Millisecond)
+	w.record(true, -1, "w1", 1, nil, 0, 0, 0, time.Millisecond)
+	w.record(true, -2, "w2", 1, nil, 0, 10*time.Millisecond, 0, time.Millisecond)
+	w.record(false, -1, "w3", 1, nil, 0, 20*time.Millisecond, 0, time.Millisecond)
+	w.record(false, -2, "w4", 0, errors.New("connection reset"), 0, 30*time.Millisecond, 0, 2*time.Millisecond)
 	return w
 }
 
@@ -76,9 +76,9 @@ func TestCheckerVerdict(t *testing.T) {
 // with its intended start.
 func TestCheckerWriterRecord(t *testing.T) {
 	w := ackedWriter()
-	w.record(false, -1, "w5", 0, nil, 40*time.Millisecond, time.Millisecond)
-	w.record(false, -9, "w6", 0, nil, 50*time.Millisecond, time.Millisecond)
-	w.record(false, -2, "w7", 1, nil, 60*time.Millisecond, 30*time.Millisecond)
+	w.record(false, -1, "w5", 0, nil, 0, 40*time.Millisecond, 0, time.Millisecond)
+	w.record(false, -9, "w6", 0, nil, 0, 50*time.Millisecond, 0, time.Millisecond)
+	w.record(false, -2, "w7", 1, nil, 0, 60*time.Millisecond, 0, 30*time.Millisecond)
 	c := w.verdict([]storedRow{{-1, "w3"}, {-2, "w7"}})
 	if c.Vanished != 1 {
 		t.Errorf("vanished %d, want 1", c.Vanished)
@@ -209,7 +209,7 @@ func TestWriterLockRetry(t *testing.T) {
 		tx.Commit(context.Background())
 	}()
 	t0 := time.Now()
-	rows, err := w.write(ctx, true, -1, "w0")
+	rows, retries, err := w.write(ctx, true, -1, "w0")
 	took := time.Since(t0)
 	<-released
 	if err != nil || rows != 1 {
@@ -223,5 +223,28 @@ func TestWriterLockRetry(t *testing.T) {
 	}
 	if w.v.Errors != 0 {
 		t.Errorf("%d errors counted for lock waits", w.v.Errors)
+	}
+	if retries != w.v.LockRetries {
+		t.Errorf("the write says it was run again %d times, the writer counted %d", retries, w.v.LockRetries)
+	}
+	// Its answer, recorded: the longest write, its time covering the
+	// waits once, its retries its own.
+	w.record(true, -1, "w0", rows, nil, retries, 0, 0, took)
+	w.record(true, -2, "w1", 1, nil, 0, 10*time.Millisecond, 0, time.Millisecond)
+	if w.v.Longest != took || w.v.LongestRetries != retries || w.v.LockRetries != retries {
+		t.Errorf("longest %v with %d retries, %d retries in all; want %v with %d, %d", w.v.Longest, w.v.LongestRetries, w.v.LockRetries, took, retries, retries)
+	}
+}
+
+// TestWriterLongestLate: the longest write keeps the part of its time
+// before it was sent (waiting for the write before it), and its own lock
+// retries; a later, shorter write does not replace them.
+func TestWriterLongestLate(t *testing.T) {
+	w := &checkedWriter{acked: map[int64]string{}, possible: map[int64][]string{}}
+	w.record(true, -1, "w1", 1, nil, 3, 0, 0, 900*time.Millisecond)
+	w.record(true, -2, "w2", 1, nil, 0, 10*time.Millisecond, 880*time.Millisecond, 1100*time.Millisecond)
+	w.record(true, -3, "w3", 1, nil, 0, 20*time.Millisecond, 870*time.Millisecond, 875*time.Millisecond)
+	if w.v.Longest != 1100*time.Millisecond || w.v.LongestLate != 880*time.Millisecond || w.v.LongestRetries != 0 || w.longAt != 10*time.Millisecond {
+		t.Errorf("longest %v (late %v, %d retries) at %v; want 1.1s (late 880ms, 0 retries) at 10ms", w.v.Longest, w.v.LongestLate, w.v.LongestRetries, w.longAt)
 	}
 }

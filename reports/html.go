@@ -2,12 +2,14 @@ package reports
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"fmt"
 	"html/template"
 	"image/color"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -163,6 +165,29 @@ const (
 // drawPanel draws p as an SVG document with gonum/plot, its y axis from
 // ymin to ymax.
 func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
+	plt, _, err := panelPlot(f, p, ymin, ymax)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	wt, err := plt.WriterTo(panelWidth, panelHeight, "svg")
+	if err != nil {
+		return "", err
+	}
+	if _, err := wt.WriteTo(&buf); err != nil {
+		return "", err
+	}
+	svg := buf.String()
+	// Inline in the page: from the <svg> element on (no XML prolog).
+	if i := strings.Index(svg, "<svg"); i > 0 {
+		svg = svg[i:]
+	}
+	return svg, nil
+}
+
+// panelPlot is p's plot, and its phases' and actions' plotter (nil on a
+// percentile axis).
+func panelPlot(f figure, p panel, ymin, ymax float64) (*plot.Plot, *phaseBands, error) {
 	plt := plot.New()
 	plt.Title.Text = p.Configuration
 	plt.X.Label.Text = "time (s)"
@@ -183,8 +208,10 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 		plt.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	}
 	plt.Add(plotter.NewGrid())
+	var bands *phaseBands
 	if !f.PercentileX {
-		plt.Add(&phaseBands{spans: p.Phases, marks: p.Actions})
+		bands = &phaseBands{spans: p.Phases, marks: p.Actions}
+		plt.Add(bands)
 	}
 	// A stack's bands top first, each over the one above it: the band
 	// under each line shows in the stack's order.
@@ -220,7 +247,7 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 		}
 		for _, seg := range segments {
 			if err := addLine(plt, l, seg); err != nil {
-				return "", err
+				return nil, nil, err
 			}
 		}
 	}
@@ -230,20 +257,7 @@ func drawPanel(f figure, p panel, ymin, ymax float64) (string, error) {
 			plt.X.Max = max(plt.X.Max, s.To)
 		}
 	}
-	var buf bytes.Buffer
-	wt, err := plt.WriterTo(panelWidth, panelHeight, "svg")
-	if err != nil {
-		return "", err
-	}
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return "", err
-	}
-	svg := buf.String()
-	// Inline in the page: from the <svg> element on (no XML prolog).
-	if i := strings.Index(svg, "<svg"); i > 0 {
-		svg = svg[i:]
-	}
-	return svg, nil
+	return plt, bands, nil
 }
 
 // lineColor is the colour of line l.
@@ -269,20 +283,37 @@ var palette = []color.Color{
 
 // phaseBands is a plot.Plotter that shades the timeline's phases
 // (measured ones darker) with their names along the top, and marks each
-// action with a vertical line and its label, its run (start to end)
-// shaded light red.
+// action with a vertical line at its start and its run (start to end)
+// shaded, one action's tint apart from the next's, its label beside the
+// line. Labels go in rows (labelRows): a name that would overlap the one
+// before it in a row goes to the next row, the actions' rows under the
+// phases'.
 type phaseBands struct {
 	spans []span
 	marks []mark
+	// placed are the labels' boxes as last drawn (for tests).
+	placed []vg.Rectangle
 }
 
 var _ plot.Plotter = (*phaseBands)(nil)
+
+// labelRow is the height of one row of labels; labelGap the least space
+// between two labels in a row; labelSlack the part a label's width is
+// taken larger than gonum's font metrics say: a browser without the SVG's
+// font draws it in a wider one (Chromium on Debian: about 20% wider).
+const (
+	labelRow   = vg.Length(9)
+	labelGap   = vg.Length(4)
+	labelSlack = 1.3
+)
 
 func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
 	trX, _ := plt.Transforms(&c)
 	sty := draw.TextStyle{Color: color.Gray{Y: 0x40}, Font: plot.DefaultFont, Handler: plt.Title.TextStyle.Handler,
 		XAlign: draw.XLeft, YAlign: draw.YTop}
 	sty.Font.Size = vg.Points(7)
+	b.placed = b.placed[:0]
+	var names []labelBox
 	for i, s := range b.spans {
 		x0, x1 := trX(s.From), trX(s.To)
 		if x1 <= x0 {
@@ -296,14 +327,15 @@ func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
 			shade.Y -= 6
 		}
 		c.FillPolygon(shade, c.ClipPolygonXY([]vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}))
-		c.FillText(sty, vg.Point{X: x0 + 2, Y: c.Max.Y - 2 - vg.Length(i%2)*9}, s.Name)
+		names = append(names, labelBox{X: x0 + 2, W: sty.Width(s.Name) * labelSlack, Text: s.Name})
 	}
+
 	ls := draw.LineStyle{Color: color.RGBA{R: 0x80, A: 0xff}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(2), vg.Points(2)}}
 	asty := sty
 	asty.Color = color.RGBA{R: 0x80, A: 0xff}
-	asty.Rotation = math.Pi / 2
-	asty.XAlign, asty.YAlign = draw.XRight, draw.YBottom
-	for _, m := range b.marks {
+	tints := []color.NRGBA{{R: 0xd0, G: 0x30, B: 0x30, A: 0x28}, {R: 0xe0, G: 0x90, B: 0x10, A: 0x30}}
+	var labels []labelBox
+	for i, m := range b.marks {
 		x := trX(m.At)
 		if x < c.Min.X || x > c.Max.X {
 			continue
@@ -311,12 +343,69 @@ func (b *phaseBands) Plot(c draw.Canvas, plt *plot.Plot) {
 		if m.Took > 0 {
 			// The action's run, shaded from its start to its end.
 			x1 := min(trX(m.At+m.Took), c.Max.X)
-			c.FillPolygon(color.NRGBA{R: 0xd0, G: 0x30, B: 0x30, A: 0x28},
+			c.FillPolygon(tints[i%len(tints)],
 				c.ClipPolygonXY([]vg.Point{{X: x, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x, Y: c.Max.Y}}))
 		}
 		c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
-		c.FillText(asty, vg.Point{X: x - 1, Y: c.Max.Y - 20}, m.Label)
+		labels = append(labels, labelBox{X: x + 2, W: asty.Width(m.Label) * labelSlack, Text: m.Label})
 	}
+	// The labels over every band and line: the phases' rows, the
+	// actions' under them.
+	top := b.labels(c, sty, names, c.Max.Y-2)
+	b.labels(c, asty, labels, top-2)
+}
+
+// labelBox is one label: its left edge and width on the canvas.
+type labelBox struct {
+	X, W vg.Length
+	Text string
+}
+
+// labels draws boxes in rows from y down (labelRows), each on a light
+// background so that it reads over the lines, a label that would run
+// past the canvas's right edge moved left to end there; it returns the
+// bottom of its last row (y without labels).
+func (b *phaseBands) labels(c draw.Canvas, sty draw.TextStyle, boxes []labelBox, y vg.Length) vg.Length {
+	for i := range boxes {
+		boxes[i].X = max(min(boxes[i].X, c.Max.X-boxes[i].W-1), c.Min.X)
+	}
+	rows := labelRows(boxes, labelGap)
+	bottom := y
+	for i, l := range boxes {
+		ty := y - vg.Length(rows[i])*labelRow
+		r := vg.Rectangle{Min: vg.Point{X: l.X - 1, Y: ty - labelRow + 1}, Max: vg.Point{X: l.X + l.W + 1, Y: ty}}
+		c.FillPolygon(color.NRGBA{R: 0xff, G: 0xff, B: 0xff, A: 0xb0},
+			[]vg.Point{r.Min, {X: r.Max.X, Y: r.Min.Y}, r.Max, {X: r.Min.X, Y: r.Max.Y}})
+		c.FillText(sty, vg.Point{X: l.X, Y: ty}, l.Text)
+		b.placed = append(b.placed, r)
+		bottom = min(bottom, r.Min.Y)
+	}
+	return bottom
+}
+
+// labelRows gives each label the first row in which it starts at least
+// gap after the end of the label placed last in that row, labels taken
+// from the left (ties in their order): no two labels of a row overlap.
+func labelRows(boxes []labelBox, gap vg.Length) []int {
+	order := make([]int, len(boxes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(boxes[a].X, boxes[b].X) })
+	rows := make([]int, len(boxes))
+	var ends []vg.Length // per row, the right edge of its last label
+	for _, i := range order {
+		r := 0
+		for r < len(ends) && boxes[i].X < ends[r]+gap {
+			r++
+		}
+		if r == len(ends) {
+			ends = append(ends, 0)
+		}
+		ends[r] = boxes[i].X + boxes[i].W
+		rows[i] = r
+	}
+	return rows
 }
 
 // plainTicks are gonum's default ticks labelled without trailing zeros

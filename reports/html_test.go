@@ -3,8 +3,12 @@ package reports
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // seriesReport is sampleReport(4) with a timeline: windows warmup, solo
@@ -137,8 +141,9 @@ func dumpFigures(figs []figure) string {
 
 // TestNodesFigure pins the load-per-node figure's data: connections in
 // use per node on directory shards (a move from primary1 to primary3),
-// and on Citus each worker's load per measured phase with the skew limit,
-// drawn as steps (testdata/nodes.txt.golden).
+// and on Citus each worker's load per second with the skew limit over the
+// workers that take shards, or, from a report without per-second worker
+// loads, per measured phase, drawn as steps (testdata/nodes.txt.golden).
 func TestNodesFigure(t *testing.T) {
 	shards := seriesReport()
 	shards.Configurations = shards.Configurations[:1]
@@ -170,17 +175,42 @@ func TestNodesFigure(t *testing.T) {
 	c.Windows[1].Workers, c.Windows[1].Skew = map[string]float64{"worker1": 0.2, "worker2": 0.25, "worker3": 0.2}, 1.25
 	c.Windows[2].Workers, c.Windows[2].Skew = map[string]float64{"worker1": 0.9, "worker2": 0.25, "worker3": 0.2}, 3.6
 
+	// Per second: worker1 hot from 5 s, dedicated after the ladder's
+	// dedicate_worker at 6.5 (then out of the skew's median); every
+	// worker idle in the first second (no skew limit point then);
+	// worker10 after worker2.
+	perSecond := seriesReport()
+	perSecond.Configurations = perSecond.Configurations[:1]
+	c = &perSecond.Configurations[0]
+	c.Name = "citus"
+	perSecond.Assertions = []Assertion{{Name: "skew", Configuration: "citus", Window: "run", Observed: 1.2, Op: "<=", Limit: 1.5, Passed: true}}
+	c.Actions = []ActionResult{{Phase: "run", Type: "dedicate_worker", At: 6.5, Took: 0.8, FiredBy: "hot_shard_ladder"}}
+	for i := range c.Series {
+		pt := &c.Series[i]
+		hot, dedicated := 0.3, false
+		if pt.At > 5 {
+			hot = 0.9
+		}
+		if pt.At > 6.5 {
+			dedicated = true
+		}
+		pt.Workers = []WorkerPoint{{Worker: "worker10", Load: 0.1}, {Worker: "worker1", Load: hot, Dedicated: dedicated}, {Worker: "worker2", Load: 0.2}}
+		if i == 0 {
+			pt.Workers = []WorkerPoint{{Worker: "worker1", Load: 0}, {Worker: "worker2", Load: 0}, {Worker: "worker10", Load: 0}}
+		}
+	}
+
 	single := seriesReport()
 	var figs []figure
-	for _, r := range []*Report{shards, citus, single} {
+	for _, r := range []*Report{shards, citus, perSecond, single} {
 		for _, f := range figures(r) {
 			if f.ID == "nodes" {
 				figs = append(figs, f)
 			}
 		}
 	}
-	if len(figs) != 2 {
-		t.Fatalf("%d nodes figures, want 2 (shards, citus; none on one node)", len(figs))
+	if len(figs) != 3 {
+		t.Fatalf("%d nodes figures, want 3 (shards, citus per phase and per second; none on one node)", len(figs))
 	}
 	golden(t, "nodes.txt", []byte(dumpFigures(figs)))
 }
@@ -280,5 +310,60 @@ func TestDistributionNamesTheBaseline(t *testing.T) {
 	d := distributionFigure(normalized(r))
 	if len(d.Panels) == 0 || len(d.Panels[0].Lines) == 0 || d.Panels[0].Lines[0].Label != "before (naive)" {
 		t.Errorf("distribution panels %+v: want the baseline line named \"before (naive)\"", d.Panels)
+	}
+}
+
+func TestLabelRows(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		boxes []labelBox
+		want  []int
+	}{
+		{"apart", []labelBox{{X: 0, W: 10}, {X: 20, W: 10}}, []int{0, 0}},
+		{"overlapping", []labelBox{{X: 0, W: 10}, {X: 5, W: 10}}, []int{0, 1}},
+		{"within the gap", []labelBox{{X: 0, W: 10}, {X: 12, W: 10}}, []int{0, 1}},
+		{"back to the first row", []labelBox{{X: 0, W: 10}, {X: 5, W: 10}, {X: 16, W: 3}}, []int{0, 1, 0}},
+		{"three at one place", []labelBox{{X: 5, W: 10}, {X: 5, W: 10}, {X: 5, W: 10}}, []int{0, 1, 2}},
+		{"given right to left", []labelBox{{X: 30, W: 10}, {X: 0, W: 35}}, []int{1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := labelRows(tc.boxes, labelGap); !slices.Equal(got, tc.want) {
+				t.Errorf("labelRows(%v) = %v, want %v", tc.boxes, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPanelLabelsDoNotOverlap draws a hot-shard panel, short phases
+// before a long ladder and its actions a second or two apart, and checks
+// that no two of the labels drawn (phase names, action marks) overlap and
+// that each is inside the panel.
+func TestPanelLabelsDoNotOverlap(t *testing.T) {
+	p := panel{Configuration: "citus",
+		Phases: []span{{Name: "solo_warmup", From: 0, To: 1}, {Name: "solo", From: 1, To: 4, Measured: true}, {Name: "before", From: 4, To: 9, Measured: true},
+			{Name: "ladder", From: 9, To: 70}, {Name: "after_warmup", From: 70, To: 71}, {Name: "after", From: 71, To: 76, Measured: true}},
+		Actions: []mark{{Label: "detect (hot_shard_ladder)", At: 4.6}, {Label: "isolate_tenant (hot_shard_ladder)", At: 9.5, Took: 2.1},
+			{Label: "longest write 1633 ms", At: 10.2, Took: 1.6}, {Label: "dedicate_worker (hot_shard_ladder)", At: 12.1, Took: 40},
+			{Label: "balance (hot_shard_ladder)", At: 52.6, Took: 17}},
+		Lines: []line{{Label: "worker1", Points: [][2]float64{{1, 0.1}, {76, 0.3}}}}}
+	f := figure{ID: "nodes", YLabel: "mean busy backends"}
+	plt, bands, err := panelPlot(f, p, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := draw.New(vgimg.New(panelWidth, panelHeight))
+	plt.Draw(c)
+	if len(bands.placed) != len(p.Phases)+len(p.Actions) {
+		t.Fatalf("%d labels drawn, want %d", len(bands.placed), len(p.Phases)+len(p.Actions))
+	}
+	for i, a := range bands.placed {
+		if a.Min.X < c.Min.X || a.Max.X > c.Max.X || a.Min.Y < c.Min.Y || a.Max.Y > c.Max.Y {
+			t.Errorf("label %d at %v is outside the canvas %v", i, a, c.Rectangle)
+		}
+		for j, b := range bands.placed[:i] {
+			if a.Min.X < b.Max.X && b.Min.X < a.Max.X && a.Min.Y < b.Max.Y && b.Min.Y < a.Max.Y {
+				t.Errorf("labels %d %v and %d %v overlap", j, b, i, a)
+			}
+		}
 	}
 }

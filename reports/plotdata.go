@@ -445,6 +445,15 @@ func writerPanel(r *Report, c Configuration) panel {
 // (Series.Pools) where the pools reach two nodes or more.
 func nodesFigure(r *Report) figure {
 	for _, c := range r.Configurations {
+		for _, pt := range c.Series {
+			if len(pt.Workers) > 0 {
+				return figure{ID: "nodes", Title: "Load per Citus worker per second (DB time through the shard placements of the moment), " +
+					"the actions marked, with the skew limit (the skew assertion's max × the median load of the workers that take shards)",
+					YLabel: "mean busy backends"}
+			}
+		}
+	}
+	for _, c := range r.Configurations {
 		for _, w := range c.Windows {
 			if len(w.Workers) > 0 {
 				return figure{ID: "nodes", Title: "Load per Citus worker in each phase (DB time through the shard placements), with the skew limit",
@@ -465,15 +474,27 @@ func nodesFigure(r *Report) figure {
 }
 
 // nodesPanel draws the load per node (see nodesFigure). On topology citus
-// each worker's load is a step over each measured phase (a warm-up's or
-// the ladder's is left out), and the skew limit (the
-// skew assertion's max × the median load of the workers that take shards,
-// Window.Skew = max / median) a dashed step; elsewhere each node's load in
-// each second summed over its pools, a replica's apart: its mean busy
-// connections (PoolPoint.Busy), or in a report without them the
-// connections borrowed at the second's end. A single node has no panel.
+// each worker's load in each second (Point.Workers), and the skew limit
+// dashed: the skew assertion's max × the median load of the workers that
+// took shards in that second; a report without per-second worker loads
+// draws each worker's load as a step over each measured phase (a
+// warm-up's or the ladder's is left out), the skew limit from Window.Skew
+// (max / median). Elsewhere each node's load in each second summed over
+// its pools, a replica's apart: its mean busy connections
+// (PoolPoint.Busy), or in a report without them the connections borrowed
+// at the second's end. A single node has no panel.
 func nodesPanel(r *Report, c Configuration) panel {
 	var p panel
+	limit := 0.0
+	for _, a := range r.Assertions {
+		if a.Configuration == c.Name && a.Name == "skew" && a.Limit > 0 {
+			limit = a.Limit
+		}
+	}
+	if lines := workerSeries(c, limit); len(lines) > 0 {
+		p.Lines = lines
+		return p
+	}
 	workers := map[string]bool{}
 	for _, w := range c.Windows {
 		for k := range w.Workers {
@@ -481,12 +502,6 @@ func nodesPanel(r *Report, c Configuration) panel {
 		}
 	}
 	if len(workers) > 0 {
-		limit := 0.0
-		for _, a := range r.Assertions {
-			if a.Configuration == c.Name && a.Name == "skew" && a.Limit > 0 {
-				limit = a.Limit
-			}
-		}
 		for _, k := range slices.Sorted(maps.Keys(workers)) {
 			l := line{Label: k, Steps: true}
 			for _, w := range c.Windows {
@@ -555,6 +570,68 @@ func nodesPanel(r *Report, c Configuration) panel {
 		p.Lines = append(p.Lines, l)
 	}
 	return p
+}
+
+// workerSeries draws each Citus worker's load in each second of c
+// (Point.Workers), worker1 first, and, when limit > 0, the skew limit
+// dashed: limit × the median load of the workers that took shards in
+// the second (a second where that median is 0 has no point). It returns
+// nil when c has no per-second worker loads.
+func workerSeries(c Configuration, limit float64) []line {
+	names := map[string]bool{}
+	for _, pt := range c.Series {
+		for _, w := range pt.Workers {
+			names[w.Worker] = true
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	var out []line
+	for _, n := range slices.SortedFunc(maps.Keys(names), natural) {
+		l := line{Label: n}
+		for _, pt := range c.Series {
+			for _, w := range pt.Workers {
+				if w.Worker == n {
+					l.Points = append(l.Points, [2]float64{pt.At, w.Load})
+				}
+			}
+		}
+		out = append(out, l)
+	}
+	if limit <= 0 {
+		return out
+	}
+	sk := line{Label: fmt.Sprintf("skew limit (%g × median)", limit), Dashed: true}
+	for _, pt := range c.Series {
+		var shared []float64
+		for _, w := range pt.Workers {
+			if !w.Dedicated {
+				shared = append(shared, w.Load)
+			}
+		}
+		if m := median(shared); m > 0 {
+			sk.Points = append(sk.Points, [2]float64{pt.At, limit * m})
+		}
+	}
+	if len(sk.Points) > 0 {
+		out = append(out, sk)
+	}
+	return out
+}
+
+// median is the median of v, 0 for none (the mean of the middle two of
+// an even count, as the skew's: isolation/citus Skew).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	mid := len(s) / 2
+	if len(s)%2 == 0 {
+		return (s[mid-1] + s[mid]) / 2
+	}
+	return s[mid]
 }
 
 // baselineName is the name of the phase quiet_p99 compared

@@ -513,6 +513,15 @@ type WriterCheck struct {
 	LongestWrite       float64 `json:"longest_write_ms"`
 	LongestWriteAt     float64 `json:"longest_write_at_s"`
 	LongestWriteWindow string  `json:"longest_write_window"`
+	// LongestWriteLockRetries are the lock waits of the longest write
+	// (part of LockRetries): its time covers them and its reruns.
+	LongestWriteLockRetries int64 `json:"longest_write_lock_retries,omitempty"`
+	// LongestWriteLate is the part of LongestWrite before it was sent, in
+	// ms: the writer writes one at a time, and a write waits for those
+	// before it (a pause shows in the writes after it too, each counted
+	// from its own intended start, never added up; a writer slower than
+	// its rate falls behind for good).
+	LongestWriteLate float64 `json:"longest_write_late_ms,omitempty"`
 	// Node is where the checker read the rows back.
 	Node string `json:"node,omitempty"`
 }
@@ -536,6 +545,23 @@ type Point struct {
 	// Writer is the checked writer's answers in the second; nil without
 	// a writer.
 	Writer *WriterPoint `json:"writer,omitempty"`
+	// Workers is each Citus worker's load in the second (topology citus),
+	// in worker order: the DB time of the calls that ended in the second,
+	// each tenant's counted on the worker that held its shard (the
+	// placements as read at most a second before), per second.
+	Workers []WorkerPoint `json:"workers,omitempty"`
+}
+
+// WorkerPoint is one Citus worker in a Point.
+type WorkerPoint struct {
+	// Worker is the worker's short name (worker1…).
+	Worker string `json:"worker"`
+	// Load is the mean busy backends the worker's shards had in the
+	// second.
+	Load float64 `json:"load"`
+	// Dedicated is true when the worker takes no shards
+	// (shouldhaveshards = false): left out of the skew's median.
+	Dedicated bool `json:"dedicated,omitempty"`
 }
 
 // WriterPoint is the checked writer in a Point: the writes answered in

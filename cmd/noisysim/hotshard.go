@@ -50,7 +50,11 @@ flags:
   --writer-rate R    tenant 1's checked writes/s (default 100)
   --update-share F   share of the checked writes that update a row (default 0.2)
   --max-pause D      write pause bound (default 1s)
-  --mode MODE        shard transfer mode: force_logical (default) or block_writes
+  --mode MODE        shard transfer mode of the moves: force_logical (default) or
+                     block_writes
+  --split-mode MODE  isolate_tenant's split: force_logical (default: onto another
+                     worker, writes go on) or block_writes (same worker, writes
+                     wait for the copy)
   --seed N           seed (default 11)
   --out DIR          write report.json, report.md, junit.xml and report.html
   --no-progress      no progress display
@@ -71,6 +75,7 @@ type hotShardFlags struct {
 	rate, writerRate    float64
 	updateShare         float64
 	query, mode         string
+	splitMode           string
 	solo, before, after time.Duration
 	ladderMax           time.Duration
 	detectWithin, pause time.Duration
@@ -110,6 +115,7 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 	fs.Float64Var(&h.updateShare, "update-share", hotShardUpdateShare, "")
 	fs.DurationVar(&h.pause, "max-pause", time.Second, "")
 	fs.StringVar(&h.mode, "mode", string(citus.DefaultTransferMode), "")
+	fs.StringVar(&h.splitMode, "split-mode", string(citus.TransferLogical), "")
 	fs.Uint64Var(&h.seed, "seed", hotShardSeed, "")
 	var x execFlags
 	fs.StringVar(&x.out, "out", "", "")
@@ -174,6 +180,8 @@ func (h hotShardFlags) check() error {
 		return usagef("citus hot-shard: --query %q: want page, lookup or report", h.query)
 	case !citus.TransferMode(h.mode).Valid():
 		return usagef("citus hot-shard: --mode %q: want force_logical or block_writes", h.mode)
+	case !citus.TransferMode(h.splitMode).Valid():
+		return usagef("citus hot-shard: --split-mode %q: want force_logical or block_writes", h.splitMode)
 	}
 	return nil
 }
@@ -211,7 +219,7 @@ timeline:
     until: actions_done
     max: {{.LadderMax}}
     measure: false
-    watch: {policy: hot_shard_ladder, every: 500ms, skew: 1.5, isolate: 0.05, dedicate: 0.20, cluster: 0.50, mode: {{.Mode}}, apply: {{.Apply}}}
+    watch: {policy: hot_shard_ladder, every: 500ms, skew: 1.5, isolate: 0.05, dedicate: 0.20, cluster: 0.50, mode: {{.Mode}}, split_mode: {{.SplitMode}}, apply: {{.Apply}}}
   - {name: after_warmup, length: 1s, measure: false}
   - {name: after, length: {{.After}}}
 writer: {tenant: 1, rate: {{.WriterRate}}, update_share: {{.UpdateShare}}}
@@ -234,7 +242,7 @@ func (h hotShardFlags) scenario() string {
 	err := hotShardYAML.Execute(&b, map[string]any{
 		"Seed": h.seed, "Workers": h.workers, "NodeCPU": h.nodeCPU, "Tenants": h.tenants, "HotShare": h.hotShare,
 		"Shards": h.shards, "Query": h.query, "Rate": h.rate, "Solo": h.solo, "Before": h.before, "LadderMax": h.ladderMax,
-		"Mode": h.mode, "Apply": h.apply, "After": h.after, "WriterRate": h.writerRate, "UpdateShare": h.updateShare,
+		"Mode": h.mode, "SplitMode": h.splitMode, "Apply": h.apply, "After": h.after, "WriterRate": h.writerRate, "UpdateShare": h.updateShare,
 		"Pause": h.pause, "DetectWithin": h.detectWithin,
 	})
 	if err != nil {

@@ -89,7 +89,7 @@ func TestHotShardScenario(t *testing.T) {
 	}
 
 	sc := parse("--workers", "3", "--node-cpu", "0", "--rate", "50", "--query", "lookup", "--update-share", "0.3",
-		"--before", "7s", "--max-pause", "2s", "--mode", "block_writes", "--seed", "5")
+		"--before", "7s", "--max-pause", "2s", "--mode", "block_writes", "--split-mode", "block_writes", "--seed", "5")
 	ladder, _ := sc.Phase("ladder")
 	before, _ := sc.Phase("before")
 	for _, c := range []struct {
@@ -100,6 +100,7 @@ func TestHotShardScenario(t *testing.T) {
 		{"query", sc.Classes[0].Query, scenario.QueryLookup}, {"update_share", sc.Writer.UpdateShare, 0.3},
 		{"before", before.Length.Duration(), 7 * time.Second}, {"write_pause", sc.Assertions.WritePause.Max.Duration(), 2 * time.Second},
 		{"seed", sc.Seed, int64(5)}, {"apply", strings.Contains(fmt.Sprint(ladder.Watch), "apply:true"), false},
+		{"split_mode", ladder.Watch.Config.(*scenario.HotShardLadder).SplitMode, "block_writes"},
 	} {
 		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)

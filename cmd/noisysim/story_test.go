@@ -227,9 +227,12 @@ func TestStoryIncidentDrill(t *testing.T) {
 }
 
 // TestStoryHotShard: scenarios/hot-shard.yaml's page (on 2 workers, with
-// --apply) shows the ladder: isolate_tenant and dedicate_worker marked,
-// each worker's load per phase against the skew limit, and the checked
-// writer's acknowledgements through the shard moves.
+// --apply) shows the ladder: isolate_tenant and dedicate_worker marked at
+// their own times, each worker's load per second against the skew limit,
+// and the checked writer's acknowledgements through the shard moves. In
+// the data the page draws: a load for every worker in each second, tenant
+// 1's worker carrying most of it before the ladder, and marked dedicated
+// in the seconds after dedicate_worker ended.
 func TestStoryHotShard(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: end-to-end scenario run in -short mode")
@@ -254,12 +257,65 @@ func TestStoryHotShard(t *testing.T) {
 		"{name: after, length: 5s}", "{name: after, length: 3s}",
 		"isolate: 0.05 ", "isolate: 0.15 ",
 		"max: 300s ", "max: 150s ")
-	_, page := runForStory(t, file, "--apply")
+	rep, page := runForStory(t, file, "--apply")
 	dom, img := browse(t, browser, page)
 	checkStory(t, dom, []figureWant{
 		{id: "latency", plots: 1, texts: []string{"solo", "before", "after", "isolate_tenant", "dedicate_worker"}},
-		{id: "writer", plots: 1, texts: []string{"acknowledged"}},
-		{id: "nodes", plots: 1, texts: []string{"worker1", "worker2", "skew limit", "dedicate_worker"}},
+		{id: "writer", plots: 1, texts: []string{"acknowledged", "isolate_tenant", "longest write"}},
+		{id: "nodes", plots: 1, texts: []string{"worker1", "worker2", "skew limit", "isolate_tenant", "dedicate_worker", "ladder"}},
 	}, "limiter", "rejections")
 	checkScreenshot(t, img)
+
+	c := rep.Configurations[0]
+	marks := map[string]reports.ActionResult{}
+	for _, a := range c.Actions {
+		marks[a.Type] = a
+	}
+	iso, ok1 := marks["isolate_tenant"]
+	ded, ok2 := marks["dedicate_worker"]
+	if !ok1 || !ok2 || iso.Error != "" || ded.Error != "" || ded.At < iso.At+iso.Took {
+		t.Fatalf("actions %+v: want isolate_tenant, then dedicate_worker, both done", c.Actions)
+	}
+	hot := ""
+	for _, w := range c.Windows {
+		if w.Name == "before" {
+			hot = w.HotWorker
+		}
+	}
+	var seconds, before, hotBefore, after, dedicatedAfter int
+	for _, pt := range c.Series {
+		if len(pt.Workers) == 0 {
+			continue
+		}
+		seconds++
+		if len(pt.Workers) != 2 {
+			t.Errorf("second at %gs: workers %+v, want both", pt.At, pt.Workers)
+		}
+		top := pt.Workers[0]
+		for _, w := range pt.Workers {
+			if w.Load > top.Load {
+				top = w
+			}
+		}
+		switch {
+		case pt.Window == "before":
+			before++
+			if top.Worker == hot && top.Load > 0 {
+				hotBefore++
+			}
+		case pt.At > ded.At+ded.Took+1.5:
+			after++
+			for _, w := range pt.Workers {
+				if w.Dedicated {
+					dedicatedAfter++
+				}
+			}
+		}
+	}
+	if seconds < len(c.Series)/2 || before == 0 || hotBefore < before/2 {
+		t.Errorf("%d of %d seconds with worker loads, %d in before, %d of them with tenant 1's worker (%q) the most loaded; want most", seconds, len(c.Series), before, hotBefore, hot)
+	}
+	if after == 0 || dedicatedAfter != after {
+		t.Errorf("%d seconds after dedicate_worker, %d with a worker marked dedicated; want every one", after, dedicatedAfter)
+	}
 }

@@ -39,8 +39,10 @@ const (
 	// actions' moves.
 	DefaultTransferMode = "force_logical"
 	// DefaultSplitMode is the shard transfer mode of isolate_tenant's
-	// split: a force_logical split of Citus 13.2 does not finish while
-	// the tenant's rows are updated (see isolation/citus DefaultSplitMode).
+	// split: block_writes keeps the new shards on the tenant's worker and
+	// pauses the shard's writes for the copy; force_logical puts them on
+	// another worker without that pause (see isolation/citus
+	// DefaultSplitMode).
 	DefaultSplitMode = "block_writes"
 	// DefaultMaxSkew is balance's max_skew and hot_shard_ladder's skew.
 	DefaultMaxSkew = 1.5
@@ -222,14 +224,17 @@ const (
 	ActionBalance        = "balance"
 )
 
-// IsolateTenant gives a tenant a shard of its own on topology citus:
-// isolate_tenant_to_new_shard('orders', tenant, 'CASCADE') (tenants moves
-// with it), unless its shard holds it alone already.
+// IsolateTenant gives a tenant a shard of its own on topology citus
+// (tenants moves with it), unless its shard holds it alone already:
+// isolate_tenant_to_new_shard('orders', tenant, 'CASCADE') on the same
+// worker with block_writes, a split onto another worker with
+// force_logical (isolation/citus Ladder.Execute).
 type IsolateTenant struct {
 	// Tenant is the tenant isolated, 1..tenants.count. Required.
 	Tenant int `yaml:"tenant"`
 	// Mode is the split's shard transfer mode: block_writes (default,
-	// DefaultSplitMode) or force_logical.
+	// DefaultSplitMode: same worker, writes paused for the copy) or
+	// force_logical (onto another worker, writes go on).
 	Mode string `yaml:"mode"`
 }
 

@@ -32,7 +32,8 @@ type HotShardLadder struct {
 	// force_logical (default) or block_writes.
 	Mode string `yaml:"mode"`
 	// SplitMode is the shard transfer mode of isolate_tenant's split:
-	// block_writes (default, DefaultSplitMode) or force_logical.
+	// block_writes (default, DefaultSplitMode: same worker, writes paused
+	// for the copy) or force_logical (onto another worker, writes go on).
 	SplitMode string `yaml:"split_mode"`
 	// Apply fires the ladder's actions; false (the default) reports the
 	// plan only. noisysim run --apply sets it on every hot_shard_ladder

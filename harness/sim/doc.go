@@ -38,6 +38,11 @@
 // modelled (its work runs on the worker holding the tenant's shard); a
 // limiter's MaxGlobal is not modelled.
 //
+// The event queue is container/heap of (time, sequence) events: the Go
+// discrete-event libraries looked at (github.com/iti/evt, for one) are
+// young, small and lock on every call, for more than this model needs.
+// One goroutine runs a simulation; it is deterministic for a Config.Seed.
+//
 // Example:
 //
 //	cfg := sim.Config{

@@ -1,11 +1,13 @@
 package citus
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,18 +30,33 @@ const (
 // DefaultTransferMode is the transfer mode of moves when none is given.
 const DefaultTransferMode = TransferLogical
 
-// DefaultSplitMode is the transfer mode of isolations
-// (isolate_tenant_to_new_shard) when none is given. A non-blocking split
-// (force_logical) of Citus 13.2 does not finish while the shard's rows are
-// updated: an UPDATE decoded before the split children have their replica
-// identity is sent without key columns, the subscription's apply worker
-// fails on it ("publisher did not send replica identity column expected by
-// the logical replication target relation") and restarts for ever, and
-// the split waits for it to catch up (shard_split.c NonBlockingShardSplit
-// creates the children's replica identities after the replication slots).
-// A blocking split holds the shard's writes for the copy instead.
-// Inserts alone split fine with force_logical; moves copy the shard itself,
-// whose primary key exists, and are not affected.
+// DefaultSplitMode is the transfer mode of isolations when none is given.
+// The two modes isolate a tenant differently (see Ladder.Execute):
+//
+//   - TransferBlockWrites: isolate_tenant_to_new_shard(…, 'block_writes'):
+//     the new shards stay on the shard's worker, and writes to the shard
+//     wait for the whole copy of its shard group.
+//   - TransferLogical: citus_split_shard_by_split_points at the tenant's
+//     hash (the split points isolate_tenant_to_new_shard computes), every
+//     new shard on another worker, with logical replication: writes go on
+//     but for the final catch-up. Not isolate_tenant_to_new_shard(…,
+//     'force_logical'), which keeps the new shards on the source worker:
+//     in Citus 13.2 such a split does not finish while the shard's rows
+//     are updated. Its replication slot is made before the new shards on
+//     the source worker have their replica identity (shard_split.c
+//     NonBlockingShardSplit: CreateReplicationSlots, then
+//     CreateReplicaIdentities), so an UPDATE decoded in between is sent
+//     without key columns, the subscription's apply worker fails on it
+//     ("publisher did not send replica identity column expected by the
+//     logical replication target relation") and restarts on the same
+//     change for ever, while the split waits for it to catch up (citus
+//     issue #6790). New shards placed on another worker are published
+//     through stand-ins on the source worker whose replica identities are
+//     made before the slot (CreateDummyShardsForShardGroup,
+//     CreateReplicaIdentitiesForDummyShards), and the split completes.
+//
+// The default stays block_writes: it moves nothing and works on one
+// worker.
 const DefaultSplitMode = TransferBlockWrites
 
 // Valid reports whether m is a known mode.
@@ -169,9 +186,13 @@ func (l Ladder) Run(ctx context.Context, load Load, tenant string, maxSteps int)
 }
 
 // Execute runs one step against the cluster whose current layout is
-// before, unless it is already done (then Record.Skipped). Isolation:
-// isolate_tenant_to_new_shard(Table, tenant, 'CASCADE', shard_transfer_mode
-// => SplitMode); dedicate: citus_set_node_property(host, port,
+// before, unless it is already done (then Record.Skipped). Isolation
+// with SplitMode block_writes: isolate_tenant_to_new_shard(Table, tenant,
+// 'CASCADE', shard_transfer_mode => 'block_writes'), the new shards on the
+// shard's worker; with force_logical: citus_split_shard_by_split_points at
+// the same points, the new shards on worker s.To or, when it is "", on
+// the worker that takes shards holding the fewest bytes (Record.Step.To
+// names it; see DefaultSplitMode for why not on the same worker); dedicate: citus_set_node_property(host, port,
 // 'shouldhaveshards', false); move: citus_move_shard_placement(shard,
 // from, to, shard_transfer_mode => Mode), from the worker holding the shard
 // now. Citus refuses to move a shard onto a worker with shouldhaveshards =
@@ -208,6 +229,17 @@ func (l Ladder) Execute(ctx context.Context, before Layout, s Step) (Record, err
 		}
 		if before.Single[shard] {
 			rec.Skipped = true
+			break
+		}
+		if splitMode == TransferLogical {
+			to, err := splitTarget(before, shard, s.To)
+			if err != nil {
+				return rec, fmt.Errorf("isolate tenant %s: %w", s.Tenant, err)
+			}
+			rec.Step.To = to.Name
+			if err := splitOff(ctx, l.DB, before, shard, s.Tenant, to); err != nil {
+				return rec, fmt.Errorf("isolate tenant %s onto %s: %w", s.Tenant, to.Name, err)
+			}
 			break
 		}
 		_, err = l.DB.Exec(ctx, "SELECT isolate_tenant_to_new_shard($1::regclass, $2::text::"+before.columnType+
@@ -291,6 +323,88 @@ func moveShard(ctx context.Context, db DB, id int64, from, to Worker, mode Trans
 		return fmt.Errorf("move shard %d from %s to %s: %w", id, from.Name, to.Name, err)
 	}
 	return nil
+}
+
+// splitTarget is the worker a non-blocking isolation of shard puts the
+// new shards on: to when it names one, else the active worker that takes
+// shards, other than the shard's, holding the fewest bytes of shard
+// groups (then the fewest shards, then the first by name).
+func splitTarget(l Layout, shard int64, to string) (Worker, error) {
+	from := l.Placements[shard]
+	if to != "" {
+		w, ok := worker(l, to)
+		if !ok || w.Name == from {
+			return Worker{}, fmt.Errorf("split onto %s: not an active worker other than the shard's (%s)", to, from)
+		}
+		return w, nil
+	}
+	bytes, count := map[string]int64{}, map[string]int{}
+	for id, w := range l.Placements {
+		bytes[w] += l.GroupBytes[id]
+		count[w]++
+	}
+	var best *Worker
+	for i, w := range l.Workers {
+		if w.Name == from || !w.ShouldHaveShards {
+			continue
+		}
+		if best == nil || cmp.Or(cmp.Compare(bytes[w.Name], bytes[best.Name]), cmp.Compare(count[w.Name], count[best.Name]),
+			cmp.Compare(w.Name, best.Name)) < 0 {
+			best = &l.Workers[i]
+		}
+	}
+	if best == nil {
+		return Worker{}, fmt.Errorf("a non-blocking isolation splits onto another worker, and %s has none that takes shards (use %s)", from, TransferBlockWrites)
+	}
+	return *best, nil
+}
+
+// splitOff splits shard (and its co-located shards) at tenant's hash as
+// isolate_tenant_to_new_shard does — the tenant's hash value a shard of
+// its own, the values below and above it the others — with
+// citus_split_shard_by_split_points, every new shard on worker to, with
+// shard_transfer_mode force_logical (see DefaultSplitMode).
+func splitOff(ctx context.Context, db DB, l Layout, shard int64, tenant string, to Worker) error {
+	var lo, hi string
+	var hash int32
+	var node int32
+	err := db.QueryRow(ctx, "SELECT s.shardminvalue, s.shardmaxvalue, worker_hash($2::text::"+l.columnType+"), n.nodeid "+
+		"FROM pg_dist_shard s, pg_dist_node n WHERE s.shardid = $1 AND n.nodename = $3 AND n.nodeport = $4",
+		shard, tenant, to.Host, to.Port).Scan(&lo, &hi, &hash, &node)
+	if err != nil {
+		return fmt.Errorf("read shard %d's hash range and the tenant's hash: %w", shard, err)
+	}
+	points, err := splitPoints(lo, hi, hash)
+	if err != nil {
+		return fmt.Errorf("shard %d: %w", shard, err)
+	}
+	nodes := make([]int32, len(points)+1)
+	for i := range nodes {
+		nodes[i] = node
+	}
+	_, err = db.Exec(ctx, "SELECT citus_split_shard_by_split_points($1, $2::text[], $3::int[], shard_transfer_mode => 'force_logical')",
+		shard, points, nodes)
+	return err
+}
+
+// splitPoints are the split points that give hash a shard of its own in
+// the shard whose hash range is lo..hi (decimal int32s), as
+// isolate_tenant_to_new_shard computes them (isolate_shards.c): hash at
+// either end of the range needs one point, inside it two (hash-1 and
+// hash: each point is the last value of the shard below it).
+func splitPoints(lo, hi string, hash int32) ([]string, error) {
+	first, err1 := strconv.ParseInt(lo, 10, 32)
+	last, err2 := strconv.ParseInt(hi, 10, 32)
+	if err := errors.Join(err1, err2); err != nil || int64(hash) < first || int64(hash) > last || first == last {
+		return nil, fmt.Errorf("hash range %s..%s cannot be split at %d", lo, hi, hash)
+	}
+	switch int64(hash) {
+	case first:
+		return []string{strconv.Itoa(int(hash))}, nil
+	case last:
+		return []string{strconv.Itoa(int(hash) - 1)}, nil
+	}
+	return []string{strconv.Itoa(int(hash) - 1), strconv.Itoa(int(hash))}, nil
 }
 
 // resetTimeout bounds setting a dedicated worker back after a move onto

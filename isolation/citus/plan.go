@@ -159,7 +159,8 @@ type Step struct {
 	// its isolation, the shard that holds the tenant now).
 	ShardID int64
 	// From and To are worker names ("host:port") of a move; To alone names
-	// the worker of a dedicate step.
+	// the worker of a dedicate step, or the worker a non-blocking
+	// isolation puts the new shards on (Ladder.Execute).
 	From, To string
 	// Reason says why, in one line.
 	Reason string
@@ -168,6 +169,9 @@ type Step struct {
 func (s Step) String() string {
 	switch s.Action {
 	case ActionIsolate:
+		if s.To != "" {
+			return fmt.Sprintf("isolate tenant %s (share %.1f%%) from shard %d onto %s: %s", s.Tenant, s.Share*100, s.ShardID, s.To, s.Reason)
+		}
 		return fmt.Sprintf("isolate tenant %s (share %.1f%%) from shard %d: %s", s.Tenant, s.Share*100, s.ShardID, s.Reason)
 	case ActionDedicate:
 		return fmt.Sprintf("dedicate worker %s to tenant %s: %s", s.To, s.Tenant, s.Reason)

@@ -624,3 +624,57 @@ func TestDecidedMoveOntoDedicatedWorker(t *testing.T) {
 		})
 	}
 }
+
+func TestSplitPoints(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lo, hi string
+		hash   int32
+		want   []string
+	}{
+		{"inside", "-100", "100", 7, []string{"6", "7"}},
+		{"at the range's first value", "-100", "100", -100, []string{"-100"}},
+		{"at its last value", "-100", "100", 100, []string{"99"}},
+		{"the whole int32 range", "-2147483648", "2147483647", 0, []string{"-1", "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := splitPoints(tc.lo, tc.hi, tc.hash)
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("splitPoints(%s, %s, %d) = %v, %v; want %v", tc.lo, tc.hi, tc.hash, got, err, tc.want)
+			}
+		})
+	}
+	for _, bad := range [][3]string{{"-100", "100", "101"}, {"5", "5", "5"}, {"x", "100", "0"}} {
+		h, _ := strconv.Atoi(bad[2])
+		if got, err := splitPoints(bad[0], bad[1], int32(h)); err == nil {
+			t.Errorf("splitPoints(%s, %s, %d) = %v, want an error", bad[0], bad[1], h, got)
+		}
+	}
+}
+
+func TestSplitTarget(t *testing.T) {
+	l := Layout{Workers: []Worker{{Name: "a:1", ShouldHaveShards: true}, {Name: "b:1", ShouldHaveShards: true}, {Name: "c:1", ShouldHaveShards: true},
+		{Name: "d:1"}},
+		Placements: map[int64]string{1: "a:1", 2: "b:1", 3: "b:1", 4: "c:1"},
+		GroupBytes: map[int64]int64{1: 100, 2: 10, 3: 10, 4: 50}}
+	for _, tc := range []struct {
+		name, to, want string
+		wantErr        bool
+	}{
+		{"the fewest bytes, not the shard's nor a dedicated worker", "", "b:1", false},
+		{"named", "c:1", "c:1", false},
+		{"named: the shard's own", "a:1", "", true},
+		{"named: no such worker", "e:1", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := splitTarget(l, 1, tc.to)
+			if (err != nil) != tc.wantErr || w.Name != tc.want {
+				t.Errorf("splitTarget(shard 1, %q) = %q, %v; want %q (error %v)", tc.to, w.Name, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+	one := Layout{Workers: []Worker{{Name: "a:1", ShouldHaveShards: true}}, Placements: map[int64]string{1: "a:1"}}
+	if _, err := splitTarget(one, 1, ""); err == nil || !strings.Contains(err.Error(), "block_writes") {
+		t.Errorf("one worker: %v, want an error pointing to block_writes", err)
+	}
+}
