@@ -66,6 +66,12 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		return nil, err
 	}
 	calPools := calibrationPools(sc)
+	// Calibrated against the whole scenario: a copy made by Only has no
+	// places in the file to name.
+	cal, err := Calibrate(opts.Calibration, opts.CalibrationFile, sc)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Only != "" {
 		one, err := sc.Only(opts.Only)
 		if err != nil {
@@ -78,10 +84,6 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if err := r.plan(); err != nil {
-		return nil, err
-	}
-	cal, err := Calibrate(opts.Calibration, opts.CalibrationFile, sc)
-	if err != nil {
 		return nil, err
 	}
 	rates := map[string]float64{}
@@ -161,31 +163,49 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	return rep, nil
 }
 
-// simulable refuses what the model does not have.
+// CheckSimulate returns the error Simulate would return before simulating
+// anything: sc is one the simulator does not model, or cal (read from
+// file) has no service times for one of its classes. Errors as Simulate's.
+func CheckSimulate(sc *scenario.Scenario, cal *reports.Report, file string) error {
+	if err := simulable(sc); err != nil {
+		return err
+	}
+	_, err := Calibrate(cal, file, sc)
+	return err
+}
+
+// simulable refuses what the model does not have, each at its key's place
+// in the file.
 func simulable(sc *scenario.Scenario) error {
-	var why []string
+	var ps []scenario.Problem
+	no := func(field, what string) {
+		ps = append(ps, sc.Problem(field, "simulate does not model %s", what))
+	}
 	switch {
 	case sc.Replaying():
-		why = append(why, "replay (a replayed trace or log)")
+		no("replay", "replay (a replayed trace or log)")
 	case sc.Load.Model == scenario.ModelClosed:
-		why = append(why, "load.model closed")
+		no("load.model", "load.model closed")
 	}
-	if sc.HasHTTP() {
-		why = append(why, "HTTP classes")
+	for i, c := range sc.Classes {
+		if c.HTTP != nil {
+			no(fmt.Sprintf("classes[%d].http", i), "HTTP classes (class "+c.Name+")")
+			break
+		}
 	}
-	for _, c := range sc.Configurations {
+	for i, c := range sc.Configurations {
 		if c.App != nil {
-			why = append(why, "configuration "+c.Name+": app instances")
+			no(fmt.Sprintf("configurations[%d].app", i), "app instances (configuration "+c.Name+")")
 		}
 	}
 	if len(sc.Faults) > 0 {
-		why = append(why, "faults")
+		no("faults", "faults")
 	}
 	if sc.Writer != nil {
-		why = append(why, "the checked writer")
+		no("writer", "the checked writer")
 	}
-	if len(why) > 0 {
-		return fmt.Errorf("%w: %s: simulate does not model %s", scenario.ErrInvalid, sc.File, strings.Join(why, ", "))
+	if len(ps) > 0 {
+		return &scenario.Error{File: sc.File, Problems: ps}
 	}
 	return nil
 }
@@ -633,7 +653,8 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 		have[c.Class] = true
 	}
 	var missing []string
-	for _, c := range sc.Classes {
+	firstMissing := -1
+	for i, c := range sc.Classes {
 		switch ps, ok := sums[c.Name]; {
 		case ok && c.Senders != scenario.SendersDominant:
 			qs := make([]reports.Percentile, len(ps))
@@ -660,6 +681,9 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 				k.Samples, k.ServiceMean, k.ServiceP50, scale)
 		default:
 			missing = append(missing, c.Name)
+			if firstMissing < 0 {
+				firstMissing = i
+			}
 		}
 	}
 	if len(missing) > 0 {
@@ -668,8 +692,9 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 			in = append(in, c)
 		}
 		slices.Sort(in)
-		return nil, fmt.Errorf("%w: --calibrate %s: the report (scenario %q) is of another scenario's shape: no service times for class %s of %s (the report has service times for: %s)",
-			scenario.ErrInvalid, file, rep.Scenario, strings.Join(missing, ", "), sc.File, cmpOr(strings.Join(in, ", "), "none"))
+		return nil, &scenario.Error{File: sc.File, Problems: []scenario.Problem{sc.Problem(fmt.Sprintf("classes[%d]", firstMissing),
+			"--calibrate %s: the report (scenario %q) is of another scenario's shape: no service times for class %s (the report has service times for: %s)",
+			file, rep.Scenario, strings.Join(missing, ", "), cmpOr(strings.Join(in, ", "), "none"))}}
 	}
 	return cal, nil
 }

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -89,7 +90,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return usagef("run: missing scenario file")
 	}
-	if err := checkOutDir("run", *out); err != nil {
+	if err := checkOutDir("run", *out, *repeat); err != nil {
 		return err
 	}
 	if *trace != "" {
@@ -183,19 +184,46 @@ func runRun(ctx context.Context, a *app, args []string) error {
 
 // checkOutDir returns a usage error if --out (a directory the reports are
 // written to, created if missing) cannot be one: the path, or a directory
-// above it, is a file. It is checked before a run rather than found when
-// the reports are written.
-func checkOutDir(cmd, out string) error {
-	for p := out; out != ""; p = filepath.Dir(p) {
+// above it, is a file; the nearest existing directory is not writable; or
+// it holds a report already (report.json, or run-I/report.json of runs
+// 1..repeat when repeat > 1): noisysim never overwrites a report, as sweep
+// never overwrites a sweep.json. It is checked before a run rather than
+// found when the reports are written.
+func checkOutDir(cmd, out string, repeat int) error {
+	if out == "" {
+		return nil
+	}
+	for p := out; ; p = filepath.Dir(p) {
 		st, err := os.Stat(p)
 		if err == nil {
 			if !st.IsDir() {
 				return usagef("%s: --out %s: %s is a file, not a directory (--out names the directory the reports go to)", cmd, out, p)
 			}
-			return nil
+			// Probe by creating a file: access(2) says yes to root on a
+			// directory such as /proc where nothing can be created.
+			f, err := os.CreateTemp(p, ".noisysim-out-*")
+			if err != nil {
+				return usagef("%s: --out %s: cannot write in %s: %v", cmd, out, p, errors.Unwrap(err))
+			}
+			f.Close()
+			os.Remove(f.Name())
+			break
 		}
 		if p == filepath.Dir(p) {
-			return nil
+			break
+		}
+	}
+	dirs := []string{out}
+	if repeat > 1 {
+		dirs = dirs[:0]
+		for i := 1; i <= repeat; i++ {
+			dirs = append(dirs, filepath.Join(out, "run-"+strconv.Itoa(i)))
+		}
+	}
+	for _, d := range dirs {
+		existing := filepath.Join(d, reports.JSONFile)
+		if _, err := os.Lstat(existing); err == nil {
+			return usagef("%s: --out %s: %s holds a report already; noisysim does not overwrite it (give another --out, or remove it)", cmd, out, existing)
 		}
 	}
 	return nil

@@ -53,7 +53,14 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	if *cores < 0 || math.IsNaN(*cores) || math.IsInf(*cores, 0) {
 		return usagef("simulate: --cores %v: want a number of cores > 0 (or 0: this machine's)", *cores)
 	}
-	if err := checkOutDir("simulate", *out); err != nil {
+	if *out != "" {
+		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile} {
+			if sameFile(*calibrate, filepath.Join(*out, name)) {
+				return usagef("simulate: --out %s would overwrite the --calibrate file %s; give another --out", *out, *calibrate)
+			}
+		}
+	}
+	if err := checkOutDir("simulate", *out, 1); err != nil {
 		return err
 	}
 	sc, err := scenario.Load(file)
@@ -101,4 +108,17 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 		return fmt.Errorf("%w: scenario %s, simulated (see the assertions above)", errAssertionFailed, sc.Name)
 	}
 	return nil
+}
+
+// sameFile reports whether paths a and b name the same file: the same
+// existing file, or the same clean absolute path.
+func sameFile(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	if errA == nil && errB == nil {
+		return os.SameFile(sa, sb)
+	}
+	absA, errA := filepath.Abs(a)
+	absB, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && absA == absB
 }

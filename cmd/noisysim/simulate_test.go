@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -179,6 +180,115 @@ func TestSweepSimulateCalibratedRate(t *testing.T) {
 				if want := 300 + v; c.TargetRate < want*0.9 || c.TargetRate > want*1.1 {
 					t.Errorf("probe at report rate %v (%s): target rate %v/s, want about %v", v, c.Name, c.TargetRate, want)
 				}
+			}
+		}
+	}
+}
+
+// TestOutRefusesExistingReport: simulate and run never overwrite a report
+// (least of all the --calibrate file) and find an unwritable --out before
+// they start: exit 2 naming the file, the report left as it was.
+func TestOutRefusesExistingReport(t *testing.T) {
+	dir := t.TempDir()
+	calDir := filepath.Join(dir, "calcopy")
+	if err := os.Mkdir(calDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cal := filepath.Join(calDir, "report.json")
+	writeCalibration(t, cal, true)
+	before, err := os.ReadFile(cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repeatDir := filepath.Join(dir, "repeat")
+	if err := os.MkdirAll(filepath.Join(repeatDir, "run-2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repeatDir, "run-2", "report.json"), before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc := "../../scenarios/ci-gate.yaml"
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"simulate over its calibration": {[]string{"simulate", sc, "--calibrate", cal, "--out", calDir}, "would overwrite the --calibrate file " + cal},
+		"simulate over a report":        {[]string{"simulate", sc, "--calibrate", cal, "--out", calDir + "/"}, "would overwrite the --calibrate file"},
+		"run over a report":             {[]string{"run", sc, "--only", "nope", "--out", calDir}, cal + " holds a report already"},
+		"run --repeat over a run":       {[]string{"run", sc, "--only", "nope", "--repeat", "2", "--out", repeatDir}, filepath.Join(repeatDir, "run-2", "report.json") + " holds a report already"},
+		"simulate unwritable":           {[]string{"simulate", sc, "--calibrate", cal, "--out", "/proc/nope"}, "--out /proc/nope: cannot write in /proc"},
+		"run unwritable":                {[]string{"run", sc, "--only", "nope", "--out", "/proc/nope/deeper"}, "cannot write in /proc"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(tc.args, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %q", name, code, stderr.String(), tc.want)
+		}
+	}
+	// A report that is not the calibration is refused too.
+	other := filepath.Join(dir, "other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "report.json"), before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"simulate", sc, "--calibrate", cal, "--out", other}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), filepath.Join(other, "report.json")+" holds a report already") {
+		t.Errorf("simulate over another report: exit %d, stderr %q", code, stderr.String())
+	}
+	if after, err := os.ReadFile(cal); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the calibration report changed (err %v)", err)
+	}
+}
+
+// TestSweepSimulateRefusesUnmodelled: a sweep in virtual time of a scenario
+// simulate does not model is refused before its first point: exit 2, no
+// INCOMPLETE line, no --out directory.
+func TestSweepSimulateRefusesUnmodelled(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	out := filepath.Join(dir, "sweep")
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"sweep", "../../scenarios/service-gate.yaml", "--simulate", "--calibrate", cal,
+		"--vary", "tenants.count=10..20:2", "--out", out}, &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "simulate does not model HTTP classes") {
+		t.Errorf("exit %d, stderr %q; want exit 2: simulate does not model HTTP classes", code, stderr.String())
+	}
+	if strings.Contains(stdout.String()+stderr.String(), "INCOMPLETE") {
+		t.Errorf("a refused sweep says it was interrupted:\n%s%s", stdout.String(), stderr.String())
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("--out %s: %v; want nothing written", out, err)
+	}
+}
+
+// TestSimulateRefusalsNamePlace: what simulate refuses is named at its
+// key's file:line:col, as validation names a bad value.
+func TestSimulateRefusalsNamePlace(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	other := filepath.Join(dir, "other.json")
+	writeCalibration(t, other, false)
+	for _, tc := range []struct {
+		scenario, only, cal, want string
+	}{
+		{"incident-drill.yaml", "sharded", cal, `incident-drill.yaml:60:1: writer: simulate does not model the checked writer`},
+		{"service-gate.yaml", "gate", cal, `service-gate.yaml:\d+:\d+: classes\[0\]\.http: simulate does not model HTTP classes \(class \w+\)`},
+		{"replay-incident.yaml", "isolated", cal, `replay-incident.yaml:\d+:\d+: replay: simulate does not model replay`},
+		{"ci-gate.yaml", "isolated", other, `ci-gate.yaml:\d+:\d+: classes\[2\]: --calibrate .*other.json: .*no service times for class report`},
+	} {
+		for _, cmd := range [][]string{
+			{"simulate", "../../scenarios/" + tc.scenario, "--calibrate", tc.cal},
+			{"simulate", "../../scenarios/" + tc.scenario, "--calibrate", tc.cal, "--only", tc.only},
+		} {
+			var stdout, stderr bytes.Buffer
+			code := realMain(cmd, &stdout, &stderr)
+			if code != exitUsage || !regexp.MustCompile(tc.want).MatchString(stderr.String()) {
+				t.Errorf("%v: exit %d, stderr %q; want exit 2 matching %q", cmd, code, stderr.String(), tc.want)
 			}
 		}
 	}

@@ -215,22 +215,23 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *out != "" {
-		if err := os.MkdirAll(*out, 0o755); err != nil {
-			return fmt.Errorf("sweep: %w", err)
-		}
-	}
 	base, err := src.Scenario(nil)
 	if err != nil {
 		return err
 	}
 	if cal != nil {
-		// Bad input before the first trial: the scenario's shape against
-		// the calibration, what the simulator does not model.
-		if _, err := harness.Calibrate(cal, *calibrate, base); err != nil {
+		// Bad input before the first trial and before --out is made:
+		// what the simulator does not model, the scenario's shape
+		// against the calibration.
+		if err := harness.CheckSimulate(base, cal, *calibrate); err != nil {
 			return err
 		}
 		sw.Doc().Simulated = *calibrate
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
 	}
 	if h := base.Assertions.Headroom; h.Key != "" {
 		if *search != "knee" {

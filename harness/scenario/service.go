@@ -556,6 +556,14 @@ func (s *Scenario) Where(field string) string {
 	return s.File + ":" + strconv.Itoa(line) + ":" + strconv.Itoa(col) + ": " + field
 }
 
+// Problem returns a Problem of field with its place in the file (none
+// when the scenario was built in Go, or is a copy made by Only): for bad
+// input found after validation (a scenario the simulator does not model).
+func (s *Scenario) Problem(field, format string, args ...any) Problem {
+	line, col := s.ix.pos(field)
+	return Problem{File: s.File, Line: line, Col: col, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
 // PortFree reports whether a TCP port on 127.0.0.1 can be listened on.
 func PortFree(port int) bool {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
