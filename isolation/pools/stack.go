@@ -1095,3 +1095,50 @@ func (s *Stack) closePools() {
 		p.pgx.Close()
 	}
 }
+
+// Warm opens every pool's connections up to its size, in parallel, and
+// gives them back idle, as a service in steady state holds its pools: a
+// measured window then does not pay for connections opened under a sudden
+// load (a server process forked and a password exchange each). No statement
+// runs on them. It stops warming a pool at its first failed open (e.g. a
+// role's or the server's connection limit) and returns how many it opened
+// per pool with the errors joined; the Stack stays usable either way. Call
+// it before the Stack serves calls: it holds every connection of a pool at
+// once.
+func (s *Stack) Warm(ctx context.Context) (opened map[string]int, err error) {
+	opened = map[string]int{}
+	var errs []error
+	for _, p := range s.pools {
+		held := make([]*pgxpool.Conn, 0, p.cfg.Size)
+		var mu sync.Mutex
+		var perr error
+		var wg sync.WaitGroup
+		for range int(p.cfg.Size) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := p.pgx.Acquire(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					perr = cmp.Or(perr, err)
+					return
+				}
+				held = append(held, c)
+			}()
+		}
+		wg.Wait()
+		for _, c := range held {
+			c.Release()
+		}
+		key := p.cfg.Name
+		if p.cfg.Node != "" {
+			key += "@" + p.cfg.Node
+		}
+		opened[key] = int(p.pgx.Stat().TotalConns())
+		if perr != nil {
+			errs = append(errs, fmt.Errorf("warm pool %s: %w", key, perr))
+		}
+	}
+	return opened, errors.Join(errs...)
+}
