@@ -43,14 +43,9 @@ func runReport(_ context.Context, a *app, args []string) error {
 	if !*html {
 		return usagef("report: say what to render: --html")
 	}
-	f, err := os.Open(file)
+	r, err := reports.ReadFile(file)
 	if err != nil {
 		return usagef("report: %v", err)
-	}
-	r, err := reports.ReadJSON(f)
-	f.Close()
-	if err != nil {
-		return usagef("report: %s: %v", file, err)
 	}
 	path := *out
 	if path == "" {

@@ -72,14 +72,9 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 			return usagef("simulate: --only %q: %s has no such configuration (it has %s)", *only, file, configNames(sc))
 		}
 	}
-	f, err := os.Open(*calibrate)
+	cal, err := reports.ReadFile(*calibrate)
 	if err != nil {
 		return usagef("simulate: --calibrate: %v", err)
-	}
-	cal, err := reports.ReadJSON(f)
-	f.Close()
-	if err != nil {
-		return usagef("simulate: --calibrate %s: %v", *calibrate, err)
 	}
 	if cal.Simulated != nil {
 		return usagef("simulate: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)

@@ -150,14 +150,9 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 
 	var cal *reports.Report
 	if *simulate {
-		f, err := os.Open(*calibrate)
+		cal, err = reports.ReadFile(*calibrate)
 		if err != nil {
 			return usagef("sweep: --calibrate: %v", err)
-		}
-		cal, err = reports.ReadJSON(f)
-		f.Close()
-		if err != nil {
-			return usagef("sweep: --calibrate %s: %v", *calibrate, err)
 		}
 		if cal.Simulated != nil {
 			return usagef("sweep: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
