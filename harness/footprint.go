@@ -35,7 +35,7 @@ func footprintNodes(c backend.Cluster) []backend.Node {
 func (r *runner) roleNames() []string {
 	var out []string
 	for i := range r.sc.Configurations {
-		for _, rc := range rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName(), tableAccess{}) {
+		for _, rc := range rolesOf(&r.sc.Configurations[i], r.sc.Data.SchemaName(), r.roleTag, tableAccess{}) {
 			out = append(out, rc.Name)
 		}
 	}

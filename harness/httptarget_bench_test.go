@@ -91,7 +91,7 @@ assertions: {quiet_p99: {window: run, baseline: run}}
 	ex := &executor{r: r, stack: &stack{http: ht}}
 	// The bare loop sends at the same intended starts as noisysim's
 	// schedule (its tenants' streams merged: not evenly spaced).
-	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed)
+	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed, workload.Segment{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func simOpenLoop(b *testing.B, r *runner, ex *executor, h *sideHist) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed)
+	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed, workload.Segment{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -111,6 +111,22 @@ type Options struct {
 	// Observer, when not nil, sees each request's outcome, each series
 	// point and each phase as the run goes (live metrics).
 	Observer Observer
+	// Segment, when not whole, runs only that slice of the schedule, as one
+	// of Segment.Count agents (workload.Segment): the scenario must pass
+	// SegmentProblems; the data set goes in a schema of the agent's own
+	// (data.schema + "_s<i>of<N>") and its roles carry the same tag. The
+	// report's ScheduleHash stays the whole schedule's; Report.Segment
+	// names the slice.
+	Segment workload.Segment
+	// StartAt, when not zero, is when the first configuration's timeline
+	// starts (after the data set is loaded): agents of a segmented run
+	// given the same StartAt send their slices together. A StartAt already
+	// past when the data is loaded is an error (ErrRun) naming by how much.
+	StartAt time.Time
+	// OnWindows, when not nil, is called after each configuration's
+	// timeline with what each of its phases measured (to write the
+	// histograms out: agents of a segmented run).
+	OnWindows func(config string, ws []WindowResult)
 	// CalibrateOnly stops the run once the data set is loaded and the
 	// calibrated classes (classes[].load_factor) are measured: the report
 	// holds the calibrations alone, no configuration and no verdict
@@ -134,6 +150,18 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 	if err := checkRedisURLs(ctx, sc, opts.Only); err != nil {
 		return nil, err
 	}
+	seg := opts.Segment
+	if err := seg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+	}
+	if !seg.Whole() {
+		if err := SegmentProblems(sc); err != nil {
+			return nil, err
+		}
+		cp := *sc
+		cp.Data.Schema = segmentSchema(sc.Data.SchemaName(), seg)
+		sc = &cp
+	}
 	if opts.Only != "" {
 		one, err := sc.Only(opts.Only)
 		if err != nil {
@@ -141,7 +169,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		}
 		sc = one
 	}
-	r := &runner{sc: sc, opts: opts, log: opts.Logger, started: time.Now(), calPools: pools}
+	r := &runner{sc: sc, opts: opts, log: opts.Logger, started: time.Now(), calPools: pools, roleTag: segmentTag(seg)}
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -292,6 +320,9 @@ type runner struct {
 	// schedule); trace writes the run's own trace (nil: none).
 	replay *replayPlan
 	trace  *traceWriter
+	// roleTag is put in the role names of an agent's run (segmentTag);
+	// "" for a whole run.
+	roleTag string
 }
 
 // plan draws the population and the schedules: everything seeded. The
@@ -400,11 +431,18 @@ func (r *runner) key(n int) string {
 func (r *runner) schedule(rates map[string]float64) error {
 	r.specs = classSpecs(r.sc, rates)
 	r.steps = buildTimeline(r.specs, r.phases)
-	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed)
+	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed, workload.Segment{})
 	if err != nil {
 		return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
 	}
 	r.hash = src.Hash()[:16]
+	if !r.opts.Segment.Whole() {
+		// The hash names the whole schedule, the same in every agent;
+		// the planned arrivals are the agent's own.
+		if src, err = newTimelineSource(r.pop, r.steps, r.sc.Seed, r.opts.Segment); err != nil {
+			return fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+		}
+	}
 	r.planned = src.phaseLens()
 	return nil
 }
@@ -475,6 +513,10 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		StartedAt: r.started.UTC(), Dominant: r.key(scenario.DominantTenant),
 		Backend:   fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
 		QuietPlan: r.quietPlan, Calibrations: r.calibrated, Replay: r.replayReport(),
+		Segment: r.opts.Segment.String(),
+	}
+	if err := r.waitStart(ctx); err != nil {
+		return nil, err
 	}
 
 	for i := range r.sc.Configurations {
@@ -689,9 +731,6 @@ func waitReplay(ctx context.Context, primary *pgx.Conn, replica backend.Node, li
 	}
 }
 
-// roleName is the database role of one configuration's pool.
-func roleName(config, pool string) string { return "noisysim_" + config + "_" + pool }
-
 // rolesOf returns the roles configuration c logs in as, with access:
 // and writing orders when the scenario has a checked writer.
 func (r *runner) rolesOf(c *scenario.Configuration, access tableAccess) []pools.RoleConfig {
@@ -701,7 +740,7 @@ func (r *runner) rolesOf(c *scenario.Configuration, access tableAccess) []pools.
 			access.write = append(slices.Clone(access.write), orders)
 		}
 	}
-	return rolesOf(c, r.sc.Data.SchemaName(), access)
+	return rolesOf(c, r.sc.Data.SchemaName(), r.roleTag, access)
 }
 
 // tableAccess is what the workload roles may touch in the run's schema:
@@ -743,10 +782,10 @@ func (r *runner) loadSetup(ctx context.Context, conn *pgx.Conn) error {
 
 // rolesOf returns the least-privilege roles configuration c logs in as,
 // with access to the data set's tables.
-func rolesOf(c *scenario.Configuration, schema string, access tableAccess) []pools.RoleConfig {
+func rolesOf(c *scenario.Configuration, schema, tag string, access tableAccess) []pools.RoleConfig {
 	mk := func(pool string, r scenario.Role) pools.RoleConfig {
 		return pools.RoleConfig{
-			Name:                            roleName(c.Name, pool),
+			Name:                            roleName(tag, c.Name, pool),
 			StatementTimeout:                r.StatementTimeout.Duration(),
 			IdleInTransactionSessionTimeout: r.IdleInTransactionSessionTimeout.Duration(),
 			WorkMem:                         string(r.WorkMem),
@@ -812,7 +851,7 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 func (r *runner) newInstance(ctx context.Context, c *scenario.Configuration, app *appStack, inst int,
 	keep func(pools.Class, limiterStats)) (*pools.Stack, error) {
 	dsn := func(node backend.Node, pool string) string {
-		role := roleName(c.Name, pool)
+		role := roleName(r.roleTag, c.Name, pool)
 		if r.sc.Data.IsExisting() {
 			node = readOnly(node)
 		}
@@ -1094,6 +1133,9 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 	res := configResult{report: r.configurationReport(c, tr, time.Since(t0))}
 	res.report.Faults = faultReports
 	extra.set(&res.report)
+	if r.opts.OnWindows != nil {
+		r.opts.OnWindows(c.Name, windowResults(tr))
+	}
 	res.assertions = r.assertions(c, tr, clean)
 	if r.sc.Assertions.TaggedOnly && extra.activity != nil {
 		res.assertions = append(res.assertions, taggedOnly(c.Name, extra.activity))

@@ -152,7 +152,7 @@ type serviceRun struct {
 // configuration c (instance and port set per instance by the caller).
 func (r *runner) serviceVars(c *scenario.Configuration) map[string]string {
 	dsn := func(node backend.Node, pool string) string {
-		role := roleName(c.Name, pool)
+		role := roleName(r.roleTag, c.Name, pool)
 		if r.sc.Data.IsExisting() {
 			node = readOnly(node)
 		}
@@ -558,9 +558,9 @@ func (x configExtra) set(c *reports.Configuration) {
 // rolesOfConfig returns the database roles configuration c logs in as.
 func (r *runner) rolesOfConfig(c *scenario.Configuration) []string {
 	if c.Mode == scenario.ModeShared {
-		return []string{roleName(c.Name, "shared")}
+		return []string{roleName(r.roleTag, c.Name, "shared")}
 	}
-	return []string{roleName(c.Name, string(scenarioInteractive)), roleName(c.Name, string(scenarioHeavy))}
+	return []string{roleName(r.roleTag, c.Name, string(scenarioInteractive)), roleName(r.roleTag, c.Name, string(scenarioHeavy))}
 }
 
 // httpVar returns the value of an HTTP template variable for op: a

@@ -417,7 +417,7 @@ func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configur
 		}
 		tr.windows = append(tr.windows, &window{step: &r.steps[i], rec: rec, start: r.steps[i].start, end: r.steps[i].end})
 	}
-	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed)
+	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed, workload.Segment{})
 	if err != nil {
 		return configResult{}, fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
 	}

@@ -82,9 +82,10 @@ var (
 	_ workload.Sized  = (*timelineSource)(nil)
 )
 
-// newTimelineSource returns the timeline's arrivals from its start. A
-// phase with until draws its arrivals over its max.
-func newTimelineSource(pop workload.Population, steps []step, seed int64) (*timelineSource, error) {
+// newTimelineSource returns the timeline's arrivals from its start, only
+// seg's slice of each phase's (workload.Segment; zero: all). A phase with
+// until draws its arrivals over its max.
+func newTimelineSource(pop workload.Population, steps []step, seed int64, seg workload.Segment) (*timelineSource, error) {
 	ts := &timelineSource{steps: steps, streams: make([]*workload.Stream, len(steps)), sent: make([]int64, len(steps))}
 	for i, st := range steps {
 		if len(st.specs) == 0 {
@@ -93,6 +94,9 @@ func newTimelineSource(pop workload.Population, steps []step, seed int64) (*time
 		senders := st.Senders
 		s, err := workload.NewStream(pop, st.specs, st.Span().Duration(), seed,
 			func(op workload.Op) bool { return senders.Sends(op.Tenant) })
+		if err == nil && !seg.Whole() {
+			s, err = s.Slice(seg)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("phase %s: %w", st.Name, err)
 		}
@@ -394,7 +398,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			}
 		} else {
 			var ts *timelineSource
-			if ts, err = newTimelineSource(r.pop, r.steps, r.sc.Seed); err == nil {
+			if ts, err = newTimelineSource(r.pop, r.steps, r.sc.Seed, r.opts.Segment); err == nil {
 				ts.clock = clk
 				src, sent = ts, ts.sent
 			}

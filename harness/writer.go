@@ -100,7 +100,7 @@ func (r *runner) newWriter(ctx context.Context, c *scenario.Configuration) (*che
 	if c.Mode == scenario.ModeIsolated {
 		pool = string(pools.Interactive)
 	}
-	role := roleName(c.Name, pool)
+	role := roleName(r.roleTag, c.Name, pool)
 	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}}, Logger: r.log}
 	for _, n := range r.dataNodes() {
 		n = writerNode(n)

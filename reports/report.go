@@ -54,6 +54,12 @@ type Report struct {
 	// ScheduleHash identifies the arrival schedule: same seed and scenario,
 	// same hash.
 	ScheduleHash string `json:"schedule_hash"`
+	// Segment, in the partial report of one agent of many, is the slice of
+	// the schedule it ran, "i/N" (noisysim run --segment); empty otherwise.
+	Segment string `json:"segment,omitempty"`
+	// Segments, in a report merged from N agents' (noisysim merge), is N;
+	// 0 otherwise.
+	Segments int `json:"segments,omitempty"`
 	// Passed is the run's verdict: every configuration met its expectation.
 	Passed bool `json:"passed"`
 	// StartedAt is when the run started. Renderers show it in UTC.

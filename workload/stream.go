@@ -85,6 +85,7 @@ type streamPlan struct {
 	d       time.Duration
 	seed    int64
 	filter  func(Op) bool
+	seg     Segment
 }
 
 // MaxRate bounds a class's rate in a Stream: 1e9 ops/s, one op per
@@ -116,6 +117,22 @@ func NewStream(pop Population, classes []ClassSpec, d time.Duration, seed int64,
 	p := streamPlan{pop: pop, classes: classes, d: d, seed: seed, filter: filter}
 	return &Stream{plan: p, gen: p.generator()}, nil
 }
+
+// Slice returns a new Stream over the same inputs that gives only seg's
+// ops (see Segment): the same ops, Seq and At as s gives, every sender's
+// arrivals dealt out in turn to the segments. Hash and Len are the
+// slice's. Errors: ErrSegment (wrapped) for an invalid seg.
+func (s *Stream) Slice(seg Segment) (*Stream, error) {
+	if err := seg.Validate(); err != nil {
+		return nil, err
+	}
+	p := s.plan
+	p.seg = seg
+	return &Stream{plan: p, gen: p.generator()}, nil
+}
+
+// Segment returns the slice of the schedule s gives (zero: all of it).
+func (s *Stream) Segment() Segment { return s.plan.seg }
 
 // Next returns the next op of the schedule, or false after the last.
 func (s *Stream) Next() (Op, bool) { return s.gen.next() }
@@ -186,6 +203,7 @@ func (sh *scheduleHash) sum() string { return hex.EncodeToString(sh.h.Sum(nil)) 
 // same random stream and arithmetic as appendArrivals.
 type sender struct {
 	at      time.Duration // the pending arrival
+	k       int64         // the pending arrival's index among the sender's arrivals (0, 1, ...)
 	class   string
 	tenant  int
 	poisson bool
@@ -194,7 +212,7 @@ type sender struct {
 	t       float64 // Poisson: the pending arrival in s
 	phase   float64 // Constant: first arrival in s
 	period  float64 // Constant: gap in s
-	k       int     // Constant: index of the pending arrival
+	n       int     // Constant: index of the pending arrival
 	limit   float64 // d in s
 }
 
@@ -211,8 +229,8 @@ func (s *sender) advance() bool {
 		s.at = seconds(s.t)
 		return true
 	}
-	s.k++
-	t := s.phase + float64(s.k)*s.period // from the start, never from the previous arrival
+	s.n++
+	t := s.phase + float64(s.n)*s.period // from the start, never from the previous arrival
 	if t >= s.limit {
 		return false
 	}
@@ -227,6 +245,7 @@ type generator struct {
 	heap    []int32 // indexes into senders
 	seq     int64
 	filter  func(Op) bool
+	seg     Segment
 }
 
 // generator lays out one sender per (class, tenant), classes by name then
@@ -235,7 +254,7 @@ type generator struct {
 func (p streamPlan) generator() generator {
 	byName := slices.Clone(p.classes)
 	slices.SortFunc(byName, func(a, b ClassSpec) int { return cmp.Compare(a.Name, b.Name) })
-	g := generator{filter: p.filter}
+	g := generator{filter: p.filter, seg: p.seg}
 	limit := p.d.Seconds()
 	for _, c := range byName {
 		senders := p.pop.senders(c.Senders)
@@ -251,7 +270,7 @@ func (p streamPlan) generator() generator {
 			if c.Arrival == Constant {
 				s.period = 1 / rate
 				s.phase = s.rnd.Float64() * s.period // as distuv.Uniform{0, period}.Rand
-				s.k = -1
+				s.n = -1
 				ok = s.advance()
 			} else {
 				s.poisson = true
@@ -295,16 +314,19 @@ func (g *generator) down(i int) {
 // next returns the earliest pending arrival that passes the filter.
 func (g *generator) next() (Op, bool) {
 	for len(g.heap) > 0 {
-		s := &g.senders[g.heap[0]]
+		i := g.heap[0]
+		s := &g.senders[i]
 		op := Op{Seq: g.seq, Tenant: s.tenant, Class: s.class, At: s.at}
+		keep := g.seg.keeps(int(i), s.k)
 		g.seq++
+		s.k++
 		if !s.advance() {
 			last := len(g.heap) - 1
 			g.heap[0] = g.heap[last]
 			g.heap = g.heap[:last]
 		}
 		g.down(0)
-		if g.filter == nil || g.filter(op) {
+		if keep && (g.filter == nil || g.filter(op)) {
 			return op, true
 		}
 	}

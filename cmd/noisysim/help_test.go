@@ -12,7 +12,7 @@ import (
 func TestHelpOnStdout(t *testing.T) {
 	commands := [][]string{
 		{}, {"help"}, {"run"}, {"report"}, {"validate"}, {"cluster"}, {"cluster", "up"}, {"cluster", "down"},
-		{"citus"}, {"citus", "plan"}, {"citus", "isolate"}, {"citus", "hot-shard"}, {"tenant"}, {"tenant", "move"}, {"bench"}, {"sweep"}, {"record"}, {"simulate"},
+		{"citus"}, {"citus", "plan"}, {"citus", "isolate"}, {"citus", "hot-shard"}, {"tenant"}, {"tenant", "move"}, {"bench"}, {"sweep"}, {"record"}, {"simulate"}, {"merge"},
 	}
 	for _, cmd := range commands {
 		for _, h := range []string{"-h", "--help", "-help"} {

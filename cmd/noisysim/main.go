@@ -63,6 +63,7 @@ var commands = []command{
 	{"bench", "measure noisysim against pgbench on one server: maximum rate, fixed rate, memory", runBench},
 	{"citus", "hot shard on Citus: plan [--apply], isolate --tenant X, hot-shard (local experiment)", runCitus},
 	{"cluster", "start (up) or stop (down) a throwaway PostgreSQL cluster", runCluster},
+	{"merge", "merge the outputs of agents run with run --segment i/N: reports and verdict over all", runMerge},
 	{"record", "record a server's statements for a replay: record --dsn DSN --for 10m --out FILE", runRecord},
 	{"report", "render a run's report.json again: report --html (report.html)", runReport},
 	{"run", "run a scenario: naive vs isolated, assertions, reports", runRun},

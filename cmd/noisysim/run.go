@@ -25,6 +25,7 @@ import (
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/reports"
+	"github.com/noisysim/noisysim/workload"
 )
 
 const runUsage = `Usage: noisysim run [flags] SCENARIO.yaml
@@ -78,6 +79,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	trace := fs.String("trace", "", "write every operation the open loop is handed (intended start, tenant, class, statement, parameters) to this new file as JSON Lines, gzip-compressed if it ends in .gz (harness/TRACE.md)")
 	metricsAddr := fs.String("metrics-addr", "", "serve live Prometheus metrics on this host:port while the run lasts (e.g. "+live.DefaultAddr+"; loopback only unless --metrics-remote)")
 	metricsRemote := fs.Bool("metrics-remote", false, "let --metrics-addr be a non-loopback address (the metrics are then open to the network)")
+	segment := fs.String("segment", "", "run only slice i of N of every class's and tenant's schedule (1-based: 1/3, 2/3, 3/3), as one of N agents; needs --out, where the histograms go for noisysim merge")
+	startAt := fs.String("start-at", "", "start the first configuration's timeline at this wall-clock time (RFC 3339, e.g. 2026-01-02T15:04:05Z), after the data set is loaded: agents given the same time send together")
 	metricsTop := fs.Int("metrics-top", live.DefaultTopTenants, "tenants with their own tenant label in the live metrics (tenants 1..N); the other quiet tenants share the label \""+live.OtherQuiet+"\"")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
@@ -143,7 +146,36 @@ func runRun(ctx context.Context, a *app, args []string) error {
 			return usagef("run: --trace %s: the file exists; noisysim does not overwrite it", *trace)
 		}
 	}
+	var f execFlags
+	if *segment != "" {
+		seg, err := workload.ParseSegment(*segment)
+		if err != nil {
+			return usagef("run: --segment: %v", err)
+		}
+		if *out == "" {
+			return usagef("run: --segment %s needs --out DIR: the agent's histograms and partial report go there for noisysim merge", *segment)
+		}
+		if *repeat > 1 {
+			return usagef("run: --segment runs one agent's slice once: not with --repeat")
+		}
+		if err := harness.SegmentProblems(sc); err != nil {
+			return err
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		f.segment, f.scenarioHash = seg, scenarioHash(b)
+	}
+	if *startAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, *startAt)
+		if err != nil {
+			return usagef("run: --start-at %q: want an RFC 3339 time, e.g. 2026-01-02T15:04:05Z", *startAt)
+		}
+		f.startAt = t
+	}
 	return execScenario(ctx, a, sc, execFlags{
+		segment: f.segment, scenarioHash: f.scenarioHash, startAt: f.startAt,
 		only: *only, out: *out, noProgress: *noProgress, top: *top, noWait: *noWait, allowConcurrent: *allowConcurrent,
 		repeat: *repeat, maxForeign: *maxForeign, strict: *strict, keep: *keep, trace: *trace,
 		metricsAddr: *metricsAddr, metricsRemote: *metricsRemote, metricsTop: *metricsTop,
@@ -207,6 +239,12 @@ type execFlags struct {
 	metricsRemote                 bool
 	top, repeat, metricsTop       int
 	maxForeign                    float64
+	// segment, when not whole, runs one agent's slice and writes its
+	// histograms (harness.WriteSegment) into out; scenarioHash names the
+	// scenario file's bytes; startAt is --start-at.
+	segment      workload.Segment
+	scenarioHash string
+	startAt      time.Time
 }
 
 // execScenario runs a loaded scenario, whose flags have been checked,
@@ -254,6 +292,15 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 			}
 			a.teardown.add(c.Close, kill)
 		},
+	}
+	opts.Segment, opts.StartAt = f.segment, f.startAt
+	windows := map[string][]harness.WindowResult{}
+	var configs []string
+	if !f.segment.Whole() {
+		opts.OnWindows = func(config string, ws []harness.WindowResult) {
+			configs = append(configs, config)
+			windows[config] = ws
+		}
 	}
 	if !f.noProgress && f.repeat == 1 {
 		prog = newProgress(a.stderr)
@@ -305,6 +352,14 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		if werr := reports.WriteDir(f.out, rep); werr != nil {
 			return errors.Join(err, werr)
 		}
+		if !f.segment.Whole() && err == nil {
+			meta := harness.SegmentMeta{Scenario: sc.Name, ScenarioHash: f.scenarioHash, Seed: sc.Seed, ScheduleHash: rep.ScheduleHash,
+				Index: f.segment.Index, Count: f.segment.Count}
+			if werr := harness.WriteSegment(f.out, meta, configs, windows); werr != nil {
+				return werr
+			}
+			fmt.Fprintf(a.stdout, "segment %s: histograms written to %s (noisysim merge reads them)\n", f.segment, filepath.Join(f.out, harness.HistogramLogFile))
+		}
 		if err != nil {
 			fmt.Fprintf(a.stdout, "partial reports (incomplete) written to %s\n", f.out)
 		} else {
@@ -314,6 +369,12 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 	}
 	if err != nil {
 		return err
+	}
+	if !f.segment.Whole() {
+		// One agent's assertions judge a slice of the load: the verdict
+		// is noisysim merge's, over every agent's histograms.
+		fmt.Fprintf(a.stdout, "segment %s: the verdict is noisysim merge's (this agent's own: passed %v)\n", f.segment, rep.Passed)
+		return nil
 	}
 	if !rep.Passed {
 		return fmt.Errorf("%w: scenario %s (see the assertions above)", errAssertionFailed, sc.Name)

@@ -226,6 +226,12 @@ func EnsureRoles(ctx context.Context, conn *pgx.Conn, where, database, run strin
 	}
 	var passwords map[string]string
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// GRANT CONNECT rewrites the database's row of pg_database: two
+		// runs granting at once fail with "tuple concurrently updated"
+		// (agents of one run start together). One at a time.
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", rolesLockKey); err != nil {
+			return fmt.Errorf("wait for other runs' role changes: %w", err)
+		}
 		// No schema is checked here: no schema is named "".
 		if _, err := foreign(ctx, tx, where, Plan{Roles: names, Run: run}); err != nil {
 			return err
@@ -327,6 +333,13 @@ func Remove(ctx context.Context, conn *pgx.Conn, p Plan) error {
 	}
 	if len(roles) > 0 {
 		errs = append(errs, dropAuthinfo(ctx, conn, roles))
+		// Revoking CONNECT rewrites the database's row of pg_database:
+		// one noisysim run at a time (agents of one run end together).
+		unlock, err := lockRoles(ctx, conn)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		defer unlock()
 	}
 	for _, r := range roles {
 		if _, err := conn.Exec(ctx, "DROP OWNED BY "+ident(r)); err != nil {
@@ -486,3 +499,15 @@ func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
 
 // literal quotes s as a string literal; s holds no backslash or NUL.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// rolesLockKey is the advisory lock noisysim runs take on a server while
+// they grant or revoke their roles' privileges on the database ("noisrole").
+const rolesLockKey int64 = 0x6e6f6973726f6c65
+
+// lockRoles takes rolesLockKey for conn's session and returns its release.
+func lockRoles(ctx context.Context, conn *pgx.Conn) (unlock func(), err error) {
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", rolesLockKey); err != nil {
+		return nil, fmt.Errorf("wait for other runs' role changes: %w", err)
+	}
+	return func() { conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", rolesLockKey) }, nil
+}
