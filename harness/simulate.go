@@ -89,6 +89,9 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	for _, n := range calibrationQuality(opts.Calibration, opts.CalibrationFile, sc) {
+		r.note("%s", n)
+	}
 	if err := r.plan(); err != nil {
 		return nil, err
 	}
@@ -343,6 +346,51 @@ func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibr
 			Service: cal.samplers[cl.Name], Timeout: rt.timeout}
 	}
 	return cfg
+}
+
+// calibrationQuality says what of the calibration run carries into the
+// simulated figures: a run cut short, failed or disturbed by other work on
+// its machine, and a data volume other than sc's (read from the
+// calibration's scenario file when it is readable here).
+func calibrationQuality(cal *reports.Report, file string, sc *scenario.Scenario) []string {
+	var out []string
+	if cal.Incomplete != "" {
+		out = append(out, fmt.Sprintf("calibration %s: an incomplete run (%s): its service times are of what it measured until then", file, cal.Incomplete))
+	} else if !cal.Passed {
+		out = append(out, fmt.Sprintf("calibration %s: a run that failed its assertions: the model draws that run's service times", file))
+	}
+	if d := cal.Machine.Disturbed(); len(d) > 0 {
+		var names []string
+		for _, w := range d {
+			names = append(names, w.Window)
+		}
+		out = append(out, fmt.Sprintf("calibration %s: DISTURBED windows %s (other work on its machine): the service times drawn from them are slower than the queries alone",
+			file, strings.Join(names, ", ")))
+	}
+	if cal.File == "" {
+		return out
+	}
+	calSc, err := scenario.Load(cal.File)
+	if err != nil {
+		out = append(out, fmt.Sprintf("calibration %s: its scenario file %s is not readable here: its data volume is not compared with %s's", file, cal.File, sc.Name))
+		return out
+	}
+	var diff []string
+	cmpKey := func(key string, was, is any) {
+		if fmt.Sprint(was) != fmt.Sprint(is) {
+			diff = append(diff, fmt.Sprintf("%s %v (simulated: %v)", key, was, is))
+		}
+	}
+	cmpKey("tenants.count", calSc.Tenants.Count, sc.Tenants.Count)
+	cmpKey("data.orders", calSc.Data.Orders, sc.Data.Orders)
+	cmpKey("data.days", calSc.Data.Days, sc.Data.Days)
+	cmpKey("data.customers", calSc.Data.Customers, sc.Data.Customers)
+	cmpKey("data.setup", calSc.Data.Setup, sc.Data.Setup)
+	if len(diff) > 0 {
+		out = append(out, fmt.Sprintf("calibration %s: measured on other data than %s simulates: %s; service times of queries over more or fewer rows differ",
+			file, sc.Name, strings.Join(diff, ", ")))
+	}
+	return out
 }
 
 // simProgress reports a simulation's progress in virtual time; a nil

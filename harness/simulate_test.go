@@ -3,6 +3,8 @@ package harness_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -118,5 +120,54 @@ func TestSimulateBadCalibration(t *testing.T) {
 	}
 	if _, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{}); !errors.Is(err, scenario.ErrInvalid) {
 		t.Errorf("no calibration: err %v, want ErrInvalid", err)
+	}
+}
+
+// TestSimulateCalibrationQuality: what is wrong with the calibration run
+// (cut short, disturbed, failed, other data) is said in the notes of the
+// simulated report.
+func TestSimulateCalibrationQuality(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calScenario := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(calScenario, []byte(strings.Replace(simScenario, "phases:", "data: {orders: 5000000}\nphases:", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notes := func(cal *reports.Report) string {
+		t.Helper()
+		rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(rep.Notes, "\n")
+	}
+	good := calibrationReport()
+	good.Passed = true
+	if n := notes(good); strings.Contains(n, "calibration cal.json") {
+		t.Errorf("a sound calibration gets notes:\n%s", n)
+	}
+	bad := calibrationReport()
+	bad.Incomplete = "interrupted"
+	bad.File = calScenario
+	bad.Machine = &reports.Machine{Windows: []reports.WindowLoad{{Window: "solo (naive)", Disturbed: true}, {Window: "run (naive)"}}}
+	n := notes(bad)
+	for _, want := range []string{
+		"calibration cal.json: an incomplete run (interrupted)",
+		"calibration cal.json: DISTURBED windows solo (naive) (other work",
+		"calibration cal.json: measured on other data than simsmall simulates: data.orders 5000000 (simulated: 200000)",
+	} {
+		if !strings.Contains(n, want) {
+			t.Errorf("notes lack %q:\n%s", want, n)
+		}
+	}
+	failed := calibrationReport()
+	failed.File = filepath.Join(t.TempDir(), "gone.yaml")
+	n = notes(failed)
+	for _, want := range []string{"calibration cal.json: a run that failed its assertions", "gone.yaml is not readable here"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("notes lack %q:\n%s", want, n)
+		}
 	}
 }
