@@ -90,6 +90,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return usagef("run: missing scenario file")
 	}
+	if err := checkTop("run", *top); err != nil {
+		return err
+	}
 	if err := checkOutDir("run", *out, *repeat); err != nil {
 		return err
 	}
@@ -435,6 +438,15 @@ func writePlan(w io.Writer, prefix string, p *reports.QuietPlan, max int) {
 // textOptions are the terminal report's options: the tables name top
 // quiet tenants and send the reader for the rest to out's report.json, or,
 // without --out, say how to write one.
+// checkTop refuses a negative --top, which would list no quiet tenant by
+// name without saying so.
+func checkTop(cmd string, top int) error {
+	if top < 0 {
+		return usagef("%s: --top %d: want the number of quiet tenants to list, at least 1 (0: the default %d)", cmd, top, reports.DefaultTopQuiet)
+	}
+	return nil
+}
+
 func textOptions(top int, out string) reports.TextOptions {
 	o := reports.TextOptions{TopQuiet: top, FullReport: "report.json (write it with --out DIR)"}
 	if out != "" {

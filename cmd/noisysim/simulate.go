@@ -61,6 +61,9 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 			}
 		}
 	}
+	if err := checkTop("simulate", *top); err != nil {
+		return err
+	}
 	if err := checkOutDir("simulate", *out, 1); err != nil {
 		return err
 	}

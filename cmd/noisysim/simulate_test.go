@@ -114,6 +114,8 @@ func TestSimulateCommand(t *testing.T) {
 		"missing file":     {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", filepath.Join(dir, "nosuch.json")}, "nosuch.json"},
 		"not a report":     {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", "../../scenarios/ci-gate.yaml"}, "ci-gate.yaml"},
 		"not simulated":    {[]string{"simulate", "../../scenarios/replay-incident.yaml", "--calibrate", cal}, "simulate does not model replay"},
+		"negative top":     {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", cal, "--top", "-3"}, "--top -3: want the number of quiet tenants"},
+		"run negative top": {[]string{"run", "../../scenarios/ci-gate.yaml", "--only", "nope", "--top", "-3"}, "run: --top -3"},
 		"bad cores":        {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", cal, "--cores", "-1"}, "--cores"},
 		"no such config":   {[]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", cal, "--only", "x"}, "no such configuration"},
 		"missing scenario": {[]string{"simulate", "--calibrate", cal}, "missing scenario file"},
