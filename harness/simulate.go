@@ -320,9 +320,13 @@ func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibr
 			p := c.Pool(ic)
 			node := t.primary
 			if p.Target == scenario.TargetReplica {
-				if t.replica >= 0 {
+				switch {
+				case t.place != nil:
+					r.note("%s: the %s class targets the replica; with topology %s the model runs it on the node holding the tenant's shard",
+						c.Name, ic, r.sc.Backend.Topology)
+				case t.replica >= 0:
 					node = t.replica
-				} else {
+				default:
 					r.note("%s: the %s class targets the replica, but the topology has none: it runs on the primary", c.Name, ic)
 				}
 			}

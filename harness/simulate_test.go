@@ -171,3 +171,20 @@ func TestSimulateCalibrationQuality(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateCitusHeavyNote: on a Citus topology the heavy class runs on
+// the tenant's worker, and the note says so (not "on the primary").
+func TestSimulateCitusHeavyNote(t *testing.T) {
+	sc, err := scenario.Parse([]byte(strings.Replace(simScenario, "phases:", "backend: {topology: citus, workers: 2}\nphases:", 1)), "simcitus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: calibrationReport(), CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := strings.Join(rep.Notes, "\n")
+	if strings.Contains(n, "runs on the primary") || !strings.Contains(n, "the model runs it on the node holding the tenant's shard") {
+		t.Errorf("notes:\n%s", n)
+	}
+}
