@@ -24,9 +24,15 @@ from a real run's report.json of a scenario with the same classes
 SIMULATED, with the same assertions. The model and where it is wrong:
 harness/sim (go doc ./harness/sim).
 
+It never overwrites a report: an --out that holds a report.json (the
+--calibrate file above all) is refused, as is one that cannot be written.
+Progress (the phase and the virtual time reached) goes to stderr.
+
 Exit codes: 0 every assertion held, 99 one failed, 2 bad input (an invalid
-scenario, one the simulator does not model, a calibration report of another
-scenario's shape), 1 any other error.
+scenario, one the simulator does not model, a --calibrate file that is not a
+noisysim report.json or is of another scenario's shape, an --out holding a
+report or not writable), 1 any other error (an interruption: nothing is
+written).
 
 Flags (before or after the file):
 `
