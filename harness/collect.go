@@ -44,7 +44,7 @@ func (r *runner) cleanAfter(ctx context.Context, st *stack) (cleanState, error) 
 		cs.borrowed += int64(p.AcquiredConns)
 	}
 	for _, n := range r.cluster.Nodes() {
-		n, err := taggedSessions(ctx, n)
+		n, err := taggedSessions(ctx, n, r.roleNames())
 		if err != nil {
 			return cs, fmt.Errorf("%w: %w", ErrRun, err)
 		}
@@ -66,7 +66,7 @@ func (r *runner) settle(ctx context.Context, prev string) error {
 	for {
 		var busy int64
 		for _, n := range r.cluster.Nodes() {
-			b, err := activeSessions(ctx, n)
+			b, err := activeSessions(ctx, n, r.roleNames())
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrRun, err)
 			}
@@ -91,32 +91,33 @@ func (r *runner) settle(ctx context.Context, prev string) error {
 	}
 }
 
-// activeSessions counts the sessions of noisysim's roles running a
-// statement on node.
-func activeSessions(ctx context.Context, node backend.Node) (int64, error) {
+// activeSessions counts the sessions of roles (the run's own: another run's
+// agents may share the database) running a statement on node.
+func activeSessions(ctx context.Context, node backend.Node, roles []string) (int64, error) {
 	conn, err := pgx.Connect(ctx, node.DSN())
 	if err != nil {
 		return 0, fmt.Errorf("connect to %s: %w", node.Name, err)
 	}
 	defer conn.Close(context.Background())
 	var n int64
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename LIKE 'noisysim\_%' AND state <> 'idle' AND pid <> pg_backend_pid()`).Scan(&n)
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE usename = ANY($1) AND state <> 'idle' AND pid <> pg_backend_pid()`, roles).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("read pg_stat_activity on %s: %w", node.Name, err)
 	}
 	return n, nil
 }
 
-// taggedSessions counts sessions on node whose application_name carries a
-// tenant tag.
-func taggedSessions(ctx context.Context, node backend.Node) (int64, error) {
+// taggedSessions counts the sessions of roles on node (the run's own: on
+// a shared database another run's agents, or the user's own application,
+// may tag sessions of theirs) whose application_name carries a tenant tag.
+func taggedSessions(ctx context.Context, node backend.Node, roles []string) (int64, error) {
 	conn, err := pgx.Connect(ctx, node.DSN())
 	if err != nil {
 		return 0, fmt.Errorf("connect to %s: %w", node.Name, err)
 	}
 	defer conn.Close(context.Background())
 	var n int64
-	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 || '%'`, pools.TagPrefix).Scan(&n)
+	err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1 || '%' AND usename = ANY($2)`, pools.TagPrefix, roles).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("read pg_stat_activity on %s: %w", node.Name, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
@@ -31,6 +33,20 @@ assertions: {quiet_p99: {min_samples: 1000000}}
 // cluster the test starts itself.
 func TestRunSmall(t *testing.T) {
 	c := localtest.Start(t, backend.Spec{})
+	// A session of someone else's with a tenant tag (an application of the
+	// user's, another run's agent): clean_after judges the run's own roles
+	// only, so it must not count it.
+	primary, _ := backend.First(c, backend.RolePrimary)
+	cfg, err := pgx.ParseConfig(primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = "t:outsider"
+	outsider, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outsider.Close(context.Background())
 	for _, model := range []string{"", "load: {model: closed, users: 10, think_time: 20ms}\n"} {
 		name := "open"
 		if model != "" {
