@@ -141,17 +141,7 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 		rep.Configurations = append(rep.Configurations, cr)
 		rep.Assertions = append(rep.Assertions, as...)
 	}
-	rep.Assertions = append(rep.Assertions, r.expectations(rep)...)
-	rep.Marginal = marginal(rep.Assertions)
-	rep.Passed = true
-	for _, a := range rep.Assertions {
-		if !a.Passed {
-			if c, ok := sc.Configuration(a.Configuration); ok && c.Expect == scenario.ExpectFail && r.opts.Only == "" && a.Name != AssertControlFails {
-				continue
-			}
-			rep.Passed = false
-		}
-	}
+	r.judge(rep, sc, r.opts.Only)
 	rep.Notes = r.notes
 	return rep, nil
 }

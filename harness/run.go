@@ -542,22 +542,29 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		rep.Configurations = append(rep.Configurations, cr.report)
 		rep.Assertions = append(rep.Assertions, cr.assertions...)
 	}
+	r.judge(rep, r.sc, r.opts.Only)
+	rep.Notes = r.notes
+	rep.Duration = time.Since(r.started).Seconds()
+	return rep, nil
+}
+
+// judge adds the configurations' expectations to rep's assertions and sets
+// the marginal verdicts and rep.Passed: every assertion holds, except a
+// control's own failures (expect: fail), whose expectation assertion carries
+// the verdict — unless only one configuration ran (--only).
+func (r *runner) judge(rep *reports.Report, sc *scenario.Scenario, only string) {
 	rep.Assertions = append(rep.Assertions, r.expectations(rep)...)
 	rep.Marginal = marginal(rep.Assertions)
 	rep.Passed = true
 	for _, a := range rep.Assertions {
-		if !a.Passed {
-			// A control's own failures are expected; its expectation
-			// assertion carries the verdict.
-			if c, ok := r.sc.Configuration(a.Configuration); ok && c.Expect == scenario.ExpectFail && r.opts.Only == "" && a.Name != AssertControlFails {
-				continue
-			}
-			rep.Passed = false
+		if a.Passed {
+			continue
 		}
+		if c, ok := sc.Configuration(a.Configuration); ok && c.Expect == scenario.ExpectFail && only == "" && a.Name != AssertControlFails {
+			continue
+		}
+		rep.Passed = false
 	}
-	rep.Notes = r.notes
-	rep.Duration = time.Since(r.started).Seconds()
-	return rep, nil
 }
 
 // interrupted returns, for a run whose ctx ended (the first Ctrl-C), rep

@@ -156,17 +156,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		rep.Configurations = append(rep.Configurations, res.report)
 		rep.Assertions = append(rep.Assertions, res.assertions...)
 	}
-	rep.Assertions = append(rep.Assertions, r.expectations(rep)...)
-	rep.Marginal = marginal(rep.Assertions)
-	rep.Passed = true
-	for _, a := range rep.Assertions {
-		if !a.Passed {
-			if c, ok := sc.Configuration(a.Configuration); ok && c.Expect == scenario.ExpectFail && opts.Only == "" && a.Name != AssertControlFails {
-				continue
-			}
-			rep.Passed = false
-		}
-	}
+	r.judge(rep, sc, opts.Only)
 	rep.Notes = r.notes
 	rep.Duration = time.Since(started).Seconds()
 	return rep, nil
