@@ -68,6 +68,7 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 		if p.Report.Incomplete != "" {
 			return nil, fmt.Errorf("%w: merge: %s is an incomplete run (%s): nothing to merge it with", scenario.ErrInvalid, p.Output.Dir, p.Report.Incomplete)
 		}
+		rep.Machine = mergeMachine(rep.Machine, p.Report.Machine, p.Report.Segment)
 	}
 	for _, c := range configs {
 		tr := &timelineRun{ex: &executor{r: r, stack: &stack{}}}
@@ -144,6 +145,27 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 	r.judge(rep, sc, r.opts.Only)
 	rep.Notes = r.notes
 	return rep, nil
+}
+
+// mergeMachine adds an agent's machine figures to the merged report's: its
+// measured windows (named by segment), so that a disturbed agent marks the
+// merged verdict as it marked its own, and its --allow-concurrent note. The
+// node budgets are the first agent's (the agents share the database).
+func mergeMachine(into, m *reports.Machine, segment string) *reports.Machine {
+	if m == nil {
+		return into
+	}
+	if into == nil {
+		into = &reports.Machine{NodeCPU: m.NodeCPU, MaxForeignCPU: m.MaxForeignCPU, GeneratorCores: m.GeneratorCores}
+	}
+	if m.Concurrent != "" {
+		into.Concurrent = strings.TrimPrefix(into.Concurrent+"; ", "; ") + "segment " + segment + ": " + m.Concurrent
+	}
+	for _, w := range m.Windows {
+		w.Window = "segment " + segment + ": " + w.Window
+		into.Windows = append(into.Windows, w)
+	}
+	return into
 }
 
 func configurationOf(rep *reports.Report, name string) (reports.Configuration, bool) {

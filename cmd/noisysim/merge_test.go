@@ -108,6 +108,11 @@ func TestMergeThreeAgents(t *testing.T) {
 	if got.Segments != 3 || got.ScheduleHash != want.ScheduleHash {
 		t.Fatalf("merged report: segments %d, schedule %s; single run's schedule %s", got.Segments, got.ScheduleHash, want.ScheduleHash)
 	}
+	// Each agent's guard windows reach the merged report, by segment: a
+	// disturbed agent marks the merged verdict as it marked its own.
+	if got.Machine == nil || len(got.Machine.Windows) < 3 || !strings.HasPrefix(got.Machine.Windows[0].Window, "segment 1/3: ") || got.Machine.Concurrent == "" {
+		t.Errorf("merged report's machine: %+v, want every agent's windows named by segment and their --allow-concurrent note", got.Machine)
+	}
 	// Operation counts per window × tenant × class.
 	ops := func(rep *reports.Report) map[string]int64 {
 		m := map[string]int64{}
