@@ -12,11 +12,14 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
+	"github.com/noisysim/noisysim/harness/scenario"
 )
 
-// TestSettleWaitsForLeftovers starts a statement of a noisysim role that
-// runs 1.5 s, as a report a configuration gave up on would, and checks
-// that settle waits for it to end and says so.
+// TestSettleWaitsForLeftovers starts a statement of the run's own role
+// that runs 1.5 s, as a report a configuration gave up on would, and checks
+// that settle waits for it to end and says so, while a longer statement of
+// another role (another agent's, or the user's own application) does not
+// hold it.
 func TestSettleWaitsForLeftovers(t *testing.T) {
 	c := localtest.Start(t, backend.Spec{})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -27,10 +30,22 @@ func TestSettleWaitsForLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, `CREATE ROLE noisysim_left_over LOGIN PASSWORD 'pw'`); err != nil {
+	sc := &scenario.Scenario{Configurations: []scenario.Configuration{{Name: "naive", Mode: scenario.ModeShared}}}
+	own := roleName("", "naive", "shared")
+	for _, role := range []string{own, "noisysim_other_agent"} {
+		if _, err := admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN PASSWORD 'pw'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other, err := pgx.Connect(ctx, primary.DSNFor("noisysim_other_agent", "pw"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := pgx.Connect(ctx, primary.DSNFor("noisysim_left_over", "pw"))
+	defer other.Close(context.Background())
+	otherDone := make(chan error, 1)
+	go func() { _, err := other.Exec(ctx, `SELECT pg_sleep(20)`); otherDone <- err }()
+	defer func() { _ = other.PgConn().CancelRequest(context.Background()); <-otherDone }()
+	left, err := pgx.Connect(ctx, primary.DSNFor(own, "pw"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +54,13 @@ func TestSettleWaitsForLeftovers(t *testing.T) {
 	go func() { _, err := left.Exec(ctx, `SELECT pg_sleep(1.5)`); done <- err }()
 	time.Sleep(300 * time.Millisecond) // the statement is running
 
-	r := &runner{cluster: c, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r := &runner{sc: sc, cluster: c, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	t0 := time.Now()
 	if err := r.settle(ctx, "naive"); err != nil {
 		t.Fatal(err)
 	}
-	if waited := time.Since(t0); waited < time.Second {
-		t.Errorf("settle returned after %s, before the 1.5 s statement ended", waited)
+	if waited := time.Since(t0); waited < time.Second || waited > 10*time.Second {
+		t.Errorf("settle returned after %s: want after the 1.5 s statement of the run's role ended, not after the 20 s one of another role", waited)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
