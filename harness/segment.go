@@ -88,10 +88,12 @@ func roleName(tag, config, pool string) string {
 
 // WindowResult is what one phase of one configuration's timeline
 // measured, as Options.OnWindows hands it out and MergeSegments takes it
-// back: the phase's name, its span from the timeline's start, the arrivals
-// it sent and its recorder.
+// back: the phase's name, its span from the timeline's start (Origin, the
+// wall-clock time the timeline started), the arrivals it sent and its
+// recorder.
 type WindowResult struct {
 	Name       string
+	Origin     time.Time
 	Start, End time.Duration
 	Sent       int64
 	Recorder   *metrics.Recorder
@@ -100,7 +102,7 @@ type WindowResult struct {
 func windowResults(tr *timelineRun) []WindowResult {
 	out := make([]WindowResult, len(tr.windows))
 	for i, w := range tr.windows {
-		out[i] = WindowResult{Name: w.step.Name, Start: w.start, End: w.end, Sent: w.sent, Recorder: w.rec}
+		out[i] = WindowResult{Name: w.step.Name, Origin: tr.origin, Start: w.start, End: w.end, Sent: w.sent, Recorder: w.rec}
 	}
 	return out
 }
