@@ -206,8 +206,8 @@ func partDirs(parts []SegmentPart) string {
 }
 
 // CheckSegments reports, as one error naming the directories, outputs that
-// cannot be merged: of another scenario (its file's hash), seed or
-// schedule than the first, of another number of segments, a segment given
+// cannot be merged: of another run than the first (another scenario — its
+// file's hash —, seed, schedule or --start-at), of another number of segments, a segment given
 // twice, or a segment missing. The parts come back sorted by segment.
 func CheckSegments(scenarioHash string, parts []SegmentPart) ([]SegmentPart, error) {
 	if len(parts) == 0 {
@@ -226,6 +226,8 @@ func CheckSegments(scenarioHash string, parts []SegmentPart) ([]SegmentPart, err
 			problems = append(problems, fmt.Sprintf("%s and %s ran different scenarios (%s %.12s, %s %.12s)", parts[0].Output.Dir, d, f.Scenario, f.ScenarioHash, m.Scenario, m.ScenarioHash))
 		case m.Seed != f.Seed:
 			problems = append(problems, fmt.Sprintf("%s and %s ran different seeds (%d, %d)", parts[0].Output.Dir, d, f.Seed, m.Seed))
+		case m.StartAt != f.StartAt:
+			problems = append(problems, fmt.Sprintf("%s and %s are agents of different runs (--start-at %s, %s): the agents of one run are given one --start-at", parts[0].Output.Dir, d, orNone(f.StartAt), orNone(m.StartAt)))
 		case m.ScheduleHash != f.ScheduleHash:
 			problems = append(problems, fmt.Sprintf("%s and %s ran different schedules (%s, %s)", parts[0].Output.Dir, d, f.ScheduleHash, m.ScheduleHash))
 		case m.Count != f.Count:
@@ -250,4 +252,11 @@ func CheckSegments(scenarioHash string, parts []SegmentPart) ([]SegmentPart, err
 	sorted := slices.Clone(parts)
 	slices.SortFunc(sorted, func(a, b SegmentPart) int { return a.Output.Meta.Index - b.Output.Meta.Index })
 	return sorted, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

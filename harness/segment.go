@@ -20,7 +20,9 @@ import (
 // ending on until, no faults, no checked writer, no started service, no
 // rate calibration (each agent would measure its own), no replay and no
 // closed loop (their ops are not a seeded schedule), no Citus topology
-// (its placements and skew are read by the run that moves them).
+// (its placements and skew are read by the run that moves them), and
+// nothing each agent would start for itself: the database (backend.kind
+// local or docker) or the global limiter's Redis.
 func SegmentProblems(sc *scenario.Scenario) error {
 	var errs []error
 	bad := func(format string, args ...any) {
@@ -54,6 +56,18 @@ func SegmentProblems(sc *scenario.Scenario) error {
 	for i := range sc.Classes {
 		if sc.Classes[i].Calibrated() {
 			bad("class %s has load_factor: each agent would calibrate its own rate; give the rate", sc.Classes[i].Name)
+		}
+	}
+	if k := sc.Backend.Kind; k != scenario.BackendExternal {
+		what := "local PostgreSQL processes"
+		if k == scenario.BackendDocker {
+			what = "containers"
+		}
+		bad("backend.kind %s: each agent would start a database of its own (%s), but the agents of one run share one: use an existing database by DSN (backend: {kind: external, primary_dsn: ...})", k, what)
+	}
+	for _, c := range sc.Configurations {
+		if c.App != nil && c.App.Limiter == scenario.AppGlobal && c.App.RedisURL == "" {
+			bad("configuration %s: app.limiter global without app.redis_url: each agent would start a redis-server of its own and hold the cap per agent; give the Redis all agents share (app.redis_url)", c.Name)
 		}
 	}
 	if sc.Citus() {

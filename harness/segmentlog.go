@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/noisysim/noisysim/harness/metrics"
+	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
 )
 
@@ -50,6 +52,10 @@ type SegmentMeta struct {
 	ScenarioHash string `json:"scenario_hash"`
 	Seed         int64  `json:"seed"`
 	ScheduleHash string `json:"schedule_hash"`
+	// StartAt is the run's --start-at (RFC 3339, UTC), "" when none was
+	// given: with the scenario's hash and seed, what tells the agents of
+	// one run from those of another.
+	StartAt string `json:"start_at,omitempty"`
 	// Index and Count are the segment, Index/Count.
 	Index int `json:"index"`
 	Count int `json:"count"`
@@ -202,6 +208,12 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 		return fmt.Errorf("read segment %s: "+format, append([]any{dir}, args...)...)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, SegmentFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, rerr := os.Stat(filepath.Join(dir, reports.JSONFile)); rerr == nil {
+			return nil, bad("it holds %s but no %s: a whole run's reports, not an agent's output (noisysim run --segment i/N --out DIR writes one)", reports.JSONFile, SegmentFile)
+		}
+		return nil, bad("no %s: not an agent's output (noisysim run --segment i/N --out DIR writes one)", SegmentFile)
+	}
 	if err != nil {
 		return nil, bad("%w", err)
 	}
