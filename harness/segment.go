@@ -2,8 +2,8 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/metrics"
@@ -24,9 +24,9 @@ import (
 // nothing each agent would start for itself: the database (backend.kind
 // local or docker) or the global limiter's Redis.
 func SegmentProblems(sc *scenario.Scenario) error {
-	var errs []error
+	var problems []string
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: --segment: "+format, append([]any{scenario.ErrInvalid}, args...)...))
+		problems = append(problems, fmt.Sprintf(format, args...))
 	}
 	if sc.Replaying() {
 		bad("a replayed trace or log is not a seeded schedule to slice (replay)")
@@ -73,7 +73,13 @@ func SegmentProblems(sc *scenario.Scenario) error {
 	if sc.Citus() {
 		bad("topology citus: placements and skew are read by the run that moves them")
 	}
-	return errors.Join(errs...)
+	switch len(problems) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: %s: --segment: %s", scenario.ErrInvalid, sc.File, problems[0])
+	}
+	return fmt.Errorf("%w: %s: --segment: %d problems:\n  - %s", scenario.ErrInvalid, sc.File, len(problems), strings.Join(problems, "\n  - "))
 }
 
 // segmentSchema returns the schema an agent of seg keeps its copy of the

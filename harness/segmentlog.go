@@ -209,7 +209,11 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 	}
 	b, err := os.ReadFile(filepath.Join(dir, SegmentFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		if _, rerr := os.Stat(filepath.Join(dir, reports.JSONFile)); rerr == nil {
+		if rb, rerr := os.ReadFile(filepath.Join(dir, reports.JSONFile)); rerr == nil {
+			var rep struct{ Segment, Incomplete string }
+			if json.Unmarshal(rb, &rep) == nil && rep.Segment != "" {
+				return nil, bad("it holds the %s of agent %s but no %s: that agent was stopped before its end (%s) and wrote no histograms; run every agent again, with a new --start-at", reports.JSONFile, rep.Segment, SegmentFile, rep.Incomplete)
+			}
 			return nil, bad("it holds %s but no %s: a whole run's reports, not an agent's output (noisysim run --segment i/N --out DIR writes one)", reports.JSONFile, SegmentFile)
 		}
 		return nil, bad("no %s: not an agent's output (noisysim run --segment i/N --out DIR writes one)", SegmentFile)

@@ -79,7 +79,7 @@ func runMerge(ctx context.Context, a *app, args []string) error {
 		parts = append(parts, harness.SegmentPart{Output: o, Report: rep})
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w: merge: %w", scenario.ErrInvalid, err)
+		return usagef("merge: %v", err)
 	}
 	path := *file
 	if path == "" {

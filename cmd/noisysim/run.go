@@ -372,7 +372,10 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 			}
 			fmt.Fprintf(a.stdout, "segment %s: histograms written to %s (noisysim merge reads them)\n", f.segment, filepath.Join(f.out, harness.HistogramLogFile))
 		}
-		if err != nil {
+		if err != nil && !f.segment.Whole() {
+			fmt.Fprintf(a.stdout, "segment %s: stopped before its end: its partial reports (incomplete) are kept in %s, but no %s or %s is written, so noisysim merge cannot use them: run every agent again, with a new --start-at\n",
+				f.segment, f.out, harness.HistogramLogFile, harness.SegmentFile)
+		} else if err != nil {
 			fmt.Fprintf(a.stdout, "partial reports (incomplete) written to %s\n", f.out)
 		} else {
 			fmt.Fprintf(a.stdout, "reports written to %s\n", f.out)
