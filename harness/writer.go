@@ -70,11 +70,12 @@ type writerVerdict struct {
 	node                    string
 }
 
-// writerPoolSize is the writer's connections per node: the writes in
-// flight at once at a few ms each and 100 writes/s, with room for a
-// worker slowed down by the scenario's own load. A write waiting for one
-// of them waits from its intended start (its time counts the wait).
-const writerPoolSize = 8
+// writerPoolSize is the writer's connections per node: 100 writes/s of up
+// to 40 ms each, and within a role's connection limit beside the
+// configuration's own pool (the interactive role's 40 over a pool of 30).
+// A write waiting for one of them waits from its intended start (its time
+// counts the wait).
+const writerPoolSize = 4
 
 // writerMaxInFlight bounds the writes sent and not yet answered (those
 // waiting for a connection included): 2.5 s of writes at 100 writes/s.
