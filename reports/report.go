@@ -546,9 +546,11 @@ type Point struct {
 	// a writer.
 	Writer *WriterPoint `json:"writer,omitempty"`
 	// Workers is each Citus worker's load in the second (topology citus),
-	// in worker order: the DB time of the calls that ended in the second,
-	// each tenant's counted on the worker that held its shard (the
-	// placements as read at most a second before), per second.
+	// in worker order: the DB time the calls spent in the second (a call
+	// that ran 3 seconds counts in each of them, the part that fell
+	// there), each tenant's counted on the worker that held its shard
+	// (the placements as read at most a second before the point), per
+	// second.
 	Workers []WorkerPoint `json:"workers,omitempty"`
 }
 
@@ -583,8 +585,9 @@ type PoolPoint struct {
 	// Borrowed and Max are the connections in use and the pool's size.
 	Borrowed int64 `json:"borrowed"`
 	Max      int64 `json:"max"`
-	// Busy is the DB time of the calls the pool ran that ended in the
-	// second, per second: the mean connections busy, the node's load.
+	// Busy is the DB time the pool's calls spent in the second (a long
+	// call counts in each second it ran, the part that fell there), per
+	// second: the mean connections busy, the node's load.
 	Busy float64 `json:"busy,omitempty"`
 	// Opened is how many connections the pool opened over the second: a
 	// burst is a pool growing under a change of load, each new connection
