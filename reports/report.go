@@ -533,7 +533,9 @@ type Point struct {
 	At float64 `json:"at_s"`
 	// Rate is the requests issued in the second, per second.
 	Rate float64 `json:"rate_per_s"`
-	// TopDBTime ranks the tenants by DB time in the second (the top 5).
+	// TopDBTime ranks the tenants by DB time in the second (the top 5):
+	// the DB time their calls spent in it, a long call's spread over the
+	// seconds it ran.
 	TopDBTime []Share `json:"top_db_time,omitempty"`
 	// Limiters are each limited class's limiter at the point's end
 	// (in flight, queued) and over the second (rejected).
