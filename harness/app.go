@@ -76,7 +76,7 @@ func (m multiStat) Stat() limiter.Stat {
 
 // newAppStack builds configuration c's app.instances stacks; for limiter
 // global it first reaches Redis (redis_url) or starts a redis-server.
-func (r *runner) newAppStack(ctx context.Context, c *scenario.Configuration) (_ *appStack, err error) {
+func (r *runner) newAppStack(ctx context.Context, c *scenario.Configuration, spread *dbSpread) (_ *appStack, err error) {
 	ledger, err := pools.NewLedger(pools.LedgerConfig{})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrRun, err)
@@ -114,7 +114,7 @@ func (r *runner) newAppStack(ctx context.Context, c *scenario.Configuration) (_ 
 	}
 	for i := range c.App.Instances {
 		a.cur = i
-		s, err := r.newInstance(ctx, c, a, i, func(class pools.Class, l limiterStats) {
+		s, err := r.newInstance(ctx, c, a, i, spread, func(class pools.Class, l limiterStats) {
 			a.limiters[class] = append(a.limiters[class], l)
 		})
 		if err != nil {

@@ -244,15 +244,19 @@ func (r *runner) followLayout(ctx context.Context) (stop func()) {
 	return func() { once.Do(func() { cancel(); <-done }) }
 }
 
-// workerPoints are the per-worker loads of one second of the series:
-// dbTime (per tenant key, over over) through the latest layout, by the
-// workers' short names in their order; nil before a layout was read.
-func (c *citusRun) workerPoints(dbTime map[string]time.Duration, over time.Duration) []reports.WorkerPoint {
-	l := c.latest.Load()
-	if l == nil || over <= 0 {
+// workerPoints are the per-worker loads of one step of the series:
+// shardTime (DB time per shard, over over) on the workers that held the
+// shards in l, by the workers' short names in their order.
+func (l *citusLayout) workerPoints(shardTime map[int64]time.Duration, over float64) []reports.WorkerPoint {
+	if over <= 0 {
 		return nil
 	}
-	w, _, _ := citus.Attribute(l.Workers, l.Placements, l.shardOf, dbTime, over)
+	w := map[string]float64{}
+	for shard, d := range shardTime {
+		if addr, ok := l.Placements[shard]; ok {
+			w[addr] += d.Seconds() / over
+		}
+	}
 	names := reports.NewWorkerNames(workerAddrs(l))
 	out := make([]reports.WorkerPoint, 0, len(l.Workers))
 	for _, addr := range names.Addrs {
@@ -265,6 +269,17 @@ func (c *citusRun) workerPoints(dbTime map[string]time.Duration, over time.Durat
 		out = append(out, wp)
 	}
 	return out
+}
+
+// shardOf is the shard of tenant in the latest layout; false before a
+// layout was read or for a tenant without one.
+func (c *citusRun) shardOf(tenant string) (int64, bool) {
+	l := c.latest.Load()
+	if l == nil {
+		return 0, false
+	}
+	shard, ok := l.shardOf[tenant]
+	return shard, ok
 }
 
 // openCitus opens the coordinator pool of a run on topology citus.

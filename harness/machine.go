@@ -55,6 +55,9 @@ func (r *runner) machineReport(rep *reports.Report) {
 	m := &reports.Machine{Concurrent: r.opts.Concurrent, Windows: windows}
 	if r.guard != nil {
 		m.MaxForeignCPU = r.guard.MaxForeignCPU()
+		if d := r.guard.MaxStall(); d > 0 {
+			m.MaxStallMs = float64(d.Milliseconds())
+		}
 	}
 	if c, ok := r.cluster.(backend.CPUReporter); ok {
 		if st := c.CPUBudgets(); st.Mechanism != "" || st.Skipped != "" {

@@ -195,9 +195,9 @@ func loggedStatement(tb testing.TB, op workload.Op) (session, n int) {
 	return session, n
 }
 
-// TestLogSessionsBounded streams logs of 30,000 short sessions (500 a
-// second, a minute of log, 300 pids: a session id recurs within its
-// second, 18,000 ids in all) through a replay's reader
+// TestLogSessionsBounded streams logs of 12,000 short sessions (500 a
+// second, 24 s of log, 300 pids: a session id recurs within its
+// second, 7,200 ids in all) through a replay's reader
 // and its session turns, each statement done before the next is read: the
 // sessions the reader keeps stay bounded by the sessions open at once
 // (with log_disconnections) or active within logSessionIdle (without),
@@ -212,13 +212,13 @@ func TestLogSessionsBounded(t *testing.T) {
 		// 500 sessions a second of 3 statements 1 ms apart: about 2 open.
 		{"disconnections", sessionsLog{Format: pglog.CSV, Disconnections: true}, 10},
 		// 300 ids a second, idle after logSessionIdle of log time: about
-		// 3,000 active at once; 18,000 if none is forgotten.
+		// 3,000 active at once; 7,200 if none is forgotten.
 		{"idle", sessionsLog{Format: pglog.CSV}, 4000},
 		{"idle-jsonlog", sessionsLog{Format: pglog.JSON}, 4000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sl := tc.log
-			sl.Sessions, sl.PerSecond, sl.Statements, sl.Spacing, sl.Tenants, sl.Pids = 30000, 500, 3, time.Millisecond, 10, 300
+			sl.Sessions, sl.PerSecond, sl.Statements, sl.Spacing, sl.Tenants, sl.Pids = 12000, 500, 3, time.Millisecond, 10, 300
 			path, statements := sl.writeFile(t, t.TempDir())
 			r := logRunner(t, path, sl.Format, sl.Tenants, time.Second)
 			if r.replay.total != int64(statements) {

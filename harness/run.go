@@ -823,6 +823,24 @@ type stack struct {
 	// app holds the instances beyond the first and their shared state; nil
 	// without app.
 	app *appStack
+	// spread books every instance's calls' DB time over the seconds they
+	// ran, for the series (respread).
+	spread *dbSpread
+}
+
+// poolKeys names the pools of Stat().Pools, in its order.
+func (s *stack) poolKeys() []poolKey {
+	insts := []*pools.Stack{s.Stack}
+	if s.app != nil {
+		insts = s.app.instances
+	}
+	var out []poolKey
+	for i, in := range insts {
+		for _, ps := range in.Stat().Pools {
+			out = append(out, poolKey{i, ps.Name, ps.Node})
+		}
+	}
+	return out
 }
 
 // limiterStats is what the run reads of a class's limiter (or limiters).
@@ -831,16 +849,19 @@ type limiterStats interface{ Stat() limiter.Stat }
 // newStack builds configuration c's isolation stack on the cluster: one,
 // or with app one per instance.
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
-	st := &stack{limiters: map[pools.Class]limiterStats{}}
+	st := &stack{limiters: map[pools.Class]limiterStats{}, spread: newDBSpread(seriesEvery)}
+	if r.citus != nil {
+		st.spread.shardOf = r.citus.shardOf
+	}
 	if c.App == nil {
-		s, err := r.newInstance(ctx, c, nil, 0, func(class pools.Class, l limiterStats) { st.limiters[class] = l })
+		s, err := r.newInstance(ctx, c, nil, 0, st.spread, func(class pools.Class, l limiterStats) { st.limiters[class] = l })
 		if err != nil {
 			return nil, err
 		}
 		st.Stack = s
 		return st, nil
 	}
-	app, err := r.newAppStack(ctx, c)
+	app, err := r.newAppStack(ctx, c, st.spread)
 	if err != nil {
 		return nil, err
 	}
@@ -854,8 +875,9 @@ func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stac
 
 // newInstance builds one isolation stack of configuration c: its pools and
 // its limiters, made by app (nil: the configured local limiter) for
-// instance inst; each class's limiter is handed to keep.
-func (r *runner) newInstance(ctx context.Context, c *scenario.Configuration, app *appStack, inst int,
+// instance inst, its calls' DB time booked into spread too; each class's
+// limiter is handed to keep.
+func (r *runner) newInstance(ctx context.Context, c *scenario.Configuration, app *appStack, inst int, spread *dbSpread,
 	keep func(pools.Class, limiterStats)) (*pools.Stack, error) {
 	dsn := func(node backend.Node, pool string) string {
 		role := roleName(r.roleTag, c.Name, pool)
@@ -864,7 +886,7 @@ func (r *runner) newInstance(ctx context.Context, c *scenario.Configuration, app
 		}
 		return node.DSNFor(role, r.passwords[role])
 	}
-	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{}, Logger: r.log}
+	cfg := pools.Config{Classes: map[pools.Class]pools.ClassConfig{}, Logger: r.log, OnWork: spread.hook(inst)}
 	if app != nil {
 		cfg.SharedLedger = app.ledger
 	}

@@ -214,7 +214,10 @@ type timelineRun struct {
 	ex                     *executor
 	faults                 *faultRun
 	series                 []reports.Point
-	actions                []reports.ActionResult
+	// layouts are the Citus layouts each point of series was sampled
+	// with (topology citus), for respread.
+	layouts []*citusLayout
+	actions []reports.ActionResult
 }
 
 // window returns the window of the phase named name.
@@ -438,6 +441,11 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	tr.actions = acts.finish()
 	layouts.Wait()
 	stopSeries()
+	if st.spread != nil {
+		// Every call has ended: each point's load from the DB time of
+		// the calls that ran in it, not of those that ended in it.
+		respread(tr.series, tr.layouts, st.poolKeys(), st.spread)
+	}
 	tr.usageEnd = st.Ledger().Usage()
 	tr.limitsAt = st.limiterStat()
 	for _, w := range tr.windows {
@@ -460,9 +468,15 @@ const seriesEvery = time.Second
 // sampleSeries adds a point to tr.series every seriesEvery until the
 // returned func is called (once or more): the requests issued, the ledger's
 // top tenants, the limiters and the checked writer's answers (w, when
-// not nil) over the last step. Each ledger reading goes to ring too.
+// not nil) over the last step. Each ledger reading goes to ring too. The
+// pools' and workers' loads are what st.spread holds when the point is
+// taken (a call still running is not in it yet); respread completes them
+// once the run is over.
 func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current *atomic.Int32, ring *ledgerRing, w *checkedWriter) (stop func()) {
 	t0 := time.Now()
+	if st.spread != nil {
+		st.spread.start(t0)
+	}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -490,7 +504,7 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 				ring.add(now, usage)
 				pt := reports.Point{Window: r.steps[current.Load()].Name, At: now.Sub(t0).Seconds(),
 					Rate:      float64(calls-lastCalls) / now.Sub(last).Seconds(),
-					TopDBTime: topShares(pools.UsageWindow(lastUsage, usage), 5)}
+					TopDBTime: topShares(pools.UsageWindow(lastUsage, usage), seriesTopTenants)}
 				for _, class := range slices.Sorted(maps.Keys(st.limiters)) {
 					ls, was := st.limiters[class].Stat().Total, lastRejected[class]
 					lp := reports.LimiterPoint{Class: string(class), InFlight: int64(ls.InFlight),
@@ -522,7 +536,11 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 					}
 				}
 				if r.citus != nil {
-					pt.Workers = r.citus.workerPoints(dbTimes(pools.UsageWindow(lastUsage, usage)), now.Sub(last))
+					l := r.citus.latest.Load()
+					if l != nil && st.spread != nil {
+						pt.Workers = l.workerPoints(st.spread.over(last.Sub(t0).Seconds(), pt.At).shards, now.Sub(last).Seconds())
+					}
+					tr.layouts = append(tr.layouts, l)
 				}
 				if w != nil {
 					acked, failed := w.answered()

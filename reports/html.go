@@ -165,6 +165,9 @@ func yRange(f figure) (lo, hi float64) {
 		hi = max(hi, lo*10)
 		return lo / 1.2, hi * 1.2
 	}
+	if f.ClipY > 0 {
+		hi = min(hi, f.ClipY)
+	}
 	return min(lo, 0), max(hi*1.05, 1)
 }
 
@@ -238,14 +241,19 @@ func panelPlot(f figure, p panel, ymin, ymax float64) (*plot.Plot, *phaseBands, 
 			order = append(order, i)
 		}
 	}
+	var marks []plot.Plotter // the clipped points' marks, over every line
 	for _, i := range order {
 		l := p.Lines[i]
-		xys := make(plotter.XYs, 0, len(l.Points))
-		for _, pt := range l.Points {
-			if f.LogY && pt[1] <= 0 {
-				continue // no point for an empty second on a log scale
+		xys, clipped := linePoints(f, l, xOf)
+		if len(clipped) > 0 {
+			// A point above the axis's top: on it, marked ▲ in the
+			// line's colour.
+			sc, err := plotter.NewScatter(clipped)
+			if err != nil {
+				return nil, nil, err
 			}
-			xys = append(xys, plotter.XY{X: xOf(pt[0]), Y: pt[1]})
+			sc.GlyphStyle = draw.GlyphStyle{Color: lineColor(l), Radius: vg.Points(3.5), Shape: draw.TriangleGlyph{}}
+			marks = append(marks, sc)
 		}
 		if len(xys) == 0 {
 			continue
@@ -263,6 +271,7 @@ func panelPlot(f figure, p panel, ymin, ymax float64) (*plot.Plot, *phaseBands, 
 			}
 		}
 	}
+	plt.Add(marks...)
 	if !f.PercentileX {
 		plt.X.Min = 0
 		for _, s := range p.Phases {
@@ -270,6 +279,25 @@ func panelPlot(f figure, p panel, ymin, ymax float64) (*plot.Plot, *phaseBands, 
 		}
 	}
 	return plt, bands, nil
+}
+
+// linePoints are l's points on f's axes (x through xOf): a point at or
+// under 0 left out on a log scale, one above f.ClipY drawn at it and
+// returned in clipped too, to be marked.
+func linePoints(f figure, l line, xOf func(float64) float64) (xys, clipped plotter.XYs) {
+	xys = make(plotter.XYs, 0, len(l.Points))
+	for _, pt := range l.Points {
+		if f.LogY && pt[1] <= 0 {
+			continue // no point for an empty second on a log scale
+		}
+		y := pt[1]
+		if f.ClipY > 0 && y > f.ClipY {
+			y = f.ClipY
+			clipped = append(clipped, plotter.XY{X: xOf(pt[0]), Y: y})
+		}
+		xys = append(xys, plotter.XY{X: xOf(pt[0]), Y: y})
+	}
+	return xys, clipped
 }
 
 // lineColor is the colour of line l.

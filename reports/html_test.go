@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 )
@@ -365,5 +366,72 @@ func TestPanelLabelsDoNotOverlap(t *testing.T) {
 				t.Errorf("labels %d %v and %d %v overlap", j, b, i, a)
 			}
 		}
+	}
+}
+
+// TestNodesFigureClipsABurst: one second of 12 busy backends on worker2
+// (a burst while a shard is isolated) among 40 loads under 1 does not set
+// the y axis: it ends at 1.5 × the 95th percentile of the loads, the
+// title and the axis say so, and the point is drawn on the axis's top,
+// marked. Loads without a burst are not clipped.
+func TestNodesFigureClipsABurst(t *testing.T) {
+	nodes := func(burst float64) figure {
+		r := seriesReport()
+		r.Configurations = r.Configurations[:1]
+		c := &r.Configurations[0]
+		c.Series = nil
+		for i := range 20 {
+			pt := Point{Window: "run", At: float64(i + 1), Workers: []WorkerPoint{{Worker: "worker1", Load: 0.5 + 0.02*float64(i)}, {Worker: "worker2", Load: 0.25}}}
+			if i == 3 {
+				pt.Workers[1].Load = burst
+			}
+			c.Series = append(c.Series, pt)
+		}
+		for _, f := range figures(r) {
+			if f.ID == "nodes" {
+				return f
+			}
+		}
+		t.Fatal("no nodes figure")
+		return figure{}
+	}
+	if f := nodes(0.3); f.ClipY != 0 || strings.Contains(f.Title, "clipped") {
+		t.Errorf("loads without a burst: clip %g, title %q; want no clipping", f.ClipY, f.Title)
+	}
+	f := nodes(12)
+	top := 0.0
+	for _, l := range f.Panels[0].Lines {
+		for _, pt := range l.Points {
+			if pt[1] < 12 {
+				top = max(top, pt[1])
+			}
+		}
+	}
+	if f.ClipY < top || f.ClipY >= 12 {
+		t.Fatalf("clip at %g, want between the highest other load %g and the burst 12", f.ClipY, top)
+	}
+	if !strings.Contains(f.Title, "1 points above it") || !strings.Contains(f.YLabel, "clipped") {
+		t.Errorf("title %q, y label %q: want the clipping and its 1 point named", f.Title, f.YLabel)
+	}
+	lo, hi := yRange(f)
+	plt, _, err := panelPlot(f, f.Panels[0], lo, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plt.Y.Max > f.ClipY*1.06 {
+		t.Errorf("y axis up to %g, want it to end near the clip %g", plt.Y.Max, f.ClipY)
+	}
+	var marked plotter.XYs
+	for _, l := range f.Panels[0].Lines {
+		xys, clipped := linePoints(f, l, func(x float64) float64 { return x })
+		for _, xy := range xys {
+			if xy.Y > f.ClipY {
+				t.Errorf("%s drawn at %g, above the clip %g", l.Label, xy.Y, f.ClipY)
+			}
+		}
+		marked = append(marked, clipped...)
+	}
+	if len(marked) != 1 || marked[0].X != 4 || marked[0].Y != f.ClipY {
+		t.Errorf("marked %v, want the burst's second (4 s) on the clip %g", marked, f.ClipY)
 	}
 }

@@ -21,6 +21,9 @@ type Machine struct {
 	// servers) plus steal time, averaged over the window. 0 when the guard
 	// did not run.
 	MaxForeignCPU float64 `json:"max_foreign_cpu,omitempty"`
+	// MaxStallMs is the longest stall of noisysim's process a window may
+	// hold and not be disturbed; 0 when the stall meter did not run.
+	MaxStallMs float64 `json:"max_stall_ms,omitempty"`
 	// Windows are the guard's figures per measured window, in run order.
 	Windows []WindowLoad `json:"windows,omitempty"`
 	// GeneratorCores are the cores noisysim itself ran on
@@ -65,7 +68,16 @@ type WindowLoad struct {
 	StealCPU   float64 `json:"steal_cpu"`
 	// Top are the busiest processes outside the run, busiest first.
 	Top []ForeignProc `json:"top,omitempty"`
-	// Disturbed is true when ForeignCPU + StealCPU exceeded the threshold.
+	// Stalls counts the times noisysim's process woke 50 ms or more late
+	// (the whole process stood still: the machine, its hypervisor or the
+	// Go runtime paused it), StalledMs their total, StallMaxMs the longest,
+	// StallAtS when the longest began, in seconds from the window's start.
+	Stalls     int     `json:"stalls,omitempty"`
+	StalledMs  float64 `json:"stalled_ms,omitempty"`
+	StallMaxMs float64 `json:"stall_max_ms,omitempty"`
+	StallAtS   float64 `json:"stall_at_s,omitempty"`
+	// Disturbed is true when ForeignCPU + StealCPU exceeded the threshold,
+	// or the longest stall reached Machine.MaxStallMs.
 	Disturbed bool `json:"disturbed"`
 }
 
@@ -89,6 +101,26 @@ func (m *Machine) Disturbed() []WindowLoad {
 		}
 	}
 	return out
+}
+
+// Why returns why w, one of m's windows, is disturbed, e.g. "0.82 CPU
+// used outside the run" or "noisysim stood still 730 ms at 4.2 s"; ""
+// when it is not.
+func (m *Machine) Why(w WindowLoad) string {
+	if m == nil || !w.Disturbed {
+		return ""
+	}
+	var why []string
+	if m.MaxForeignCPU > 0 && w.ForeignCPU+w.StealCPU > m.MaxForeignCPU {
+		why = append(why, fmt.Sprintf("%.2f CPU used outside the run (above %.2f)", w.ForeignCPU+w.StealCPU, m.MaxForeignCPU))
+	}
+	if m.MaxStallMs > 0 && w.StallMaxMs >= m.MaxStallMs {
+		why = append(why, fmt.Sprintf("noisysim stood still %.0f ms at %.1f s (%.0f ms or more)", w.StallMaxMs, w.StallAtS, m.MaxStallMs))
+	}
+	if len(why) == 0 {
+		why = append(why, "marked disturbed where it was measured")
+	}
+	return strings.Join(why, " and ")
 }
 
 // budgetsLine returns e.g. "primary 0.4 CPU, replica1 no budget (cgroup v1 …)".
@@ -120,10 +152,25 @@ func (w WindowLoad) line() string {
 		}
 		s += "; top: " + strings.Join(top, ", ")
 	}
+	if w.Stalls > 0 {
+		s += fmt.Sprintf("; %s", w.stallText())
+	}
 	if w.Disturbed {
 		s += "  DISTURBED"
 	}
 	return s
+}
+
+// stallText returns e.g. "2 stalls, longest 730 ms at 4.2 s".
+func (w WindowLoad) stallText() string {
+	if w.Stalls == 0 {
+		return ""
+	}
+	n := "1 stall"
+	if w.Stalls > 1 {
+		n = fmt.Sprintf("%d stalls (%.0f ms in all)", w.Stalls, w.StalledMs)
+	}
+	return fmt.Sprintf("%s, longest %.0f ms at %.1f s", n, w.StallMaxMs, w.StallAtS)
 }
 
 // writeMachine writes the Markdown section of m, if any.
@@ -144,15 +191,19 @@ func writeMachine(p func(string, ...any), m *Machine) {
 		return
 	}
 	if d := m.Disturbed(); len(d) > 0 {
-		p("**DISTURBED:** other processes used more than %.2f CPU during %d measured window(s); the figures may not be the system's own.\n\n", m.MaxForeignCPU, len(d))
+		var why []string
+		for _, w := range d {
+			why = append(why, w.Window+": "+m.Why(w))
+		}
+		p("**DISTURBED:** %s; the figures may not be the system's own.\n\n", md(strings.Join(why, "; ")))
 	}
-	p("| Window | Seconds | Foreign CPU | Steal CPU | Own CPU | Busiest outside | Disturbed |\n|---|---|---|---|---|---|---|\n")
+	p("| Window | Seconds | Foreign CPU | Steal CPU | Own CPU | Busiest outside | Stalls | Disturbed |\n|---|---|---|---|---|---|---|---|\n")
 	for _, w := range m.Windows {
 		var top []string
 		for _, t := range w.Top[:min(3, len(w.Top))] {
 			top = append(top, fmt.Sprintf("%s[%d] %.2f", t.Comm, t.PID, t.CPUs))
 		}
-		p("| %s | %.1f | %.2f | %.2f | %.2f | %s | %s |\n", md(w.Window), w.Seconds, w.ForeignCPU, w.StealCPU, w.OwnCPU, md(strings.Join(top, ", ")), yesNo(w.Disturbed))
+		p("| %s | %.1f | %.2f | %.2f | %.2f | %s | %s | %s |\n", md(w.Window), w.Seconds, w.ForeignCPU, w.StealCPU, w.OwnCPU, md(strings.Join(top, ", ")), md(w.stallText()), yesNo(w.Disturbed))
 	}
 	p("\n")
 }

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"sort"
 )
 
 // A figure is one plot of report.html: one panel per configuration, side
@@ -23,6 +25,9 @@ type figure struct {
 	// HdrHistogram's percentile axis (1 / (1 - p), log scale); otherwise
 	// x is seconds from the timeline's start.
 	PercentileX bool `json:"percentile_x,omitempty"`
+	// ClipY, when above 0, is the top of the y axis, below the highest
+	// point: the points above it are drawn on it, marked (clipY).
+	ClipY float64 `json:"clip_y,omitempty"`
 	// Panels are the configurations', in run order.
 	Panels []panel `json:"panels"`
 }
@@ -117,10 +122,53 @@ func figures(r *Report) []figure {
 			figs[i].Panels = append(figs[i].Panels, p)
 		}
 		if any {
+			if id := figs[i].ID; id == "nodes" || id == "writer" {
+				clipY(&figs[i]) // a burst (a backlog answered at once) flattens the rest
+			}
 			out = append(out, figs[i])
 		}
 	}
 	return out
+}
+
+// Clipping: a figure whose highest point is above clipFactor × the
+// clipPercentile-th percentile of its positive values has its y axis end
+// there.
+const (
+	clipPercentile = 95
+	clipFactor     = 1.5
+)
+
+// clipY sets f.ClipY where a few points (a burst, e.g. while a tenant's
+// shard is being isolated) would set the y axis so high that the rest of
+// the figure reads flat: clipFactor × the clipPercentile-th percentile of
+// the positive values of every panel's lines (nearest rank), when some
+// point is above it. The title says so, with how many points are clipped.
+func clipY(f *figure) {
+	var vs []float64
+	for _, p := range f.Panels {
+		for _, l := range p.Lines {
+			for _, pt := range l.Points {
+				if pt[1] > 0 {
+					vs = append(vs, pt[1])
+				}
+			}
+		}
+	}
+	if len(vs) == 0 {
+		return
+	}
+	slices.Sort(vs)
+	rank := max(int(math.Ceil(clipPercentile/100.0*float64(len(vs))))-1, 0)
+	clip := clipFactor * vs[rank]
+	above := len(vs) - sort.SearchFloat64s(vs, math.Nextafter(clip, math.Inf(1)))
+	if above == 0 {
+		return
+	}
+	f.ClipY = clip
+	f.Title += fmt.Sprintf("; y axis clipped at %.3g (%g × the %dth percentile of the values): %d points above it are drawn on it, marked ▲",
+		clip, clipFactor, clipPercentile, above)
+	f.YLabel += " (▲ clipped)"
 }
 
 // phaseSpans are c's windows and, when its series run on past the last

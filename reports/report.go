@@ -517,10 +517,9 @@ type WriterCheck struct {
 	// (part of LockRetries): its time covers them and its reruns.
 	LongestWriteLockRetries int64 `json:"longest_write_lock_retries,omitempty"`
 	// LongestWriteLate is the part of LongestWrite before it was sent, in
-	// ms: the writer writes one at a time, and a write waits for those
-	// before it (a pause shows in the writes after it too, each counted
-	// from its own intended start, never added up; a writer slower than
-	// its rate falls behind for good).
+	// ms: the writer's own delay (writes are sent open loop, on schedule,
+	// whatever is in flight: only its in-flight bound or the Go scheduler
+	// delays one), so a large figure is noisysim's, not the database's.
 	LongestWriteLate float64 `json:"longest_write_late_ms,omitempty"`
 	// Node is where the checker read the rows back.
 	Node string `json:"node,omitempty"`
@@ -534,7 +533,9 @@ type Point struct {
 	At float64 `json:"at_s"`
 	// Rate is the requests issued in the second, per second.
 	Rate float64 `json:"rate_per_s"`
-	// TopDBTime ranks the tenants by DB time in the second (the top 5).
+	// TopDBTime ranks the tenants by DB time in the second (the top 5):
+	// the DB time their calls spent in it, a long call's spread over the
+	// seconds it ran.
 	TopDBTime []Share `json:"top_db_time,omitempty"`
 	// Limiters are each limited class's limiter at the point's end
 	// (in flight, queued) and over the second (rejected).
@@ -546,9 +547,11 @@ type Point struct {
 	// a writer.
 	Writer *WriterPoint `json:"writer,omitempty"`
 	// Workers is each Citus worker's load in the second (topology citus),
-	// in worker order: the DB time of the calls that ended in the second,
-	// each tenant's counted on the worker that held its shard (the
-	// placements as read at most a second before), per second.
+	// in worker order: the DB time the calls spent in the second (a call
+	// that ran 3 seconds counts in each of them, the part that fell
+	// there), each tenant's counted on the worker that held its shard
+	// (the placements as read at most a second before the point), per
+	// second.
 	Workers []WorkerPoint `json:"workers,omitempty"`
 }
 
@@ -583,8 +586,9 @@ type PoolPoint struct {
 	// Borrowed and Max are the connections in use and the pool's size.
 	Borrowed int64 `json:"borrowed"`
 	Max      int64 `json:"max"`
-	// Busy is the DB time of the calls the pool ran that ended in the
-	// second, per second: the mean connections busy, the node's load.
+	// Busy is the DB time the pool's calls spent in the second (a long
+	// call counts in each second it ran, the part that fell there), per
+	// second: the mean connections busy, the node's load.
 	Busy float64 `json:"busy,omitempty"`
 	// Opened is how many connections the pool opened over the second: a
 	// burst is a pool growing under a change of load, each new connection

@@ -208,7 +208,7 @@ func (t *textWriter) header() {
 			t.p("CONCURRENT: %s\n", m.Concurrent)
 		}
 		if len(m.Windows) > 0 {
-			t.p("machine   CPU outside the run per window (disturbed above %.2f CPU):\n", m.MaxForeignCPU)
+			t.p("machine   CPU outside the run per window (disturbed above %.2f CPU%s):\n", m.MaxForeignCPU, stallBound(m))
 			for _, w := range m.Windows {
 				t.p("  %s\n", w.line())
 			}
@@ -587,12 +587,12 @@ func (t *textWriter) verdict() {
 		return
 	}
 	if d := t.r.Machine.Disturbed(); len(d) > 0 {
-		var names []string
+		var why []string
 		for _, w := range d {
-			names = append(names, w.Window)
+			why = append(why, w.Window+": "+t.r.Machine.Why(w))
 		}
-		t.p("RESULT: %s, DISTURBED: other processes used more than %.2f CPU during %s; the figures may not be the system's own\n",
-			passFail(t.r.Passed), t.r.Machine.MaxForeignCPU, strings.Join(names, ", "))
+		t.p("RESULT: %s, DISTURBED (%s); the figures may not be the system's own\n",
+			passFail(t.r.Passed), strings.Join(why, "; "))
 	} else {
 		t.p("RESULT: %s\n", passFail(t.r.Passed))
 	}
@@ -625,4 +625,12 @@ func seq(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// stallBound returns ", or a stall of 250 ms" when the stall meter ran.
+func stallBound(m *Machine) string {
+	if m.MaxStallMs <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", or a stall of %.0f ms", m.MaxStallMs)
 }

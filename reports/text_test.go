@@ -577,3 +577,32 @@ func TestTextOwnSolo(t *testing.T) {
 		t.Errorf("no footnote on per-configuration baselines:\n%s", out)
 	}
 }
+
+// A window disturbed by a stall of noisysim's process says so, apart from
+// one disturbed by CPU used outside the run, in the verdict line and in
+// Markdown.
+func TestDisturbedSaysWhy(t *testing.T) {
+	r := sampleReport(3)
+	r.Machine = &Machine{MaxForeignCPU: 0.5, MaxStallMs: 250, Windows: []WindowLoad{
+		{Window: "solo", Seconds: 6, ForeignCPU: 0.9, Disturbed: true},
+		{Window: "run (naive)", Seconds: 10, ForeignCPU: 0.1, Stalls: 2, StalledMs: 800, StallMaxMs: 730, StallAtS: 4.2, Disturbed: true},
+		{Window: "run (isolated)", Seconds: 10, Stalls: 1, StalledMs: 60, StallMaxMs: 60, StallAtS: 1},
+	}}
+	out := string(renderText(t, r, TextOptions{}))
+	for _, want := range []string{
+		"DISTURBED (solo: 0.90 CPU used outside the run (above 0.50); run (naive): noisysim stood still 730 ms at 4.2 s (250 ms or more))",
+		"2 stalls (800 ms in all), longest 730 ms at 4.2 s",
+		"1 stall, longest 60 ms at 1.0 s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "run (naive): noisysim stood still 730 ms") {
+		t.Errorf("Markdown lacks the stall:\n%s", md.String())
+	}
+}

@@ -45,8 +45,10 @@ A measured run holds a machine-wide lock (/tmp/noisysim-measure.lock, or
 $NOISYSIM_LOCK_FILE): a second run waits for it, or with --no-wait exits 2
 naming the run holding it; --allow-concurrent measures beside it and the
 report says so. During each measured window noisysim measures the CPU used
-outside its own processes and its servers (and steal time); a window above
---max-foreign-cpu is marked DISTURBED, and so is the verdict line.
+outside its own processes and its servers (and steal time), and stalls of
+its own process (woken 50 ms or more late); a window above --max-foreign-cpu,
+or with a stall of 250 ms or more, is marked DISTURBED, and so is the
+verdict line.
 
 Before the run it says how many quiet tenant × class pairs quiet_p99 will
 judge (those reaching min_samples in both its phases). A verdict whose limit

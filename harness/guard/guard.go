@@ -16,6 +16,15 @@
 // children's cutime, cstime, so that short-lived children count), is the
 // foreign CPU; steal is /proc/stat's steal column. Figures are averages
 // over the window, in CPUs.
+//
+// An average hides a pause: a second in which the whole machine stood
+// still (a hypervisor that did not schedule it, a kernel busy reclaiming
+// memory, a stop-the-world pause of noisysim's own runtime) costs a 10 s
+// window only a tenth of a CPU, yet every call in flight then takes a
+// second longer, enough to decide a p99. So, as jHiccup does, a goroutine
+// wakes every StallTick and records how late it woke: a wake-up later than
+// StallMin is a stall, and a window whose longest stall reaches
+// Options.MaxStall is disturbed too.
 package guard
 
 import (
@@ -42,6 +51,17 @@ const userHZ = 100
 // topN is how many foreign processes a window names.
 const topN = 8
 
+const (
+	// StallTick is how often the stall meter wakes.
+	StallTick = 5 * time.Millisecond
+	// StallMin is how late a wake-up must be to count as a stall: well
+	// above the scheduling delay of a busy 2-core machine (a few ms).
+	StallMin = 50 * time.Millisecond
+	// DefaultMaxStall is the default longest stall a window may hold and
+	// not be disturbed.
+	DefaultMaxStall = 250 * time.Millisecond
+)
+
 // Options configures a Guard.
 type Options struct {
 	// MaxForeignCPU is the threshold in CPUs; 0 means DefaultMaxForeignCPU.
@@ -55,6 +75,10 @@ type Options struct {
 	OwnCgroups []string
 	// Proc is the proc file system's mount point; "" means /proc.
 	Proc string
+	// MaxStall is the longest stall a window may hold and not be
+	// disturbed; 0 means DefaultMaxStall, negative turns the stall meter
+	// off.
+	MaxStall time.Duration
 }
 
 // Guard measures windows one after the other. Its methods are safe for
@@ -66,7 +90,19 @@ type Guard struct {
 	cur     string
 	began   time.Time
 	start   snapshot
+	stalls  stalls // the open window's
 	windows []reports.WindowLoad
+	// stop ends the stall meter; nil when it is not running.
+	stop chan struct{}
+	done chan struct{}
+}
+
+// stalls are one window's stalls.
+type stalls struct {
+	n       int
+	total   time.Duration
+	longest time.Duration
+	at      time.Time // when the longest began
 }
 
 // New returns a Guard with no window open.
@@ -80,11 +116,56 @@ func New(opts Options) *Guard {
 	if opts.Proc == "" {
 		opts.Proc = "/proc"
 	}
+	if opts.MaxStall == 0 {
+		opts.MaxStall = DefaultMaxStall
+	}
 	return &Guard{opts: opts}
+}
+
+// meter wakes every StallTick until stop is closed and books each late
+// wake-up as a stall of the window open then.
+func (g *Guard) meter(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTimer(StallTick)
+	defer t.Stop()
+	want := time.Now().Add(StallTick)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			// Not the channel's value: that is when the timer was due.
+			now := time.Now()
+			g.late(want, now.Sub(want))
+			want = now.Add(StallTick)
+			t.Reset(StallTick)
+		}
+	}
+}
+
+// late books a wake-up that was due at due and came late by d.
+func (g *Guard) late(due time.Time, d time.Duration) {
+	if d < StallMin {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cur == "" {
+		return
+	}
+	s := &g.stalls
+	s.n++
+	s.total += d
+	if d > s.longest {
+		s.longest, s.at = d, due
+	}
 }
 
 // MaxForeignCPU returns the threshold in use.
 func (g *Guard) MaxForeignCPU() float64 { return g.opts.MaxForeignCPU }
+
+// MaxStall returns the stall bound in use; 0 when the meter is off.
+func (g *Guard) MaxStall() time.Duration { return max(g.opts.MaxStall, 0) }
 
 // SetOwnCgroups replaces Options.OwnCgroups, e.g. once the containers are up.
 func (g *Guard) SetOwnCgroups(ids []string) {
@@ -106,12 +187,24 @@ func (g *Guard) Begin(name string) {
 	snap := g.snap()
 	g.closeLocked(now, snap)
 	if name != "" {
-		g.cur, g.began, g.start = name, now, snap
+		g.cur, g.began, g.start, g.stalls = name, now, snap, stalls{}
+		if g.stop == nil && g.opts.MaxStall > 0 {
+			g.stop, g.done = make(chan struct{}), make(chan struct{})
+			go g.meter(g.stop, g.done)
+		}
 	}
 }
 
 // End ends the open window and returns every window measured, in order.
 func (g *Guard) End() []reports.WindowLoad {
+	g.mu.Lock()
+	stop, done := g.stop, g.done
+	g.stop, g.done = nil, nil
+	g.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done // books nothing after this: the window closes below
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.closeLocked(time.Now(), g.snap())
@@ -125,9 +218,20 @@ func (g *Guard) closeLocked(now time.Time, end snapshot) {
 	secs := now.Sub(g.began).Seconds()
 	w := measure(g.cur, secs, g.start, end)
 	w.Disturbed = w.ForeignCPU+w.StealCPU > g.opts.MaxForeignCPU
+	if s := g.stalls; s.n > 0 {
+		w.Stalls = s.n
+		w.StalledMs = ms(s.total)
+		w.StallMaxMs = ms(s.longest)
+		w.StallAtS = s.at.Sub(g.began).Seconds()
+		if g.opts.MaxStall > 0 && s.longest >= g.opts.MaxStall {
+			w.Disturbed = true
+		}
+	}
 	g.windows = append(g.windows, w)
 	g.cur = ""
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // snapshot is the machine's tick counters at one instant.
 type snapshot struct {

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -126,5 +127,86 @@ func TestNoProc(t *testing.T) {
 	w := g.End()
 	if len(w) != 1 || w[0].Disturbed || w[0].ForeignCPU != 0 {
 		t.Errorf("without /proc: %+v, want one window of zeros", w)
+	}
+}
+
+// A late wake-up of the stall meter is booked to the window open then: the
+// longest, its moment, their count and total; the longest makes the window
+// disturbed when it reaches MaxStall.
+func TestStallsBooked(t *testing.T) {
+	for _, c := range []struct {
+		max       time.Duration
+		disturbed bool
+	}{{250 * time.Millisecond, true}, {time.Hour, false}} {
+		g := New(Options{MaxForeignCPU: 1000, MaxStall: c.max})
+		g.Begin("run")
+		t0 := g.began
+		g.late(t0.Add(time.Second), 30*time.Millisecond) // below StallMin: not a stall
+		g.late(t0.Add(2*time.Second), 300*time.Millisecond)
+		g.late(t0.Add(3*time.Second), 80*time.Millisecond)
+		w := g.End()[0]
+		// The meter runs too: on a busy machine it may book a stall of
+		// its own, never less than these.
+		if w.Stalls < 2 || w.StallMaxMs < 300 || w.StalledMs < 380 {
+			t.Errorf("max %s: stalls %d, longest %.0f ms, total %.0f ms; want at least 2, 300 ms, 380 ms", c.max, w.Stalls, w.StallMaxMs, w.StalledMs)
+		}
+		if w.StallMaxMs == 300 && w.StallAtS != 2 {
+			t.Errorf("longest stall at %.2f s, want 2 s into the window", w.StallAtS)
+		}
+		if w.Disturbed != c.disturbed {
+			t.Errorf("max %s: a 300 ms stall marked disturbed %v, want %v", c.max, w.Disturbed, c.disturbed)
+		}
+	}
+	// No window open: nothing booked, nothing panics.
+	g := New(Options{})
+	g.late(time.Now(), time.Second)
+	if ws := g.End(); len(ws) != 0 {
+		t.Errorf("windows %+v with none begun", ws)
+	}
+}
+
+// The meter sees the process stand still: another process stops it with
+// SIGSTOP for half a second, as a hypervisor that does not schedule the
+// machine would.
+func TestStallSeen(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh to stop this process from outside")
+	}
+	g := New(Options{MaxForeignCPU: 1000})
+	g.Begin("run")
+	time.Sleep(50 * time.Millisecond)
+	pid := strconv.Itoa(os.Getpid())
+	stopper := exec.Command("sh", "-c", "kill -STOP "+pid+"; sleep 0.5; kill -CONT "+pid)
+	if err := stopper.Run(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the meter wakes, late
+	w := g.End()[0]
+	t.Logf("window: %+v", w)
+	if w.StallMaxMs < 400 || !w.Disturbed {
+		t.Errorf("stopped for 500 ms: longest stall %.0f ms, disturbed %v; want ≥ 400 ms and disturbed", w.StallMaxMs, w.Disturbed)
+	}
+	m := &reports.Machine{MaxForeignCPU: 1000, MaxStallMs: float64(DefaultMaxStall.Milliseconds())}
+	if why := m.Why(w); !strings.Contains(why, "noisysim stood still") {
+		t.Errorf("Why = %q, want the stall named", why)
+	}
+}
+
+// Without a window begun, and after End, the meter is not running.
+func TestMeterStops(t *testing.T) {
+	g := New(Options{})
+	if g.stop != nil {
+		t.Fatal("meter running before any window")
+	}
+	g.Begin("a")
+	if g.stop == nil {
+		t.Fatal("meter not running in a window")
+	}
+	g.End()
+	if g.stop != nil {
+		t.Error("meter still running after End")
+	}
+	if New(Options{MaxStall: -1}).MaxStall() != 0 {
+		t.Error("MaxStall -1 does not turn the meter off")
 	}
 }

@@ -98,6 +98,26 @@ type Config struct {
 	// sharding): the call runs on that node's pool of its class. nil means
 	// one pool per name, as without sharding.
 	Router Router
+	// OnWork, when set, is called with each call's work on a connection
+	// right after its DB time is recorded in the ledger (also for a call
+	// that failed or panicked; not for one whose statement never ran),
+	// synchronously in the calling goroutine: keep it short. It tells
+	// when the work began, which the ledger does not keep (e.g. to spread
+	// a long call's DB time over the seconds it ran).
+	OnWork func(Work)
+}
+
+// Work is one call's work on a connection, as the ledger recorded it.
+type Work struct {
+	Tenant string
+	Class  Class
+	// Pool and Node are the pool that served the call (Result.Pool,
+	// Result.Node).
+	Pool, Node string
+	// Began is when the work on the connection began; DBTime how long it
+	// took (Result.DBTime).
+	Began  time.Time
+	DBTime time.Duration
 }
 
 // Result describes one completed call.
@@ -153,6 +173,7 @@ type Stack struct {
 	ledger       *Ledger
 	log          *slog.Logger
 	resetTimeout time.Duration
+	onWork       func(Work)
 
 	errs sync.Map // errKey → *errCounts
 
@@ -229,6 +250,7 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 		log:           cfg.Logger,
 		resetTimeout:  cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
 		router:        cfg.Router,
+		onWork:        cfg.OnWork,
 		tag:           setTag,
 		reset:         resetSession,
 		queryTagSQL:   tagLocalSQL,
@@ -643,6 +665,9 @@ func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn 
 		}
 		s.ledger.Record(tenant, c, res.DBTime)
 		p.dbTime.Add(int64(res.DBTime))
+		if s.onWork != nil {
+			s.onWork(Work{Tenant: tenant, Class: c, Pool: p.cfg.Name, Node: p.cfg.Node, Began: began, DBTime: res.DBTime})
+		}
 		s.giveBack(p, conn, finished, deferReset)
 	}()
 	err = fn(ctx, conn.Conn())
