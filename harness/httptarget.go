@@ -97,10 +97,14 @@ type httpTarget struct {
 	client *http.Client
 	bases  []string // service instances without a trailing '/', for URLs that are paths
 	rr     sync.Map // class name → *atomic.Uint64
-	vars   func(op workload.Op, name string) string
+	// vars returns a template variable's value for op. Every value but
+	// seq's depends on op.Tenant only: prepared caches them per tenant.
+	vars  func(op workload.Op, name string) string
+	plans map[string]*httpPlan // by class name, read only after newHTTPTarget
 
 	mu         sync.Mutex
-	outcomes   map[string]int64
+	outcomes   map[string]int64 // but 2xx, counted in ok
+	ok         atomic.Int64
 	retryAfter map[string]int64
 	raSum      float64 // seconds: a sum of durations would overflow on a few huge values
 	raN        int64
@@ -108,6 +112,42 @@ type httpTarget struct {
 	// sent for them, retries the attempts after a first.
 	arrivals, requests, retries atomic.Int64
 	seed                        int64
+}
+
+// httpPlan is what an HTTP class's requests share, prepared once: its
+// headers' canonical names, and per tenant the parts of its requests that
+// do not use seq (URLs for each instance, headers, body), expanded at the
+// tenant's first request and then reused, so that a request expands and
+// allocates only what varies per request.
+type httpPlan struct {
+	names                    []string // header names, canonical, sorted
+	heads                    []scenario.Template
+	seqURL, seqHead, seqBody bool                            // a template of that part uses seq
+	tenants                  []atomic.Pointer[tenantRequest] // by op.Tenant-1
+}
+
+// tenantRequest is one tenant's prepared request parts. header is shared
+// read only by the tenant's requests (the client has no cookie jar and
+// follows no redirect, so net/http does not write to it).
+type tenantRequest struct {
+	urls   []string // by instance; nil when the URL uses seq
+	header http.Header
+	body   string
+}
+
+func newHTTPPlan(c *scenario.Class, tenants int) *httpPlan {
+	usesSeq := func(t scenario.Template) bool { return slices.Contains(t.Vars(), "seq") }
+	p := &httpPlan{seqBody: usesSeq(c.HTTP.BodyTemplate()), tenants: make([]atomic.Pointer[tenantRequest], tenants)}
+	for _, t := range c.HTTP.Templates() {
+		p.seqURL = p.seqURL || usesSeq(t)
+	}
+	hs := c.HTTP.HeaderTemplates()
+	for _, name := range slices.Sorted(maps.Keys(hs)) {
+		p.names = append(p.names, http.CanonicalHeaderKey(name))
+		p.heads = append(p.heads, hs[name])
+		p.seqHead = p.seqHead || usesSeq(hs[name])
+	}
+	return p
 }
 
 // newHTTPTarget returns a target whose transport keeps about as many idle
@@ -133,9 +173,15 @@ func newHTTPTarget(sc *scenario.Scenario, bases []string, vars func(workload.Op,
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   false,
 	}
+	plans := map[string]*httpPlan{}
+	for i := range sc.Classes {
+		if c := &sc.Classes[i]; c.HTTP != nil {
+			plans[c.Name] = newHTTPPlan(c, sc.Tenants.Count)
+		}
+	}
 	return &httpTarget{client: &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
-	}}, bases: trimmed, vars: vars, outcomes: map[string]int64{}, retryAfter: map[string]int64{}, seed: sc.Seed}
+	}}, bases: trimmed, vars: vars, plans: plans, outcomes: map[string]int64{}, retryAfter: map[string]int64{}, seed: sc.Seed}
 }
 
 // close drops the idle connections.
@@ -144,25 +190,84 @@ func (h *httpTarget) close() { h.client.CloseIdleConnections() }
 // url returns the URL of op's request: the class's template for the
 // instance its balance picks, its variables' values from value.
 func (h *httpTarget) url(c *scenario.Class, op workload.Op, value func(string) string) string {
+	return h.urlAt(c, h.pick(c, op), value)
+}
+
+// instances returns how many URLs c's balance picks from: its urls, or
+// the service's instances for a path.
+func (h *httpTarget) instances(c *scenario.Class) (n int, relative bool) {
+	n = len(c.HTTP.Templates())
+	if n == 1 && strings.HasPrefix(c.HTTP.URL, "/") {
+		return len(h.bases), true
+	}
+	return n, false
+}
+
+// pick returns the instance of op's request: round robin over the
+// class's requests, or by tenant (sticky).
+func (h *httpTarget) pick(c *scenario.Class, op workload.Op) int {
+	n, _ := h.instances(c)
+	if n <= 1 {
+		return 0
+	}
+	if c.HTTP.Balance == scenario.BalanceSticky {
+		return (op.Tenant - 1) % n
+	}
+	v, ok := h.rr.Load(c.Name)
+	if !ok {
+		v, _ = h.rr.LoadOrStore(c.Name, new(atomic.Uint64))
+	}
+	return int((v.(*atomic.Uint64).Add(1) - 1) % uint64(n))
+}
+
+// urlAt returns the URL of c for instance i, its variables' values from
+// value.
+func (h *httpTarget) urlAt(c *scenario.Class, i int, value func(string) string) string {
 	ts := c.HTTP.Templates()
-	n := len(ts)
-	relative := n == 1 && strings.HasPrefix(c.HTTP.URL, "/")
-	if relative {
-		n = len(h.bases)
-	}
-	i := 0
-	if n > 1 {
-		if c.HTTP.Balance == scenario.BalanceSticky {
-			i = (op.Tenant - 1) % n
-		} else {
-			v, _ := h.rr.LoadOrStore(c.Name, new(atomic.Uint64))
-			i = int((v.(*atomic.Uint64).Add(1) - 1) % uint64(n))
-		}
-	}
-	if relative {
+	if _, relative := h.instances(c); relative {
 		return expandAfter(h.bases[i], ts[0], value)
 	}
 	return ts[i].Expand(value)
+}
+
+// prepared returns op's tenant's request parts (the URLs, headers and
+// body of c that do not use seq), expanded at its first request.
+func (h *httpTarget) prepared(c *scenario.Class, p *httpPlan, op workload.Op) *tenantRequest {
+	var slot *atomic.Pointer[tenantRequest]
+	if op.Tenant >= 1 && op.Tenant <= len(p.tenants) {
+		slot = &p.tenants[op.Tenant-1]
+		if tr := slot.Load(); tr != nil {
+			return tr
+		}
+	}
+	value := h.values(op)
+	tr := &tenantRequest{}
+	if !p.seqURL {
+		n, _ := h.instances(c)
+		tr.urls = make([]string, max(n, 1))
+		for i := range tr.urls {
+			tr.urls[i] = h.urlAt(c, i, value)
+		}
+	}
+	if !p.seqHead {
+		tr.header = p.header(value)
+	}
+	if !p.seqBody {
+		tr.body = c.HTTP.BodyTemplate().Expand(value)
+	}
+	if slot != nil {
+		slot.CompareAndSwap(nil, tr) // a request of the tenant at the same time may have set an equal one
+	}
+	return tr
+}
+
+// header returns the plan's headers expanded with value.
+func (p *httpPlan) header(value func(string) string) http.Header {
+	hd := make(http.Header, len(p.names))
+	for i, name := range p.names {
+		hd[name] = []string{p.heads[i].Expand(value)}
+	}
+	return hd
 }
 
 // values returns the values of op's template variables by name.
@@ -277,18 +382,38 @@ func (h *httpTarget) send(ctx context.Context, c *scenario.Class, op workload.Op
 	h.requests.Add(1)
 	rctx, cancel := context.WithTimeoutCause(ctx, c.HTTP.Timeout.Duration(), ErrHTTPTimeout)
 	defer cancel()
-	value := h.values(op) // one closure for the URL, body and headers
+	p := h.plans[c.Name]
+	if p == nil { // a class the target was not made for: nothing prepared
+		p = newHTTPPlan(c, 0)
+	}
+	tr := h.prepared(c, p, op)
+	var value func(string) string // for the parts that use seq
+	if p.seqURL || p.seqHead || p.seqBody {
+		value = h.values(op)
+	}
+	b := tr.body
+	if p.seqBody {
+		b = c.HTTP.BodyTemplate().Expand(value)
+	}
 	var body io.Reader
-	if b := c.HTTP.BodyTemplate().Expand(value); b != "" {
+	if b != "" {
 		body = strings.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(rctx, c.HTTP.Method, h.url(c, op, value), body)
+	var u string
+	if p.seqURL {
+		u = h.url(c, op, value)
+	} else {
+		u = tr.urls[h.pick(c, op)]
+	}
+	req, err := http.NewRequestWithContext(rctx, c.HTTP.Method, u, body)
 	if err != nil {
 		h.count("transport", nil)
 		return fmt.Errorf("%w: build request: %w", ErrHTTPTransport, err)
 	}
-	for name, t := range c.HTTP.HeaderTemplates() {
-		req.Header.Set(name, t.Expand(value))
+	if p.seqHead {
+		req.Header = p.header(value)
+	} else {
+		req.Header = tr.header
 	}
 	resp, err := h.client.Do(req)
 	if err == nil {
@@ -308,7 +433,7 @@ func (h *httpTarget) send(ctx context.Context, c *scenario.Class, op workload.Op
 	}
 	switch s := resp.StatusCode; {
 	case s >= 200 && s < 300:
-		h.count("2xx", nil)
+		h.ok.Add(1)
 		return nil
 	case s == http.StatusTooManyRequests:
 		he := &HTTPError{Status: s}
@@ -340,6 +465,9 @@ func (h *httpTarget) stats() *reports.HTTPStats {
 	defer h.mu.Unlock()
 	s := &reports.HTTPStats{Arrivals: h.arrivals.Load(), Requests: h.requests.Load(), Retries: h.retries.Load(),
 		Outcomes: maps.Clone(h.outcomes)}
+	if n := h.ok.Load(); n > 0 {
+		s.Outcomes["2xx"] = n
+	}
 	if s.Arrivals > 0 {
 		s.Amplification = float64(s.Requests) / float64(s.Arrivals)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -330,5 +331,49 @@ classes:
 	defer mu.Unlock()
 	if wait := at[1].Sub(at[0]); wait < 150*time.Millisecond || wait > 5*time.Second {
 		t.Errorf("retried after %s, want the minimum backoff (150ms), not max_backoff", wait)
+	}
+}
+
+// TestHTTPTargetPrepared: a tenant's parts that do not use seq are
+// prepared once and reused, each tenant with its own values, while a
+// part that uses seq is expanded per request.
+func TestHTTPTargetPrepared(t *testing.T) {
+	var seen []string // requests arrive one at a time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen = append(seen, fmt.Sprintf("%s %s %s %s", r.URL.Path, r.Header.Get("X-Tenant"), r.Header.Get("X-Seq"), b))
+	}))
+	defer srv.Close()
+	sc, err := scenario.Parse([]byte(`name: p
+tenants: {count: 3}
+`+externalBackend+`service: {url: "`+srv.URL+`"}
+configurations: [{name: c, mode: isolated}]
+classes:
+  - {name: a, isolation_class: interactive, rate: 1, http: {url: "/t/{tenant}", headers: {x-tenant: "{tenant}"}}}
+  - {name: b, isolation_class: interactive, rate: 1, http: {method: POST, url: "/s/{seq}", headers: {X-Seq: "{seq}", X-Tenant: "{tenant}"}, body: "b{tenant}"}}
+`), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := newHTTPTarget(sc, []string{srv.URL}, func(op workload.Op, name string) string {
+		if name == "seq" {
+			return fmt.Sprint(op.Seq)
+		}
+		return fmt.Sprintf("k%d", op.Tenant)
+	})
+	defer ht.close()
+	for _, c := range []int{0, 1} {
+		for _, op := range []workload.Op{{Tenant: 1, Seq: 1}, {Tenant: 2, Seq: 2}, {Tenant: 1, Seq: 3}} {
+			if err := ht.do(context.Background(), &sc.Classes[c], op); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := `["/t/k1 k1  " "/t/k2 k2  " "/t/k1 k1  " "/s/1 k1 1 bk1" "/s/2 k2 2 bk2" "/s/3 k1 3 bk1"]`
+	if got := fmt.Sprintf("%q", seen); got != want {
+		t.Errorf("requests %s, want %s", got, want)
+	}
+	if st := ht.stats(); st.Outcomes["2xx"] != 6 || st.Requests != 6 {
+		t.Errorf("stats %+v, want 6 requests, 6 2xx", st)
 	}
 }

@@ -14,10 +14,9 @@ import (
 // ledger (and each pool's DB-time counter) books all of it when the call
 // ends: a 3-second call is 1 busy backend for 3 seconds, not 3 in the
 // second it ended. It keeps, per step of the series from its origin, the
-// DB time of each pool (per instance and node) and, on topology citus,
-// of each shard; its memory grows with the seconds of the run times the
-// pools and shards, not with the tenants or the calls. It is safe for
-// concurrent use.
+// DB time of each tenant, of each pool (per instance and node) and, on
+// topology citus, of each shard: a step holds no more tenants than calls
+// ran in it. It is safe for concurrent use.
 type dbSpread struct {
 	step time.Duration
 	// shardOf is the shard holding a tenant's rows (topology citus); nil
@@ -32,8 +31,9 @@ type dbSpread struct {
 
 // spreadStep is one step's DB time.
 type spreadStep struct {
-	pools  map[poolKey]time.Duration
-	shards map[int64]time.Duration
+	tenants map[string]time.Duration
+	pools   map[poolKey]time.Duration
+	shards  map[int64]time.Duration
 }
 
 // poolKey names one pool of one instance of a stack.
@@ -43,6 +43,24 @@ type poolKey struct {
 }
 
 func newDBSpread(step time.Duration) *dbSpread { return &dbSpread{step: step} }
+
+func newSpreadStep() spreadStep {
+	return spreadStep{tenants: map[string]time.Duration{}, pools: map[poolKey]time.Duration{}, shards: map[int64]time.Duration{}}
+}
+
+// topTenants are the n tenants with the most DB time in st, with their
+// shares of st's DB time (Point.TopDBTime).
+func (st spreadStep) topTenants(n int) []reports.Share {
+	var all time.Duration
+	for _, d := range st.tenants {
+		all += d
+	}
+	w := make(map[string]*pools.Window, len(st.tenants))
+	for t, d := range st.tenants {
+		w[t] = &pools.Window{Total: d, Share: float64(d) / float64(all)}
+	}
+	return topShares(w, n)
+}
 
 // start sets the origin: work before it is dropped, and the steps are
 // counted from it.
@@ -81,8 +99,9 @@ func (s *dbSpread) add(inst int, w pools.Work) {
 	for k := int(from / s.step); time.Duration(k)*s.step < to; k++ {
 		lo, hi := max(from, time.Duration(k)*s.step), min(to, time.Duration(k+1)*s.step)
 		for len(s.steps) <= k {
-			s.steps = append(s.steps, spreadStep{pools: map[poolKey]time.Duration{}, shards: map[int64]time.Duration{}})
+			s.steps = append(s.steps, newSpreadStep())
 		}
+		s.steps[k].tenants[w.Tenant] += hi - lo
 		s.steps[k].pools[key] += hi - lo
 		if placed {
 			s.steps[k].shards[shard] += hi - lo
@@ -93,12 +112,15 @@ func (s *dbSpread) add(inst int, w pools.Work) {
 // over sums the steps from from to to (seconds from the origin, each
 // rounded to the nearest step boundary: the series' ticks fall on them).
 func (s *dbSpread) over(from, to float64) spreadStep {
-	out := spreadStep{pools: map[poolKey]time.Duration{}, shards: map[int64]time.Duration{}}
+	out := newSpreadStep()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := int(math.Round(from / s.step.Seconds()))
 	b := int(math.Round(to / s.step.Seconds()))
 	for k := max(a, 0); k < min(b, len(s.steps)); k++ {
+		for t, d := range s.steps[k].tenants {
+			out.tenants[t] += d
+		}
 		for p, d := range s.steps[k].pools {
 			out.pools[p] += d
 		}
@@ -109,8 +131,12 @@ func (s *dbSpread) over(from, to float64) spreadStep {
 	return out
 }
 
-// respread sets each point's load from spread: its pools' Busy (keys
-// are the pools in the points' order) and, where layouts[i] is not nil,
+// seriesTopTenants is how many tenants a point ranks by DB time.
+const seriesTopTenants = 5
+
+// respread sets each point's load from spread: its top tenants by DB
+// time (TopDBTime), its pools' Busy (keys are the pools in the points'
+// order) and, where layouts[i] is not nil,
 // its workers (Point.Workers) through the placements of layouts[i], the
 // layout the point was sampled with. A point covers the time from the
 // point before it (the origin for the first) to its At. Points the
@@ -125,6 +151,7 @@ func respread(series []reports.Point, layouts []*citusLayout, keys []poolKey, sp
 		}
 		sum := spread.over(prev, pt.At)
 		prev = pt.At
+		pt.TopDBTime = sum.topTenants(seriesTopTenants)
 		for j := range pt.Pools {
 			if j < len(keys) {
 				pt.Pools[j].Busy = sum.pools[keys[j]].Seconds() / over

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // TestRespread checks that a long call's DB time is spread over the
-// seconds it ran in the series' per-worker and per-pool loads, not
+// seconds it ran in the series' per-worker and per-pool loads and DB-time
+// shares, not
 // booked in the second it ended: a 3-second call from 0.5 s to 3.5 s is
 // half a busy backend in seconds 1 and 4 and one in seconds 2 and 3 (the
 // old booking drew 0, 0, 0, 3). Its worker is the one holding its
@@ -51,8 +53,19 @@ func TestRespread(t *testing.T) {
 		{0.5, 0, 0, 0.5},
 	}
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	// Tenant 1's 3 s call holds the whole DB time of seconds 3 and 4,
+	// and 0.5 / (0.5 + 0.5) of second 1 beside tenant 9's second half.
+	tops := [][]reports.Share{
+		{{Tenant: "1", DBTime: 500, Share: 0.5}, {Tenant: "9", DBTime: 500, Share: 0.5}},
+		{{Tenant: "1", DBTime: 1000, Share: 0.8}, {Tenant: "2", DBTime: 250, Share: 0.2}},
+		{{Tenant: "1", DBTime: 1000, Share: 1}},
+		{{Tenant: "1", DBTime: 500, Share: 1}},
+	}
 	for i, w := range want {
 		pt := series[i]
+		if !slices.Equal(pt.TopDBTime, tops[i]) {
+			t.Errorf("second %d: top DB time %+v, want %+v", i+1, pt.TopDBTime, tops[i])
+		}
 		if len(pt.Workers) != 2 || pt.Workers[0].Worker != "worker1" || pt.Workers[1].Worker != "worker2" {
 			t.Fatalf("second %d: workers %+v, want worker1 and worker2", i+1, pt.Workers)
 		}
