@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"math"
 	"sync"
 	"time"
@@ -14,14 +15,11 @@ import (
 // ledger (and each pool's DB-time counter) books all of it when the call
 // ends: a 3-second call is 1 busy backend for 3 seconds, not 3 in the
 // second it ended. It keeps, per step of the series from its origin, the
-// DB time of each tenant, of each pool (per instance and node) and, on
-// topology citus, of each shard: a step holds no more tenants than calls
-// ran in it. It is safe for concurrent use.
+// DB time of each tenant and of each pool (per instance and node): a step
+// holds no more tenants than calls ran in it. It is safe for concurrent
+// use.
 type dbSpread struct {
 	step time.Duration
-	// shardOf is the shard holding a tenant's rows (topology citus); nil
-	// or false: the call's DB time counts for its pool only.
-	shardOf func(tenant string) (int64, bool)
 
 	mu sync.Mutex
 	// origin is the series' start; zero before start (work dropped).
@@ -33,7 +31,6 @@ type dbSpread struct {
 type spreadStep struct {
 	tenants map[string]time.Duration
 	pools   map[poolKey]time.Duration
-	shards  map[int64]time.Duration
 }
 
 // poolKey names one pool of one instance of a stack.
@@ -45,7 +42,7 @@ type poolKey struct {
 func newDBSpread(step time.Duration) *dbSpread { return &dbSpread{step: step} }
 
 func newSpreadStep() spreadStep {
-	return spreadStep{tenants: map[string]time.Duration{}, pools: map[poolKey]time.Duration{}, shards: map[int64]time.Duration{}}
+	return spreadStep{tenants: map[string]time.Duration{}, pools: map[poolKey]time.Duration{}}
 }
 
 // topTenants are the n tenants with the most DB time in st, with their
@@ -81,10 +78,6 @@ func (s *dbSpread) add(inst int, w pools.Work) {
 	if w.DBTime <= 0 {
 		return
 	}
-	shard, placed := int64(0), false
-	if s.shardOf != nil {
-		shard, placed = s.shardOf(w.Tenant)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.origin.IsZero() {
@@ -103,9 +96,6 @@ func (s *dbSpread) add(inst int, w pools.Work) {
 		}
 		s.steps[k].tenants[w.Tenant] += hi - lo
 		s.steps[k].pools[key] += hi - lo
-		if placed {
-			s.steps[k].shards[shard] += hi - lo
-		}
 	}
 }
 
@@ -124,9 +114,6 @@ func (s *dbSpread) over(from, to float64) spreadStep {
 		for p, d := range s.steps[k].pools {
 			out.pools[p] += d
 		}
-		for sh, d := range s.steps[k].shards {
-			out.shards[sh] += d
-		}
 	}
 	return out
 }
@@ -136,12 +123,20 @@ const seriesTopTenants = 5
 
 // respread sets each point's load from spread: its top tenants by DB
 // time (TopDBTime), its pools' Busy (keys are the pools in the points'
-// order) and, where layouts[i] is not nil,
-// its workers (Point.Workers) through the placements of layouts[i], the
-// layout the point was sampled with. A point covers the time from the
-// point before it (the origin for the first) to its At. Points the
-// series sampled live keep their fields otherwise.
+// order) and, on topology citus (layouts not empty), its workers
+// (Point.Workers): each tenant's DB time on the worker that held its
+// shard in layouts[i], the layout the point was sampled with, or, for a
+// point sampled before the first layout was read, the first one read
+// (no action moves a shard before it). A point covers the time from the
+// point before it (the origin for the first) to its At. Points keep
+// their other fields.
 func respread(series []reports.Point, layouts []*citusLayout, keys []poolKey, spread *dbSpread) {
+	var next *citusLayout
+	filled := make([]*citusLayout, len(layouts))
+	for i := len(layouts) - 1; i >= 0; i-- {
+		next = cmp.Or(layouts[i], next)
+		filled[i] = next
+	}
 	prev := 0.0
 	for i := range series {
 		pt := &series[i]
@@ -157,8 +152,8 @@ func respread(series []reports.Point, layouts []*citusLayout, keys []poolKey, sp
 				pt.Pools[j].Busy = sum.pools[keys[j]].Seconds() / over
 			}
 		}
-		if i < len(layouts) && layouts[i] != nil {
-			pt.Workers = layouts[i].workerPoints(sum.shards, over)
+		if i < len(filled) && filled[i] != nil {
+			pt.Workers = filled[i].workerPoints(sum.tenants, over)
 		}
 	}
 }

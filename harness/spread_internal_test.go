@@ -18,14 +18,11 @@ import (
 // half a busy backend in seconds 1 and 4 and one in seconds 2 and 3 (the
 // old booking drew 0, 0, 0, 3). Its worker is the one holding its
 // tenant's shard in the layout of each point: the shard moves after
-// second 2.
+// second 2; the first point, sampled before any layout was read, takes
+// the first one read.
 func TestRespread(t *testing.T) {
 	origin := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
 	s := newDBSpread(time.Second)
-	s.shardOf = func(tenant string) (int64, bool) {
-		shard, ok := map[string]int64{"1": 101, "2": 102}[tenant]
-		return shard, ok
-	}
 	s.add(0, pools.Work{Tenant: "1", Pool: "shared", Began: origin, DBTime: time.Second}) // before start: dropped
 	s.start(origin)
 	at := func(sec float64) time.Time { return origin.Add(time.Duration(sec * float64(time.Second))) }
@@ -34,8 +31,9 @@ func TestRespread(t *testing.T) {
 	s.add(0, pools.Work{Tenant: "9", Pool: "heavy", Began: at(-0.5), DBTime: time.Second}) // half before the origin; no shard
 
 	workers := []citus.Worker{{Name: "w:1", ShouldHaveShards: true}, {Name: "w:2", ShouldHaveShards: true}}
-	before := &citusLayout{Layout: citus.Layout{Workers: workers, Placements: map[int64]string{101: "w:1", 102: "w:2"}}}
-	after := &citusLayout{Layout: citus.Layout{Workers: workers, Placements: map[int64]string{101: "w:2", 102: "w:2"}}}
+	shardOf := map[string]int64{"1": 101, "2": 102} // tenant 9 has none
+	before := &citusLayout{Layout: citus.Layout{Workers: workers, Placements: map[int64]string{101: "w:1", 102: "w:2"}}, shardOf: shardOf}
+	after := &citusLayout{Layout: citus.Layout{Workers: workers, Placements: map[int64]string{101: "w:2", 102: "w:2"}}, shardOf: shardOf}
 	keys := []poolKey{{0, "shared", ""}, {0, "heavy", ""}}
 	series := make([]reports.Point, 4)
 	for i := range series {
@@ -44,7 +42,9 @@ func TestRespread(t *testing.T) {
 			Workers: []reports.WorkerPoint{{Worker: "worker1"}, {Worker: "worker2"}}}
 	}
 	series[3].Workers[0].Load = 3
-	respread(series, []*citusLayout{before, before, after, after}, keys, s)
+	// The first point was sampled before a layout was read: the first
+	// layout read stands for it.
+	respread(series, []*citusLayout{nil, before, after, after}, keys, s)
 
 	want := []struct{ shared, heavy, w1, w2 float64 }{
 		{0.5, 0.5, 0.5, 0},

@@ -538,7 +538,7 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 				if r.citus != nil {
 					l := r.citus.latest.Load()
 					if l != nil && st.spread != nil {
-						pt.Workers = l.workerPoints(st.spread.over(last.Sub(t0).Seconds(), pt.At).shards, now.Sub(last).Seconds())
+						pt.Workers = l.workerPoints(st.spread.over(last.Sub(t0).Seconds(), pt.At).tenants, now.Sub(last).Seconds())
 					}
 					tr.layouts = append(tr.layouts, l)
 				}
