@@ -245,18 +245,13 @@ func (r *runner) followLayout(ctx context.Context) (stop func()) {
 }
 
 // workerPoints are the per-worker loads of one step of the series:
-// shardTime (DB time per shard, over over) on the workers that held the
-// shards in l, by the workers' short names in their order.
-func (l *citusLayout) workerPoints(shardTime map[int64]time.Duration, over float64) []reports.WorkerPoint {
+// dbTime (per tenant key, over over seconds) on the workers that held the
+// tenants' shards in l, by the workers' short names in their order.
+func (l *citusLayout) workerPoints(dbTime map[string]time.Duration, over float64) []reports.WorkerPoint {
 	if over <= 0 {
 		return nil
 	}
-	w := map[string]float64{}
-	for shard, d := range shardTime {
-		if addr, ok := l.Placements[shard]; ok {
-			w[addr] += d.Seconds() / over
-		}
-	}
+	w, _, _ := citus.Attribute(l.Workers, l.Placements, l.shardOf, dbTime, time.Duration(over*float64(time.Second)))
 	names := reports.NewWorkerNames(workerAddrs(l))
 	out := make([]reports.WorkerPoint, 0, len(l.Workers))
 	for _, addr := range names.Addrs {
@@ -269,17 +264,6 @@ func (l *citusLayout) workerPoints(shardTime map[int64]time.Duration, over float
 		out = append(out, wp)
 	}
 	return out
-}
-
-// shardOf is the shard of tenant in the latest layout; false before a
-// layout was read or for a tenant without one.
-func (c *citusRun) shardOf(tenant string) (int64, bool) {
-	l := c.latest.Load()
-	if l == nil {
-		return 0, false
-	}
-	shard, ok := l.shardOf[tenant]
-	return shard, ok
 }
 
 // openCitus opens the coordinator pool of a run on topology citus.

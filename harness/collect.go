@@ -189,7 +189,7 @@ func (r *runner) quietRows(rec *metrics.Recorder, shares map[string]*pools.Windo
 	var out []reports.TenantRow
 	for _, class := range r.quietClasses() {
 		for _, g := range groups {
-			m := rec.Merged(func(t int, c string) bool { return g.in(t) && c == class })
+			m := rec.MergedAs(g.label+"\x00"+class, func(t int, c string) bool { return g.in(t) && c == class })
 			if g.label != reports.QuietAll && m.Count == 0 {
 				continue
 			}
@@ -396,7 +396,7 @@ func (r *runner) p99Samples(rec *metrics.Recorder) []p99Sample {
 	}
 	for _, class := range r.quietClasses() {
 		for _, g := range r.quietGroups() {
-			m := rec.Merged(func(t int, c string) bool { return g.in(t) && c == class })
+			m := rec.MergedAs(g.label+"\x00"+class, func(t int, c string) bool { return g.in(t) && c == class })
 			if g.label == quietAll || m.Count > 0 {
 				ps = append(ps, p99Sample{Tenant: g.label, Class: class, Count: m.Count, P99: m.P99, CI: m.P99CI})
 			}

@@ -850,9 +850,6 @@ type limiterStats interface{ Stat() limiter.Stat }
 // or with app one per instance.
 func (r *runner) newStack(ctx context.Context, c *scenario.Configuration) (*stack, error) {
 	st := &stack{limiters: map[pools.Class]limiterStats{}, spread: newDBSpread(seriesEvery)}
-	if r.citus != nil {
-		st.spread.shardOf = r.citus.shardOf
-	}
 	if c.App == nil {
 		s, err := r.newInstance(ctx, c, nil, 0, st.spread, func(class pools.Class, l limiterStats) { st.limiters[class] = l })
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,8 +40,9 @@ type SimulateOptions struct {
 	// Logger receives the notes; nil is silent.
 	Logger *slog.Logger
 	// Progress, when not nil, is called at each phase change of each
-	// configuration and about every ProgressEvery of wall time, from the
-	// goroutine that called Simulate, with Elapsed and Total in virtual
+	// configuration and about every ProgressEvery of wall time, one call
+	// at a time (configurations are simulated at once, each reporting its
+	// own), with Elapsed and Total in virtual
 	// time and Rate the operations per virtual second of the phase so far.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
@@ -147,12 +149,49 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 			Classes: cal.summary(),
 		},
 	}
+	// The configurations are simulated at once, as many as there are
+	// CPUs, then reported and judged in order.
+	runs := make([]*simulated, len(sc.Configurations))
+	errs := make([]error, len(sc.Configurations))
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var progMu sync.Mutex
+	popts := opts
+	if opts.Progress != nil {
+		popts.Progress = func(p Progress) {
+			progMu.Lock()
+			defer progMu.Unlock()
+			opts.Progress(p)
+		}
+	}
+	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
+	var wg sync.WaitGroup
 	for i := range sc.Configurations {
 		c := &sc.Configurations[i]
-		res, err := r.simulateConfiguration(ctx, c, nodes, cal, newSimProgress(c.Name, opts))
-		if err != nil {
-			return nil, err
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			runs[i], errs[i] = r.simulateTimeline(sctx, c, nodes, cal, newSimProgress(c.Name, popts))
+			if errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i := range sc.Configurations {
+		if errs[i] != nil && !errors.Is(errs[i], context.Canceled) {
+			return nil, errs[i]
 		}
+	}
+	for i := range sc.Configurations {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		res := r.judgeSimulated(&sc.Configurations[i], runs[i])
+		runs[i] = nil // its histograms are in the report now
 		rep.Configurations = append(rep.Configurations, res.report)
 		rep.Assertions = append(rep.Assertions, res.assertions...)
 	}
@@ -272,7 +311,7 @@ func mix(x uint64) uint64 {
 
 // simConfig builds the model of configuration c: its pools (on each node
 // a tenant can be placed on), limiters and classes.
-func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibration) sim.Config {
+func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibration, note func(string, ...any)) sim.Config {
 	cfg := sim.Config{Nodes: t.nodes, Seed: r.sc.Seed, Drain: max(r.sc.Phases.Drain.Duration(), time.Millisecond)}
 	// addPool adds a pool on node (or, placed, one per worker) and returns
 	// the class's Pools and Nodes.
@@ -312,19 +351,19 @@ func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibr
 			if p.Target == scenario.TargetReplica {
 				switch {
 				case t.place != nil:
-					r.note("%s: the %s class targets the replica; with topology %s the model runs it on the node holding the tenant's shard",
+					note("%s: the %s class targets the replica; with topology %s the model runs it on the node holding the tenant's shard",
 						c.Name, ic, r.sc.Backend.Topology)
 				case t.replica >= 0:
 					node = t.replica
 				default:
-					r.note("%s: the %s class targets the replica, but the topology has none: it runs on the primary", c.Name, ic)
+					note("%s: the %s class targets the replica, but the topology has none: it runs on the primary", c.Name, ic)
 				}
 			}
 			ps, ns := addPool(string(ic), node, p.PoolSize, p.AcquireTimeout.Duration())
 			rt := route{pools: ps, nodes: ns, limiter: -1, timeout: p.Role.StatementTimeout.Duration()}
 			if p.Limiter.Enabled {
 				if p.Limiter.MaxGlobal > 0 {
-					r.note("%s: the %s limiter's max_global is not simulated", c.Name, ic)
+					note("%s: the %s limiter's max_global is not simulated", c.Name, ic)
 				}
 				cfg.Limiters = append(cfg.Limiters, sim.Limiter{Name: string(ic),
 					MaxPerTenant: p.Limiter.MaxPerTenant, MaxQueue: p.Limiter.MaxQueue, MaxWait: p.Limiter.MaxWait.Duration()})
@@ -442,26 +481,38 @@ type simLimiter struct{ stat limiter.Stat }
 
 func (l simLimiter) Stat() limiter.Stat { return l.stat }
 
-// simulateConfiguration runs the timeline under configuration c in the
-// model and evaluates the assertions as runConfiguration does.
-func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configuration, t simTopology, cal *Calibration, prog *simProgress) (configResult, error) {
-	cfg := r.simConfig(c, t, cal)
+// simulated is one configuration's simulated timeline, before its report.
+type simulated struct {
+	tr       *timelineRun
+	cfg      sim.Config
+	stats    sim.Stats
+	duration time.Duration // the timeline's, virtual
+	notes    []string
+}
+
+// simulateTimeline runs the timeline under configuration c in the model.
+// It reads r but does not change it (its notes are in the result), so
+// that configurations can be simulated at once.
+func (r *runner) simulateTimeline(ctx context.Context, c *scenario.Configuration, t simTopology, cal *Calibration, prog *simProgress) (*simulated, error) {
+	sr := &simulated{}
+	note := func(format string, args ...any) { sr.notes = append(sr.notes, fmt.Sprintf(format, args...)) }
+	cfg := r.simConfig(c, t, cal, note)
 	tr := &timelineRun{}
 	mc := metrics.Config{Classify: simErrorClass}
 	if r.pop.Len() > maxSeriesTenants {
 		mc.Interval = -1
-		r.note("per-second latency series (intervals) left out: %d tenants (a simulation keeps them up to %d)", r.pop.Len(), maxSeriesTenants)
+		note("per-second latency series (intervals) left out: %d tenants (a simulation keeps them up to %d)", r.pop.Len(), maxSeriesTenants)
 	}
 	for i := range r.steps {
 		rec, err := metrics.New(mc)
 		if err != nil {
-			return configResult{}, fmt.Errorf("%w: %w", ErrRun, err)
+			return nil, fmt.Errorf("%w: %w", ErrRun, err)
 		}
 		tr.windows = append(tr.windows, &window{step: &r.steps[i], rec: rec, start: r.steps[i].start, end: r.steps[i].end})
 	}
 	src, err := newTimelineSource(r.pop, r.steps, r.sc.Seed, workload.Segment{})
 	if err != nil {
-		return configResult{}, fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", scenario.ErrInvalid, err)
 	}
 	stepAt := func(at time.Duration) int {
 		i, _ := slices.BinarySearchFunc(r.steps, at, func(s step, at time.Duration) int {
@@ -518,9 +569,9 @@ func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configur
 	stats, err := sim.Run(ctx, src, cfg, rec, obs)
 	if err != nil {
 		if errors.Is(err, sim.ErrInvalid) {
-			return configResult{}, fmt.Errorf("%w: configuration %s: %w", scenario.ErrInvalid, c.Name, err)
+			return nil, fmt.Errorf("%w: configuration %s: %w", scenario.ErrInvalid, c.Name, err)
 		}
-		return configResult{}, err
+		return nil, err
 	}
 	passTo(math.MaxInt64)
 	tr.usageEnd = usage()
@@ -529,6 +580,23 @@ func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configur
 		w.sent = src.sent[i]
 	}
 	tr.series = ser.points()
+	var busy []string
+	for i, b := range stats.Busy {
+		busy = append(busy, fmt.Sprintf("%s %.0f%%", cfg.Nodes[i].Name, 100*b.Seconds()/max(src.Duration().Seconds(), 1e-9)))
+	}
+	note("%s: simulated %d calls in %d events; nodes busy (at least one call) over the timeline: %s",
+		c.Name, stats.Issued, stats.Events, strings.Join(busy, ", "))
+	sr.tr, sr.cfg, sr.stats, sr.duration = tr, cfg, stats, src.Duration()
+	return sr, nil
+}
+
+// judgeSimulated turns a simulated timeline into its configuration's report
+// and evaluates the assertions as runConfiguration does.
+func (r *runner) judgeSimulated(c *scenario.Configuration, sr *simulated) configResult {
+	for _, n := range sr.notes {
+		r.note("%s", n)
+	}
+	tr, cfg, stats := sr.tr, sr.cfg, sr.stats
 	// The limiters' counters, and what the clients saw: the same in a
 	// model.
 	tr.ex = &executor{r: r, stack: &stack{limiters: map[pools.Class]limiterStats{}}}
@@ -546,15 +614,9 @@ func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configur
 		tr.ex.stack.limiters[pools.Class(l.Name)] = simLimiter{st}
 	}
 	tr.limitsAt = tr.ex.stack.limiterStat()
-	var busy []string
-	for i, b := range stats.Busy {
-		busy = append(busy, fmt.Sprintf("%s %.0f%%", cfg.Nodes[i].Name, 100*b.Seconds()/max(src.Duration().Seconds(), 1e-9)))
-	}
-	r.note("%s: simulated %d calls in %d events; nodes busy (at least one call) over the timeline: %s",
-		c.Name, stats.Issued, stats.Events, strings.Join(busy, ", "))
 
 	// The timeline's length in virtual time, as a run's is in wall time.
-	res := configResult{report: r.configurationReport(c, tr, src.Duration())}
+	res := configResult{report: r.configurationReport(c, tr, sr.duration)}
 	res.assertions = r.assertions(c, tr, cleanState{})
 	pairs := 0
 	if r.quietPlan != nil {
@@ -562,7 +624,7 @@ func (r *runner) simulateConfiguration(ctx context.Context, c *scenario.Configur
 	}
 	res.report.QuietChecks = quietChecks(res.assertions, pairs)
 	res.report.Passed, _ = verdict(res.assertions)
-	return res, nil
+	return res
 }
 
 // maxSeriesTenants is the most tenants a simulation keeps per-second

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"math"
 	"sync"
 	"time"
@@ -14,15 +15,11 @@ import (
 // ledger (and each pool's DB-time counter) books all of it when the call
 // ends: a 3-second call is 1 busy backend for 3 seconds, not 3 in the
 // second it ended. It keeps, per step of the series from its origin, the
-// DB time of each pool (per instance and node) and, on topology citus,
-// of each shard; its memory grows with the seconds of the run times the
-// pools and shards, not with the tenants or the calls. It is safe for
-// concurrent use.
+// DB time of each tenant and of each pool (per instance and node): a step
+// holds no more tenants than calls ran in it. It is safe for concurrent
+// use.
 type dbSpread struct {
 	step time.Duration
-	// shardOf is the shard holding a tenant's rows (topology citus); nil
-	// or false: the call's DB time counts for its pool only.
-	shardOf func(tenant string) (int64, bool)
 
 	mu sync.Mutex
 	// origin is the series' start; zero before start (work dropped).
@@ -32,8 +29,8 @@ type dbSpread struct {
 
 // spreadStep is one step's DB time.
 type spreadStep struct {
-	pools  map[poolKey]time.Duration
-	shards map[int64]time.Duration
+	tenants map[string]time.Duration
+	pools   map[poolKey]time.Duration
 }
 
 // poolKey names one pool of one instance of a stack.
@@ -43,6 +40,24 @@ type poolKey struct {
 }
 
 func newDBSpread(step time.Duration) *dbSpread { return &dbSpread{step: step} }
+
+func newSpreadStep() spreadStep {
+	return spreadStep{tenants: map[string]time.Duration{}, pools: map[poolKey]time.Duration{}}
+}
+
+// topTenants are the n tenants with the most DB time in st, with their
+// shares of st's DB time (Point.TopDBTime).
+func (st spreadStep) topTenants(n int) []reports.Share {
+	var all time.Duration
+	for _, d := range st.tenants {
+		all += d
+	}
+	w := make(map[string]*pools.Window, len(st.tenants))
+	for t, d := range st.tenants {
+		w[t] = &pools.Window{Total: d, Share: float64(d) / float64(all)}
+	}
+	return topShares(w, n)
+}
 
 // start sets the origin: work before it is dropped, and the steps are
 // counted from it.
@@ -63,10 +78,6 @@ func (s *dbSpread) add(inst int, w pools.Work) {
 	if w.DBTime <= 0 {
 		return
 	}
-	shard, placed := int64(0), false
-	if s.shardOf != nil {
-		shard, placed = s.shardOf(w.Tenant)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.origin.IsZero() {
@@ -81,41 +92,51 @@ func (s *dbSpread) add(inst int, w pools.Work) {
 	for k := int(from / s.step); time.Duration(k)*s.step < to; k++ {
 		lo, hi := max(from, time.Duration(k)*s.step), min(to, time.Duration(k+1)*s.step)
 		for len(s.steps) <= k {
-			s.steps = append(s.steps, spreadStep{pools: map[poolKey]time.Duration{}, shards: map[int64]time.Duration{}})
+			s.steps = append(s.steps, newSpreadStep())
 		}
+		s.steps[k].tenants[w.Tenant] += hi - lo
 		s.steps[k].pools[key] += hi - lo
-		if placed {
-			s.steps[k].shards[shard] += hi - lo
-		}
 	}
 }
 
 // over sums the steps from from to to (seconds from the origin, each
 // rounded to the nearest step boundary: the series' ticks fall on them).
 func (s *dbSpread) over(from, to float64) spreadStep {
-	out := spreadStep{pools: map[poolKey]time.Duration{}, shards: map[int64]time.Duration{}}
+	out := newSpreadStep()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := int(math.Round(from / s.step.Seconds()))
 	b := int(math.Round(to / s.step.Seconds()))
 	for k := max(a, 0); k < min(b, len(s.steps)); k++ {
+		for t, d := range s.steps[k].tenants {
+			out.tenants[t] += d
+		}
 		for p, d := range s.steps[k].pools {
 			out.pools[p] += d
-		}
-		for sh, d := range s.steps[k].shards {
-			out.shards[sh] += d
 		}
 	}
 	return out
 }
 
-// respread sets each point's load from spread: its pools' Busy (keys
-// are the pools in the points' order) and, where layouts[i] is not nil,
-// its workers (Point.Workers) through the placements of layouts[i], the
-// layout the point was sampled with. A point covers the time from the
-// point before it (the origin for the first) to its At. Points the
-// series sampled live keep their fields otherwise.
+// seriesTopTenants is how many tenants a point ranks by DB time.
+const seriesTopTenants = 5
+
+// respread sets each point's load from spread: its top tenants by DB
+// time (TopDBTime), its pools' Busy (keys are the pools in the points'
+// order) and, on topology citus (layouts not empty), its workers
+// (Point.Workers): each tenant's DB time on the worker that held its
+// shard in layouts[i], the layout the point was sampled with, or, for a
+// point sampled before the first layout was read, the first one read
+// (no action moves a shard before it). A point covers the time from the
+// point before it (the origin for the first) to its At. Points keep
+// their other fields.
 func respread(series []reports.Point, layouts []*citusLayout, keys []poolKey, spread *dbSpread) {
+	var next *citusLayout
+	filled := make([]*citusLayout, len(layouts))
+	for i := len(layouts) - 1; i >= 0; i-- {
+		next = cmp.Or(layouts[i], next)
+		filled[i] = next
+	}
 	prev := 0.0
 	for i := range series {
 		pt := &series[i]
@@ -125,13 +146,14 @@ func respread(series []reports.Point, layouts []*citusLayout, keys []poolKey, sp
 		}
 		sum := spread.over(prev, pt.At)
 		prev = pt.At
+		pt.TopDBTime = sum.topTenants(seriesTopTenants)
 		for j := range pt.Pools {
 			if j < len(keys) {
 				pt.Pools[j].Busy = sum.pools[keys[j]].Seconds() / over
 			}
 		}
-		if i < len(layouts) && layouts[i] != nil {
-			pt.Workers = layouts[i].workerPoints(sum.shards, over)
+		if i < len(filled) && filled[i] != nil {
+			pt.Workers = filled[i].workerPoints(sum.tenants, over)
 		}
 	}
 }

@@ -504,7 +504,7 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 				ring.add(now, usage)
 				pt := reports.Point{Window: r.steps[current.Load()].Name, At: now.Sub(t0).Seconds(),
 					Rate:      float64(calls-lastCalls) / now.Sub(last).Seconds(),
-					TopDBTime: topShares(pools.UsageWindow(lastUsage, usage), 5)}
+					TopDBTime: topShares(pools.UsageWindow(lastUsage, usage), seriesTopTenants)}
 				for _, class := range slices.Sorted(maps.Keys(st.limiters)) {
 					ls, was := st.limiters[class].Stat().Total, lastRejected[class]
 					lp := reports.LimiterPoint{Class: string(class), InFlight: int64(ls.InFlight),
@@ -538,7 +538,7 @@ func (r *runner) sampleSeries(config string, st *stack, tr *timelineRun, current
 				if r.citus != nil {
 					l := r.citus.latest.Load()
 					if l != nil && st.spread != nil {
-						pt.Workers = l.workerPoints(st.spread.over(last.Sub(t0).Seconds(), pt.At).shards, now.Sub(last).Seconds())
+						pt.Workers = l.workerPoints(st.spread.over(last.Sub(t0).Seconds(), pt.At).tenants, now.Sub(last).Seconds())
 					}
 					tr.layouts = append(tr.layouts, l)
 				}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -233,6 +235,112 @@ func TestWriterLockRetry(t *testing.T) {
 	w.record(true, -2, "w1", 1, nil, 0, 10*time.Millisecond, 0, time.Millisecond)
 	if w.v.Longest != took || w.v.LongestRetries != retries || w.v.LockRetries != retries {
 		t.Errorf("longest %v with %d retries, %d retries in all; want %v with %d, %d", w.v.Longest, w.v.LongestRetries, w.v.LockRetries, took, retries, retries)
+	}
+}
+
+// TestWriterNextSkipsRowsInFlight: an update is drawn only for a row with
+// no write in flight; one drawn for a row in flight is an insert of a new
+// row instead, and every drawn row is marked in flight until its answer
+// is recorded.
+func TestWriterNextSkipsRowsInFlight(t *testing.T) {
+	w := &checkedWriter{cfg: scenario.Writer{UpdateShare: 0.9}, rng: rand.New(rand.NewPCG(1, 11)),
+		acked: map[int64]string{}, possible: map[int64][]string{}, inFlight: map[int64]bool{}}
+	var ins, upd int
+	for i := range 400 {
+		held := maps.Clone(w.inFlight)
+		insert, id := w.next()
+		if insert {
+			ins++
+			if held[id] || id != w.last {
+				t.Fatalf("write %d: insert of row %d, in flight before or not a new row (last %d)", i, id, w.last)
+			}
+		} else {
+			upd++
+			if held[id] {
+				t.Fatalf("write %d: update of row %d, which had a write in flight", i, id)
+			}
+		}
+		if !w.inFlight[id] {
+			t.Fatalf("write %d: row %d not marked in flight", i, id)
+		}
+		if i%3 != 0 { // a third of the writes stay in flight
+			w.record(insert, id, "v", 1, nil, 0, 0, 0, time.Millisecond)
+		}
+	}
+	if ins == 0 || upd == 0 {
+		t.Fatalf("%d inserts, %d updates; want both", ins, upd)
+	}
+	if len(w.inFlight) != 134 {
+		t.Errorf("%d rows in flight, want the 134 never answered", len(w.inFlight))
+	}
+}
+
+// TestWriterOpenLoop: while a lock holds the tenant's writes, the writer
+// goes on sending writes on schedule (open loop): the longest write is the
+// one that waited for the lock, timed from its intended start, and it was
+// not sent late; every write is answered and checked once the lock goes.
+func TestWriterOpenLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: starts PostgreSQL (-short)")
+	}
+	c := localtest.Start(t, backend.Spec{})
+	n, _ := backend.First(c, backend.RolePrimary)
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, `CREATE TABLE orders (tenant_id bigint, id bigint, created_at timestamptz, amount numeric,
+		status text, customer text, note text, PRIMARY KEY (tenant_id, id))`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pools.New(ctx, pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}},
+		Pools: []pools.PoolConfig{{Name: "writer", DSN: writerNode(n).DSN(), Size: writerPoolSize}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	w := &checkedWriter{cfg: scenario.Writer{Tenant: 1, Rate: 100, UpdateShare: 0.3}, tenant: "1", stack: st,
+		rng: rand.New(rand.NewPCG(1, 11)), acked: map[int64]string{}, possible: map[int64][]string{}, inFlight: map[int64]bool{}}
+
+	// The lock from 300 ms to 1.5 s of the writer's timeline.
+	const hold = 1200 * time.Millisecond
+	w.start(ctx, time.Now())
+	time.Sleep(300 * time.Millisecond)
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE orders IN EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(hold)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	w.finish()
+
+	var stored []storedRow
+	rows, err := admin.Query(ctx, `SELECT id, note FROM orders WHERE tenant_id = 1`)
+	if err == nil {
+		stored, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storedRow, error) {
+			var s storedRow
+			return s, row.Scan(&s.id, &s.note)
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := w.verdict(stored)
+	if !v.clean() || v.Errors != 0 || v.Inserts+v.Updates < 100 {
+		t.Fatalf("verdict %+v; want over 100 writes acknowledged, none lost, stale or failed", v)
+	}
+	// A closed loop would send the writes after the first held one only
+	// once it is answered: late by about the whole hold.
+	if v.Longest < hold/2 || v.LongestLate > hold/2 {
+		t.Errorf("longest write %v, sent %v late; want one that waited the lock (%v), sent on time", v.Longest, v.LongestLate, hold)
 	}
 }
 

@@ -122,8 +122,8 @@ func figures(r *Report) []figure {
 			figs[i].Panels = append(figs[i].Panels, p)
 		}
 		if any {
-			if figs[i].ID == "nodes" {
-				clipY(&figs[i])
+			if id := figs[i].ID; id == "nodes" || id == "writer" {
+				clipY(&figs[i]) // a burst (a backlog answered at once) flattens the rest
 			}
 			out = append(out, figs[i])
 		}

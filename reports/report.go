@@ -517,10 +517,9 @@ type WriterCheck struct {
 	// (part of LockRetries): its time covers them and its reruns.
 	LongestWriteLockRetries int64 `json:"longest_write_lock_retries,omitempty"`
 	// LongestWriteLate is the part of LongestWrite before it was sent, in
-	// ms: the writer writes one at a time, and a write waits for those
-	// before it (a pause shows in the writes after it too, each counted
-	// from its own intended start, never added up; a writer slower than
-	// its rate falls behind for good).
+	// ms: the writer's own delay (writes are sent open loop, on schedule,
+	// whatever is in flight: only its in-flight bound or the Go scheduler
+	// delays one), so a large figure is noisysim's, not the database's.
 	LongestWriteLate float64 `json:"longest_write_late_ms,omitempty"`
 	// Node is where the checker read the rows back.
 	Node string `json:"node,omitempty"`
@@ -534,7 +533,9 @@ type Point struct {
 	At float64 `json:"at_s"`
 	// Rate is the requests issued in the second, per second.
 	Rate float64 `json:"rate_per_s"`
-	// TopDBTime ranks the tenants by DB time in the second (the top 5).
+	// TopDBTime ranks the tenants by DB time in the second (the top 5):
+	// the DB time their calls spent in it, a long call's spread over the
+	// seconds it ran.
 	TopDBTime []Share `json:"top_db_time,omitempty"`
 	// Limiters are each limited class's limiter at the point's end
 	// (in flight, queued) and over the second (rejected).

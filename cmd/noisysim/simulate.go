@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/noisysim/noisysim/harness"
@@ -46,6 +47,7 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	cores := fs.Float64("cores", 0, "cores of a node without a CPU budget (backend.node_cpu); 0: this machine's")
 	top := fs.Int("top", reports.DefaultTopQuiet, "quiet tenants listed per configuration table")
 	noProgress := fs.Bool("no-progress", false, "no progress display (the phase and the virtual time reached, on stderr)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the simulation to this file (go tool pprof)")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
 		return err
@@ -88,6 +90,17 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	}
 	if cal.Simulated != nil {
 		return usagef("simulate: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return usagef("simulate: --cpuprofile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("simulate: start CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	t0 := time.Now()
 	sopts := harness.SimulateOptions{

@@ -68,15 +68,24 @@ type Key struct {
 // intended start) and one of service times per tenant × class, plus counts of
 // errors by class, drops and incomplete ops, and a time series per interval.
 // Use one Recorder per configuration and phase. It implements
-// workload.Recorder and is safe for concurrent use: series are found without
-// a lock and each series has its own lock.
+// workload.Recorder and is safe for concurrent use: series are found under a
+// read lock and each series has its own lock.
 //
 // Histograms are sparse (hdrhistogram PackedHistogram): memory grows with the
 // number of distinct values, not with the range.
 type Recorder struct {
-	cfg       Config
-	series    sync.Map // Key → *series
-	recorded  atomic.Int64
+	cfg Config
+	// mu guards series; a series once made stays.
+	mu       sync.RWMutex
+	series   map[Key]*series
+	recorded atomic.Int64
+	// version counts the results recorded into series, each after it is
+	// in its series: Summary's cache is of one version.
+	version   atomic.Int64
+	sumMu     sync.Mutex
+	sumAt     int64 // version+1 of sums; 0: none
+	sums      []Summary
+	merged    map[string]memo // MergedAs's, by name
 	errs      atomic.Int64
 	dropped   atomic.Int64
 	incompl   atomic.Int64
@@ -133,7 +142,7 @@ func New(cfg Config) (*Recorder, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("new recorder: %w: %w", ErrInvalid, err)
 	}
-	return &Recorder{cfg: cfg}, nil
+	return &Recorder{cfg: cfg, series: map[Key]*series{}}, nil
 }
 
 // Config returns the configuration with defaults filled in.
@@ -145,12 +154,20 @@ func (r *Recorder) newHist() *hdr.PackedHistogram {
 
 // get returns the series of k, creating it.
 func (r *Recorder) get(k Key) *series {
-	if s, ok := r.series.Load(k); ok {
-		return s.(*series)
+	r.mu.RLock()
+	s := r.series[k]
+	r.mu.RUnlock()
+	if s != nil {
+		return s
 	}
-	s := &series{key: k, latency: r.newHist(), service: r.newHist(), tick: -1}
-	actual, _ := r.series.LoadOrStore(k, s)
-	return actual.(*series)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s := r.series[k]; s != nil {
+		return s
+	}
+	s = &series{key: k, latency: r.newHist(), service: r.newHist(), tick: -1}
+	r.series[k] = s
+	return s
 }
 
 // clamp returns d in ns clamped into [Lowest, Highest] and whether it was
@@ -196,6 +213,7 @@ func (r *Recorder) Record(res workload.Result) {
 
 	lat := res.Latency()
 	s := r.get(Key{Tenant: res.Op.Tenant, Class: res.Op.Class})
+	defer r.version.Add(1) // after the unlock below: the result is in s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	iv := r.interval(s, res.Op.At+lat)
@@ -334,14 +352,23 @@ type Summary struct {
 var SpectrumPercentiles = []float64{0, 10, 25, 50, 75, 90, 95, 98, 99, 99.5, 99.8, 99.9, 99.95, 99.99}
 
 // Summary returns one Summary per key, sorted by tenant then class.
+// Summaries are kept until the next result is recorded: a finished
+// window's are computed once however often they are read.
 func (r *Recorder) Summary() []Summary {
+	r.sumMu.Lock()
+	defer r.sumMu.Unlock()
+	v := r.version.Load()
+	if r.sumAt == v+1 {
+		return slices.Clone(r.sums)
+	}
 	var out []Summary
 	for _, s := range r.all() {
 		s.mu.Lock()
 		out = append(out, summarize(s.key, []*series{s}))
 		s.mu.Unlock()
 	}
-	return out
+	r.sums, r.sumAt = out, v+1
+	return slices.Clone(out)
 }
 
 // Merged returns one Summary over every key for which filter returns true
@@ -365,13 +392,43 @@ func (r *Recorder) Merged(filter func(tenant int, class string) bool) Summary {
 	return summarize(Key{}, picked)
 }
 
+// memo is a Summary of one version.
+type memo struct {
+	at  int64 // version+1
+	sum Summary
+}
+
+// MergedAs is Merged(filter) kept under name until the next result is
+// recorded: a caller that merges the same set more than once (a finished
+// window's quiet tenants for its rows and again for its assertions) names
+// it, and the histograms are merged once. Every call with one name must
+// pass the same filter.
+func (r *Recorder) MergedAs(name string, filter func(tenant int, class string) bool) Summary {
+	r.sumMu.Lock()
+	v := r.version.Load()
+	if m, ok := r.merged[name]; ok && m.at == v+1 {
+		r.sumMu.Unlock()
+		return m.sum
+	}
+	r.sumMu.Unlock()
+	sum := r.Merged(filter)
+	r.sumMu.Lock()
+	if r.merged == nil {
+		r.merged = map[string]memo{}
+	}
+	r.merged[name] = memo{at: v + 1, sum: sum}
+	r.sumMu.Unlock()
+	return sum
+}
+
 // all returns every series, sorted by key. Locks are taken in this order.
 func (r *Recorder) all() []*series {
-	var out []*series
-	r.series.Range(func(_, v any) bool {
-		out = append(out, v.(*series))
-		return true
-	})
+	r.mu.RLock()
+	out := make([]*series, 0, len(r.series))
+	for _, s := range r.series {
+		out = append(out, s)
+	}
+	r.mu.RUnlock()
 	slices.SortFunc(out, func(a, b *series) int { return compareKeys(a.key, b.key) })
 	return out
 }
@@ -434,11 +491,12 @@ func summarize(k Key, ss []*series) Summary {
 // if nothing was recorded for k: for distributions, CDFs or export
 // (PackedHistogram.Encode writes the HdrHistogram V2 format).
 func (r *Recorder) LatencyHistogram(k Key) *hdr.PackedHistogram {
-	v, ok := r.series.Load(k)
-	if !ok {
+	r.mu.RLock()
+	s := r.series[k]
+	r.mu.RUnlock()
+	if s == nil {
 		return nil
 	}
-	s := v.(*series)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.latency.Clone()

@@ -327,3 +327,28 @@ func TestPercentilesNeverAboveMax(t *testing.T) {
 		}
 	}
 }
+
+// TestSummariesKeptUntilTheNextResult: Summary and MergedAs are reused
+// while nothing is recorded, and a result recorded after them is in the
+// next ones.
+func TestSummariesKeptUntilTheNextResult(t *testing.T) {
+	r := newRecorder(t, metrics.Config{})
+	quiet := func(tenant int, _ string) bool { return tenant != 1 }
+	r.Record(result(2, "q", 0, 0, time.Millisecond, nil))
+	if s := r.Summary(); len(s) != 1 || s[0].Count != 1 {
+		t.Fatalf("Summary %+v, want tenant 2 once", s)
+	}
+	if m := r.MergedAs("quiet", quiet); m.Count != 1 || m.Max != time.Millisecond {
+		t.Fatalf("MergedAs %+v, want one call of 1 ms", m)
+	}
+	r.Record(result(3, "q", time.Second, 0, 5*time.Millisecond, nil))
+	if s := r.Summary(); len(s) != 2 || s[1].Tenant != 3 || s[1].Count != 1 {
+		t.Errorf("Summary after a new tenant %+v, want tenants 2 and 3", s)
+	}
+	if m := r.MergedAs("quiet", quiet); m.Count != 2 || m.Max != 5*time.Millisecond {
+		t.Errorf("MergedAs after a new result %+v, want two calls, max 5 ms", m)
+	}
+	if m, n := r.MergedAs("quiet", quiet), r.Merged(quiet); m.Count != n.Count || m.P99 != n.P99 {
+		t.Errorf("MergedAs %+v, Merged %+v: want the same", m, n)
+	}
+}

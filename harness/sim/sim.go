@@ -2,7 +2,6 @@ package sim
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -215,6 +214,7 @@ const (
 	evNodeDone
 	evStatementTimeout
 	evEnd
+	evDeadline // the head of deadline queue node is due
 )
 
 type event struct {
@@ -226,22 +226,66 @@ type event struct {
 	ver  uint64 // evNodeDone: the node's version it was scheduled at
 }
 
+// eventHeap is a binary min-heap of events by (at, seq), typed so that a
+// push neither boxes nor allocates (container/heap's interface did both).
 type eventHeap []event
 
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
+func (h eventHeap) less(i, j int) bool {
 	if h[i].at != h[j].at {
 		return h[i].at < h[j].at
 	}
 	return h[i].seq < h[j].seq
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
+
+func (h *eventHeap) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	for i := len(q) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			break
+		}
+		q[i], q[p] = q[p], q[i]
+		i = p
+	}
+}
+
+func (h *eventHeap) pop() event {
+	q := *h
+	e := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = event{}
+	q = q[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			break
+		}
+		q[i], q[m] = q[m], q[i]
+		i = m
+	}
+	*h = q
 	return e
+}
+
+// deadlines is a FIFO of the deadline events of one fixed wait (a
+// limiter's MaxWait, a pool's AcquireTimeout, a class's Timeout): as they
+// are pushed at now + the same wait, they come due in the order pushed, so
+// only the head needs a place in the event heap (as an evDeadline naming
+// the queue, with the head's time and sequence, so the order of events is
+// the same as with every deadline in the heap).
+type deadlines struct {
+	q      []event
+	head   int
+	inHeap bool
 }
 
 // call states.
@@ -260,11 +304,14 @@ type call struct {
 	start  int64   // on the node
 	finish float64 // the node's attained service at which the work is done
 	idx    int     // index in the node's heap
+	live   int     // index in state.live
 }
 
 type classRT struct {
 	Class
 	rng *rand.Rand
+	// deadlines is the index of the class's Timeout queue.
+	deadlines int
 }
 
 // node is a processor-sharing server.
@@ -295,24 +342,67 @@ func (n *node) advance(t int64) {
 	n.last = t
 }
 
+// callHeap is a min-heap of the running calls by finish; each call knows
+// its index.
 type callHeap []*call
 
-func (h callHeap) Len() int           { return len(h) }
-func (h callHeap) Less(i, j int) bool { return h[i].finish < h[j].finish }
-func (h callHeap) Swap(i, j int) {
+func (h callHeap) swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].idx, h[j].idx = i, j
 }
-func (h *callHeap) Push(x any) {
-	c := x.(*call)
+
+func (h *callHeap) push(c *call) {
 	c.idx = len(*h)
 	*h = append(*h, c)
+	h.up(c.idx)
 }
-func (h *callHeap) Pop() any {
-	old := *h
-	c := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+
+func (h callHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !(h[i].finish < h[p].finish) {
+			break
+		}
+		h.swap(i, p)
+		i = p
+	}
+}
+
+// down sifts i down and reports whether it moved.
+func (h callHeap) down(i int) bool {
+	i0, n := i, len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h[r].finish < h[l].finish {
+			m = r
+		}
+		if !(h[m].finish < h[i].finish) {
+			break
+		}
+		h.swap(i, m)
+		i = m
+	}
+	return i > i0
+}
+
+// remove takes the call at index i out of the heap and returns it.
+func (h *callHeap) remove(i int) *call {
+	q := *h
+	n := len(q) - 1
+	c := q[i]
+	if i != n {
+		q.swap(i, n)
+	}
+	q[n] = nil
+	q = q[:n]
+	if i < n && !q.down(i) {
+		q.up(i)
+	}
+	*h = q
 	c.idx = -1
 	return c
 }
@@ -348,6 +438,8 @@ type poolRT struct {
 	Pool
 	free  int
 	queue fifo
+	// deadlines is the index of the pool's AcquireTimeout queue.
+	deadlines int
 }
 
 type tenantLim struct {
@@ -357,11 +449,29 @@ type tenantLim struct {
 
 type limiterRT struct {
 	Limiter
+	// dense holds tenants 0..maxDense-1 by number, tenants the others.
+	dense   []*tenantLim
 	tenants map[int]*tenantLim
 	rej     map[int]Rejections
+	// deadlines is the index of the limiter's MaxWait queue.
+	deadlines int
 }
 
+// maxDense bounds the tenant numbers a limiter keeps in a slice.
+const maxDense = 1 << 20
+
 func (l *limiterRT) tenant(t int) *tenantLim {
+	if t >= 0 && t < maxDense {
+		if t >= len(l.dense) {
+			l.dense = append(l.dense, make([]*tenantLim, t+1-len(l.dense))...)
+		}
+		tl := l.dense[t]
+		if tl == nil {
+			tl = &tenantLim{}
+			l.dense[t] = tl
+		}
+		return tl
+	}
 	tl := l.tenants[t]
 	if tl == nil {
 		tl = &tenantLim{}
@@ -386,14 +496,15 @@ type state struct {
 	end      int64
 	ended    bool
 	stats    Stats
-	live     map[*call]struct{}
+	live     []*call // the calls in flight, in no order
+	dls      []deadlines
 	err      error
 }
 
 func newState(src workload.Source, cfg Config, rec workload.Recorder, obs Observer) *state {
-	s := &state{src: src, rec: rec, obs: obs, classes: map[string]*classRT{}, live: map[*call]struct{}{}}
+	s := &state{src: src, rec: rec, obs: obs, classes: map[string]*classRT{}}
 	for name, cl := range cfg.Classes {
-		s.classes[name] = &classRT{Class: cl}
+		s.classes[name] = &classRT{Class: cl, deadlines: s.newDeadlines()}
 	}
 	// Each class draws from a stream of its own, seeded by its name, so
 	// that the draws do not depend on map order.
@@ -408,10 +519,10 @@ func newState(src workload.Source, cfg Config, rec workload.Recorder, obs Observ
 		s.nodes = append(s.nodes, &node{cores: n.Cores})
 	}
 	for _, p := range cfg.Pools {
-		s.pools = append(s.pools, &poolRT{Pool: p, free: p.Size})
+		s.pools = append(s.pools, &poolRT{Pool: p, free: p.Size, deadlines: s.newDeadlines()})
 	}
 	for _, l := range cfg.Limiters {
-		s.lims = append(s.lims, &limiterRT{Limiter: l, tenants: map[int]*tenantLim{}, rej: map[int]Rejections{}})
+		s.lims = append(s.lims, &limiterRT{Limiter: l, tenants: map[int]*tenantLim{}, rej: map[int]Rejections{}, deadlines: s.newDeadlines()})
 	}
 	s.maxIn = cfg.MaxInFlight
 	if s.maxIn == 0 {
@@ -428,7 +539,44 @@ func newState(src workload.Source, cfg Config, rec workload.Recorder, obs Observ
 func (s *state) push(e event) {
 	e.seq = s.seq
 	s.seq++
-	heap.Push(&s.events, e)
+	s.events.push(e)
+}
+
+func (s *state) newDeadlines() int {
+	s.dls = append(s.dls, deadlines{})
+	return len(s.dls) - 1
+}
+
+// pushDeadline queues e, due a fixed wait from now, on deadline queue qi.
+func (s *state) pushDeadline(qi int, e event) {
+	e.seq = s.seq
+	s.seq++
+	d := &s.dls[qi]
+	d.q = append(d.q, e)
+	if !d.inHeap {
+		d.inHeap = true
+		s.events.push(event{at: e.at, seq: e.seq, kind: evDeadline, node: qi})
+	}
+}
+
+// popDeadline takes the head of deadline queue qi, which is due, and puts
+// the next head in the event heap.
+func (s *state) popDeadline(qi int) event {
+	d := &s.dls[qi]
+	e := d.q[d.head]
+	d.q[d.head] = event{}
+	d.head++
+	if d.head > 64 && d.head*2 > len(d.q) {
+		d.q = append(d.q[:0], d.q[d.head:]...)
+		d.head = 0
+	}
+	if d.head < len(d.q) {
+		next := d.q[d.head]
+		s.events.push(event{at: next.at, seq: next.seq, kind: evDeadline, node: qi})
+	} else {
+		d.inHeap = false
+	}
+	return e
 }
 
 func (s *state) nextArrival() {
@@ -446,13 +594,16 @@ func (s *state) nextArrival() {
 func (s *state) run(ctx context.Context) error {
 	s.push(event{at: s.end, kind: evEnd})
 	s.nextArrival()
-	for s.events.Len() > 0 && s.err == nil {
+	for len(s.events) > 0 && s.err == nil {
 		if s.stats.Events%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		e := heap.Pop(&s.events).(event)
+		e := s.events.pop()
+		if e.kind == evDeadline {
+			e = s.popDeadline(e.node)
+		}
 		s.stats.Events++
 		s.now = e.at
 		switch e.kind {
@@ -482,14 +633,14 @@ func (s *state) run(ctx context.Context) error {
 				continue
 			}
 			n.advance(s.now)
-			c := heap.Pop(&n.running).(*call)
+			c := n.running.remove(0)
 			s.leaveNode(c, e.node, nil)
 		case evStatementTimeout:
 			if e.c.state == stRunning {
 				ni := e.c.class.Nodes[e.c.place]
 				n := s.nodes[ni]
 				n.advance(s.now)
-				heap.Remove(&n.running, e.c.idx)
+				n.running.remove(e.c.idx)
 				s.leaveNode(e.c, ni, ErrStatementTimeout)
 			}
 		case evEnd:
@@ -534,7 +685,8 @@ func (s *state) arrive(c *call) {
 	}
 	s.stats.Issued++
 	s.inFlight++
-	s.live[c] = struct{}{}
+	c.live = len(s.live)
+	s.live = append(s.live, c)
 	if cl.Place != nil {
 		c.place = cl.Place(c.op.Tenant)
 		if c.place < 0 || c.place >= len(cl.Pools) {
@@ -556,7 +708,7 @@ func (s *state) arrive(c *call) {
 		c.state = stLimiterQueue
 		tl.queue.push(c)
 		if lim.MaxWait > 0 {
-			s.push(event{at: s.now + int64(lim.MaxWait), kind: evLimiterDeadline, c: c})
+			s.pushDeadline(lim.deadlines, event{at: s.now + int64(lim.MaxWait), kind: evLimiterDeadline, c: c})
 		}
 	default:
 		r := lim.rej[c.op.Tenant]
@@ -578,7 +730,7 @@ func (s *state) acquire(c *call) {
 	c.state = stPoolQueue
 	p.queue.push(c)
 	if p.AcquireTimeout > 0 {
-		s.push(event{at: s.now + int64(p.AcquireTimeout), kind: evAcquireDeadline, c: c})
+		s.pushDeadline(p.deadlines, event{at: s.now + int64(p.AcquireTimeout), kind: evAcquireDeadline, c: c})
 	}
 }
 
@@ -590,10 +742,10 @@ func (s *state) startWork(c *call) {
 	c.start = s.now
 	w := max(float64(c.class.Service(c.class.rng)), 1)
 	c.finish = n.v + w
-	heap.Push(&n.running, c)
+	n.running.push(c)
 	s.reschedule(ni)
 	if c.class.Timeout > 0 {
-		s.push(event{at: s.now + int64(c.class.Timeout), kind: evStatementTimeout, c: c})
+		s.pushDeadline(c.class.deadlines, event{at: s.now + int64(c.class.Timeout), kind: evStatementTimeout, c: c})
 	}
 }
 
@@ -642,13 +794,22 @@ func (s *state) at(ns int64) time.Time { return Epoch.Add(time.Duration(ns)) }
 
 func (s *state) finish(c *call, err error, dbTime time.Duration, ni int) {
 	s.inFlight--
-	delete(s.live, c)
+	s.unlive(c)
 	s.stats.Completed++
 	if err != nil {
 		s.stats.Errors++
 	}
 	intended := s.at(int64(c.op.At))
 	s.record(Outcome{Result: workload.Result{Op: c.op, Intended: intended, Start: intended, End: s.at(s.now), Err: err}, Node: ni, DBTime: dbTime})
+}
+
+// unlive takes c out of the calls in flight.
+func (s *state) unlive(c *call) {
+	last := s.live[len(s.live)-1]
+	last.live = c.live
+	s.live[c.live] = last
+	s.live[len(s.live)-1] = nil
+	s.live = s.live[:len(s.live)-1]
 }
 
 func (s *state) record(o Outcome) {
@@ -661,10 +822,7 @@ func (s *state) record(o Outcome) {
 // cutOff ends every call still in flight at the end as incomplete, in
 // order of arrival.
 func (s *state) cutOff() {
-	calls := make([]*call, 0, len(s.live))
-	for c := range s.live {
-		calls = append(calls, c)
-	}
+	calls := slices.Clone(s.live)
 	slices.SortFunc(calls, func(a, b *call) int { return cmp.Compare(a.op.Seq, b.op.Seq) })
 	for _, c := range calls {
 		ni, db := -1, time.Duration(0)
@@ -674,7 +832,7 @@ func (s *state) cutOff() {
 		}
 		c.state = stDone
 		s.inFlight--
-		delete(s.live, c)
+		s.unlive(c)
 		s.stats.Incomplete++
 		intended := s.at(int64(c.op.At))
 		s.record(Outcome{Result: workload.Result{Op: c.op, Intended: intended, Start: intended, End: s.at(s.now),
