@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -72,6 +73,15 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 	}
 	for _, c := range configs {
 		tr := &timelineRun{ex: &executor{r: r, stack: &stack{}}}
+		// origin is the earliest agent's start of c's timeline (wall
+		// clock, from the interval logs): the merged timeline's.
+		var origin time.Time
+		for _, p := range parts {
+			if ws := p.Output.Windows[c.Name]; len(ws) > 0 && (origin.IsZero() || ws[0].Origin.Before(origin)) {
+				origin = ws[0].Origin
+			}
+		}
+		tr.origin = origin
 		var took float64
 		for i := range r.steps {
 			rec, err := metrics.New(metrics.Config{Classify: errorClass})
@@ -84,15 +94,26 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 				if i >= len(ws) || ws[i].Name != r.steps[i].Name {
 					return nil, fmt.Errorf("%w: merge: %s has no phase %s of configuration %s where %s has it", scenario.ErrInvalid, p.Output.Dir, r.steps[i].Name, c.Name, sc.File)
 				}
+				// The agent's timeline started late by off: its
+				// intervals are placed at the ticks they ran in.
+				off := ws[i].Origin.Sub(origin)
+				var shift int64
+				if iv := p.Output.Meta.Interval; iv > 0 {
+					shift = int64(math.Round(float64(off) / float64(iv)))
+				}
 				for _, s := range ws[i].Recorder.Export() {
+					s.Intervals = slices.Clone(s.Intervals)
+					for k := range s.Intervals {
+						s.Intervals[k].Tick += shift
+					}
 					if err := rec.Add(s); err != nil {
 						return nil, fmt.Errorf("merge %s: %w", p.Output.Dir, err)
 					}
 				}
-				if j == 0 || ws[i].Start < w.start {
-					w.start = ws[i].Start
+				if j == 0 || ws[i].Start+off < w.start {
+					w.start = ws[i].Start + off
 				}
-				w.end = max(w.end, ws[i].End)
+				w.end = max(w.end, ws[i].End+off)
 				w.sent += ws[i].Sent
 			}
 			tr.windows = append(tr.windows, w)
@@ -185,8 +206,8 @@ func partDirs(parts []SegmentPart) string {
 }
 
 // CheckSegments reports, as one error naming the directories, outputs that
-// cannot be merged: of another scenario (its file's hash), seed or
-// schedule than the first, of another number of segments, a segment given
+// cannot be merged: of another run than the first (another scenario — its
+// file's hash —, seed, schedule or --start-at), of another number of segments, a segment given
 // twice, or a segment missing. The parts come back sorted by segment.
 func CheckSegments(scenarioHash string, parts []SegmentPart) ([]SegmentPart, error) {
 	if len(parts) == 0 {
@@ -205,6 +226,8 @@ func CheckSegments(scenarioHash string, parts []SegmentPart) ([]SegmentPart, err
 			problems = append(problems, fmt.Sprintf("%s and %s ran different scenarios (%s %.12s, %s %.12s)", parts[0].Output.Dir, d, f.Scenario, f.ScenarioHash, m.Scenario, m.ScenarioHash))
 		case m.Seed != f.Seed:
 			problems = append(problems, fmt.Sprintf("%s and %s ran different seeds (%d, %d)", parts[0].Output.Dir, d, f.Seed, m.Seed))
+		case m.StartAt != f.StartAt:
+			problems = append(problems, fmt.Sprintf("%s and %s are agents of different runs (--start-at %s, %s): the agents of one run are given one --start-at", parts[0].Output.Dir, d, orNone(f.StartAt), orNone(m.StartAt)))
 		case m.ScheduleHash != f.ScheduleHash:
 			problems = append(problems, fmt.Sprintf("%s and %s ran different schedules (%s, %s)", parts[0].Output.Dir, d, f.ScheduleHash, m.ScheduleHash))
 		case m.Count != f.Count:
@@ -229,4 +252,11 @@ func CheckSegments(scenarioHash string, parts []SegmentPart) ([]SegmentPart, err
 	sorted := slices.Clone(parts)
 	slices.SortFunc(sorted, func(a, b SegmentPart) int { return a.Output.Meta.Index - b.Output.Meta.Index })
 	return sorted, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

@@ -35,6 +35,12 @@ func TestCheckSegments(t *testing.T) {
 		{"scenario", "x", []SegmentPart{ok[1], ok[2], part("c", 3, 3, 1, "y")}, "a and c ran different scenarios"},
 		{"count", "x", []SegmentPart{ok[1], ok[2], part("c", 3, 4, 1, "x")}, "different numbers of segments (3, 4)"},
 		{"file", "z", ok, "another scenario file than the one given"},
+		{"run", "x", []SegmentPart{ok[1], ok[2], func() SegmentPart {
+			p := part("c", 3, 3, 1, "x")
+			p.Output.Meta.StartAt = "2026-01-02T15:04:05Z"
+			return p
+		}()},
+			"a and c are agents of different runs (--start-at none, 2026-01-02T15:04:05Z)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := CheckSegments(tc.hash, tc.parts)

@@ -2,8 +2,8 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/metrics"
@@ -20,11 +20,13 @@ import (
 // ending on until, no faults, no checked writer, no started service, no
 // rate calibration (each agent would measure its own), no replay and no
 // closed loop (their ops are not a seeded schedule), no Citus topology
-// (its placements and skew are read by the run that moves them).
+// (its placements and skew are read by the run that moves them), and
+// nothing each agent would start for itself: the database (backend.kind
+// local or docker) or the global limiter's Redis.
 func SegmentProblems(sc *scenario.Scenario) error {
-	var errs []error
+	var problems []string
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%w: --segment: "+format, append([]any{scenario.ErrInvalid}, args...)...))
+		problems = append(problems, fmt.Sprintf(format, args...))
 	}
 	if sc.Replaying() {
 		bad("a replayed trace or log is not a seeded schedule to slice (replay)")
@@ -56,10 +58,28 @@ func SegmentProblems(sc *scenario.Scenario) error {
 			bad("class %s has load_factor: each agent would calibrate its own rate; give the rate", sc.Classes[i].Name)
 		}
 	}
+	if k := sc.Backend.Kind; k != scenario.BackendExternal {
+		what := "local PostgreSQL processes"
+		if k == scenario.BackendDocker {
+			what = "containers"
+		}
+		bad("backend.kind %s: each agent would start a database of its own (%s), but the agents of one run share one: use an existing database by DSN (backend: {kind: external, primary_dsn: ...})", k, what)
+	}
+	for _, c := range sc.Configurations {
+		if c.App != nil && c.App.Limiter == scenario.AppGlobal && c.App.RedisURL == "" {
+			bad("configuration %s: app.limiter global without app.redis_url: each agent would start a redis-server of its own and hold the cap per agent; give the Redis all agents share (app.redis_url)", c.Name)
+		}
+	}
 	if sc.Citus() {
 		bad("topology citus: placements and skew are read by the run that moves them")
 	}
-	return errors.Join(errs...)
+	switch len(problems) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: %s: --segment: %s", scenario.ErrInvalid, sc.File, problems[0])
+	}
+	return fmt.Errorf("%w: %s: --segment: %d problems:\n  - %s", scenario.ErrInvalid, sc.File, len(problems), strings.Join(problems, "\n  - "))
 }
 
 // segmentSchema returns the schema an agent of seg keeps its copy of the
@@ -88,10 +108,12 @@ func roleName(tag, config, pool string) string {
 
 // WindowResult is what one phase of one configuration's timeline
 // measured, as Options.OnWindows hands it out and MergeSegments takes it
-// back: the phase's name, its span from the timeline's start, the arrivals
-// it sent and its recorder.
+// back: the phase's name, its span from the timeline's start (Origin, the
+// wall-clock time the timeline started), the arrivals it sent and its
+// recorder.
 type WindowResult struct {
 	Name       string
+	Origin     time.Time
 	Start, End time.Duration
 	Sent       int64
 	Recorder   *metrics.Recorder
@@ -100,7 +122,7 @@ type WindowResult struct {
 func windowResults(tr *timelineRun) []WindowResult {
 	out := make([]WindowResult, len(tr.windows))
 	for i, w := range tr.windows {
-		out[i] = WindowResult{Name: w.step.Name, Start: w.start, End: w.end, Sent: w.sent, Recorder: w.rec}
+		out[i] = WindowResult{Name: w.step.Name, Origin: tr.origin, Start: w.start, End: w.end, Sent: w.sent, Recorder: w.rec}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/noisysim/noisysim/harness/metrics"
+	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
 )
 
@@ -28,9 +30,12 @@ const (
 	// "<configuration>/<phase>/<kind>/<tenant>/<class>", kind lat (response
 	// times over the phase) or svc (service times), or
 	// "<configuration>/<phase>/iv/<tenant>/<class>/<tick>" (response times
-	// of one interval, whose start and end are the line's); values in ns,
-	// times from the timeline's start. Phase and class names hold no
-	// slash, comma or space (scenario names are identifiers).
+	// of one interval, whose start and length are the line's); values in
+	// ns. StartTime and BaseTime are the agent's first timeline start in
+	// seconds since the epoch, to the millisecond, and each line's start
+	// is absolute (from BaseTime): merge places the agents' intervals by
+	// them. Phase and class names hold no slash, comma or space (scenario
+	// names are identifiers).
 	HistogramLogFile = "histograms.hlog"
 )
 
@@ -47,6 +52,10 @@ type SegmentMeta struct {
 	ScenarioHash string `json:"scenario_hash"`
 	Seed         int64  `json:"seed"`
 	ScheduleHash string `json:"schedule_hash"`
+	// StartAt is the run's --start-at (RFC 3339, UTC), "" when none was
+	// given: with the scenario's hash and seed, what tells the agents of
+	// one run from those of another.
+	StartAt string `json:"start_at,omitempty"`
 	// Index and Count are the segment, Index/Count.
 	Index int `json:"index"`
 	Count int `json:"count"`
@@ -117,39 +126,48 @@ func WriteSegment(dir string, meta SegmentMeta, configs []string, windows map[st
 		return fmt.Errorf("write segment: %w", err)
 	}
 	defer f.Close()
-	bw := bufio.NewWriter(f)
-	lw := hdr.NewHistogramLogWriter(bw)
-	lw.SetBaseTime(0)
-	if err := errors.Join(lw.OutputLogFormatVersion(), lw.OutputComment(fmt.Sprintf("noisysim %s segment %d/%d seed %d", meta.Scenario, meta.Index, meta.Count, meta.Seed)),
-		lw.OutputBaseTime(0), lw.OutputLegend()); err != nil {
-		return fmt.Errorf("write segment: %w", err)
+	// The log's StartTime and BaseTime are the first timeline's start, to
+	// the millisecond; every line's start is absolute (from BaseTime), so
+	// that merge places each agent's intervals where they ran.
+	var base time.Time
+	for _, config := range configs {
+		for _, w := range windows[config] {
+			if base.IsZero() || w.Origin.Before(base) {
+				base = w.Origin
+			}
+		}
 	}
-	out := func(h *hdr.PackedHistogram, tag string, start, end time.Duration) error {
-		h = h.Clone()
-		h.SetTag(tag)
-		h.SetStartTimeMs(start.Milliseconds())
-		h.SetEndTimeMs(max(end.Milliseconds(), start.Milliseconds()))
-		return lw.OutputIntervalPackedHistogram(h)
+	if base.IsZero() {
+		base = time.Unix(0, 0)
+	}
+	bw := bufio.NewWriter(f)
+	lw, err := newIntervalLogWriter(bw, base, fmt.Sprintf("noisysim %s segment %d/%d seed %d", meta.Scenario, meta.Index, meta.Count, meta.Seed))
+	if err != nil {
+		return fmt.Errorf("write segment: %w", err)
 	}
 	for _, config := range configs {
 		for _, w := range windows[config] {
+			origin := w.Origin
+			if origin.IsZero() {
+				origin = base
+			}
 			cfg := w.Recorder.Config()
 			meta.Lowest, meta.Highest, meta.SigFigs, meta.Interval = int64(cfg.Lowest), int64(cfg.Highest), cfg.SigFigs, int64(cfg.Interval)
 			sw := SegmentWindow{Configuration: config, Phase: w.Name, StartNs: int64(w.Start), EndNs: int64(w.End), Sent: w.Sent}
+			span := max(w.End-w.Start, 0)
 			for _, s := range w.Recorder.Export() {
 				ss := SegmentSeries{Tenant: s.Tenant, Class: s.Class, Count: s.Count, Errors: s.Errors, ErrorsByClass: s.ErrorsByClass,
 					Dropped: s.Dropped, Incomplete: s.Incomplete, Clamped: s.Clamped,
 					LatencySumNs: int64(s.LatencySum), LatencyMaxNs: int64(s.LatencyMax), ServiceMaxNs: int64(s.ServiceMax)}
-				if err := errors.Join(out(s.Latency, histTag(config, w.Name, "lat", s.Tenant, s.Class), w.Start, w.End),
-					out(s.Service, histTag(config, w.Name, "svc", s.Tenant, s.Class), w.Start, w.End)); err != nil {
+				if err := errors.Join(lw.write(histTag(config, w.Name, "lat", s.Tenant, s.Class), origin.Add(w.Start), span, s.Latency),
+					lw.write(histTag(config, w.Name, "svc", s.Tenant, s.Class), origin.Add(w.Start), span, s.Service)); err != nil {
 					return fmt.Errorf("write segment: %w", err)
 				}
 				for _, iv := range s.Intervals {
 					ss.Intervals = append(ss.Intervals, SegmentInterval{Tick: iv.Tick, Count: iv.Count, Errors: iv.Errors,
 						Dropped: iv.Dropped, Incomplete: iv.Incomplete, MaxNs: int64(iv.Max)})
-					start := time.Duration(iv.Tick) * cfg.Interval
 					tag := histTag(config, w.Name, "iv", s.Tenant, s.Class) + "/" + strconv.FormatInt(iv.Tick, 10)
-					if err := out(iv.Hist, tag, start, start+cfg.Interval); err != nil {
+					if err := lw.write(tag, origin.Add(time.Duration(iv.Tick)*cfg.Interval), cfg.Interval, iv.Hist); err != nil {
 						return fmt.Errorf("write segment: %w", err)
 					}
 				}
@@ -177,6 +195,8 @@ type SegmentOutput struct {
 	Dir     string
 	Meta    SegmentMeta
 	Windows map[string][]WindowResult
+	// Log is the agent's interval log as read (absolute times).
+	Log *IntervalLog
 }
 
 // ReadSegment reads what WriteSegment wrote into dir.
@@ -188,6 +208,16 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 		return fmt.Errorf("read segment %s: "+format, append([]any{dir}, args...)...)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, SegmentFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		if rb, rerr := os.ReadFile(filepath.Join(dir, reports.JSONFile)); rerr == nil {
+			var rep struct{ Segment, Incomplete string }
+			if json.Unmarshal(rb, &rep) == nil && rep.Segment != "" {
+				return nil, bad("it holds the %s of agent %s but no %s: that agent was stopped before its end (%s) and wrote no histograms; run every agent again, with a new --start-at", reports.JSONFile, rep.Segment, SegmentFile, rep.Incomplete)
+			}
+			return nil, bad("it holds %s but no %s: a whole run's reports, not an agent's output (noisysim run --segment i/N --out DIR writes one)", reports.JSONFile, SegmentFile)
+		}
+		return nil, bad("no %s: not an agent's output (noisysim run --segment i/N --out DIR writes one)", SegmentFile)
+	}
 	if err != nil {
 		return nil, bad("%w", err)
 	}
@@ -206,45 +236,69 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 		class               string
 		tick                int64
 	}
-	hists := map[key]*hdr.Histogram{}
+	hists := map[key]LoggedHistogram{}
 	f, err := os.Open(filepath.Join(dir, HistogramLogFile))
 	if err != nil {
 		return nil, bad("%w", err)
 	}
 	defer f.Close()
-	lr := hdr.NewHistogramLogReader(bufio.NewReader(f))
-	for {
-		h, err := lr.NextIntervalHistogram()
-		if err != nil {
-			return nil, bad("%s: %w", HistogramLogFile, err)
-		}
-		if h == nil {
-			break
-		}
-		parts := strings.Split(h.Tag(), "/")
+	log, err := ReadIntervalLog(f)
+	if err != nil {
+		return nil, bad("%s: %w", HistogramLogFile, err)
+	}
+	out.Log = log
+	for _, h := range log.Histograms {
+		parts := strings.Split(h.Tag, "/")
 		if len(parts) < 5 || len(parts) != 5+btoi(parts[2] == "iv") {
-			return nil, bad("%s: tag %q is not configuration/phase/kind/tenant/class[/tick]", HistogramLogFile, h.Tag())
+			return nil, bad("%s: tag %q is not configuration/phase/kind/tenant/class[/tick]", HistogramLogFile, h.Tag)
 		}
 		tenant, err := strconv.Atoi(parts[3])
 		if err != nil {
-			return nil, bad("%s: tag %q: tenant %q", HistogramLogFile, h.Tag(), parts[3])
+			return nil, bad("%s: tag %q: tenant %q", HistogramLogFile, h.Tag, parts[3])
 		}
 		k := key{parts[0], parts[1], parts[2], tenant, parts[4], 0}
 		if k.kind == "iv" {
 			if k.tick, err = strconv.ParseInt(parts[5], 10, 64); err != nil {
-				return nil, bad("%s: tag %q: tick %q", HistogramLogFile, h.Tag(), parts[5])
+				return nil, bad("%s: tag %q: tick %q", HistogramLogFile, h.Tag, parts[5])
 			}
 		}
 		hists[k] = h
 	}
+	// origin returns the wall-clock start of configuration config's
+	// timeline as the log places it: a phase histogram's start less the
+	// phase's start, or an interval's less its tick; BaseTime when the
+	// configuration recorded nothing.
+	origin := func(config string) time.Time {
+		for k, h := range hists {
+			if k.config != config {
+				continue
+			}
+			for _, sw := range m.Windows {
+				if sw.Configuration == config && sw.Phase == k.phase && k.kind != "iv" {
+					return h.Start.Add(-time.Duration(sw.StartNs).Truncate(time.Millisecond))
+				}
+			}
+			if k.kind == "iv" {
+				return h.Start.Add(-time.Duration(k.tick) * time.Duration(m.Interval))
+			}
+		}
+		return log.BaseTime
+	}
+	origins := map[string]time.Time{}
+	for _, sw := range m.Windows {
+		if _, ok := origins[sw.Configuration]; !ok {
+			origins[sw.Configuration] = origin(sw.Configuration)
+		}
+	}
 	take := func(k key) (*hdr.PackedHistogram, error) {
-		h, ok := hists[k]
+		lh, ok := hists[k]
 		if !ok {
-			return nil, bad("%s has no %s histogram of configuration %s phase %s tenant %d class %s", HistogramLogFile, k.kind, k.config, k.phase, k.tenant, k.class)
+			return nil, bad("%s has no %s histogram of configuration %s phase %s tenant %d class %s, which %s names: the log is cut short or from another run (it holds %d histograms)",
+				HistogramLogFile, k.kind, k.config, k.phase, k.tenant, k.class, SegmentFile, len(log.Histograms))
 		}
 		delete(hists, k)
 		p := hdr.NewPacked(m.Lowest, m.Highest, m.SigFigs)
-		if dropped := p.MergeFrom(h); dropped > 0 {
+		if dropped := p.MergeFrom(lh.Hist); dropped > 0 {
 			return nil, bad("%s: %d values of %s outside the bounds in %s", HistogramLogFile, dropped, histTag(k.config, k.phase, k.kind, k.tenant, k.class), SegmentFile)
 		}
 		return p, nil
@@ -280,7 +334,7 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 			}
 		}
 		out.Windows[sw.Configuration] = append(out.Windows[sw.Configuration],
-			WindowResult{Name: sw.Phase, Start: time.Duration(sw.StartNs), End: time.Duration(sw.EndNs), Sent: sw.Sent, Recorder: rec})
+			WindowResult{Name: sw.Phase, Origin: origins[sw.Configuration], Start: time.Duration(sw.StartNs), End: time.Duration(sw.EndNs), Sent: sw.Sent, Recorder: rec})
 	}
 	for k := range hists {
 		return nil, bad("%s holds a histogram %s that %s does not name", HistogramLogFile, histTag(k.config, k.phase, k.kind, k.tenant, k.class), SegmentFile)

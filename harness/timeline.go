@@ -218,6 +218,9 @@ type timelineRun struct {
 	// with (topology citus), for respread.
 	layouts []*citusLayout
 	actions []reports.ActionResult
+	// origin is the wall-clock time of the timeline's start: the windows'
+	// spans and the intervals' ticks count from it.
+	origin time.Time
 }
 
 // window returns the window of the phase named name.
@@ -324,8 +327,9 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	}
 	var err error
 	if r.sc.Load.Model == scenario.ModelClosed {
+		tr.origin = time.Now()
 		if w != nil {
-			w.start(ctx, time.Now())
+			w.start(ctx, tr.origin)
 		}
 		for i, w := range tr.windows {
 			begin(i)
@@ -347,6 +351,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	} else {
 		lctx, stopClock := context.WithCancel(ctx)
 		t0 := time.Now()
+		tr.origin = t0
 		clk := newPhaseClock(lctx, r.steps, t0)
 		if w != nil {
 			w.start(ctx, t0)

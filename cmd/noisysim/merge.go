@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -21,13 +22,17 @@ const mergeUsage = `Usage: noisysim merge [flags] DIR...
 Merges the outputs of the agents of one run split with noisysim run
 --segment i/N --out DIR (one DIR per agent): every histogram is merged
 bucket by bucket (no loss: the merged percentiles are those of one
-histogram fed every agent's values), the scenario's assertions are
-evaluated on the merged figures, and the usual reports are written.
+histogram fed every agent's values), each agent's intervals placed at the
+wall-clock time they ran (its interval log's BaseTime), the scenario's
+assertions are evaluated on the merged figures, and the usual reports are
+written, with every agent's histograms in one interval log
+(histograms.hlog, absolute times).
 
 The scenario is read from the file the agents' reports name, or --scenario;
 its bytes must be those the agents ran (their scenario hash). Outputs of
-different scenarios, seeds or numbers of segments, a segment given twice or
-one missing are refused (exit 2) naming the directories.
+different runs (another scenario, seed or --start-at), of different
+numbers of segments, a segment given twice or one missing are refused
+(exit 2) naming the directories.
 
 Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
 usage, 1 any other error.
@@ -74,7 +79,7 @@ func runMerge(ctx context.Context, a *app, args []string) error {
 		parts = append(parts, harness.SegmentPart{Output: o, Report: rep})
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w: merge: %w", scenario.ErrInvalid, err)
+		return usagef("merge: %v", err)
 	}
 	path := *file
 	if path == "" {
@@ -107,10 +112,32 @@ func runMerge(ctx context.Context, a *app, args []string) error {
 		if err := reports.WriteDir(*out, rep); err != nil {
 			return err
 		}
+		if err := writeMergedLog(*out, parts); err != nil {
+			return err
+		}
 		fmt.Fprintf(a.stdout, "reports written to %s\n", *out)
 	}
 	if !rep.Passed {
 		return fmt.Errorf("%w: scenario %s, merged from %d agents (see the assertions above)", errAssertionFailed, sc.Name, len(parts))
+	}
+	return nil
+}
+
+// writeMergedLog writes every agent's interval log, merged by absolute
+// time (harness.MergeIntervalLogs), as out/histograms.hlog.
+func writeMergedLog(out string, parts []harness.SegmentPart) error {
+	var logs []*harness.IntervalLog
+	for _, p := range parts {
+		logs = append(logs, p.Output.Log)
+	}
+	f, err := os.Create(filepath.Join(out, harness.HistogramLogFile))
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	err = harness.WriteIntervalLog(bw, harness.MergeIntervalLogs(logs...), fmt.Sprintf("noisysim merge of %d agents", len(parts)))
+	if err := errors.Join(err, bw.Flush(), f.Close()); err != nil {
+		return fmt.Errorf("merge: %w", err)
 	}
 	return nil
 }

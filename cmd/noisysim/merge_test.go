@@ -172,7 +172,37 @@ func TestMergeThreeAgents(t *testing.T) {
 		t.Fatal("no rows checked")
 	}
 
+	// The merged interval log holds every agent's histograms at their
+	// absolute times (BaseTime to the millisecond).
+	hlog, err := os.ReadFile(filepath.Join(merged, harness.HistogramLogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ml, err := harness.ReadIntervalLog(strings.NewReader(string(hlog)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agentTotal int64
+	for _, p := range parts {
+		agentTotal += p.Log.Total()
+	}
+	if !strings.Contains(string(hlog), "#[BaseTime: ") || ml.Total() != agentTotal || ml.BaseTime.Before(time.Now().Add(-time.Hour)) {
+		t.Errorf("merged histograms.hlog: base %v, %d values; want a recent base and the agents' %d", ml.BaseTime, ml.Total(), agentTotal)
+	}
+
 	// Refusals.
+	otherRun := filepath.Join(dir, "other-run")
+	if err := os.CopyFS(otherRun, os.DirFS(agents[2])); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := os.ReadFile(filepath.Join(otherRun, harness.SegmentFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta = []byte(strings.Replace(string(meta), `"start_at": "`, `"start_at": "1`, 1))
+	if err := os.WriteFile(filepath.Join(otherRun, harness.SegmentFile), meta, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		dirs []string
@@ -180,14 +210,32 @@ func TestMergeThreeAgents(t *testing.T) {
 	}{
 		{"missing", agents[:2], "segment 3/3 is missing"},
 		{"twice", []string{agents[0], agents[1], agents[1], agents[2]}, "segment 2/3 is given twice"},
-		{"not an agent", []string{agents[0], single}, single},
+		{"not an agent", []string{agents[0], single}, single + ": it holds report.json but no segment.json"},
+		{"another run", []string{agents[0], agents[1], otherRun}, "are agents of different runs (--start-at"},
 	} {
 		out, code := run(append([]string{"merge"}, tc.dirs...)...)
 		if code != exitUsage || !strings.Contains(out, tc.want) {
 			t.Errorf("merge %s: exit %d, want 2 naming %q:\n%s", tc.name, code, tc.want, out)
 		}
 	}
-	for _, seg := range []string{"3/2", "0/0", "junk"} {
+	htmlOnly := filepath.Join(dir, "html-only")
+	if err := os.MkdirAll(htmlOnly, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(htmlOnly, reports.HTMLFile), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(append([]string{"merge", "--out", htmlOnly}, agents...)...); code != exitUsage || !strings.Contains(out, "report.html") {
+		t.Errorf("merge --out over a report.html: exit %d, want 2 naming it:\n%s", code, out)
+	}
+	local := filepath.Join(dir, "local.yaml")
+	if err := os.WriteFile(local, []byte(strings.Replace(agentsScenario, `{kind: external, primary_dsn: "${NOISYSIM_TEST_USER_DSN}"}`, "{kind: local}", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run("run", local, "--segment", "1/2", "--out", filepath.Join(dir, "bad")); code != exitUsage || !strings.Contains(out, "backend.kind local") {
+		t.Errorf("run --segment on backend.kind local: exit %d, want 2 naming backend.kind:\n%s", code, out)
+	}
+	for _, seg := range []string{"3/2", "0/0", "junk", ""} {
 		out, code := run("run", file, "--segment", seg, "--out", filepath.Join(dir, "bad"))
 		if code != exitUsage || !strings.Contains(out, "--segment") {
 			t.Errorf("run --segment %s: exit %d, want 2 naming --segment:\n%s", seg, code, out)

@@ -152,7 +152,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		}
 	}
 	var f execFlags
-	if *segment != "" {
+	segmentSet := false
+	fs.Visit(func(f *flag.Flag) { segmentSet = segmentSet || f.Name == "segment" })
+	if segmentSet {
 		seg, err := workload.ParseSegment(*segment)
 		if err != nil {
 			return usagef("run: --segment: %v", err)
@@ -226,9 +228,11 @@ func checkOutDir(cmd, out string, repeat int) error {
 		}
 	}
 	for _, d := range dirs {
-		existing := filepath.Join(d, reports.JSONFile)
-		if _, err := os.Lstat(existing); err == nil {
-			return usagef("%s: --out %s: %s holds a report already; noisysim does not overwrite it (give another --out, or remove it)", cmd, out, existing)
+		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile, harness.SegmentFile, harness.HistogramLogFile} {
+			existing := filepath.Join(d, name)
+			if _, err := os.Lstat(existing); err == nil {
+				return usagef("%s: --out %s: %s holds a report already (%s); noisysim does not overwrite it (give another --out, or remove it)", cmd, out, d, existing)
+			}
 		}
 	}
 	return nil
@@ -360,12 +364,18 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		if !f.segment.Whole() && err == nil {
 			meta := harness.SegmentMeta{Scenario: sc.Name, ScenarioHash: f.scenarioHash, Seed: sc.Seed, ScheduleHash: rep.ScheduleHash,
 				Index: f.segment.Index, Count: f.segment.Count}
+			if !f.startAt.IsZero() {
+				meta.StartAt = f.startAt.UTC().Format(time.RFC3339Nano)
+			}
 			if werr := harness.WriteSegment(f.out, meta, configs, windows); werr != nil {
 				return werr
 			}
 			fmt.Fprintf(a.stdout, "segment %s: histograms written to %s (noisysim merge reads them)\n", f.segment, filepath.Join(f.out, harness.HistogramLogFile))
 		}
-		if err != nil {
+		if err != nil && !f.segment.Whole() {
+			fmt.Fprintf(a.stdout, "segment %s: stopped before its end: its partial reports (incomplete) are kept in %s, but no %s or %s is written, so noisysim merge cannot use them: run every agent again, with a new --start-at\n",
+				f.segment, f.out, harness.HistogramLogFile, harness.SegmentFile)
+		} else if err != nil {
 			fmt.Fprintf(a.stdout, "partial reports (incomplete) written to %s\n", f.out)
 		} else {
 			fmt.Fprintf(a.stdout, "reports written to %s\n", f.out)

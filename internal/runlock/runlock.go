@@ -44,6 +44,10 @@ type Holder struct {
 	PID   int
 	What  string
 	Since time.Time
+	// Gone is true when no process PID runs any more while the lock is
+	// held: a process the holder started (a server, a test binary) kept
+	// the lock file open, and holds the lock until it exits.
+	Gone bool
 }
 
 func (h Holder) String() string {
@@ -56,6 +60,9 @@ func (h Holder) String() string {
 	}
 	if !h.Since.IsZero() {
 		s += " since " + h.Since.UTC().Format(time.RFC3339)
+	}
+	if h.Gone {
+		s += "; pid " + strconv.Itoa(h.PID) + " has exited, but a process it started still holds the lock file open (fuser -v on the lock file names it): the lock is free when that process exits"
 	}
 	return s
 }
@@ -194,6 +201,7 @@ func readHolder(path string) Holder {
 				}
 			}
 			if h.PID != 0 {
+				h.Gone = errors.Is(syscall.Kill(h.PID, 0), syscall.ESRCH)
 				return h
 			}
 		}

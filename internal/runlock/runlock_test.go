@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -122,5 +124,31 @@ func TestReleaseFrees(t *testing.T) {
 	l2.Release()
 	if _, held := Held(path); held {
 		t.Error("Held after Release")
+	}
+}
+
+// A lock held while its recorded holder has exited (a process it started
+// kept the file open) is named as such.
+func TestHolderGone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("pid " + strconv.Itoa(dead.Process.Pid) + "\nwhat go test ./harness\n"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Acquire(t.Context(), path, Options{NoWait: true})
+	var he *HeldError
+	if !errors.As(err, &he) || !he.Holder.Gone || !strings.Contains(err.Error(), "has exited, but a process it started still holds the lock file open") {
+		t.Fatalf("Acquire = %v, want the holder named as exited", err)
 	}
 }
