@@ -2,6 +2,8 @@ package harness
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +124,19 @@ func TestSegmentLogOrigin(t *testing.T) {
 	w := out.Windows["c"][0]
 	if !w.Origin.Equal(origin) || w.Start != time.Second || w.Recorder.Export()[0].Count != 1 {
 		t.Errorf("read back origin %v start %v, want %v, 1s", w.Origin, w.Start, origin)
+	}
+	// Cut after its header and first histogram line, the log is named as
+	// cut short.
+	path := filepath.Join(dir, HistogramLogFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := os.WriteFile(path, []byte(strings.Join(lines[:6], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadSegment(dir); err == nil || !strings.Contains(err.Error(), "the log is cut short") {
+		t.Errorf("ReadSegment of a cut log = %v, want it named as cut short", err)
 	}
 }

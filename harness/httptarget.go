@@ -124,6 +124,45 @@ type httpPlan struct {
 	heads                    []scenario.Template
 	seqURL, seqHead, seqBody bool                            // a template of that part uses seq
 	tenants                  []atomic.Pointer[tenantRequest] // by op.Tenant-1
+
+	// slot is the timeout context of the requests sent last: those whose
+	// deadlines fall in the same slot share it (see deadline).
+	slotMu sync.Mutex
+	slot   deadlineSlot
+}
+
+// deadlineSlot is a timeout context shared by requests of one parent
+// context whose deadlines fall in [end-grain, end].
+type deadlineSlot struct {
+	parent context.Context
+	end    time.Time
+	ctx    context.Context
+	cancel context.CancelFunc // never called: the slot's timer ends it at end, or its parent before
+}
+
+// maxTimeoutGrain is the most a request's timeout is rounded up by.
+const maxTimeoutGrain = 10 * time.Millisecond
+
+// deadline returns the timeout context of a request of timeout d sent at
+// now under parent: a request times out between d and d plus a grain of
+// d/100 (at most maxTimeoutGrain) after now, so that the requests sent in
+// the same grain share one context and one timer instead of making their
+// own (its cause ErrHTTPTimeout, as its parent's end ends it).
+func (p *httpPlan) deadline(parent context.Context, d time.Duration, now time.Time) context.Context {
+	grain := min(d/100, maxTimeoutGrain)
+	due := now.Add(d)
+	p.slotMu.Lock()
+	defer p.slotMu.Unlock()
+	if s := &p.slot; s.parent == parent && !due.After(s.end) && s.end.Sub(due) <= grain {
+		return s.ctx
+	}
+	end := due
+	if grain > 0 {
+		end = due.Truncate(grain).Add(grain) // the end of due's grain: never before due
+	}
+	ctx, cancel := context.WithDeadlineCause(parent, end, ErrHTTPTimeout)
+	p.slot = deadlineSlot{parent: parent, end: end, ctx: ctx, cancel: cancel}
+	return ctx
 }
 
 // tenantRequest is one tenant's prepared request parts. header is shared
@@ -380,12 +419,11 @@ func outcomeOf(err error) string {
 // send sends one request of op and reads its answer to the end.
 func (h *httpTarget) send(ctx context.Context, c *scenario.Class, op workload.Op) error {
 	h.requests.Add(1)
-	rctx, cancel := context.WithTimeoutCause(ctx, c.HTTP.Timeout.Duration(), ErrHTTPTimeout)
-	defer cancel()
 	p := h.plans[c.Name]
 	if p == nil { // a class the target was not made for: nothing prepared
 		p = newHTTPPlan(c, 0)
 	}
+	rctx := p.deadline(ctx, c.HTTP.Timeout.Duration(), time.Now())
 	tr := h.prepared(c, p, op)
 	var value func(string) string // for the parts that use seq
 	if p.seqURL || p.seqHead || p.seqBody {

@@ -377,3 +377,41 @@ classes:
 		t.Errorf("stats %+v, want 6 requests, 6 2xx", st)
 	}
 }
+
+// TestHTTPPlanDeadline: requests of one parent whose deadlines fall in
+// the same grain (1% of the timeout, at most 10 ms) share a timeout
+// context ending at most a grain after each one's own deadline; a later
+// grain or another parent gets its own.
+func TestHTTPPlanDeadline(t *testing.T) {
+	p := &httpPlan{}
+	parent, other := context.Background(), context.WithValue(context.Background(), struct{}{}, 1)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 3_000_000, time.UTC)
+	const d = 5 * time.Second
+	a := p.deadline(parent, d, now)
+	for _, tc := range []struct {
+		name   string
+		parent context.Context
+		at     time.Duration
+		same   bool
+	}{
+		{"same grain", parent, 6 * time.Millisecond, true},
+		{"next grain", parent, 8 * time.Millisecond, false},
+		{"other parent", other, 8 * time.Millisecond, false},
+	} {
+		at := now.Add(tc.at)
+		ctx := p.deadline(tc.parent, d, at)
+		if (ctx == a) != tc.same {
+			t.Errorf("%s: shared %v, want %v", tc.name, ctx == a, tc.same)
+		}
+		if end, _ := ctx.Deadline(); end.Before(at.Add(d)) || end.After(at.Add(d+maxTimeoutGrain)) {
+			t.Errorf("%s: deadline %s after the request, want %s to %s", tc.name, end.Sub(at), d, d+maxTimeoutGrain)
+		}
+	}
+	if end, _ := a.Deadline(); !end.Equal(now.Add(d).Truncate(maxTimeoutGrain).Add(maxTimeoutGrain)) {
+		t.Errorf("first deadline %s, want the end of its grain", end)
+	}
+	short := p.deadline(parent, 100*time.Millisecond, now) // grain 1 ms
+	if end, _ := short.Deadline(); end.Sub(now) > 101*time.Millisecond || end.Sub(now) < 100*time.Millisecond {
+		t.Errorf("100ms timeout ends %s after the request", end.Sub(now))
+	}
+}

@@ -293,7 +293,8 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 	take := func(k key) (*hdr.PackedHistogram, error) {
 		lh, ok := hists[k]
 		if !ok {
-			return nil, bad("%s has no %s histogram of configuration %s phase %s tenant %d class %s", HistogramLogFile, k.kind, k.config, k.phase, k.tenant, k.class)
+			return nil, bad("%s has no %s histogram of configuration %s phase %s tenant %d class %s, which %s names: the log is cut short or from another run (it holds %d histograms)",
+				HistogramLogFile, k.kind, k.config, k.phase, k.tenant, k.class, SegmentFile, len(log.Histograms))
 		}
 		delete(hists, k)
 		p := hdr.NewPacked(m.Lowest, m.Highest, m.SigFigs)

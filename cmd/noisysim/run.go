@@ -231,7 +231,7 @@ func checkOutDir(cmd, out string, repeat int) error {
 		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile, harness.SegmentFile, harness.HistogramLogFile} {
 			existing := filepath.Join(d, name)
 			if _, err := os.Lstat(existing); err == nil {
-				return usagef("%s: --out %s: %s holds a report already (%s); noisysim does not overwrite it (give another --out, or remove it)", cmd, out, d, existing)
+				return usagef("%s: --out %s: %s holds a report already; noisysim does not overwrite it (give another --out, or remove it)", cmd, out, existing)
 			}
 		}
 	}

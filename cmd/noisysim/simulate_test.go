@@ -242,6 +242,13 @@ func TestOutRefusesExistingReport(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(repeatDir, "run-2", "report.json"), before, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	htmlDir := filepath.Join(dir, "html-only")
+	if err := os.Mkdir(htmlDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(htmlDir, "report.html"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	sc := "../../scenarios/ci-gate.yaml"
 	for name, tc := range map[string]struct {
 		args []string
@@ -250,6 +257,7 @@ func TestOutRefusesExistingReport(t *testing.T) {
 		"simulate over its calibration": {[]string{"simulate", sc, "--calibrate", cal, "--out", calDir}, "would overwrite the --calibrate file " + cal},
 		"simulate over a report":        {[]string{"simulate", sc, "--calibrate", cal, "--out", calDir + "/"}, "would overwrite the --calibrate file"},
 		"run over a report":             {[]string{"run", sc, "--only", "nope", "--out", calDir}, cal + " holds a report already"},
+		"run over a report.html":        {[]string{"run", sc, "--only", "nope", "--out", htmlDir}, filepath.Join(htmlDir, "report.html") + " holds a report already"},
 		"run --repeat over a run":       {[]string{"run", sc, "--only", "nope", "--repeat", "2", "--out", repeatDir}, filepath.Join(repeatDir, "run-2", "report.json") + " holds a report already"},
 		"simulate unwritable":           {[]string{"simulate", sc, "--calibrate", cal, "--out", "/proc/nope"}, "--out /proc/nope: cannot write in /proc"},
 		"run unwritable":                {[]string{"run", sc, "--only", "nope", "--out", "/proc/nope/deeper"}, "cannot write in /proc"},

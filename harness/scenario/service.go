@@ -61,8 +61,8 @@ type HTTPTarget struct {
 	Headers map[string]string `yaml:"headers"`
 	// Body is the request body, templated as URL. Empty sends none.
 	Body string `yaml:"body"`
-	// Timeout bounds one request, from its send to the end of its body.
-	// Default 10s.
+	// Timeout bounds one request, from its send to the end of its body,
+	// rounded up by at most 1% of it (10 ms at most). Default 10s.
 	Timeout Duration `yaml:"timeout"`
 	// Retry, when present, models a client that retries: a retry storm
 	// is the service's load as much as the arrivals are.
