@@ -303,14 +303,15 @@ func TestLimiterFiguresLeaveOutAService(t *testing.T) {
 }
 
 // TestDistributionNamesTheBaseline: the distribution's baseline line is
-// named after the phase quiet_p99 compared with ("before"), not "solo".
+// named after the phase quiet_p99 compared with ("before"), not "solo",
+// and the configuration's line after the window it compared ("run").
 func TestDistributionNamesTheBaseline(t *testing.T) {
 	r := seriesReport()
 	r.Assertions = append(r.Assertions, Assertion{Name: "quiet_p99", Configuration: "naive", Window: "run", Baseline: "before",
 		Tenant: QuietAll, Class: "heavy", Observed: 1, Op: "<=", Limit: 2, Passed: true})
 	d := distributionFigure(normalized(r))
-	if len(d.Panels) == 0 || len(d.Panels[0].Lines) == 0 || d.Panels[0].Lines[0].Label != "before (naive)" {
-		t.Errorf("distribution panels %+v: want the baseline line named \"before (naive)\"", d.Panels)
+	if len(d.Panels) == 0 || len(d.Panels[0].Lines) < 2 || d.Panels[0].Lines[0].Label != "before (naive)" || d.Panels[0].Lines[1].Label != "run (naive)" {
+		t.Errorf("distribution panels %+v: want the baseline line named \"before (naive)\" and naive's compared window \"run (naive)\"", d.Panels)
 	}
 }
 

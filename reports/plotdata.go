@@ -694,6 +694,17 @@ func baselineName(r *Report, configuration string) string {
 	return "solo"
 }
 
+// comparedName names configuration's quiet_p99 window, "after
+// (citus)", or the configuration alone when no assertion names it.
+func comparedName(r *Report, configuration string) string {
+	for _, a := range r.Assertions {
+		if a.Name == "quiet_p99" && a.Configuration == configuration && a.Window != "" {
+			return a.Window + " (" + configuration + ")"
+		}
+	}
+	return configuration
+}
+
 // distributionFigure is the quiet tenants' (all) response-time
 // distribution, a panel per class: the solo baseline of the first
 // configuration and each configuration's quiet_p99 window (QuietAll) on
@@ -737,7 +748,7 @@ func distributionFigure(r *Report) figure {
 		}
 		for _, c := range r.Configurations {
 			if ps := rowOf(c.QuietAll, class); len(ps) > 0 {
-				p.Lines = append(p.Lines, toLine(c.Name, ps))
+				p.Lines = append(p.Lines, toLine(comparedName(r, c.Name), ps))
 			}
 		}
 		for i := range p.Lines {

@@ -517,9 +517,10 @@ type WriterCheck struct {
 	// (part of LockRetries): its time covers them and its reruns.
 	LongestWriteLockRetries int64 `json:"longest_write_lock_retries,omitempty"`
 	// LongestWriteLate is the part of LongestWrite before it was sent, in
-	// ms: the writer's own delay (writes are sent open loop, on schedule,
-	// whatever is in flight: only its in-flight bound or the Go scheduler
-	// delays one), so a large figure is noisysim's, not the database's.
+	// ms: writes are sent open loop, on schedule, whatever is in flight,
+	// so it stays near 0 unless the writer's bound of writes in flight
+	// (256: 2.56 s at 100 writes/s) was reached, the writes before it
+	// still unanswered, or the Go scheduler held it.
 	LongestWriteLate float64 `json:"longest_write_late_ms,omitempty"`
 	// Node is where the checker read the rows back.
 	Node string `json:"node,omitempty"`

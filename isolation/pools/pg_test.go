@@ -1239,3 +1239,39 @@ func TestEnsureRolesAsCreateRole(t *testing.T) {
 		t.Error("heavy role kept REPLICATION or BYPASSRLS after EnsureRoles")
 	}
 }
+
+// TestOnWork: Config.OnWork sees each call's work as the ledger recorded
+// it, with when it began: a 300 ms statement began after the call and
+// ended before it returned, and its DB time is the Result's.
+func TestOnWork(t *testing.T) {
+	db := startDB(t, backend.TopologySingle)
+	dsns, _ := db.roles(t, NaiveRole())
+	cfg := DefaultNaive(dsns[NaiveRoleName])
+	var mu sync.Mutex
+	var seen []Work
+	cfg.OnWork = func(w Work) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, w)
+	}
+	s := newStack(t, cfg)
+	before := time.Now()
+	res, err := s.Query(t.Context(), Interactive, "t7", "SELECT pg_sleep(0.3)")
+	after := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 {
+		t.Fatalf("OnWork called %d times, want 1: %+v", len(seen), seen)
+	}
+	w := seen[0]
+	if w.Tenant != "t7" || w.Class != Interactive || w.Pool != res.Pool || w.DBTime != res.DBTime {
+		t.Errorf("work %+v, want tenant t7, class interactive, pool %s, DB time %v", w, res.Pool, res.DBTime)
+	}
+	if w.DBTime < 300*time.Millisecond || w.Began.Before(before) || w.Began.Add(w.DBTime).After(after) {
+		t.Errorf("work began %v after the call and took %v; the call took %v: want a 300 ms statement inside the call",
+			w.Began.Sub(before), w.DBTime, after.Sub(before))
+	}
+}
