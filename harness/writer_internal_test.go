@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/reports"
 )
 
 // ackedWriter is a writer that acknowledged inserts of -1 (value "w1") and
@@ -354,5 +356,27 @@ func TestWriterLongestLate(t *testing.T) {
 	w.record(true, -3, "w3", 1, nil, 0, 20*time.Millisecond, 870*time.Millisecond, 875*time.Millisecond)
 	if w.v.Longest != 1100*time.Millisecond || w.v.LongestLate != 880*time.Millisecond || w.v.LongestRetries != 0 || w.longAt != 10*time.Millisecond {
 		t.Errorf("longest %v (late %v, %d retries) at %v; want 1.1s (late 880ms, 0 retries) at 10ms", w.v.Longest, w.v.LongestLate, w.v.LongestRetries, w.longAt)
+	}
+}
+
+// TestWritePauseDetail: the write_pause assertion says whether its write
+// was sent on time or late behind the writes in flight.
+func TestWritePauseDetail(t *testing.T) {
+	r := &runner{sc: &scenario.Scenario{}}
+	r.sc.Assertions.WritePause.Max = scenario.Duration(time.Second)
+	for _, tc := range []struct {
+		name string
+		late float64
+		want string
+	}{
+		{"on time", 0.4, "sent on time"},
+		{"late", 4610, "sent 4610 ms late: waiting for one of the 256 writes in flight"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := r.writerAssertions("c", &reports.WriterCheck{Tenant: "1", LongestWrite: 1100, LongestWriteLate: tc.late})
+			if len(as) != 1 || as[0].Passed || !strings.Contains(as[0].Detail, tc.want) {
+				t.Fatalf("assertions %+v; want one failed write_pause saying %q", as, tc.want)
+			}
+		})
 	}
 }
