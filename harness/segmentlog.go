@@ -237,6 +237,7 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 		tick                int64
 	}
 	hists := map[key]LoggedHistogram{}
+	var order []key // the log's lines, in file order
 	f, err := os.Open(filepath.Join(dir, HistogramLogFile))
 	if err != nil {
 		return nil, bad("%w", err)
@@ -263,13 +264,15 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 			}
 		}
 		hists[k] = h
+		order = append(order, k)
 	}
 	// origin returns the wall-clock start of configuration config's
 	// timeline as the log places it: a phase histogram's start less the
 	// phase's start, or an interval's less its tick; BaseTime when the
 	// configuration recorded nothing.
 	origin := func(config string) time.Time {
-		for k, h := range hists {
+		for _, k := range order {
+			h := hists[k]
 			if k.config != config {
 				continue
 			}
