@@ -175,27 +175,8 @@ func TestPromoteCheck(t *testing.T) {
 // writer's lock_timeout is run again until answered, counted as a lock
 // retry and not an error, its time covering the whole wait.
 func TestWriterLockRetry(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping: starts PostgreSQL (-short)")
-	}
-	c := localtest.Start(t, backend.Spec{})
-	n, _ := backend.First(c, backend.RolePrimary)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, n.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, `CREATE TABLE orders (tenant_id bigint, id bigint, created_at timestamptz, amount numeric,
-		status text, customer text, note text, PRIMARY KEY (tenant_id, id))`); err != nil {
-		t.Fatal(err)
-	}
-	st, err := pools.New(ctx, pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}},
-		Pools: []pools.PoolConfig{{Name: "writer", DSN: writerNode(n).DSN(), Size: writerPoolSize}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	admin, st := writerDB(t)
 	w := &checkedWriter{cfg: scenario.Writer{Tenant: 1}, tenant: "1", stack: st, acked: map[int64]string{}, possible: map[int64][]string{}}
 
 	const hold = 1200 * time.Millisecond
@@ -282,27 +263,8 @@ func TestWriterNextSkipsRowsInFlight(t *testing.T) {
 // one that waited for the lock, timed from its intended start, and it was
 // not sent late; every write is answered and checked once the lock goes.
 func TestWriterOpenLoop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping: starts PostgreSQL (-short)")
-	}
-	c := localtest.Start(t, backend.Spec{})
-	n, _ := backend.First(c, backend.RolePrimary)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, n.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, `CREATE TABLE orders (tenant_id bigint, id bigint, created_at timestamptz, amount numeric,
-		status text, customer text, note text, PRIMARY KEY (tenant_id, id))`); err != nil {
-		t.Fatal(err)
-	}
-	st, err := pools.New(ctx, pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}},
-		Pools: []pools.PoolConfig{{Name: "writer", DSN: writerNode(n).DSN(), Size: writerPoolSize}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	admin, st := writerDB(t)
 	w := &checkedWriter{cfg: scenario.Writer{Tenant: 1, Rate: 100, UpdateShare: 0.3}, tenant: "1", stack: st,
 		rng: rand.New(rand.NewPCG(1, 11)), acked: map[int64]string{}, possible: map[int64][]string{}, inFlight: map[int64]bool{}}
 
@@ -379,4 +341,33 @@ func TestWritePauseDetail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writerDB starts PostgreSQL with the orders table and returns an admin
+// connection and a stack of one interactive pool for a writer, both closed
+// when t ends.
+func writerDB(t *testing.T) (*pgx.Conn, *pools.Stack) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping: starts PostgreSQL (-short)")
+	}
+	c := localtest.Start(t, backend.Spec{})
+	n, _ := backend.First(c, backend.RolePrimary)
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	if _, err := admin.Exec(ctx, `CREATE TABLE orders (tenant_id bigint, id bigint, created_at timestamptz, amount numeric,
+		status text, customer text, note text, PRIMARY KEY (tenant_id, id))`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pools.New(ctx, pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}},
+		Pools: []pools.PoolConfig{{Name: "writer", DSN: writerNode(n).DSN(), Size: writerPoolSize}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return admin, st
 }
