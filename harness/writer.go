@@ -428,10 +428,14 @@ func (r *runner) writerAssertions(config string, wc *reports.WriterCheck) []repo
 				acked, wc.Inserts, wc.Updates, wc.Errors, wc.Lost, wc.Duplicated, wc.Stale, wc.Vanished)})
 	}
 	if maxPause := a.WritePause.Max.Duration(); maxPause > 0 {
+		sent := "sent on time"
+		if wc.LongestWriteLate >= 1 {
+			sent = fmt.Sprintf("sent %.0f ms late: waiting for one of the %d writes in flight to end, or the Go scheduler", wc.LongestWriteLate, writerMaxInFlight)
+		}
 		out = append(out, reports.Assertion{Name: AssertWritePause, Configuration: config, Tenant: wc.Tenant,
 			Observed: wc.LongestWrite, Limit: ms(maxPause), Unit: "ms", Op: "<=", Passed: wc.LongestWrite <= ms(maxPause),
-			Detail: fmt.Sprintf("longest write, from its intended start to its answer (writes sent on schedule, open loop; its %d lock waits of %v and reruns included; sent %.0f ms late: waiting for one of the %d writes in flight to end, or the Go scheduler), at %.2f s in %s; %d lock waits retried over the run",
-				wc.LongestWriteLockRetries, writerLockTimeout, wc.LongestWriteLate, writerMaxInFlight, wc.LongestWriteAt, wc.LongestWriteWindow, wc.LockRetries)})
+			Detail: fmt.Sprintf("longest write, from its intended start to its answer (writes sent on schedule, open loop; its %d lock waits of %v and reruns included; %s), at %.2f s in %s; %d lock waits retried over the run",
+				wc.LongestWriteLockRetries, writerLockTimeout, sent, wc.LongestWriteAt, wc.LongestWriteWindow, wc.LockRetries)})
 	}
 	return out
 }

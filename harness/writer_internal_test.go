@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/pools"
+	"github.com/noisysim/noisysim/reports"
 )
 
 // ackedWriter is a writer that acknowledged inserts of -1 (value "w1") and
@@ -173,27 +175,8 @@ func TestPromoteCheck(t *testing.T) {
 // writer's lock_timeout is run again until answered, counted as a lock
 // retry and not an error, its time covering the whole wait.
 func TestWriterLockRetry(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping: starts PostgreSQL (-short)")
-	}
-	c := localtest.Start(t, backend.Spec{})
-	n, _ := backend.First(c, backend.RolePrimary)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, n.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, `CREATE TABLE orders (tenant_id bigint, id bigint, created_at timestamptz, amount numeric,
-		status text, customer text, note text, PRIMARY KEY (tenant_id, id))`); err != nil {
-		t.Fatal(err)
-	}
-	st, err := pools.New(ctx, pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}},
-		Pools: []pools.PoolConfig{{Name: "writer", DSN: writerNode(n).DSN(), Size: writerPoolSize}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	admin, st := writerDB(t)
 	w := &checkedWriter{cfg: scenario.Writer{Tenant: 1}, tenant: "1", stack: st, acked: map[int64]string{}, possible: map[int64][]string{}}
 
 	const hold = 1200 * time.Millisecond
@@ -280,27 +263,8 @@ func TestWriterNextSkipsRowsInFlight(t *testing.T) {
 // one that waited for the lock, timed from its intended start, and it was
 // not sent late; every write is answered and checked once the lock goes.
 func TestWriterOpenLoop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("skipping: starts PostgreSQL (-short)")
-	}
-	c := localtest.Start(t, backend.Spec{})
-	n, _ := backend.First(c, backend.RolePrimary)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, n.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, `CREATE TABLE orders (tenant_id bigint, id bigint, created_at timestamptz, amount numeric,
-		status text, customer text, note text, PRIMARY KEY (tenant_id, id))`); err != nil {
-		t.Fatal(err)
-	}
-	st, err := pools.New(ctx, pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}},
-		Pools: []pools.PoolConfig{{Name: "writer", DSN: writerNode(n).DSN(), Size: writerPoolSize}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	admin, st := writerDB(t)
 	w := &checkedWriter{cfg: scenario.Writer{Tenant: 1, Rate: 100, UpdateShare: 0.3}, tenant: "1", stack: st,
 		rng: rand.New(rand.NewPCG(1, 11)), acked: map[int64]string{}, possible: map[int64][]string{}, inFlight: map[int64]bool{}}
 
@@ -355,4 +319,55 @@ func TestWriterLongestLate(t *testing.T) {
 	if w.v.Longest != 1100*time.Millisecond || w.v.LongestLate != 880*time.Millisecond || w.v.LongestRetries != 0 || w.longAt != 10*time.Millisecond {
 		t.Errorf("longest %v (late %v, %d retries) at %v; want 1.1s (late 880ms, 0 retries) at 10ms", w.v.Longest, w.v.LongestLate, w.v.LongestRetries, w.longAt)
 	}
+}
+
+// TestWritePauseDetail: the write_pause assertion says whether its write
+// was sent on time or late behind the writes in flight.
+func TestWritePauseDetail(t *testing.T) {
+	r := &runner{sc: &scenario.Scenario{}}
+	r.sc.Assertions.WritePause.Max = scenario.Duration(time.Second)
+	for _, tc := range []struct {
+		name string
+		late float64
+		want string
+	}{
+		{"on time", 0.4, "sent on time"},
+		{"late", 4610, "sent 4610 ms late: waiting for one of the 256 writes in flight"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := r.writerAssertions("c", &reports.WriterCheck{Tenant: "1", LongestWrite: 1100, LongestWriteLate: tc.late})
+			if len(as) != 1 || as[0].Passed || !strings.Contains(as[0].Detail, tc.want) {
+				t.Fatalf("assertions %+v; want one failed write_pause saying %q", as, tc.want)
+			}
+		})
+	}
+}
+
+// writerDB starts PostgreSQL with the orders table and returns an admin
+// connection and a stack of one interactive pool for a writer, both closed
+// when t ends.
+func writerDB(t *testing.T) (*pgx.Conn, *pools.Stack) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping: starts PostgreSQL (-short)")
+	}
+	c := localtest.Start(t, backend.Spec{})
+	n, _ := backend.First(c, backend.RolePrimary)
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, n.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) })
+	if _, err := admin.Exec(ctx, `CREATE TABLE orders (tenant_id bigint, id bigint, created_at timestamptz, amount numeric,
+		status text, customer text, note text, PRIMARY KEY (tenant_id, id))`); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pools.New(ctx, pools.Config{Classes: map[pools.Class]pools.ClassConfig{pools.Interactive: {Pool: "writer"}},
+		Pools: []pools.PoolConfig{{Name: "writer", DSN: writerNode(n).DSN(), Size: writerPoolSize}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return admin, st
 }

@@ -61,6 +61,9 @@ type htmlPage struct {
 	// figures come from; empty for a real run's.
 	Simulated        string
 	SimulatedClasses []string
+	// Disturbed says which measured windows others disturbed and why;
+	// empty when none was.
+	Disturbed string
 }
 
 type htmlFigure struct {
@@ -93,7 +96,8 @@ func WriteHTML(w io.Writer, r *Report) error {
 		return fmt.Errorf("write html: %w", err)
 	}
 	n := normalized(r)
-	page := htmlPage{R: n, Verdict: verdictLine(n), Simulated: simulatedLine(n), SimulatedClasses: simulatedClassLines(n)}
+	page := htmlPage{R: n, Verdict: verdictLine(n), Simulated: simulatedLine(n), SimulatedClasses: simulatedClassLines(n),
+		Disturbed: n.Machine.DisturbedWhy()}
 	for _, f := range figures(n) {
 		hf := htmlFigure{figure: f}
 		ymin, ymax := yRange(f)

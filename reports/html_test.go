@@ -436,3 +436,36 @@ func TestNodesFigureClipsABurst(t *testing.T) {
 		t.Errorf("marked %v, want the burst's second (4 s) on the clip %g", marked, f.ClipY)
 	}
 }
+
+// A disturbed run's page says so under the verdict, with why, and a run
+// measured beside others names them: the page is what people look at.
+func TestWriteHTMLDisturbed(t *testing.T) {
+	r := seriesReport()
+	var clean bytes.Buffer
+	if err := WriteHTML(&clean, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(clean.String(), "DISTURBED") {
+		t.Errorf("an undisturbed run's page says DISTURBED")
+	}
+	r.Machine = &Machine{MaxForeignCPU: 0.5, Concurrent: "pid 4242 (noisysim run other)", Windows: []WindowLoad{
+		{Window: "solo", Seconds: 6, ForeignCPU: 1.87, Disturbed: true},
+		{Window: "run (naive)", Seconds: 10, ForeignCPU: 0.1},
+	}}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, r); err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		`id="disturbed">DISTURBED: solo: 1.87 CPU used outside the run (above 0.50); the figures may not be the system's own`,
+		"<td>concurrent</td><td>pid 4242 (noisysim run other)</td>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "run (naive): ") {
+		t.Errorf("page calls the undisturbed window disturbed")
+	}
+}

@@ -67,4 +67,17 @@ func TestIncompleteReport(t *testing.T) {
 	if back.Incomplete != r.Incomplete || !back.Configurations[len(back.Configurations)-1].Incomplete || back.Configurations[0].Incomplete {
 		t.Errorf("report.json: %+v", back)
 	}
+	// report.html judges the configuration cut short neither way: an
+	// interrupted control that expects to fail has not failed as expected.
+	last.Expect = "fail"
+	var page bytes.Buffer
+	if err := WriteHTML(&page, r); err != nil {
+		t.Fatal(err)
+	}
+	if want := last.Name + " (expect fail: incomplete, not evaluated)"; !strings.Contains(page.String(), want) {
+		t.Errorf("report.html lacks %q", want)
+	}
+	if !strings.Contains(page.String(), `id="verdict">INCOMPLETE: interrupted during run of isolated`) {
+		t.Errorf("report.html lacks the incomplete verdict")
+	}
 }

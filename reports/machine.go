@@ -173,6 +173,17 @@ func (w WindowLoad) stallText() string {
 	return fmt.Sprintf("%s, longest %.0f ms at %.1f s", n, w.StallMaxMs, w.StallAtS)
 }
 
+// DisturbedWhy lists m's disturbed windows with why each is, e.g.
+// "solo: 0.90 CPU used outside the run (above 0.50)", joined by "; ";
+// empty when none is (or m is nil).
+func (m *Machine) DisturbedWhy() string {
+	var why []string
+	for _, w := range m.Disturbed() {
+		why = append(why, w.Window+": "+m.Why(w))
+	}
+	return strings.Join(why, "; ")
+}
+
 // writeMachine writes the Markdown section of m, if any.
 func writeMachine(p func(string, ...any), m *Machine) {
 	if m == nil {
@@ -190,12 +201,8 @@ func writeMachine(p func(string, ...any), m *Machine) {
 	if len(m.Windows) == 0 {
 		return
 	}
-	if d := m.Disturbed(); len(d) > 0 {
-		var why []string
-		for _, w := range d {
-			why = append(why, w.Window+": "+m.Why(w))
-		}
-		p("**DISTURBED:** %s; the figures may not be the system's own.\n\n", md(strings.Join(why, "; ")))
+	if why := m.DisturbedWhy(); why != "" {
+		p("**DISTURBED:** %s; the figures may not be the system's own.\n\n", md(why))
 	}
 	p("| Window | Seconds | Foreign CPU | Steal CPU | Own CPU | Busiest outside | Stalls | Disturbed |\n|---|---|---|---|---|---|---|---|\n")
 	for _, w := range m.Windows {

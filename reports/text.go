@@ -535,7 +535,7 @@ func (t *textWriter) assertions() {
 	passed := map[string]int{} // "configuration name" → passed
 	total := map[string]int{}
 	var passedOrder []Assertion
-	for _, a := range failuresFirst(r) {
+	for _, a := range leadsFirst(r, failuresFirst(r)) {
 		outcome := verdict(a, expectsFailure(r, a))
 		key := a.Configuration + " " + a.Name
 		total[key]++
@@ -586,13 +586,8 @@ func (t *textWriter) verdict() {
 		t.p("RESULT: INCOMPLETE (%s)\n", t.r.Incomplete)
 		return
 	}
-	if d := t.r.Machine.Disturbed(); len(d) > 0 {
-		var why []string
-		for _, w := range d {
-			why = append(why, w.Window+": "+t.r.Machine.Why(w))
-		}
-		t.p("RESULT: %s, DISTURBED (%s); the figures may not be the system's own\n",
-			passFail(t.r.Passed), strings.Join(why, "; "))
+	if why := t.r.Machine.DisturbedWhy(); why != "" {
+		t.p("RESULT: %s, DISTURBED (%s); the figures may not be the system's own\n", passFail(t.r.Passed), why)
 	} else {
 		t.p("RESULT: %s\n", passFail(t.r.Passed))
 	}

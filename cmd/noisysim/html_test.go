@@ -229,4 +229,18 @@ func TestReportCommand(t *testing.T) {
 	if code, out := run(bad, "--html", "-o", filepath.Join(dir, "x.html")); code != exitUsage || !strings.Contains(out, "schema_version 1") {
 		t.Errorf("old report: exit %d, %s; want 2 naming schema_version", code, out)
 	}
+	// What a new user types by mistake: each exit 2 with a hint, nothing written.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{dir, "--html"}, "is a directory: give the report.json in it (" + js + ")"},
+		{[]string{js, "--html", "-o", dir, "--force"}, "-o " + dir + " is a directory: give a file name in it"},
+		{[]string{js, "--html", "-o", filepath.Join(dir, "no", "x.html")}, "no directory " + filepath.Join(dir, "no")},
+		{[]string{js, bad, "--html"}, "want one report.json, got 2 arguments"},
+	} {
+		if code, out := run(c.args...); code != exitUsage || !strings.Contains(out, c.want) {
+			t.Errorf("report %q: exit %d, %s; want 2 and %q", c.args, code, out, c.want)
+		}
+	}
 }

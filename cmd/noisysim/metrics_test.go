@@ -247,3 +247,16 @@ func TestMetricsAddrLoopbackOnly(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 2 naming --metrics-remote", code, errOut.String())
 	}
 }
+
+// TestMetricsAddrMalformed: an address that is not host:port is refused
+// (exit 2) with an example, and without pointing at --metrics-remote,
+// which would not help.
+func TestMetricsAddrMalformed(t *testing.T) {
+	for _, addr := range []string{"garbage", "127.0.0.1:99999", "http://127.0.0.1:9464"} {
+		var out, errOut bytes.Buffer
+		code := realMain([]string{"run", "--metrics-addr", addr, "testdata/html-short.yaml"}, &out, &errOut)
+		if code != exitUsage || !strings.Contains(errOut.String(), "want host:port, e.g. 127.0.0.1:9464") || strings.Contains(errOut.String(), "--metrics-remote") {
+			t.Errorf("%s: exit %d, stderr %q; want 2 with an example and no --metrics-remote", addr, code, errOut.String())
+		}
+	}
+}

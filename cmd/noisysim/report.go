@@ -43,6 +43,9 @@ func runReport(_ context.Context, a *app, args []string) error {
 	if !*html {
 		return usagef("report: say what to render: --html")
 	}
+	if st, err := os.Stat(file); err == nil && st.IsDir() {
+		return usagef("report: %s is a directory: give the report.json in it (%s)", file, filepath.Join(file, reports.JSONFile))
+	}
 	r, err := reports.ReadFile(file)
 	if err != nil {
 		return usagef("report: %v", err)
@@ -50,6 +53,12 @@ func runReport(_ context.Context, a *app, args []string) error {
 	path := *out
 	if path == "" {
 		path = filepath.Join(filepath.Dir(file), reports.HTMLFile)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usagef("report: -o %s is a directory: give a file name in it (e.g. %s)", path, filepath.Join(path, reports.HTMLFile))
+	}
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return usagef("report: -o %s: no directory %s", path, filepath.Dir(path))
 	}
 	if _, err := os.Lstat(path); err == nil && !*force {
 		return usagef("report: %s exists; noisysim does not overwrite it without --force", path)

@@ -104,8 +104,10 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		}
 	}
 	if *metricsAddr != "" {
-		if err := live.CheckAddr(*metricsAddr, *metricsRemote); err != nil {
+		if err := live.CheckAddr(*metricsAddr, *metricsRemote); errors.Is(err, live.ErrNotLoopback) {
 			return usagef("run: --metrics-addr: %v (--metrics-remote allows it)", err)
+		} else if err != nil {
+			return usagef("run: --metrics-addr: %v (want host:port, e.g. %s)", err, live.DefaultAddr)
 		}
 		if *metricsTop < 1 {
 			return usagef("run: --metrics-top %d: want at least 1", *metricsTop)
@@ -502,7 +504,11 @@ func parseInterspersed(a *app, fs *flag.FlagSet, args []string) (string, error) 
 	case 1:
 		return pos[0], nil
 	}
-	return "", usagef("%s: want one scenario file, got %d arguments: %s", fs.Name(), len(pos), strings.Join(pos, " "))
+	what := "scenario file"
+	if fs.Name() == "report" {
+		what = "report.json"
+	}
+	return "", usagef("%s: want one %s, got %d arguments: %s", fs.Name(), what, len(pos), strings.Join(pos, " "))
 }
 
 // progress shows the run's phase: a progress bar on a terminal, a line per
