@@ -77,3 +77,53 @@ func failuresFirst(r *Report) []Assertion {
 	})
 	return out
 }
+
+// leadsFirst reorders each run of as (ordered by failuresFirst) that shares
+// an outcome rank and a configuration so that each assertion name's lead
+// row comes before the rest of the run, the rest keeping their order. The
+// lead is the name's row over the quiet tenants merged, else its row over
+// no one tenant, else its first row. A listing cut after a few rows then
+// names every kind of failure (quiet_p99 of the quiet tenants merged,
+// write_pause) before ten tenants' rows of one kind.
+func leadsFirst(r *Report, as []Assertion) []Assertion {
+	out := make([]Assertion, 0, len(as))
+	for start := 0; start < len(as); {
+		end := start + 1
+		for end < len(as) && outcomeRank(r, as[end]) == outcomeRank(r, as[start]) &&
+			as[end].Configuration == as[start].Configuration {
+			end++
+		}
+		run := as[start:end]
+		lead := map[string]int{} // name → index in run of its lead
+		for i, a := range run {
+			j, seen := lead[a.Name]
+			if !seen || leadRank(a) < leadRank(run[j]) {
+				lead[a.Name] = i
+			}
+		}
+		var rest []Assertion
+		for i, a := range run {
+			if lead[a.Name] == i {
+				out = append(out, a)
+			} else {
+				rest = append(rest, a)
+			}
+		}
+		out = append(out, rest...)
+		start = end
+	}
+	return out
+}
+
+// leadRank orders the rows of one assertion name for leadsFirst: the quiet
+// tenants merged, then a row of no one tenant, then the others.
+func leadRank(a Assertion) int {
+	switch a.Tenant {
+	case QuietAll:
+		return 0
+	case "", "-":
+		return 1
+	default:
+		return 2
+	}
+}

@@ -535,7 +535,7 @@ func (t *textWriter) assertions() {
 	passed := map[string]int{} // "configuration name" → passed
 	total := map[string]int{}
 	var passedOrder []Assertion
-	for _, a := range failuresFirst(r) {
+	for _, a := range leadsFirst(r, failuresFirst(r)) {
 		outcome := verdict(a, expectsFailure(r, a))
 		key := a.Configuration + " " + a.Name
 		total[key]++

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"reflect"
@@ -604,5 +605,41 @@ func TestDisturbedSaysWhy(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "run (naive): noisysim stood still 730 ms") {
 		t.Errorf("Markdown lacks the stall:\n%s", md.String())
+	}
+}
+
+// TestTextListsEveryFailingKind checks that a failing configuration's
+// listing, cut after TextOptions.MaxListed rows, names every failing
+// assertion (each by its row over the quiet tenants merged when it has
+// one) before more rows of one: twelve tenants' no_unexpected_errors must
+// not hide write_pause and the merged quiet_p99.
+func TestTextListsEveryFailingKind(t *testing.T) {
+	r := failingReport(3)
+	for i := range 12 {
+		r.Assertions = append(r.Assertions, Assertion{
+			Name: "no_unexpected_errors", Configuration: "isolated", Tenant: fmt.Sprintf("t%d", 10+i), Class: "interactive",
+			Observed: 3, Limit: 0, Op: "<=",
+		})
+	}
+	r.Assertions = append(r.Assertions, Assertion{Name: "write_pause", Configuration: "isolated", Tenant: "t1",
+		Observed: 5440, Limit: 1000, Unit: "ms", Op: "<="}) // failingReport fails the merged quiet_p99 and t3's
+	out := string(renderText(t, r, TextOptions{MaxListed: 3}))
+	var listed []string
+	for l := range strings.Lines(out) {
+		if f := strings.Fields(l); len(f) >= 4 && f[0] == "FAIL" && f[1] == "isolated" {
+			listed = append(listed, f[2]+" "+strings.Join(f[3:5], " "))
+		}
+	}
+	want := []string{"no_unexpected_errors t10/interactive", "quiet_p99 quiet (all)/interactive", "write_pause t1"}
+	if len(listed) != len(want) {
+		t.Fatalf("listed FAIL rows of isolated %q, want %q:\n%s", listed, want, out)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(listed[i], w) {
+			t.Errorf("FAIL row %d of isolated: %q, want %q first", i, listed[i], w)
+		}
+	}
+	if !strings.Contains(out, "12 more FAIL not listed") {
+		t.Errorf("no count of the rows not listed (12: 11 tenants' no_unexpected_errors and t3's quiet_p99):\n%s", out)
 	}
 }
