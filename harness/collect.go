@@ -627,8 +627,24 @@ func (r *runner) setPhase(phase, config string, total time.Duration) {
 		r.guard.Begin(r.guardWindow(phase, config))
 	}
 	if o := r.opts.Observer; o != nil {
-		o.Phase(config, phase)
+		o.Phase(r.observedPhase(phase, config))
 	}
+}
+
+// observedPhase is what an Observer is told of a phase: config only when
+// it names one of the scenario's configurations. Otherwise (calibrate's
+// class, hot-shard's load or warmup) it goes into the phase, e.g.
+// "calibrate (report)", so that a configuration label never names a class.
+func (r *runner) observedPhase(phase, config string) (string, string) {
+	if config == "" {
+		return "", phase
+	}
+	for _, c := range r.sc.Configurations {
+		if c.Name == config {
+			return config, phase
+		}
+	}
+	return "", phase + " (" + config + ")"
 }
 
 func (r *runner) snapshot(last *int64, lastAt *time.Time) Progress {

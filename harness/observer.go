@@ -17,8 +17,9 @@ type Observer interface {
 	Outcome(Outcome)
 	// Point is a configuration's series point, once a second.
 	Point(configuration string, p reports.Point)
-	// Phase says the named phase of configuration started (PhaseStart and
-	// PhaseLoad have no configuration).
+	// Phase says the named phase of configuration started. configuration
+	// is "" for a phase of no configuration (PhaseStart, PhaseLoad,
+	// "calibrate (class)").
 	Phase(configuration, phase string)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -258,5 +259,28 @@ func TestMetricsAddrMalformed(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut.String(), "want host:port, e.g. 127.0.0.1:9464") || strings.Contains(errOut.String(), "--metrics-remote") {
 			t.Errorf("%s: exit %d, stderr %q; want 2 with an example and no --metrics-remote", addr, code, errOut.String())
 		}
+	}
+}
+
+// TestMetricsAddrInUseBeforeLock: a --metrics-addr whose port is taken is
+// said at once (exit 2 naming the address), not after waiting for another
+// measured run's lock.
+func TestMetricsAddrInUseBeforeLock(t *testing.T) {
+	lockPath := filepath.Join(t.TempDir(), "lock")
+	t.Setenv(runlock.EnvPath, lockPath)
+	l, err := runlock.Acquire(context.Background(), lockPath, runlock.Options{What: "another run", NoWait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var out, errOut bytes.Buffer
+	code := realMain([]string{"run", "--no-wait", "--no-progress", "--metrics-addr", ln.Addr().String(), "testdata/html-short.yaml"}, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), ln.Addr().String()+": bind: address already in use") || strings.Contains(errOut.String(), "another measured run") {
+		t.Errorf("exit %d, stderr %q; want 2 naming the address in use, not the lock", code, errOut.String())
 	}
 }

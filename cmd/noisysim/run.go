@@ -269,6 +269,18 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 	if f.repeat == 0 {
 		f.repeat = 1
 	}
+	// The metrics address is taken before the lock: a port in use is bad
+	// input said at once, not after waiting for another run.
+	var metrics *live.Metrics
+	if f.metricsAddr != "" {
+		metrics = live.New(f.metricsTop)
+		srv, err := live.Serve(f.metricsAddr, metrics, f.metricsRemote)
+		if err != nil {
+			return usagef("run: --metrics-addr: %v", err)
+		}
+		defer srv.Close()
+		fmt.Fprintf(a.stderr, "noisysim: live metrics at http://%s/metrics while the run lasts\n", srv.Addr())
+	}
 	release, concurrent, err := measureLock(ctx, a, "noisysim run "+sc.Name, f.noWait, f.allowConcurrent)
 	if err != nil {
 		return err
@@ -317,15 +329,8 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		prog = newProgress(a.stderr)
 		opts.Progress = prog.update
 	}
-	if f.metricsAddr != "" {
-		m := live.New(f.metricsTop)
-		srv, err := live.Serve(f.metricsAddr, m, f.metricsRemote)
-		if err != nil {
-			return usagef("run: --metrics-addr: %v", err)
-		}
-		defer srv.Close()
-		opts.Observer = m
-		fmt.Fprintf(a.stderr, "noisysim: live metrics at http://%s/metrics while the run lasts\n", srv.Addr())
+	if metrics != nil {
+		opts.Observer = metrics
 	}
 	if f.repeat > 1 {
 		return runRepeat(ctx, a, sc, opts, f.repeat, f.out, f.strict)
