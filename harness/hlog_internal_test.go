@@ -125,6 +125,28 @@ func TestSegmentLogOrigin(t *testing.T) {
 	if !w.Origin.Equal(origin) || w.Start != time.Second || w.Recorder.Export()[0].Count != 1 {
 		t.Errorf("read back origin %v start %v, want %v, 1s", w.Origin, w.Start, origin)
 	}
+	// A segment.json cut short, or with a field of the wrong type, is
+	// named with its file:line:col.
+	meta := filepath.Join(dir, SegmentFile)
+	mb, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{string(mb[:len(mb)/2]), "malformed JSON: the file ends before the JSON does"},
+		{"{\n  \"seed\": \"x\"\n}\n", meta + ":2:13: seed: want int64, got a JSON string"},
+		{"{\n  \"seed\": 1,,\n}\n", meta + ":2:13: malformed JSON"},
+	} {
+		if err := os.WriteFile(meta, []byte(tc.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadSegment(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ReadSegment of segment.json %q = %v, want %q", tc.body, err, tc.want)
+		}
+	}
+	if err := os.WriteFile(meta, mb, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// Cut after its header and first histogram line, the log is named as
 	// cut short.
 	path := filepath.Join(dir, HistogramLogFile)

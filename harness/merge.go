@@ -34,7 +34,7 @@ type SegmentPart struct {
 // the agent's segment, and the clean-after counts are summed over agents.
 func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report, error) {
 	if len(parts) == 0 {
-		return nil, fmt.Errorf("%w: merge: no agents' outputs", scenario.ErrInvalid)
+		return nil, mergeInputf("no agents' outputs")
 	}
 	first := parts[0]
 	r := &runner{sc: sc, log: slog.New(slog.NewTextHandler(io.Discard, nil)), started: first.Report.StartedAt}
@@ -42,7 +42,7 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 	for _, rc := range first.Report.Configurations {
 		c, ok := sc.Configuration(rc.Name)
 		if !ok {
-			return nil, fmt.Errorf("%w: merge: %s ran configuration %s, which %s does not have", scenario.ErrInvalid, first.Output.Dir, rc.Name, sc.File)
+			return nil, mergeInputf("%s ran configuration %s, which %s does not have", first.Output.Dir, rc.Name, sc.File)
 		}
 		configs = append(configs, c)
 	}
@@ -67,7 +67,7 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 			r.note("segment %s: %s", p.Report.Segment, n)
 		}
 		if p.Report.Incomplete != "" {
-			return nil, fmt.Errorf("%w: merge: %s is an incomplete run (%s): nothing to merge it with", scenario.ErrInvalid, p.Output.Dir, p.Report.Incomplete)
+			return nil, mergeInputf("%s is an incomplete run (%s): nothing to merge it with", p.Output.Dir, p.Report.Incomplete)
 		}
 		rep.Machine = mergeMachine(rep.Machine, p.Report.Machine, p.Report.Segment)
 	}
@@ -92,7 +92,7 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 			for j, p := range parts {
 				ws := p.Output.Windows[c.Name]
 				if i >= len(ws) || ws[i].Name != r.steps[i].Name {
-					return nil, fmt.Errorf("%w: merge: %s has no phase %s of configuration %s where %s has it", scenario.ErrInvalid, p.Output.Dir, r.steps[i].Name, c.Name, sc.File)
+					return nil, mergeInputf("%s has no phase %s of configuration %s where %s has it", p.Output.Dir, r.steps[i].Name, c.Name, sc.File)
 				}
 				// The agent's timeline started late by off: its
 				// intervals are placed at the ticks they ran in.
@@ -211,7 +211,7 @@ func partDirs(parts []SegmentPart) string {
 // twice, or a segment missing. The parts come back sorted by segment.
 func CheckSegments(scenarioHash string, parts []SegmentPart) ([]SegmentPart, error) {
 	if len(parts) == 0 {
-		return nil, fmt.Errorf("%w: merge: no agents' outputs", scenario.ErrInvalid)
+		return nil, mergeInputf("no agents' outputs")
 	}
 	var problems []string
 	f := parts[0].Output.Meta
@@ -247,7 +247,7 @@ func CheckSegments(scenarioHash string, parts []SegmentPart) ([]SegmentPart, err
 		}
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: merge: %s", scenario.ErrInvalid, strings.Join(problems, "; "))
+		return nil, mergeInputf("%s", strings.Join(problems, "; "))
 	}
 	sorted := slices.Clone(parts)
 	slices.SortFunc(sorted, func(a, b SegmentPart) int { return a.Output.Meta.Index - b.Output.Meta.Index })
@@ -259,4 +259,17 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// mergeInputError is agents' outputs that do not make one run, or do not
+// match the scenario: bad input to merge (exit 2). It reads "merge: ...",
+// not "invalid scenario: ...", as the scenario may well be valid, and
+// unwraps to scenario.ErrInvalid, which the CLI maps to exit 2.
+type mergeInputError struct{ msg string }
+
+func (e *mergeInputError) Error() string { return "merge: " + e.msg }
+func (e *mergeInputError) Unwrap() error { return scenario.ErrInvalid }
+
+func mergeInputf(format string, args ...any) error {
+	return &mergeInputError{fmt.Sprintf(format, args...)}
 }

@@ -47,6 +47,10 @@ func TestCheckSegments(t *testing.T) {
 			if !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("CheckSegments = %v, want ErrInvalid saying %q", err, tc.want)
 			}
+			// The scenario may well be valid: the outputs are the bad input.
+			if !strings.HasPrefix(err.Error(), "merge: ") {
+				t.Errorf("CheckSegments = %q, want it to read merge: ..., not invalid scenario", err)
+			}
 		})
 	}
 }

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -223,7 +224,7 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 	}
 	out := &SegmentOutput{Dir: dir, Windows: map[string][]WindowResult{}}
 	if err := json.Unmarshal(b, &out.Meta); err != nil {
-		return nil, bad("%s: %w", SegmentFile, err)
+		return nil, bad("%s", jsonProblem(filepath.Join(dir, SegmentFile), b, err))
 	}
 	m := &out.Meta
 	if m.Version != SegmentVersion {
@@ -343,6 +344,31 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 		return nil, bad("%s holds a histogram %s that %s does not name", HistogramLogFile, histTag(k.config, k.phase, k.kind, k.tenant, k.class), SegmentFile)
 	}
 	return out, nil
+}
+
+// jsonProblem says where in data, the bytes of the file at path, the
+// decoding error err arose: "path:line:col: ..." for malformed JSON or a
+// field of the wrong type, "path: the file ends before the JSON does" for
+// a cut file.
+func jsonProblem(path string, data []byte, err error) string {
+	at := func(i int64) string {
+		i = min(max(i, 0), int64(len(data)))
+		before := data[:i]
+		line := bytes.Count(before, []byte("\n")) + 1
+		col := len(before) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+		return fmt.Sprintf("%s:%d:%d", path, line, col)
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn) && syn.Offset >= int64(len(data)):
+		return fmt.Sprintf("%s: malformed JSON: the file ends before the JSON does (cut short?)", at(int64(len(data))))
+	case errors.As(err, &syn):
+		return fmt.Sprintf("%s: malformed JSON: %v", at(syn.Offset-1), err)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("%s: %s: want %s, got a JSON %s", at(typ.Offset-1), typ.Field, typ.Type, typ.Value)
+	}
+	return fmt.Sprintf("%s: %v", path, err)
 }
 
 func btoi(b bool) int {

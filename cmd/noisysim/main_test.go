@@ -145,3 +145,19 @@ func TestRunTraceRefusesExistingFile(t *testing.T) {
 		t.Errorf("%s.new was created", existing)
 	}
 }
+
+// TestMergeScenarioFlagMissing: merge --scenario naming no file exits 2
+// naming --scenario, before reading the agents' outputs, and does not
+// tell the user to give the --scenario they gave.
+func TestMergeScenarioFlagMissing(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	got := realMain([]string{"merge", "--scenario", filepath.Join(dir, "nope.yaml"), "--out", filepath.Join(dir, "m"), filepath.Join(dir, "a1")}, &out, &errOut)
+	msg := errOut.String()
+	if got != exitUsage || !strings.Contains(msg, "merge: --scenario: ") || !strings.Contains(msg, "nope.yaml") || strings.Contains(msg, "give --scenario") {
+		t.Errorf("merge --scenario missing: exit %d, want 2 naming --scenario and the file:\n%s", got, msg)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "m")); err == nil {
+		t.Errorf("merge --scenario missing created --out")
+	}
+}

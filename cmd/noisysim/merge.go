@@ -63,6 +63,11 @@ func runMerge(ctx context.Context, a *app, args []string) error {
 	if err := checkOutDir("merge", *out, 1); err != nil {
 		return err
 	}
+	if *file != "" {
+		if _, err := os.Stat(*file); err != nil {
+			return usagef("merge: --scenario: %v", err)
+		}
+	}
 	var parts []harness.SegmentPart
 	var errs []error
 	for _, d := range dirs {
@@ -90,7 +95,10 @@ func runMerge(ctx context.Context, a *app, args []string) error {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return usagef("merge: scenario: %v (give --scenario)", err)
+		if *file != "" {
+			return usagef("merge: --scenario: %v", err)
+		}
+		return usagef("merge: scenario: %v (the file %s's report names; give --scenario)", err, dirs[0])
 	}
 	parts, err = harness.CheckSegments(scenarioHash(b), parts)
 	if err != nil {

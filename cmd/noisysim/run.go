@@ -176,10 +176,17 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		}
 		f.segment, f.scenarioHash = seg, scenarioHash(b)
 	}
-	if *startAt != "" {
+	startAtSet := false
+	fs.Visit(func(f *flag.Flag) { startAtSet = startAtSet || f.Name == "start-at" })
+	if startAtSet {
+		// Given empty (an unset shell variable), it would silently start
+		// this agent on its own clock, apart from the others.
 		t, err := time.Parse(time.RFC3339Nano, *startAt)
 		if err != nil {
 			return usagef("run: --start-at %q: want an RFC 3339 time, e.g. 2026-01-02T15:04:05Z", *startAt)
+		}
+		if !t.After(time.Now()) {
+			return usagef("run: --start-at %s: the time has passed already (give a time far enough ahead for every agent to load its data)", *startAt)
 		}
 		f.startAt = t
 	}

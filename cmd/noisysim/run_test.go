@@ -58,6 +58,8 @@ func TestRunAndValidateBadInput(t *testing.T) {
 		{[]string{"run", unreadable}, "missing.yaml"},
 		{[]string{"run", "../../scenarios/ci-gate.yaml", "--only", "nope"}, `--only "nope"`},
 		{[]string{"run", "../../scenarios/ci-gate.yaml", "--only", ""}, `--only ""`},
+		{[]string{"run", "../../scenarios/ci-gate.yaml", "--start-at", ""}, `--start-at ""`},
+		{[]string{"run", "../../scenarios/ci-gate.yaml", "--start-at", "2020-01-02T15:04:05Z"}, "--start-at 2020-01-02T15:04:05Z: the time has passed"},
 		{[]string{"validate"}, "missing scenario file"},
 		{[]string{"validate", unknown, share}, "2 of 2 scenario files invalid"},
 	}
