@@ -272,6 +272,7 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 	}
 	window, baseline := r.sc.Assertions.QuietP99.QuietWindows()
 	top := topQuietTenants(tr.windows, topQuietSeries)
+	shown := shownWindow(tr.windows, window)
 	for i, w := range tr.windows {
 		shares := tr.shares(i)
 		sums := w.rec.Summary()
@@ -292,16 +293,29 @@ func (r *runner) configurationReport(c *scenario.Configuration, tr *timelineRun,
 			iv.Window = w.step.Name
 			out.Intervals = append(out.Intervals, iv)
 		}
-		switch w.step.Name {
-		case window:
+		if i == shown {
 			out.Tenants, out.QuietAll, out.Stats, out.TopDBTime = rw.Tenants, rw.QuietAll, rw.Stats, rw.TopDBTime
-		case baseline:
+		}
+		if w.step.Name == baseline {
 			out.Solo, out.SoloQuietAll = r.rows(sums, nil), r.quietAllRows(w.rec, nil)
 		}
 	}
 	r.citusWindows(tr, out.Windows)
 	out.Recovery = r.recovery(tr, &out)
 	return out
+}
+
+// shownWindow returns the index of the window whose rows are the
+// configuration's own (Configuration.Tenants, Stats): the window named
+// name (quiet_p99's), or the one an interruption cut short before it was
+// reached; -1 when there is neither.
+func shownWindow(windows []*window, name string) int {
+	for i, w := range windows {
+		if w.step.Name == name || w.cut {
+			return i
+		}
+	}
+	return -1
 }
 
 // topQuietSeries is how many quiet tenants have a latency series of
@@ -679,10 +693,10 @@ func (r *runner) startProgress() (stop func()) {
 }
 
 // plannedIn returns the arrivals window w was to send: planned, or for a
-// phase with until (drawn over its max) the arrivals it sent before it
-// ended.
+// phase with until (drawn over its max) or one an interruption cut short
+// the arrivals it sent before it ended.
 func plannedIn(w *window, planned int64) int64 {
-	if w.step.Until != "" && planned > 0 {
+	if (w.step.Until != "" || w.cut) && planned > 0 {
 		return w.sent
 	}
 	return planned

@@ -201,6 +201,26 @@ type window struct {
 	// arrivals it sent (open loop).
 	start, end time.Duration
 	sent       int64
+	// cut marks the phase an interruption stopped: end is when it stopped.
+	cut bool
+}
+
+// cutShort ends the windows of a timeline stopped at stopped (from its
+// start): the phase it stopped in ends there and is marked cut, the phases
+// after it keep their planned spans (they were not reached). It returns the
+// index of the last phase reached, -1 when none was.
+func cutShort(windows []*window, stopped time.Duration) int {
+	reached := -1
+	for i, w := range windows {
+		if w.start >= stopped {
+			break
+		}
+		reached = i
+		if w.end > stopped {
+			w.end, w.cut = stopped, true
+		}
+	}
+	return reached
 }
 
 // timelineRun is one configuration's run of the timeline.
@@ -221,6 +241,9 @@ type timelineRun struct {
 	// origin is the wall-clock time of the timeline's start: the windows'
 	// spans and the intervals' ticks count from it.
 	origin time.Time
+	// stopped is when, from origin, an interrupted open loop stopped; 0
+	// when it ran to its end.
+	stopped time.Duration
 }
 
 // window returns the window of the phase named name.
@@ -417,6 +440,9 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 				rec = r.trace.results(c.Name, rec)
 			}
 			tr.stats, err = workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Drain: drain, Logger: r.log, PreciseWait: preciseWait})
+			if ctx.Err() != nil {
+				tr.stopped = time.Since(t0)
+			}
 			tr.ex.endTxs() // a replayed log's transaction blocks left open
 		}
 		if rs != nil && err == nil {
@@ -434,6 +460,9 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			if sent != nil {
 				w.sent = sent[i]
 			}
+		}
+		if tr.stopped > 0 {
+			cutShort(tr.windows, tr.stopped)
 		}
 	}
 	for _, ch := range over {
