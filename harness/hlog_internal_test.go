@@ -2,6 +2,7 @@ package harness
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,6 +143,31 @@ func TestSegmentLogOrigin(t *testing.T) {
 		}
 		if _, err := ReadSegment(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ReadSegment of segment.json %q = %v, want %q", tc.body, err, tc.want)
+		}
+	}
+	// A histogram whose count is not segment.json's (a line of another
+	// series or run that still decodes) is refused, naming its tag.
+	for _, tc := range []struct {
+		edit func(*SegmentMeta)
+		want string
+	}{
+		{func(m *SegmentMeta) { m.Windows[0].Series[0].Count = 2 }, "histogram c/p/lat/1/q holds 1 values where segment.json counts 2"},
+		{func(m *SegmentMeta) { m.Windows[0].Series[0].Intervals[0].Count = 3 }, "histogram c/p/iv/1/q/1 holds 1 values where segment.json counts 3"},
+	} {
+		var m SegmentMeta
+		if err := json.Unmarshal(mb, &m); err != nil {
+			t.Fatal(err)
+		}
+		tc.edit(&m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(meta, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadSegment(dir); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ReadSegment = %v, want %q", err, tc.want)
 		}
 	}
 	if err := os.WriteFile(meta, mb, 0o644); err != nil {

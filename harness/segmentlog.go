@@ -320,6 +320,12 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 			if s.Latency, err = take(k); err != nil {
 				return nil, err
 			}
+			// A line that decodes but is not this series' (another
+			// tenant's, another run's) is caught by its count.
+			if n := s.Latency.TotalCount(); n != ss.Count {
+				return nil, bad("%s: histogram %s holds %d values where %s counts %d: the log is corrupted or from another run",
+					HistogramLogFile, histTag(k.config, k.phase, k.kind, k.tenant, k.class), n, SegmentFile, ss.Count)
+			}
 			k.kind = "svc"
 			if s.Service, err = take(k); err != nil {
 				return nil, err
@@ -329,6 +335,10 @@ func ReadSegment(dir string) (*SegmentOutput, error) {
 				h, err := take(k)
 				if err != nil {
 					return nil, err
+				}
+				if n := h.TotalCount(); n != iv.Count {
+					return nil, bad("%s: histogram %s/%d holds %d values where %s counts %d: the log is corrupted or from another run",
+						HistogramLogFile, histTag(k.config, k.phase, k.kind, k.tenant, k.class), k.tick, n, SegmentFile, iv.Count)
 				}
 				s.Intervals = append(s.Intervals, metrics.SeriesInterval{Tick: iv.Tick, Count: iv.Count, Errors: iv.Errors,
 					Dropped: iv.Dropped, Incomplete: iv.Incomplete, Max: time.Duration(iv.MaxNs), Hist: h})
