@@ -25,37 +25,43 @@ import (
 // local or docker) or the global limiter's Redis.
 func SegmentProblems(sc *scenario.Scenario) error {
 	var problems []string
-	bad := func(format string, args ...any) {
-		problems = append(problems, fmt.Sprintf(format, args...))
+	// bad adds a problem at field's file:line:col (the file alone for
+	// field "" or a scenario built in Go).
+	bad := func(field, format string, args ...any) {
+		where := sc.File
+		if p := sc.Problem(field, ""); field != "" && p.Line > 0 {
+			where = fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
+		}
+		problems = append(problems, where+": "+fmt.Sprintf(format, args...))
 	}
 	if sc.Replaying() {
-		bad("a replayed trace or log is not a seeded schedule to slice (replay)")
+		bad("", "a replayed trace or log is not a seeded schedule to slice (replay)")
 	}
 	if sc.Load.Model == scenario.ModelClosed {
-		bad("a closed loop's users set their own pace: only load.model open can be sliced")
+		bad("load.model", "a closed loop's users set their own pace: only load.model open can be sliced")
 	}
 	for _, p := range sc.Steps() {
 		switch {
 		case len(p.Actions) > 0:
-			bad("phase %s has actions: each agent would run them; run the actions' scenario on one agent", p.Name)
+			bad("", "phase %s has actions: each agent would run them; run the actions' scenario on one agent", p.Name)
 		case p.Watch != nil:
-			bad("phase %s has a watch: each agent would act on it", p.Name)
+			bad("", "phase %s has a watch: each agent would act on it", p.Name)
 		case p.Until != "":
-			bad("phase %s ends on until: the agents' phases would end at different times", p.Name)
+			bad("", "phase %s ends on until: the agents' phases would end at different times", p.Name)
 		}
 	}
 	if len(sc.Faults) > 0 {
-		bad("faults would be injected once per agent")
+		bad("faults", "faults would be injected once per agent")
 	}
 	if sc.Writer != nil {
-		bad("the checked writer would write once per agent")
+		bad("writer", "the checked writer would write once per agent")
 	}
 	if sc.Service.Started() {
-		bad("each agent would start its own service; give the service's URL (service.url) instead")
+		bad("service", "each agent would start its own service; give the service's URL (service.url) instead")
 	}
 	for i := range sc.Classes {
 		if sc.Classes[i].Calibrated() {
-			bad("class %s has load_factor: each agent would calibrate its own rate; give the rate", sc.Classes[i].Name)
+			bad(fmt.Sprintf("classes[%d].load_factor", i), "class %s has load_factor: each agent would calibrate its own rate; give the rate", sc.Classes[i].Name)
 		}
 	}
 	if k := sc.Backend.Kind; k != scenario.BackendExternal {
@@ -63,23 +69,23 @@ func SegmentProblems(sc *scenario.Scenario) error {
 		if k == scenario.BackendDocker {
 			what = "containers"
 		}
-		bad("backend.kind %s: each agent would start a database of its own (%s), but the agents of one run share one: use an existing database by DSN (backend: {kind: external, primary_dsn: ...})", k, what)
+		bad("backend.kind", "backend.kind %s: each agent would start a database of its own (%s), but the agents of one run share one: use an existing database by DSN (backend: {kind: external, primary_dsn: ...})", k, what)
 	}
-	for _, c := range sc.Configurations {
+	for i, c := range sc.Configurations {
 		if c.App != nil && c.App.Limiter == scenario.AppGlobal && c.App.RedisURL == "" {
-			bad("configuration %s: app.limiter global without app.redis_url: each agent would start a redis-server of its own and hold the cap per agent; give the Redis all agents share (app.redis_url)", c.Name)
+			bad(fmt.Sprintf("configurations[%d].app.limiter", i), "configuration %s: app.limiter global without app.redis_url: each agent would start a redis-server of its own and hold the cap per agent; give the Redis all agents share (app.redis_url)", c.Name)
 		}
 	}
 	if sc.Citus() {
-		bad("topology citus: placements and skew are read by the run that moves them")
+		bad("backend.topology", "topology citus: placements and skew are read by the run that moves them")
 	}
 	switch len(problems) {
 	case 0:
 		return nil
 	case 1:
-		return fmt.Errorf("%w: %s: --segment: %s", scenario.ErrInvalid, sc.File, problems[0])
+		return fmt.Errorf("%w: --segment: %s", scenario.ErrInvalid, problems[0])
 	}
-	return fmt.Errorf("%w: %s: --segment: %d problems:\n  - %s", scenario.ErrInvalid, sc.File, len(problems), strings.Join(problems, "\n  - "))
+	return fmt.Errorf("%w: --segment: %d problems:\n  - %s", scenario.ErrInvalid, len(problems), strings.Join(problems, "\n  - "))
 }
 
 // segmentSchema returns the schema an agent of seg keeps its copy of the

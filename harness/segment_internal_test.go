@@ -82,7 +82,8 @@ func TestSegmentProblems(t *testing.T) {
 	}{
 		{"../scenarios/hot-shard.yaml", []string{"has a watch", "checked writer", "topology citus"}},
 		{"../scenarios/replay-incident.yaml", []string{"replay"}},
-		{"../scenarios/noisy-neighbor.yaml", []string{"backend.kind local: each agent would start a database of its own (local PostgreSQL processes)", "by DSN"}},
+		{"../scenarios/noisy-neighbor.yaml", []string{"noisy-neighbor.yaml:22:3: backend.kind local: each agent would start a database of its own (local PostgreSQL processes)", "by DSN"}},
+		{"../scenarios/app-instances.yaml", []string{"app-instances.yaml:25:3: backend.kind local", "app-instances.yaml:80:25: configuration global: app.limiter global without app.redis_url"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			sc, err := scenario.Load(tc.file)
