@@ -132,7 +132,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 	mdHotShard(w, r.HotShard)
 
 	if len(r.Marginal) > 0 {
-		p("\n## Marginal verdicts\n\n%d verdicts could go either way: the limit lies inside the p99's 95%% confidence interval (`noisysim run --strict` fails on them).\n\n", len(r.Marginal))
+		p("\n## Marginal verdicts\n\n%s could go either way: the limit lies inside the p99's 95%% confidence interval (`noisysim run --strict` fails on them).\n\n", plural(len(r.Marginal), "verdict"))
 		for _, a := range r.Marginal {
 			p("- %s\n", md(marginalLine(a)))
 		}

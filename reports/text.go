@@ -592,7 +592,7 @@ func (t *textWriter) verdict() {
 		t.p("RESULT: %s\n", passFail(t.r.Passed))
 	}
 	if n := len(t.r.Marginal); n > 0 {
-		t.p("MARGINAL: %d verdicts could go either way (listed above); noisysim run --strict fails on them\n", n)
+		t.p("MARGINAL: %s could go either way (listed above); noisysim run --strict fails on them\n", plural(n, "verdict"))
 	}
 }
 
@@ -628,4 +628,12 @@ func stallBound(m *Machine) string {
 		return ""
 	}
 	return fmt.Sprintf(", or a stall of %.0f ms", m.MaxStallMs)
+}
+
+// plural returns e.g. "1 verdict", "2 verdicts".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

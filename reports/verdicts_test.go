@@ -68,7 +68,7 @@ func TestVerdictsRendered(t *testing.T) {
 		"calibrated report (report): service time 30.00 ms mean (p50 28.00 ms) over 40 queries alone; rate 4000.0/s = load_factor 3 × 40 (naive shared pool) / 30.00 ms\n",
 		"! p99 over its limit, but too few samples to judge (quiet_p99 skipped it)\n",
 		"== Marginal verdicts: 1 ",
-		"MARGINAL: 1 verdicts could go either way",
+		"MARGINAL: 1 verdict could go either way",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)

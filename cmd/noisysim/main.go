@@ -180,7 +180,7 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 		if !ok {
 			return
 		}
-		fmt.Fprintf(stderr, "noisysim: %v: stopping: what noisysim started is removed and the reports of what was measured so far are written, marked incomplete (send it again to stop immediately: what it started is still removed, but no reports are written)\n", s)
+		fmt.Fprintf(stderr, "noisysim: %v: stopping: what noisysim started is removed and, once something was measured, the reports of it are written, marked incomplete (send it again to stop immediately: what it started is still removed, but no reports are written)\n", s)
 		cancel(&stoppedError{signal: s})
 		if s, ok = <-sigs; !ok {
 			return
