@@ -222,7 +222,7 @@ func (g *Guard) closeLocked(now time.Time, end snapshot) {
 		w.Stalls = s.n
 		w.StalledMs = ms(s.total)
 		w.StallMaxMs = ms(s.longest)
-		w.StallAtS = s.at.Sub(g.began).Seconds()
+		w.StallAtS = max(0, s.at.Sub(g.began).Seconds()) // due before the window began: at its start
 		if g.opts.MaxStall > 0 && s.longest >= g.opts.MaxStall {
 			w.Disturbed = true
 		}
