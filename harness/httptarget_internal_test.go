@@ -415,3 +415,41 @@ func TestHTTPPlanDeadline(t *testing.T) {
 		t.Errorf("100ms timeout ends %s after the request", end.Sub(now))
 	}
 }
+
+// TestRetryAfterFieldCaseL14 reads field case L14's Retry-After headers at
+// its clock: seconds and all three HTTP date forms, a past date, huge
+// numbers without overflow, and the malformed ones ignored; capped at the
+// case's 30 s maximum backoff as the client caps them, no wait is above it.
+func TestRetryAfterFieldCaseL14(t *testing.T) {
+	now := time.Date(2015, 10, 21, 7, 27, 0, 0, time.UTC)
+	const maxBackoff = 30 * time.Second
+	for _, tc := range []struct {
+		in   string
+		want time.Duration // after the cap
+		form string
+	}{
+		{"20", 20 * time.Second, "seconds"},
+		{"120", 30 * time.Second, "seconds"},
+		{"Wed, 21 Oct 2015 07:28:00 GMT", 30 * time.Second, "date"},     // 60 s, capped
+		{"Wednesday, 21-Oct-15 07:28:00 GMT", 30 * time.Second, "date"}, // RFC 850
+		{"Wed Oct 21 07:28:00 2015", 30 * time.Second, "date"},          // asctime
+		{"Wed, 21 Oct 2015 07:26:00 GMT", 0, "date"},                    // past: at once, the attempt still counts
+		{"1743441608", 30 * time.Second, "seconds"},
+		{"10000000000", 30 * time.Second, "seconds"},
+		{"-5", 0, "malformed"},
+		{"abc", 0, "malformed"},
+		{"", 0, "missing"},
+	} {
+		d, form := parseRetryAfter(tc.in, now)
+		if d < 0 || form != tc.form {
+			t.Errorf("%q: %s %s, want form %s and no negative wait", tc.in, d, form, tc.form)
+			continue
+		}
+		if got := min(d, maxBackoff); got != tc.want {
+			t.Errorf("%q: waits %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	if d, _ := parseRetryAfter("Wed, 21 Oct 2015 07:28:00 GMT", now); d != time.Minute {
+		t.Errorf("the date a minute ahead reads as %s before the cap, want 1m0s", d)
+	}
+}
