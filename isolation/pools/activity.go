@@ -3,6 +3,7 @@ package pools
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,9 +106,9 @@ func Activity(ctx context.Context, q Querier) ([]ActivityGroup, error) {
 // tag. A sampler that requires every active backend to carry a tag skips
 // these.
 func Housekeeping(query string) bool {
-	switch strings.TrimSpace(query) {
-	case tagSQL, tagLocalSQL, resetSQL, queryResetSQL, unlockSQL:
+	switch query = strings.TrimSpace(query); query {
+	case tagSQL, tagLocalSQL, resetSQL:
 		return true
 	}
-	return false
+	return slices.Contains(queryReset, query)
 }

@@ -16,8 +16,8 @@ import (
 
 // BenchmarkQuery compares one "SELECT 1" through a bare pgxpool pool with
 // the same through the Stack, one goroutine at a time (the overhead per
-// call): Query (the tag goes with the statement, the reset is sent on
-// return and read at the next use: one round trip), with and without a
+// call): Query (tag, statement and reset in one flight and one implicit
+// transaction: one round trip), with and without a
 // limiter, and WithConn running the same statement (tag, statement and reset
 // each a round trip of their own, as every call did before Query batched
 // them). Compare ns/op against pgxpool's from the same run.

@@ -41,13 +41,16 @@
 //     open a replacement while the old backend still counts against the
 //     role's CONNECTION LIMIT, and a cancel storm is never refused with
 //     53300.
-//   - Query does it in one round trip: the tag goes with the statement in
-//     one pgx batch, as set_config(..., true), local to the statement's
-//     implicit transaction (it ends with the statement, committed or not:
-//     an idle connection never shows it), and the reset follows in the
-//     same flight, unawaited; its reply is read before the connection's
-//     next use (a failed reset closes the connection then). The first
-//     call of a statement on a connection prepares it, tagged as above;
+//   - Query does it in one round trip and one implicit transaction: the
+//     tag as set_config(..., true), local to the transaction (it ends with
+//     it, committed or not: an idle connection never shows it), the
+//     statement, then the reset's commands, each prepared on the
+//     connection, one Sync. The reply comes from a connection already
+//     reset and idle under its pool's name. A failed statement rolls the
+//     transaction back and the full reset runs on its own (advisory locks
+//     and sequence state outlive a rollback); a failed reset command rolls
+//     the statement back with it and is the call's error. The first call
+//     of a statement on a connection prepares it, tagged as WithConn tags;
 //     a statement PostgreSQL refuses in a transaction block (VACUUM) runs
 //     on its own.
 //   - DB time is the wall time of the work as the client saw it, recorded

@@ -402,30 +402,41 @@ func TestL5FailingTagIsBounded(t *testing.T) {
 	}
 }
 
-// TestL5LedgerDoesNotDependOnReset: a failed reset is not the caller's
-// failure, the DB time is in the ledger, and the connection is destroyed:
-// at once when the reset is waited for (WithConn), before the connection's
-// next use when it is not (Query).
+// TestL5LedgerDoesNotDependOnReset: the DB time is in the ledger whatever
+// the reset does, and a connection whose reset failed is destroyed. After
+// WithConn a failed reset is not the caller's failure; Query resets in its
+// statement's transaction, so a failed reset rolls the statement back and
+// is the call's error (and the full reset then runs on its own).
 func TestL5LedgerDoesNotDependOnReset(t *testing.T) {
 	db := startDB(t, backend.TopologySingle)
 	dsns, _ := db.roles(t, testRole("app", 0))
 	for _, path := range []string{"Query", "WithConn"} {
 		t.Run(path, func(t *testing.T) {
 			s := newStack(t, onePool(dsns["app"], 2))
-			s.reset = func(context.Context, *pgx.Conn) error { return errors.New("injected reset failure") }
+			failReset := func() {
+				s.reset = func(context.Context, *pgx.Conn) error { return errors.New("injected reset failure") }
+			}
 			var res Result
 			var err error
 			var before []Usage
 			if path == "Query" {
-				// Warm up (the first call prepares the statement, and is
-				// reset as WithConn), then fail the reset Query sends.
+				// Warm up (the first call prepares the statement and the
+				// reset's commands, and is reset as WithConn), then fail
+				// the reset Query runs with its statement, and the full
+				// reset that follows.
+				s.queryReset = append(slices.Clone(queryReset), "SELECT 1/0")
 				if _, err := s.Query(t.Context(), Interactive, "a", "SELECT pg_sleep(0.05)"); err != nil {
 					t.Fatal(err)
 				}
+				failReset()
 				before = s.Ledger().Usage()
-				s.queryResetSQL = "RESET ALL; SELECT 1/0"
 				res, err = s.Query(t.Context(), Interactive, "a", "SELECT pg_sleep(0.05)")
+				if err == nil || !strings.Contains(err.Error(), "reset after the statement") {
+					t.Fatalf("err = %v, want the failed reset", err)
+				}
+				err = nil
 			} else {
+				failReset()
 				res, err = s.WithConn(t.Context(), Interactive, "a", func(ctx context.Context, conn *pgx.Conn) error {
 					_, err := conn.Exec(ctx, "SELECT pg_sleep(0.05)")
 					return err
@@ -437,19 +448,6 @@ func TestL5LedgerDoesNotDependOnReset(t *testing.T) {
 			u := UsageWindow(before, s.Ledger().Usage())
 			if len(u) != 1 || u["a"] == nil || u["a"].Total < 50*time.Millisecond || u["a"].Total != res.DBTime {
 				t.Errorf("ledger window %+v, want a's ≥ 50ms, the call's %v", u, res.DBTime)
-			}
-			if path == "Query" {
-				// The next use reads the failed reset, destroys the
-				// connection and runs on a fresh one.
-				s.queryResetSQL = queryResetSQL
-				if _, err := s.Query(t.Context(), Interactive, "b", "SELECT 1"); err != nil {
-					t.Fatalf("the call after a failed reset: %v", err)
-				}
-				waitClosed(t, s)
-				if st := s.Stat().Pools[0]; st.Destroyed < 1 || st.TotalConns > 1 {
-					t.Errorf("pool stat %+v: want the unreset connection destroyed", st)
-				}
-				return
 			}
 			waitClosed(t, s)
 			if st := s.Stat().Pools[0]; st.Destroyed != 1 || st.TotalConns != 0 {
@@ -1190,6 +1188,21 @@ func TestQueryBatchedKeepsGuarantees(t *testing.T) {
 	}
 	if shown != "2s" {
 		t.Errorf("B: SHOW statement_timeout = %s after A's batched SET, want the role's 2s", shown)
+	}
+
+	// An advisory lock the statement takes is gone when the call returns,
+	// after success (the reset ran in its transaction) and after failure
+	// (a rollback keeps it: the full reset ran on its own).
+	for _, q := range []string{"SELECT pg_advisory_lock(7)", "SELECT pg_advisory_lock(7), 1 / (random() * 0)::int"} {
+		for i := range 2 { // the second call is batched
+			_, err := s.Query(ctx, Interactive, "A", q)
+			if (err != nil) != strings.Contains(q, "random") {
+				t.Fatalf("%s: err = %v", q, err)
+			}
+			if n := scalar[int64](t, db.admin, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"); n != 0 {
+				t.Errorf("%s (call %d): %d advisory locks held after it returned, want 0", q, i+1, n)
+			}
+		}
 	}
 
 	// VACUUM refuses a transaction block: Query runs it on its own.

@@ -187,9 +187,10 @@ type Stack struct {
 	tag   func(ctx context.Context, c *pgx.Conn, tenant string) error
 	reset func(ctx context.Context, c *pgx.Conn) error
 	// queryTagSQL tags Query's statement in the same round trip and
-	// queryResetSQL is the simple-protocol part of the reset Query sends on
-	// return without waiting; tests replace them with failing statements.
-	queryTagSQL, queryResetSQL string
+	// queryReset is the reset that follows it there; tests replace them
+	// with failing statements.
+	queryTagSQL string
+	queryReset  []string
 }
 
 type pool struct {
@@ -245,16 +246,16 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 	}
 	s := &Stack{
-		classes:       map[Class]*class{},
-		ledger:        ledger,
-		log:           cfg.Logger,
-		resetTimeout:  cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
-		router:        cfg.Router,
-		onWork:        cfg.OnWork,
-		tag:           setTag,
-		reset:         resetSession,
-		queryTagSQL:   tagLocalSQL,
-		queryResetSQL: queryResetSQL,
+		classes:      map[Class]*class{},
+		ledger:       ledger,
+		log:          cfg.Logger,
+		resetTimeout: cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
+		router:       cfg.Router,
+		onWork:       cfg.OnWork,
+		tag:          setTag,
+		reset:        resetSession,
+		queryTagSQL:  tagLocalSQL,
+		queryReset:   queryReset,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -338,12 +339,6 @@ func openPool(ctx context.Context, pc PoolConfig) (*pool, error) {
 	config.MaxConns = pc.Size
 	config.MinConns = 0
 	config.ConnConfig.RuntimeParams["application_name"] = cmp.Or(pc.AppName, AppNamePrefix+pc.Name)
-	// A connection whose reset reply is still unread is not pinged: the
-	// ping would read the reset's reply as its own. borrow reads it first,
-	// which checks the connection as a ping would.
-	config.ShouldPing = func(_ context.Context, pp pgxpool.ShouldPingParams) bool {
-		return !resetPending(pp.Conn) && pp.IdleDuration > time.Second
-	}
 	p := &pool{
 		cfg:  pc,
 		addr: net.JoinHostPort(config.ConnConfig.Host, strconv.Itoa(int(config.ConnConfig.Port))),
@@ -376,17 +371,25 @@ func (s *Stack) Placement(c Class) (Placement, bool) {
 // single statement; args are bound as parameters. The returned Result is
 // filled as far as the call got, also on error.
 //
-// Query costs one round trip: the tag goes with the statement, in the same
-// implicit transaction ("SELECT set_config('application_name', 't:<tenant>',
-// true)" then the statement, one Sync), so pg_stat_activity shows the tenant
-// while the statement runs and the tag ends with the statement's transaction,
-// whatever it did; if the tag fails the statement does not run. The reset
-// follows in the same flight (the server runs it right after the
-// statement); its reply is not waited for but read before the connection's
-// next use. The first call of a statement on a connection prepares it,
-// tagged and reset as WithConn does (three round trips). A statement PostgreSQL refuses to
-// run inside a transaction block (SQLSTATE 25001, e.g. VACUUM) is run again
-// on its own, tagged and reset as WithConn does.
+// Query costs one round trip: the tag, the statement and the reset go in
+// one flight and one implicit transaction ("SELECT set_config(
+// 'application_name', 't:<tenant>', true)", the statement, then the reset's
+// commands, each prepared on the connection, one Sync). pg_stat_activity
+// shows the tenant while the statement runs; the reset runs right after it
+// on the server, and the transaction's end drops the tag, so the reply
+// arrives from a connection that is idle under its pool's name with its
+// session state reset. If the tag fails the statement does not run. If the
+// statement fails, the transaction is rolled back (the tag and any setting
+// it changed with it) and the full reset runs on its own before the
+// connection goes back: advisory locks and sequence state outlive a
+// rollback. If a command of the reset fails, the statement is rolled back
+// with it and the call returns that error. DBTime includes the reset.
+//
+// The first call of a statement on a connection prepares it (and the
+// reset's commands), tagged and reset as WithConn does (three round trips).
+// A statement PostgreSQL refuses to run inside a transaction block (SQLSTATE
+// 25001, e.g. VACUUM) is run again on its own, tagged and reset as WithConn
+// does.
 //
 // Errors: ErrUnknownClass, ErrClosed, the limiter's rejection (errors.Is
 // limiter.ErrLimited), *AcquireTimeoutError, *TagError, the caller's
@@ -416,9 +419,6 @@ func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...
 		// alone tags conn for the session, runs the statement on its own
 		// and has it reset before the connection goes back, as WithConn.
 		alone := func(prepare bool) error {
-			if err := collectReset(ctx, conn); err != nil {
-				return &batchTagError{err: err}
-			}
 			if err := s.tag(ctx, conn, tenant); err != nil {
 				return &batchTagError{err: err}
 			}
@@ -427,7 +427,7 @@ func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...
 					return &syncReset{err: err}
 				}
 				markPrepared(conn, sql)
-				if err := prepareUnlock(ctx, conn); err != nil {
+				if err := s.prepareReset(ctx, conn); err != nil {
 					return &syncReset{err: err}
 				}
 			}
@@ -441,46 +441,59 @@ func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...
 		// in a round trip of its own, before the tag, and a Parse waiting
 		// on a lock would show untagged. The first call on a connection
 		// prepares it, tagged; later ones find it prepared.
-		if !isPrepared(conn, sql) {
+		if !isPrepared(conn, sql) || !s.resetPrepared(conn) {
 			return alone(numPrepared(conn) < maxPrepared)
 		}
-		b := &pgx.Batch{}
-		b.Queue(s.queryTagSQL, TagPrefix+tenant)
-		b.Queue(sql, args...)
-		br := conn.SendBatch(ctx, b)
-		if conn.IsClosed() {
-			// Sending failed and pgx is closing the connection in a
-			// goroutine of its own: nothing more may be written to it.
-			_, err := br.Exec()
-			br.Close()
-			if err == nil {
-				err = errors.New("connection closed while sending")
+		// One flight, one Sync: Bind and Execute of each prepared
+		// statement, straight on the wire (pgx's own batch costs more in
+		// the client than the server takes for the whole reset).
+		prepared := func(q string) *pgconn.StatementDescription {
+			sd, _ := conn.Prepare(ctx, q, q) // prepared on conn: no round trip
+			return sd
+		}
+		var eqb pgx.ExtendedQueryBuilder
+		stmt := prepared(sql)
+		if err := eqb.Build(conn.TypeMap(), stmt, args); err != nil {
+			return &syncReset{err: err} // nothing was sent
+		}
+		b := &pgconn.Batch{}
+		b.ExecStatement(prepared(s.queryTagSQL), [][]byte{[]byte(TagPrefix + tenant)}, nil, nil)
+		b.ExecStatement(stmt, eqb.ParamValues, eqb.ParamFormats, nil)
+		for _, r := range s.queryReset {
+			b.ExecStatement(prepared(r), nil, nil, nil)
+		}
+		mrr := conn.PgConn().ExecBatch(ctx, b)
+		done, err := 0, error(nil) // done: the commands that completed
+		for mrr.NextResult() {
+			ct, rerr := mrr.ResultReader().Close()
+			if rerr != nil {
+				err = rerr
+				break
 			}
-			return &batchTagError{err: err}
+			if done == 1 {
+				n = ct.RowsAffected()
+			}
+			done++
 		}
-		// The reset follows in the same flight, before the results are
-		// read: the server runs it right after the statement, and its
-		// reply is read at the connection's next use.
-		if err := sendReset(conn, s.queryResetSQL); err != nil {
-			br.Close()
-			return &batchTagError{err: err}
-		}
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return &batchTagError{err: err}
-		}
-		rows, err := br.Query()
-		if err == nil {
-			err = drain(rows)
-		}
-		if cerr := br.Close(); err == nil {
+		if cerr := mrr.Close(); err == nil {
 			err = cerr
 		}
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == sqlstateActiveSQLTransaction {
-			return alone(false) // not in a transaction block: on its own
+		switch {
+		case err == nil:
+			return nil
+		case done == 0:
+			return &batchTagError{err: err} // the statement did not run
+		case done == 1:
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == sqlstateActiveSQLTransaction {
+				return alone(false) // not in a transaction block: on its own
+			}
+			return &syncReset{err: err}
+		case done < 2+len(s.queryReset):
+			return &syncReset{err: fmt.Errorf("reset after the statement (rolled back with it): %w", err)}
+		default:
+			return &syncReset{err: fmt.Errorf("commit: %w", err)}
 		}
-		return err
 	})
 	res.Rows = n
 	return res, err
@@ -564,10 +577,10 @@ func (s *Stack) WithConn(ctx context.Context, c Class, tenant string, fn func(ct
 }
 
 // run is the one path from a call to a connection. With batched, fn tags
-// the connection itself in the same round trip as its statement and sends
-// the reset without waiting (Query): a *batchTagError from fn means the
-// statement did not run, and another connection is tried as for a failed
-// tag; unless fn returns a *syncReset, no reset is run on return.
+// the connection itself in the same round trip as its statement and resets
+// it there (Query): a *batchTagError from fn means the statement did not
+// run, and another connection is tried as for a failed tag; unless fn
+// returns a *syncReset, no reset is run on return.
 func (s *Stack) run(ctx context.Context, c Class, tenant string, batched bool, fn func(context.Context, *pgx.Conn) error) (res Result, err error) {
 	cl, ok := s.classes[c]
 	if !ok {
@@ -649,7 +662,7 @@ func (s *Stack) run(ctx context.Context, c Class, tenant string, batched bool, f
 func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn *pgxpool.Conn, batched bool, fn func(context.Context, *pgx.Conn) error, in Result) (res Result, err error) {
 	res = in
 	finished := false
-	deferReset := batched
+	resetDone := batched
 	began := time.Now()
 	defer func() {
 		// Runs on return and on panic: the ledger never depends on the
@@ -668,13 +681,13 @@ func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn 
 		if s.onWork != nil {
 			s.onWork(Work{Tenant: tenant, Class: c, Pool: p.cfg.Name, Node: p.cfg.Node, Began: began, DBTime: res.DBTime})
 		}
-		s.giveBack(p, conn, finished, deferReset)
+		s.giveBack(p, conn, finished, resetDone)
 	}()
 	err = fn(ctx, conn.Conn())
 	finished = true
 	var sr *syncReset
 	if errors.As(err, &sr) {
-		deferReset, err = false, sr.err
+		resetDone, err = false, sr.err
 	}
 	var tagErr *batchTagError
 	if errors.As(err, &tagErr) {
@@ -690,11 +703,7 @@ func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn 
 // cannot be tagged is destroyed and another one tried, at most Size+1 times
 // in all (so a pool whose every connection is broken still gets one fresh
 // attempt), never more.
-//
-// Before anything else, the reply of a reset sent without waiting when the
-// connection was last returned is read; a connection whose reset failed is
-// destroyed and another tried, within the same attempts. Without tag, the
-// caller tags the connection itself.
+// Without tag, the caller tags the connection itself.
 func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string, tag bool) (*pgxpool.Conn, error) {
 	actx := ctx
 	if p.cfg.AcquireTimeout > 0 {
@@ -711,17 +720,6 @@ func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string, t
 				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
 			}
 			return nil, fmt.Errorf("acquire connection from pool %s: %w", p.cfg.Name, err)
-		}
-		if err := collectReset(actx, conn.Conn()); err != nil {
-			s.destroy(p, conn, "reset failed", err)
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("read reset of connection from pool %s: %w", p.cfg.Name, ctx.Err())
-			}
-			if errors.Is(actx.Err(), context.DeadlineExceeded) {
-				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
-			}
-			last = err
-			continue
 		}
 		if !tag {
 			p.borrowed.Add(1)
@@ -775,10 +773,9 @@ func resetSession(ctx context.Context, c *pgx.Conn) error {
 // giveBack resets conn and releases it to its pool, or destroys it when it
 // cannot be reused: the work did not finish (panic), the connection broke,
 // is still busy or inside a transaction, or the reset failed. With
-// deferReset the work already sent the reset without waiting for its reply
-// (borrow reads it before the connection's next use); otherwise the reset
-// is run and waited for here.
-func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, deferReset bool) {
+// resetDone the work already reset the connection (Query, with its
+// statement); otherwise the reset is run and waited for here.
+func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, resetDone bool) {
 	p.borrowed.Add(-1)
 	pc := conn.Conn()
 	switch {
@@ -795,8 +792,8 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, deferReset bool)
 		s.destroy(p, conn, "transaction left open", nil)
 		return
 	}
-	if deferReset {
-		conn.Release() // Query sent the reset with its statement
+	if resetDone {
+		conn.Release() // Query reset it with its statement
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.resetTimeout)
@@ -808,95 +805,54 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, deferReset bool)
 	conn.Release()
 }
 
-// resetPendingKey holds, in a connection's CustomData, the number of
-// ReadyForQuery messages a reset sent without waiting still owes.
-const resetPendingKey = "noisysim.reset_pending"
+// queryReset is the reset Query runs after its statement, in the
+// statement's transaction: resetSQL's commands, each prepared once per
+// connection (prepareReset). RESET ALL comes first, so that no setting the
+// statement changed (statement_timeout, lock_timeout) applies to the rest.
+var queryReset = []string{
+	"RESET ALL", "CLOSE ALL", "SET SESSION AUTHORIZATION DEFAULT", "RESET ROLE",
+	"UNLISTEN *", "SELECT pg_advisory_unlock_all()", "DISCARD TEMP", "DISCARD SEQUENCES",
+}
 
-// unlockKey marks, in a connection's CustomData, that unlockSQL is prepared
-// on it as unlockStmt.
-const unlockKey = "noisysim.unlock_prepared"
+// resetPreparedKey holds, in a connection's CustomData, the set of Query's
+// tag and reset commands prepared on it (named by their text, as Query's
+// statements are).
+const resetPreparedKey = "noisysim.reset_prepared"
 
-// queryResetSQL is resetSQL without its one SELECT, which sendReset runs
-// as a prepared statement: planning it on every return cost more than the
-// rest of the reset together.
-const (
-	queryResetSQL = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; RESET ROLE; " +
-		"UNLISTEN *; DISCARD TEMP; DISCARD SEQUENCES"
-	unlockSQL  = "SELECT pg_advisory_unlock_all()"
-	unlockStmt = "noisysim_advisory_unlock_all"
-)
+// resetPrepared reports whether Query's tag and every command of
+// s.queryReset are prepared on c.
+func (s *Stack) resetPrepared(c *pgx.Conn) bool {
+	m, _ := c.PgConn().CustomData()[resetPreparedKey].(map[string]struct{})
+	if _, ok := m[s.queryTagSQL]; !ok {
+		return false
+	}
+	for _, r := range s.queryReset {
+		if _, ok := m[r]; !ok {
+			return false
+		}
+	}
+	return true
+}
 
-// prepareUnlock prepares unlockSQL on c once.
-func prepareUnlock(ctx context.Context, c *pgx.Conn) error {
+// prepareReset prepares Query's tag and the commands of s.queryReset not
+// yet prepared on c.
+func (s *Stack) prepareReset(ctx context.Context, c *pgx.Conn) error {
 	cd := c.PgConn().CustomData()
-	if cd[unlockKey] != nil {
-		return nil
+	m, _ := cd[resetPreparedKey].(map[string]struct{})
+	if m == nil {
+		m = map[string]struct{}{}
+		cd[resetPreparedKey] = m
 	}
-	if _, err := c.Prepare(ctx, unlockStmt, unlockSQL); err != nil {
-		return err
-	}
-	cd[unlockKey] = true
-	return nil
-}
-
-// sendReset sends the reset without waiting for its reply and marks the
-// connection so that collectReset reads it: sql as one simple-protocol
-// query, then, when it is prepared on c, unlockStmt (else sql must hold the
-// whole reset, as resetSQL does).
-func sendReset(c *pgx.Conn, sql string) error {
-	pg := c.PgConn()
-	fe := pg.Frontend()
-	owed := 1
-	if pg.CustomData()[unlockKey] != nil {
-		fe.SendQuery(&pgproto3.Query{String: sql})
-		fe.SendBind(&pgproto3.Bind{PreparedStatement: unlockStmt})
-		fe.SendExecute(&pgproto3.Execute{})
-		fe.SendSync(&pgproto3.Sync{})
-		owed = 2
-	} else {
-		fe.SendQuery(&pgproto3.Query{String: resetSQL})
-	}
-	if err := fe.Flush(); err != nil {
-		return fmt.Errorf("send reset: %w", err)
-	}
-	pg.CustomData()[resetPendingKey] = owed
-	return nil
-}
-
-// resetPending reports whether c has a reset reply to read.
-func resetPending(c *pgx.Conn) bool {
-	return c != nil && c.PgConn().CustomData()[resetPendingKey] != nil
-}
-
-// collectReset reads the reply of the reset sendReset sent, up to its last
-// ReadyForQuery, and returns the first error the server reported in it. It
-// does nothing for a connection without a pending reset.
-func collectReset(ctx context.Context, c *pgx.Conn) error {
-	if !resetPending(c) {
-		return nil
-	}
-	pg := c.PgConn()
-	owed, _ := pg.CustomData()[resetPendingKey].(int)
-	delete(pg.CustomData(), resetPendingKey)
-	var first error
-	for owed > 0 {
-		msg, err := pg.ReceiveMessage(ctx)
-		if err != nil {
-			return fmt.Errorf("read reset reply: %w", err)
+	for _, r := range append([]string{s.queryTagSQL}, s.queryReset...) {
+		if _, ok := m[r]; ok {
+			continue
 		}
-		switch m := msg.(type) {
-		case *pgproto3.ErrorResponse:
-			if first == nil {
-				first = fmt.Errorf("reset: %w", pgconn.ErrorResponseToPgError(m))
-			}
-		case *pgproto3.ReadyForQuery:
-			owed--
-			if first == nil && m.TxStatus != 'I' {
-				first = fmt.Errorf("reset left transaction status %q", m.TxStatus)
-			}
+		if _, err := c.Prepare(ctx, r, r); err != nil {
+			return fmt.Errorf("prepare reset %q: %w", r, err)
 		}
+		m[r] = struct{}{}
 	}
-	return first
+	return nil
 }
 
 // closeTimeout bounds the close of a connection given up on: the wait for
