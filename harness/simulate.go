@@ -376,7 +376,7 @@ func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibr
 	for _, cl := range r.sc.Classes {
 		rt := routes[cl.IsolationClass]
 		cfg.Classes[cl.Name] = sim.Class{Limiter: rt.limiter, Pools: rt.pools, Nodes: rt.nodes, Place: t.place,
-			Service: cal.samplers[cl.Name], Timeout: rt.timeout}
+			Service: cal.samplers[cl.Name], Overhead: cal.overhead[cl.Name], Timeout: rt.timeout}
 	}
 	return cfg
 }
@@ -720,6 +720,9 @@ func (s *simSeries) points() []reports.Point {
 type Calibration struct {
 	samplers     map[string]sim.Sampler
 	mean, median map[string]time.Duration
+	// overhead is a class's share of its service time spent off the
+	// node's cores (sim.Class.Overhead).
+	overhead map[string]float64
 	// wall and wallP50 are a calibrated class's service time alone as
 	// the real run measured it (its rate is set from it).
 	wall, wallP50 map[string]time.Duration
@@ -740,13 +743,20 @@ type Calibration struct {
 //   - a calibrated class (load_factor): the report's calibrations entry,
 //     measured one query at a time: a log-normal with its median and mean.
 //
-// A latency measured on a machine is the call's work plus its waits for a
-// core (beside the run's other calls and, on a busy machine, other work);
-// the model adds the waits itself. So when the report has the machine's
-// figures for the window (machine.windows: own_cpu, the CPUs noisysim and
-// its servers used), each distribution is scaled by k = CPU used / wall
-// time summed over the window's calls (k ≤ 1): the work the model draws
-// has the mean the CPU measured and the shape the latencies had.
+// A latency measured on a machine is the call's work on its server plus
+// what the call spends elsewhere: the round trip, the driver and
+// noisysim's own CPU, waits for a core. For a quiet class, when the report
+// tells the servers' CPU apart from noisysim's (machine.windows: own_cpu −
+// noisysim_cpu), the latencies are drawn as they are and the servers' CPU
+// in the window over their sum, f ≤ 1 (averaged over configurations), is the
+// share the model runs on the node's cores; the rest, 1 − f (at most
+// maxOverhead), is overhead off the cores (sim.Class.Overhead): a call
+// alone takes the latency the real run measured, and only its work slows
+// down beside other calls. A report without noisysim_cpu (older
+// versions), and a calibrated class (alone, noisysim's CPU is next to
+// none), is scaled instead by k = own_cpu × seconds / the latencies' sum
+// (k ≤ 1), all of it work: the mean the CPU measured, the shape the
+// latencies had.
 //
 // Errors: scenario.ErrInvalid (wrapped), naming file, when rep is nil or a
 // class of sc has neither in rep (a report of another scenario's shape).
@@ -755,6 +765,7 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 		return nil, fmt.Errorf("%w: simulate needs a calibration: a real run's report.json (--calibrate)", scenario.ErrInvalid)
 	}
 	cal := &Calibration{samplers: map[string]sim.Sampler{}, mean: map[string]time.Duration{}, median: map[string]time.Duration{}, source: map[string]string{},
+		overhead: map[string]float64{},
 		wall: map[string]time.Duration{}, wallP50: map[string]time.Duration{}, samples: map[string]int64{}}
 	machine := map[string]reports.WindowLoad{}
 	if rep.Machine != nil {
@@ -769,8 +780,12 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 	sums := map[string][]reports.Percentile{}
 	n := map[string]int{}
 	ks := map[string][]float64{}
+	// works are, per class, each configuration's share of the latencies
+	// that was its servers' work (when the report tells noisysim's CPU
+	// apart); the rest is overhead off the cores.
+	works := map[string][]float64{}
 	for _, c := range rep.Configurations {
-		k := 1.0
+		k, work := 1.0, -1.0
 		if w, ok := machine[fmt.Sprintf("%s (%s)", baseline, c.Name)]; ok && w.OwnCPU > 0 {
 			var wall float64 // ms
 			for _, row := range c.SoloQuietAll {
@@ -783,7 +798,10 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 					wall = 0 // the dominant tenant's calls share the CPU: no scaling
 				}
 			}
-			if wall > 0 {
+			switch {
+			case wall > 0 && w.NoisysimCPU > 0:
+				work = min(1, (w.OwnCPU-w.NoisysimCPU)*w.Seconds*1000/wall)
+			case wall > 0:
 				k = min(1, w.OwnCPU*w.Seconds*1000/wall)
 			}
 		}
@@ -807,6 +825,9 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 			}
 			n[row.Class]++
 			ks[row.Class] = append(ks[row.Class], k)
+			if work >= 0 {
+				works[row.Class] = append(works[row.Class], work)
+			}
 		}
 	}
 	calibrated := map[string]reports.Calibration{}
@@ -826,6 +847,16 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 			cal.samplers[c.Name] = quantileSampler(qs)
 			cal.mean[c.Name] = quantileMean(qs)
 			cal.median[c.Name] = msDuration(quantileAt(qs, 50))
+			if ws := works[c.Name]; len(ws) == n[c.Name] {
+				var sum float64
+				for _, w := range ws {
+					sum += w
+				}
+				cal.overhead[c.Name] = min(max(1-sum/float64(len(ws)), 0), maxOverhead)
+				cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations, %.0f%% of them overhead off the cores (the servers' CPU was %s of the latencies)",
+					baseline, n[c.Name], 100*cal.overhead[c.Name], fmtKs(ws))
+				break
+			}
 			cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations, scaled to the CPU used by %s",
 				baseline, n[c.Name], fmtKs(ks[c.Name]))
 		case calibrated[c.Name].ServiceMean > 0:
@@ -861,6 +892,10 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 	}
 	return cal, nil
 }
+
+// maxOverhead bounds a class's calibrated overhead: some of every call is
+// work on its node.
+const maxOverhead = 0.95
 
 // withMax returns ps with the max as its 100th percentile.
 func withMax(ps []reports.Percentile, maxMs float64) []reports.Percentile {

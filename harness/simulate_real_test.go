@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -103,6 +104,24 @@ func TestSimulateAgainstRealRun(t *testing.T) {
 	for _, cl := range sim.Simulated.Classes {
 		t.Logf("calibrated %s: mean %.2f ms, p50 %.2f ms, from %s", cl.Class, cl.MeanMs, cl.P50Ms, cl.From)
 	}
+	// The same calibration without noisysim's CPU told apart (as a report
+	// of an older version): all of each latency is work, scaled to the
+	// CPU the window used. Logged beside, for the README's before/after.
+	var allWork map[string]simFigures
+	if cal.Machine != nil {
+		old := *cal
+		m := *cal.Machine
+		m.Windows = slices.Clone(m.Windows)
+		for i := range m.Windows {
+			m.Windows[i].NoisysimCPU = 0
+		}
+		old.Machine = &m
+		simOld, err := harness.Simulate(t.Context(), sc, harness.SimulateOptions{Calibration: &old, CalibrationFile: "seed 1, all work", Cores: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		allWork = figuresOf(simOld)
+	}
 	if real.ScheduleHash == sim.ScheduleHash {
 		// The report class's rate comes from each run's own calibration,
 		// so the hashes differ unless the service times agree exactly;
@@ -144,6 +163,12 @@ func TestSimulateAgainstRealRun(t *testing.T) {
 		}
 		for class, rp := range r.p99 {
 			t.Logf("%s quiet (all) %s p99: real %.2f ms, simulated %.2f ms (%.2f×)", rc.Name, class, rp, s.p99[class], s.p99[class]/rp)
+			if o, ok := allWork[rc.Name]; ok {
+				t.Logf("%s quiet (all) %s p99: simulated all work %.2f ms (%.2f×)", rc.Name, class, o.p99[class], o.p99[class]/rp)
+			}
+		}
+		if o, ok := allWork[rc.Name]; ok {
+			t.Logf("%s: throughput simulated all work %.1f/s", rc.Name, o.throughput)
 		}
 		t.Logf("%s: throughput real %.1f/s, simulated %.1f/s; rejected real %d, simulated %d; passed real %v, simulated %v",
 			rc.Name, r.throughput, s.throughput, r.rejected, s.rejected, rc.Passed, sc.Passed)

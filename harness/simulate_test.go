@@ -188,3 +188,50 @@ func TestSimulateCitusHeavyNote(t *testing.T) {
 		t.Errorf("notes:\n%s", n)
 	}
 }
+
+// TestSimulateOverheadCalibration: when the calibration report tells the
+// servers' CPU apart from noisysim's, a quiet class's latencies are drawn
+// as measured and the share the servers' CPU did not account for is
+// overhead off the cores, so the simulated solo p50 is the measured one;
+// without (an older report), the latencies are scaled down to the CPU the
+// window used.
+func TestSimulateOverheadCalibration(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1,000 lookups of 1.5 ms mean over 5 s: 1,500 ms of latencies; the
+	// servers used 0.06 × 5 s = 300 ms of it (a fifth), noisysim 0.10 CPU.
+	for _, tc := range []struct {
+		name     string
+		noisysim float64
+		from     string
+		p50      float64 // ms, the simulated solo p50, about
+	}{
+		{"servers apart", 0.10, "80% of them overhead off the cores", 1.5},
+		{"own CPU only", 0, "scaled to the CPU used by 0.53", 0.8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cal := calibrationReport()
+			cal.Machine = &reports.Machine{Windows: []reports.WindowLoad{{Window: "solo (naive)", Seconds: 5, OwnCPU: 0.16, NoisysimCPU: tc.noisysim}}}
+			rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var from string
+			for _, c := range rep.Simulated.Classes {
+				if c.Class == "lookup" {
+					from = c.From
+				}
+			}
+			if !strings.Contains(from, tc.from) {
+				t.Errorf("lookup calibrated from %q, want it to say %q", from, tc.from)
+			}
+			for _, c := range rep.Configurations {
+				if p := c.SoloQuietAll[0].P50; p < 0.85*tc.p50 || p > 1.15*tc.p50 {
+					t.Errorf("%s: solo p50 %.2f ms, want about %.1f ms", c.Name, p, tc.p50)
+				}
+			}
+		})
+	}
+}
