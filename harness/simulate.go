@@ -766,7 +766,7 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 	}
 	cal := &Calibration{samplers: map[string]sim.Sampler{}, mean: map[string]time.Duration{}, median: map[string]time.Duration{}, source: map[string]string{},
 		overhead: map[string]float64{},
-		wall: map[string]time.Duration{}, wallP50: map[string]time.Duration{}, samples: map[string]int64{}}
+		wall:     map[string]time.Duration{}, wallP50: map[string]time.Duration{}, samples: map[string]int64{}}
 	machine := map[string]reports.WindowLoad{}
 	if rep.Machine != nil {
 		for _, w := range rep.Machine.Windows {
