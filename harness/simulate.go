@@ -765,8 +765,7 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 		return nil, fmt.Errorf("%w: simulate needs a calibration: a real run's report.json (--calibrate)", scenario.ErrInvalid)
 	}
 	cal := &Calibration{samplers: map[string]sim.Sampler{}, mean: map[string]time.Duration{}, median: map[string]time.Duration{}, source: map[string]string{},
-		overhead: map[string]float64{},
-		wall:     map[string]time.Duration{}, wallP50: map[string]time.Duration{}, samples: map[string]int64{}}
+		wall: map[string]time.Duration{}, wallP50: map[string]time.Duration{}, samples: map[string]int64{}, overhead: map[string]float64{}}
 	machine := map[string]reports.WindowLoad{}
 	if rep.Machine != nil {
 		for _, w := range rep.Machine.Windows {
