@@ -135,6 +135,13 @@ func TestSimulateAgainstRealRun(t *testing.T) {
 			}
 		}
 	}
+	for _, rep := range []*reports.Report{cal, real, sim} {
+		for _, c := range rep.Configurations {
+			for _, row := range c.SoloQuietAll {
+				t.Logf("seed %d %s solo quiet (all) %s p99 %.2f ms (simulated %v)", rep.Seed, c.Name, row.Class, row.P99, rep.Simulated != nil)
+			}
+		}
+	}
 	rf, sf := figuresOf(real), figuresOf(sim)
 	for i, rc := range real.Configurations {
 		sc := sim.Configurations[i]
