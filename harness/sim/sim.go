@@ -17,7 +17,7 @@ import (
 var ErrInvalid = errors.New("invalid simulation")
 
 // ModelName names the model in reports.
-const ModelName = "open-loop arrivals → per-tenant limiter (cap, FIFO queue, max wait) → FIFO pool (size, acquire timeout) → node processor sharing over its cores, work drawn from calibrated service times"
+const ModelName = "open-loop arrivals → per-tenant limiter (cap, FIFO queue, max wait) → FIFO pool (size, acquire timeout) → node processor sharing over its cores, work drawn from calibrated service times (their overhead share off the cores)"
 
 // Sampler draws one call's work: its service time on a node alone.
 type Sampler func(r *rand.Rand) time.Duration
