@@ -743,20 +743,19 @@ type Calibration struct {
 //   - a calibrated class (load_factor): the report's calibrations entry,
 //     measured one query at a time: a log-normal with its median and mean.
 //
-// A latency measured on a machine is the call's work on its server plus
-// what the call spends elsewhere: the round trip, the driver and
-// noisysim's own CPU, waits for a core. For a quiet class, when the report
-// tells the servers' CPU apart from noisysim's (machine.windows: own_cpu −
-// noisysim_cpu), the latencies are drawn as they are and the servers' CPU
-// in the window over their sum, f ≤ 1 (averaged over configurations), is the
-// share the model runs on the node's cores; the rest, 1 − f (at most
-// maxOverhead), is overhead off the cores (sim.Class.Overhead): a call
-// alone takes the latency the real run measured, and only its work slows
-// down beside other calls. A report without noisysim_cpu (older
-// versions), and a calibrated class (alone, noisysim's CPU is next to
-// none), is scaled instead by k = own_cpu × seconds / the latencies' sum
-// (k ≤ 1), all of it work: the mean the CPU measured, the shape the
-// latencies had.
+// A latency measured on a machine holds waits for a core (beside the run's
+// other calls and, on a busy machine, other work) that the model adds
+// itself. So when the report has the machine's figures for the window
+// (machine.windows: own_cpu, the CPUs noisysim and its servers used), each
+// distribution is scaled by k = CPU used / wall time summed over the
+// window's calls (k ≤ 1): the draws have the mean the CPU measured and the
+// shape the latencies had. Of that CPU, noisysim's own process used a share
+// (noisysim_cpu / own_cpu, when the report tells it apart; averaged over
+// configurations, at most maxOverhead): a quiet call's client side, which
+// the model takes off the node's cores as overhead (sim.Class.Overhead),
+// so that only the servers' share of a draw slows down beside other calls.
+// A calibrated class is measured alone, where noisysim's CPU is next to
+// none: all of it is work.
 //
 // Errors: scenario.ErrInvalid (wrapped), naming file, when rep is nil or a
 // class of sc has neither in rep (a report of another scenario's shape).
@@ -779,12 +778,12 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 	sums := map[string][]reports.Percentile{}
 	n := map[string]int{}
 	ks := map[string][]float64{}
-	// works are, per class, each configuration's share of the latencies
-	// that was its servers' work (when the report tells noisysim's CPU
-	// apart); the rest is overhead off the cores.
-	works := map[string][]float64{}
+	// clients are, per class, each configuration's share of the CPU the
+	// window used that was noisysim's own (when the report tells it
+	// apart): overhead off the cores.
+	clients := map[string][]float64{}
 	for _, c := range rep.Configurations {
-		k, work := 1.0, -1.0
+		k, client := 1.0, -1.0
 		if w, ok := machine[fmt.Sprintf("%s (%s)", baseline, c.Name)]; ok && w.OwnCPU > 0 {
 			var wall float64 // ms
 			for _, row := range c.SoloQuietAll {
@@ -797,11 +796,11 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 					wall = 0 // the dominant tenant's calls share the CPU: no scaling
 				}
 			}
-			switch {
-			case wall > 0 && w.NoisysimCPU > 0:
-				work = min(1, (w.OwnCPU-w.NoisysimCPU)*w.Seconds*1000/wall)
-			case wall > 0:
+			if wall > 0 {
 				k = min(1, w.OwnCPU*w.Seconds*1000/wall)
+			}
+			if w.NoisysimCPU > 0 {
+				client = min(1, w.NoisysimCPU/w.OwnCPU)
 			}
 		}
 		for _, row := range c.SoloQuietAll {
@@ -824,8 +823,8 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 			}
 			n[row.Class]++
 			ks[row.Class] = append(ks[row.Class], k)
-			if work >= 0 {
-				works[row.Class] = append(works[row.Class], work)
+			if client >= 0 {
+				clients[row.Class] = append(clients[row.Class], client)
 			}
 		}
 	}
@@ -846,14 +845,14 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 			cal.samplers[c.Name] = quantileSampler(qs)
 			cal.mean[c.Name] = quantileMean(qs)
 			cal.median[c.Name] = msDuration(quantileAt(qs, 50))
-			if ws := works[c.Name]; len(ws) == n[c.Name] {
+			if cs := clients[c.Name]; len(cs) == n[c.Name] {
 				var sum float64
-				for _, w := range ws {
-					sum += w
+				for _, x := range cs {
+					sum += x
 				}
-				cal.overhead[c.Name] = min(max(1-sum/float64(len(ws)), 0), maxOverhead)
-				cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations, %.0f%% of them overhead off the cores (the servers' CPU was %s of the latencies)",
-					baseline, n[c.Name], 100*cal.overhead[c.Name], fmtKs(ws))
+				cal.overhead[c.Name] = min(sum/float64(len(cs)), maxOverhead)
+				cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations, scaled to the CPU used by %s, %.0f%% of it overhead off the cores (noisysim's share: %s)",
+					baseline, n[c.Name], fmtKs(ks[c.Name]), 100*cal.overhead[c.Name], fmtKs(cs))
 				break
 			}
 			cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations, scaled to the CPU used by %s",

@@ -189,26 +189,25 @@ func TestSimulateCitusHeavyNote(t *testing.T) {
 	}
 }
 
-// TestSimulateOverheadCalibration: when the calibration report tells the
-// servers' CPU apart from noisysim's, a quiet class's latencies are drawn
-// as measured and the share the servers' CPU did not account for is
-// overhead off the cores, so the simulated solo p50 is the measured one;
-// without (an older report), the latencies are scaled down to the CPU the
-// window used.
+// TestSimulateOverheadCalibration: a quiet class's latencies are scaled
+// down to the CPU the window used; when the calibration report tells
+// noisysim's CPU apart from its servers', noisysim's share of it is
+// overhead off the cores. A call alone takes its draw either way.
 func TestSimulateOverheadCalibration(t *testing.T) {
 	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 1,000 lookups of 1.5 ms mean over 5 s: 1,500 ms of latencies; the
-	// servers used 0.06 × 5 s = 300 ms of it (a fifth), noisysim 0.10 CPU.
+	// run used 0.16 × 5 s = 800 ms of CPU (k 0.53), noisysim 0.10 CPU of
+	// it (62%).
 	for _, tc := range []struct {
 		name     string
 		noisysim float64
 		from     string
 		p50      float64 // ms, the simulated solo p50, about
 	}{
-		{"servers apart", 0.10, "80% of them overhead off the cores", 1.5},
+		{"servers apart", 0.10, "scaled to the CPU used by 0.53, 62% of it overhead off the cores", 0.8},
 		{"own CPU only", 0, "scaled to the CPU used by 0.53", 0.8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,6 +225,9 @@ func TestSimulateOverheadCalibration(t *testing.T) {
 			}
 			if !strings.Contains(from, tc.from) {
 				t.Errorf("lookup calibrated from %q, want it to say %q", from, tc.from)
+			}
+			if tc.noisysim == 0 && strings.Contains(from, "overhead") {
+				t.Errorf("lookup calibrated from %q: overhead without noisysim's CPU told apart", from)
 			}
 			for _, c := range rep.Configurations {
 				if p := c.SoloQuietAll[0].P50; p < 0.85*tc.p50 || p > 1.15*tc.p50 {
