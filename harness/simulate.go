@@ -750,12 +750,15 @@ type Calibration struct {
 // distribution is scaled by k = CPU used / wall time summed over the
 // window's calls (k ≤ 1): the draws have the mean the CPU measured and the
 // shape the latencies had. Of that CPU, noisysim's own process used a share
-// (noisysim_cpu / own_cpu, when the report tells it apart; averaged over
-// configurations, at most maxOverhead): a quiet call's client side, which
-// the model takes off the node's cores as overhead (sim.Class.Overhead),
-// so that only the servers' share of a draw slows down beside other calls.
-// A calibrated class is measured alone, where noisysim's CPU is next to
-// none: all of it is work.
+// (noisysim_cpu / own_cpu): a quiet call's client side. When the calibration
+// ran noisysim on cores of its own (machine.generator_cores), that share
+// (averaged over configurations, at most maxOverhead) is overhead off the
+// node's cores (sim.Class.Overhead): only the servers' share of a draw
+// slows down beside other calls. Without, noisysim's CPU loaded the same
+// cores as the servers and is work (measured on a 2-core machine: taking it
+// off the cores put the isolated quiet p99 10–30% lower, below the real one
+// on a quiet machine). A calibrated class is measured alone, where
+// noisysim's CPU is next to none: all of it is work.
 //
 // Errors: scenario.ErrInvalid (wrapped), naming file, when rep is nil or a
 // class of sc has neither in rep (a report of another scenario's shape).
@@ -779,8 +782,8 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 	n := map[string]int{}
 	ks := map[string][]float64{}
 	// clients are, per class, each configuration's share of the CPU the
-	// window used that was noisysim's own (when the report tells it
-	// apart): overhead off the cores.
+	// window used that was noisysim's own (when the report tells it apart
+	// and noisysim ran on cores of its own): overhead off the cores.
 	clients := map[string][]float64{}
 	for _, c := range rep.Configurations {
 		k, client := 1.0, -1.0
@@ -799,7 +802,7 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 			if wall > 0 {
 				k = min(1, w.OwnCPU*w.Seconds*1000/wall)
 			}
-			if w.NoisysimCPU > 0 {
+			if w.NoisysimCPU > 0 && rep.Machine.GeneratorCores != "" {
 				client = min(1, w.NoisysimCPU/w.OwnCPU)
 			}
 		}
