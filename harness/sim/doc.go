@@ -38,7 +38,7 @@
 //
 // Where the model is knowingly wrong: no locks, I/O or cache effects
 // beyond what the calibrated service times hold; the load generator's own
-// CPU is not on the nodes (with Overhead it is a delay beside them); a Citus query's coordinator work is not
+// CPU is not on the nodes but in the calibrated work (or, with Overhead, a delay beside it); a Citus query's coordinator work is not
 // modelled (its work runs on the worker holding the tenant's shard); a
 // limiter's MaxGlobal is not modelled.
 //
