@@ -1,13 +1,16 @@
 package harness
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/noisysim/noisysim/harness/metrics"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/isolation/citus"
 	"github.com/noisysim/noisysim/reports"
+	"github.com/noisysim/noisysim/workload"
 )
 
 // TestCitusLayoutLoad: DB time counts on the worker holding each tenant's
@@ -94,5 +97,65 @@ func TestHotShardVerdicts(t *testing.T) {
 	sc.SetApply()
 	if got := r.planOnly(tr, append([]reports.Assertion(nil), as...)); got[0].Skipped || got[1].Skipped {
 		t.Errorf("with --apply: %+v, want the assertions standing", got)
+	}
+}
+
+// TestHarmBeforeHotWorker: harm_before with tenants: hot_worker judges the
+// quiet tenants on the dominant tenant's worker, not the merged quiet
+// tenants, and with a factor its bar is factor × baseline p99 (no slack).
+func TestHarmBeforeHotWorker(t *testing.T) {
+	sc, err := scenario.Load("../scenarios/hot-shard.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Assertions.HarmBefore = scenario.HarmBefore{Window: "before", Tenants: scenario.HarmHotWorker, Factor: 5}
+	r := &runner{sc: sc, citus: &citusRun{hotQuiet: map[int]bool{2: true}}}
+	origin := time.Now()
+	// record gives tenant n n samples of latency d each in a new window.
+	win := func(name string, lat map[int]time.Duration) *window {
+		rec, err := metrics.New(metrics.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for tenant, d := range lat {
+			for i := 0; i < 200; i++ {
+				rec.Record(workload.Result{Op: workload.Op{Tenant: tenant, Class: "page"}, Intended: origin, Start: origin, End: origin.Add(d)})
+			}
+		}
+		return &window{step: &step{Phase: scenario.Phase{Name: name}}, rec: rec}
+	}
+	rule := p99Rule{Factor: 1.5, Slack: 5 * time.Millisecond, MinSamples: 100}
+	c := &sc.Configurations[0]
+	for _, tc := range []struct {
+		name     string
+		hot      time.Duration // tenant 2's p99 in before (solo: 2 ms)
+		passed   bool
+		observed float64
+	}{
+		{"harm 6x on the hot worker", 12 * time.Millisecond, true, 12},
+		{"harm 4x on the hot worker: under the factor", 8 * time.Millisecond, false, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Tenant 3 (another worker) is unharmed: quiet (all) alone would
+			// pass quiet_p99's bound 1.5 × 2 ms + 5 ms only at the hot tenant's.
+			tr := &timelineRun{windows: []*window{
+				win("solo", map[int]time.Duration{2: 2 * time.Millisecond, 3: 2 * time.Millisecond}),
+				win("before", map[int]time.Duration{2: tc.hot, 3: 2 * time.Millisecond}),
+			}}
+			got := r.harmBefore(c, tr, rule, "solo")
+			if len(got) != 1 {
+				t.Fatalf("harm_before = %+v, want one row (class page)", got)
+			}
+			a := got[0]
+			if a.Tenant != reports.QuietHotWorker || a.Passed != tc.passed || math.Abs(a.Observed-tc.observed) > 0.1 || math.Abs(a.Limit-10) > 0.1 {
+				t.Errorf("harm_before = %+v, want %s observed %.0f ms against 10 ms (5 × 2 ms), passed %v", a, reports.QuietHotWorker, tc.observed, tc.passed)
+			}
+		})
+	}
+	// No quiet tenant on the hot worker: the harm cannot be shown.
+	r.citus.hotQuiet = map[int]bool{}
+	tr := &timelineRun{windows: []*window{win("solo", map[int]time.Duration{3: time.Millisecond}), win("before", map[int]time.Duration{3: time.Second})}}
+	if got := r.harmBefore(c, tr, rule, "solo"); len(got) != 1 || got[0].Passed || !strings.Contains(got[0].Detail, "cannot be shown") {
+		t.Errorf("harm_before without hot-worker tenants = %+v, want one failure", got)
 	}
 }

@@ -25,9 +25,9 @@ import (
 // HTTPError is a non-2xx answer of an HTTP class's request.
 type HTTPError struct {
 	Status int
-	// RetryAfter is a 429's Retry-After (seconds, or an HTTP date from
-	// now); RetryAfterForm says how it was given: "seconds", "date",
-	// "missing" or "malformed".
+	// RetryAfter is a 429's or 503's Retry-After (seconds, or an HTTP
+	// date from now); RetryAfterForm says how it was given: "seconds",
+	// "date", "missing" or "malformed" (empty on other statuses).
 	RetryAfter     time.Duration
 	RetryAfterForm string
 }
@@ -112,6 +112,10 @@ type httpTarget struct {
 	// sent for them, retries the attempts after a first.
 	arrivals, requests, retries atomic.Int64
 	seed                        int64
+	// now and sleep are the clock the retries read and wait on; nil: the
+	// wall clock and a timer (tests give their own).
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // httpPlan is what an HTTP class's requests share, prepared once: its
@@ -351,7 +355,10 @@ func (h *httpTarget) do(ctx context.Context, c *scenario.Class, op workload.Op) 
 		if err == nil || try == r.Max || ctx.Err() != nil || !slices.Contains(r.On, outcome) {
 			return err
 		}
-		wait := time.Duration(rng.Int64N(int64(delay) + 1))
+		wait := delay
+		if r.Jitter != scenario.JitterNone {
+			wait = time.Duration(rng.Int64N(int64(delay) + 1))
+		}
 		var he *HTTPError
 		if r.HonourRetryAfter && errors.As(err, &he) {
 			switch he.RetryAfterForm {
@@ -365,14 +372,33 @@ func (h *httpTarget) do(ctx context.Context, c *scenario.Class, op workload.Op) 
 		}
 		delay = min(2*delay, r.MaxBackoff.Duration())
 		h.retries.Add(1)
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
+		if err := h.wait(ctx, wait); err != nil {
+			return err
 		}
 	}
+}
+
+// wait waits d before a retry, or returns ctx's error.
+func (h *httpTarget) wait(ctx context.Context, d time.Duration) error {
+	if h.sleep != nil {
+		return h.sleep(ctx, d)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// clock returns the time Retry-After dates are read against.
+func (h *httpTarget) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
 }
 
 // fan sends n requests of op at once; the first error, if any.
@@ -475,8 +501,16 @@ func (h *httpTarget) send(ctx context.Context, c *scenario.Class, op workload.Op
 		return nil
 	case s == http.StatusTooManyRequests:
 		he := &HTTPError{Status: s}
-		he.RetryAfter, he.RetryAfterForm = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		he.RetryAfter, he.RetryAfterForm = parseRetryAfter(resp.Header.Get("Retry-After"), h.clock())
 		h.count("429", he)
+		return he
+	case s == http.StatusServiceUnavailable:
+		// A 503 may say when to come back too (RFC 9110 §10.2.3); its
+		// Retry-After is honoured as a 429's, but only a 429's is counted
+		// in the report's retry_after.
+		he := &HTTPError{Status: s}
+		he.RetryAfter, he.RetryAfterForm = parseRetryAfter(resp.Header.Get("Retry-After"), h.clock())
+		h.count("5xx", nil)
 		return he
 	default:
 		h.count(fmt.Sprintf("%dxx", s/100), nil)

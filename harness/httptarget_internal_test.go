@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -451,5 +453,93 @@ func TestRetryAfterFieldCaseL14(t *testing.T) {
 	}
 	if d, _ := parseRetryAfter("Wed, 21 Oct 2015 07:28:00 GMT", now); d != time.Minute {
 		t.Errorf("the date a minute ahead reads as %s before the cap, want 1m0s", d)
+	}
+}
+
+// TestRetryFieldCaseL14: field case L14 end to end through the client's
+// retry loop, at the case's clock (Wed, 21 Oct 2015 07:27:00 GMT),
+// minimum backoff 1 s, maximum 30 s, 3 retries, no jitter: each header on
+// a 429 and on a 503 gives the case's waits, an ignored header the
+// backoff 1, 2, 4 s, never a wait above 30 s; then 1,000 requests against
+// a server that always answers 503 are 4,000 attempts, an amplification
+// of 4.0.
+func TestRetryFieldCaseL14(t *testing.T) {
+	clock := time.Date(2015, 10, 21, 7, 27, 0, 0, time.UTC)
+	var header atomic.Pointer[string]
+	var status atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := *header.Load(); h != "" {
+			w.Header().Set("Retry-After", h)
+		}
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	sc, err := scenario.Parse([]byte(`name: l14
+tenants: {count: 2}
+`+externalBackend+`service: {url: "`+srv.URL+`"}
+configurations: [{name: c, mode: isolated}]
+classes:
+  - {name: a, isolation_class: interactive, rate: 1, http: {url: /x, retry: {on: ["429", 5xx], max: 3, backoff: 1s, max_backoff: 30s, jitter: none, honour_retry_after: true}}}
+`), "l14.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ht := newHTTPTarget(sc, []string{srv.URL}, func(workload.Op, string) string { return "" })
+	defer ht.close()
+	var waits []time.Duration
+	ht.now = func() time.Time { return clock }
+	ht.sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	s := time.Second
+	for _, tc := range []struct {
+		in   string
+		want []time.Duration
+	}{
+		{"20", []time.Duration{20 * s, 20 * s, 20 * s}},
+		{"120", []time.Duration{30 * s, 30 * s, 30 * s}},
+		{"Wed, 21 Oct 2015 07:28:00 GMT", []time.Duration{30 * s, 30 * s, 30 * s}}, // 60 s, capped at 30 s
+		{"Wednesday, 21-Oct-15 07:28:00 GMT", []time.Duration{30 * s, 30 * s, 30 * s}},
+		{"Wed Oct 21 07:28:00 2015", []time.Duration{30 * s, 30 * s, 30 * s}},
+		{"Wed, 21 Oct 2015 07:26:00 GMT", []time.Duration{0, 0, 0}}, // past: at once, each attempt counts
+		{"1743441608", []time.Duration{30 * s, 30 * s, 30 * s}},
+		{"10000000000", []time.Duration{30 * s, 30 * s, 30 * s}},
+		{"-5", []time.Duration{1 * s, 2 * s, 4 * s}},
+		{"abc", []time.Duration{1 * s, 2 * s, 4 * s}},
+		{"", []time.Duration{1 * s, 2 * s, 4 * s}},
+	} {
+		for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+			header.Store(&tc.in)
+			status.Store(int64(code))
+			waits = nil
+			before := ht.requests.Load()
+			if err := ht.do(context.Background(), &sc.Classes[0], workload.Op{Tenant: 1}); err == nil {
+				t.Errorf("%d %q: success, want the last attempt's error", code, tc.in)
+			}
+			if n := ht.requests.Load() - before; n != 4 {
+				t.Errorf("%d %q: %d attempts, want 4 (the first and 3 retries)", code, tc.in, n)
+			}
+			if !slices.Equal(waits, tc.want) {
+				t.Errorf("%d %q: waits %v, want %v", code, tc.in, waits, tc.want)
+			}
+			for _, w := range waits {
+				if w > 30*s || w < 0 {
+					t.Errorf("%d %q: a wait of %s, want within [0, 30s]", code, tc.in, w)
+				}
+			}
+		}
+	}
+	// The storm: 1,000 requests, each answered 503 four times.
+	storm := newHTTPTarget(sc, []string{srv.URL}, func(workload.Op, string) string { return "" })
+	defer storm.close()
+	storm.sleep = func(context.Context, time.Duration) error { return nil }
+	empty := ""
+	header.Store(&empty)
+	status.Store(http.StatusServiceUnavailable)
+	for i := range 1000 {
+		if err := storm.do(context.Background(), &sc.Classes[0], workload.Op{Seq: int64(i), Tenant: 1}); errorClass(err) != "http_5xx" {
+			t.Fatalf("request %d: %v, want http_5xx after its retries", i, err)
+		}
+	}
+	if st := storm.stats(); st.Arrivals != 1000 || st.Requests != 4000 || st.Amplification != 4.0 {
+		t.Errorf("storm: %d arrivals, %d attempts, amplification %.2f; want 1000, 4000, 4.0", st.Arrivals, st.Requests, st.Amplification)
 	}
 }

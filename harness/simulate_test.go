@@ -188,3 +188,55 @@ func TestSimulateCitusHeavyNote(t *testing.T) {
 		t.Errorf("notes:\n%s", n)
 	}
 }
+
+// TestSimulateOverheadCalibration: a quiet class's latencies are scaled
+// down to the CPU the window used; when the calibration report tells
+// noisysim's CPU apart from its servers' and noisysim ran on cores of its
+// own, noisysim's share of it is overhead off the cores. A call alone takes
+// its draw either way.
+func TestSimulateOverheadCalibration(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1,000 lookups of 1.5 ms mean over 5 s: 1,500 ms of latencies; the
+	// run used 0.16 × 5 s = 800 ms of CPU (k 0.53), noisysim 0.10 CPU of
+	// it (62%).
+	for _, tc := range []struct {
+		name      string
+		noisysim  float64
+		generator string // machine.generator_cores
+		from      string
+		p50       float64 // ms, the simulated solo p50, about
+	}{
+		{"noisysim on cores of its own", 0.10, "1", "scaled to the CPU used by 0.53, 62% of it overhead off the cores", 0.8},
+		{"noisysim beside its servers", 0.10, "", "scaled to the CPU used by 0.53", 0.8},
+		{"own CPU only", 0, "1", "scaled to the CPU used by 0.53", 0.8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cal := calibrationReport()
+			cal.Machine = &reports.Machine{GeneratorCores: tc.generator, Windows: []reports.WindowLoad{{Window: "solo (naive)", Seconds: 5, OwnCPU: 0.16, NoisysimCPU: tc.noisysim}}}
+			rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var from string
+			for _, c := range rep.Simulated.Classes {
+				if c.Class == "lookup" {
+					from = c.From
+				}
+			}
+			if !strings.Contains(from, tc.from) {
+				t.Errorf("lookup calibrated from %q, want it to say %q", from, tc.from)
+			}
+			if (tc.noisysim == 0 || tc.generator == "") && strings.Contains(from, "overhead") {
+				t.Errorf("lookup calibrated from %q: overhead without noisysim's CPU told apart on cores of its own", from)
+			}
+			for _, c := range rep.Configurations {
+				if p := c.SoloQuietAll[0].P50; p < 0.85*tc.p50 || p > 1.15*tc.p50 {
+					t.Errorf("%s: solo p50 %.2f ms, want about %.1f ms", c.Name, p, tc.p50)
+				}
+			}
+		})
+	}
+}

@@ -37,38 +37,77 @@ func (r *runner) verdicts(c *scenario.Configuration, tr *timelineRun, rule p99Ru
 		out = append(out, as)
 	}
 	if w := a.HarmBefore.Window; w != "" {
-		win, ok1 := tr.window(w)
-		base, ok2 := tr.window(baseline)
-		if ok1 && ok2 {
-			solo := map[string]p99Sample{}
-			for _, s := range r.p99Samples(base.rec) {
-				if s.Tenant == quietAll {
-					solo[s.Class] = s
-				}
-			}
-			for _, s := range r.p99Samples(win.rec) {
-				if s.Tenant != quietAll {
-					continue
-				}
-				b := solo[s.Class]
-				as := reports.Assertion{Name: AssertHarmBefore, Configuration: c.Name, Window: w, Baseline: baseline,
-					Tenant: quietAll, Class: s.Class, Observed: ms(s.P99), Limit: ms(limitFor(rule, b.P99)), Unit: "ms", Op: ">"}
-				if s.Count < rule.MinSamples || b.Count < rule.MinSamples {
-					// Too few samples cannot show the harm: fail, not skip.
-					as.Detail = fmt.Sprintf("too few samples to show the harm (%s %d, %s %d, need %d)", baseline, b.Count, w, s.Count, rule.MinSamples)
-				} else {
-					as.Passed = as.Observed > as.Limit
-					as.Detail = fmt.Sprintf("the harm the remedy is judged on: %s p99 must exceed %s p99 %.2f ms × %.2f + %.2f ms (%.1f× %s)",
-						w, baseline, ms(b.P99), rule.Factor, ms(rule.Slack), ratio(s.P99.Seconds(), b.P99.Seconds()), baseline)
-				}
-				out = append(out, as)
-			}
-		}
+		out = append(out, r.harmBefore(c, tr, rule, baseline)...)
 	}
 	if d := a.DetectWithin.Duration(); d > 0 {
 		out = append(out, r.detectWithin(c, tr, d))
 	}
 	return r.planOnly(tr, out)
+}
+
+// harmBefore asserts, per quiet class, that the judged quiet tenants'
+// merged p99 in harm_before's window is above the harm bar over the
+// baseline: quiet_p99's bound (factor × baseline + slack), or
+// harm_before.factor × baseline when it is set. tenants: hot_worker judges
+// the quiet tenants on the dominant tenant's worker (topology citus).
+func (r *runner) harmBefore(c *scenario.Configuration, tr *timelineRun, rule p99Rule, baseline string) []reports.Assertion {
+	hb := r.sc.Assertions.HarmBefore
+	w := hb.Window
+	win, ok1 := tr.window(w)
+	base, ok2 := tr.window(baseline)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	group := quietAll
+	if hb.Tenants == scenario.HarmHotWorker {
+		group = reports.QuietHotWorker
+	}
+	bar := rule
+	if hb.Factor > 0 {
+		bar = p99Rule{Factor: hb.Factor, MinSamples: rule.MinSamples}
+	}
+	solo := map[string]p99Sample{}
+	for _, s := range r.p99Samples(base.rec) {
+		if s.Tenant == group {
+			solo[s.Class] = s
+		}
+	}
+	var out []reports.Assertion
+	seen := map[string]bool{}
+	for _, s := range r.p99Samples(win.rec) {
+		if s.Tenant != group {
+			continue
+		}
+		seen[s.Class] = true
+		b := solo[s.Class]
+		as := reports.Assertion{Name: AssertHarmBefore, Configuration: c.Name, Window: w, Baseline: baseline,
+			Tenant: group, Class: s.Class, Observed: ms(s.P99), Limit: ms(limitFor(bar, b.P99)), Unit: "ms", Op: ">"}
+		if s.Count < bar.MinSamples || b.Count < bar.MinSamples {
+			// Too few samples cannot show the harm: fail, not skip.
+			as.Detail = fmt.Sprintf("too few samples to show the harm (%s %d, %s %d, need %d)", baseline, b.Count, w, s.Count, bar.MinSamples)
+		} else {
+			as.Passed = as.Observed > as.Limit
+			how := fmt.Sprintf("%.2f ms × %.2f + %.2f ms", ms(b.P99), bar.Factor, ms(bar.Slack))
+			if hb.Factor > 0 {
+				how = fmt.Sprintf("%.2f ms × %.2f (harm_before.factor)", ms(b.P99), bar.Factor)
+			}
+			as.Detail = fmt.Sprintf("the harm the remedy is judged on: %s p99 must exceed %s p99 %s (%.1f× %s)",
+				w, baseline, how, ratio(s.P99.Seconds(), b.P99.Seconds()), baseline)
+		}
+		out = append(out, as)
+	}
+	if group != quietAll {
+		// No quiet tenant on the hot worker (or the worker unknown): the
+		// harm cannot be shown, which fails it.
+		for _, class := range r.quietClasses() {
+			if !seen[class] {
+				out = append(out, reports.Assertion{Name: AssertHarmBefore, Configuration: c.Name, Window: w, Baseline: baseline,
+					Tenant: group, Class: class, Unit: "ms", Op: ">",
+					Detail: fmt.Sprintf("no quiet tenant's %s requests on the dominant tenant's worker in %s: the harm cannot be shown", class, w)})
+			}
+		}
+	}
+	return out
 }
 
 // detectWithin asserts that the first detection of a policy came at most

@@ -61,6 +61,10 @@ type WindowLoad struct {
 	Seconds float64 `json:"seconds"`
 	// OwnCPU is the average CPUs used by noisysim and its database servers.
 	OwnCPU float64 `json:"own_cpu"`
+	// NoisysimCPU is the part of OwnCPU noisysim's own process used (its
+	// load generator, pools, limiters, histograms and this guard): OwnCPU
+	// − NoisysimCPU is its database servers' (and other children's).
+	NoisysimCPU float64 `json:"noisysim_cpu,omitempty"`
 	// ForeignCPU is the average CPUs used by everything else (other
 	// processes, the kernel's own work), StealCPU the average CPUs a
 	// hypervisor took from this machine.

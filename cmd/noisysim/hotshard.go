@@ -44,7 +44,7 @@ flags:
   --rate R           queries/s, open loop, at most 10000 (default 200)
   --query KIND       each query, through the isolation stack: the data set's
                      page (default), lookup or report on the tenant's orders
-  --solo D, --before D, --after D   window lengths (default 3s, 5s, 5s)
+  --solo D, --before D, --after D   window lengths (default 12s, 12s, 5s)
   --ladder-max D     the ladder's bound (default 5m)
   --detect-within D  detection bound (default 3s)
   --writer-rate R    tenant 1's checked writes/s (default 100)
@@ -106,8 +106,8 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 	fs.Float64Var(&h.hotShare, "hot-share", hotShardHotShare, "")
 	fs.Float64Var(&h.rate, "rate", hotShardRate, "")
 	fs.StringVar(&h.query, "query", string(scenario.QueryPage), "")
-	fs.DurationVar(&h.solo, "solo", 3*time.Second, "")
-	fs.DurationVar(&h.before, "before", 5*time.Second, "")
+	fs.DurationVar(&h.solo, "solo", 12*time.Second, "")
+	fs.DurationVar(&h.before, "before", 12*time.Second, "")
 	fs.DurationVar(&h.after, "after", 5*time.Second, "")
 	fs.DurationVar(&h.ladderMax, "ladder-max", 5*time.Minute, "")
 	fs.DurationVar(&h.detectWithin, "detect-within", 3*time.Second, "")
@@ -210,7 +210,7 @@ classes:
   - {name: {{.Query}}, isolation_class: interactive, query: {{.Query}}, rate: {{.Rate}}}
 phases: {drain: 2s}
 timeline:
-  - {name: solo_warmup, length: 1s, senders: quiet, measure: false}
+  - {name: solo_warmup, length: 3s, senders: quiet, measure: false}
   - {name: solo, length: {{.Solo}}, senders: quiet}
   - name: before
     length: {{.Before}}
@@ -229,7 +229,7 @@ configurations:
     shared: {pool_size: 32, acquire_timeout: 10s}
 assertions:
   quiet_p99: {window: after, baseline: solo, factor: 1.5, slack: 5ms}
-  harm_before: {window: before}
+  harm_before: {window: before, tenants: hot_worker, factor: 5}
   skew: {window: after, max: 1.5}
   zero_loss: true
   write_pause: {max: {{.Pause}}}

@@ -252,8 +252,8 @@ func TestStoryHotShard(t *testing.T) {
 		"  node_cpu_roles:", "  # node_cpu_roles:",
 		"orders: 20000", "orders: 5000",
 		"shards: 32", "shards: 8",
-		"length: 3s, senders: quiet}", "length: 2s, senders: quiet}",
-		"length: 5s\n", "length: 3s\n",
+		"length: 12s, senders: quiet}", "length: 2s, senders: quiet}",
+		"length: 12s\n", "length: 3s\n",
 		"{name: after, length: 5s}", "{name: after, length: 3s}",
 		"isolate: 0.05 ", "isolate: 0.15 ",
 		"max: 300s ", "max: 150s ")

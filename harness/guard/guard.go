@@ -14,8 +14,10 @@
 // (/proc/stat: user, nice, system, irq, softirq), minus the time of the
 // processes of the run's tree (/proc/PID/stat: utime, stime and the reaped
 // children's cutime, cstime, so that short-lived children count), is the
-// foreign CPU; steal is /proc/stat's steal column. Figures are averages
-// over the window, in CPUs.
+// foreign CPU; steal is /proc/stat's steal column. Of the run's own CPU, the
+// root process's own time (utime, stime) is noisysim's (its load generator),
+// the rest its servers' and other children's. Figures are averages over the
+// window, in CPUs.
 //
 // An average hides a pause: a second in which the whole machine stood
 // still (a hypervisor that did not schedule it, a kernel busy reclaiming
@@ -237,6 +239,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 type snapshot struct {
 	busy, steal int64
 	own         int64           // the run's tree, children reaped included
+	root        int64           // the root process's own time (noisysim's)
 	procs       map[int]procCPU // every process outside the run
 	ok          bool
 }
@@ -256,6 +259,7 @@ func measure(name string, secs float64, a, b snapshot) reports.WindowLoad {
 	}
 	cpus := func(ticks int64) float64 { return float64(max(ticks, 0)) / userHZ / secs }
 	w.OwnCPU = cpus(b.own - a.own)
+	w.NoisysimCPU = min(cpus(b.root-a.root), w.OwnCPU)
 	w.ForeignCPU = cpus((b.busy - a.busy) - (b.own - a.own))
 	w.StealCPU = cpus(b.steal - a.steal)
 	for pid, p := range b.procs {
@@ -337,6 +341,9 @@ func (g *Guard) snap() snapshot {
 		}
 		if own[pid] {
 			s.own += in.ticks
+			if pid == g.opts.Root {
+				s.root = in.self
+			}
 			continue
 		}
 		s.procs[pid] = in.procCPU

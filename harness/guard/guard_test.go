@@ -210,3 +210,41 @@ func TestMeterStops(t *testing.T) {
 		t.Error("MaxStall -1 does not turn the meter off")
 	}
 }
+
+// Of the run's own CPU, noisysim's process (here: a goroutine spinning in
+// the test's process) is told apart from its children (a child burner, as
+// a database server is).
+func TestNoisysimCPUApart(t *testing.T) {
+	child := exec.Command("sh", "-c", loop)
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	g := New(Options{MaxStall: -1})
+	g.Begin("both")
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	<-done
+	w := g.End()[0]
+	t.Logf("window: own %.2f CPU, noisysim %.2f CPU", w.OwnCPU, w.NoisysimCPU)
+	// On a busy machine either burner may get little CPU: ask only that
+	// each is seen on its side.
+	if w.NoisysimCPU < 0.05 {
+		t.Errorf("noisysim CPU %.2f: the spinning goroutine's CPU is not counted as noisysim's", w.NoisysimCPU)
+	}
+	if w.OwnCPU-w.NoisysimCPU < 0.05 {
+		t.Errorf("own CPU %.2f − noisysim CPU %.2f: the child burner's CPU is counted as noisysim's", w.OwnCPU, w.NoisysimCPU)
+	}
+}

@@ -796,7 +796,21 @@ type HarmBefore struct {
 	// Window is a measured phase other than quiet_p99's baseline.
 	// Required when the key is given.
 	Window string `yaml:"window"`
+	// Tenants names the quiet tenants judged: HarmAll (default) merges
+	// every quiet tenant; HarmHotWorker (topology citus) those whose shard
+	// is on the dominant tenant's worker, where a hot shard does its harm.
+	Tenants string `yaml:"tenants"`
+	// Factor, when > 0, sets the harm bar to Factor × the baseline's p99
+	// (no slack): the harm must be at least that many times the baseline.
+	// 0 (default) uses quiet_p99's bound, factor × baseline + slack.
+	Factor float64 `yaml:"factor"`
 }
+
+// Quiet tenant sets harm_before judges.
+const (
+	HarmAll       = "all"
+	HarmHotWorker = "hot_worker"
+)
 
 // QuietP99 is the assertion: each quiet tenant's p99 response time in
 // window Window ≤ Factor × its p99 in window Baseline + Slack, plus one

@@ -73,6 +73,12 @@ type HTTPTarget struct {
 	body    Template
 }
 
+// Backoff jitter of a retry policy.
+const (
+	JitterFull = "full"
+	JitterNone = "none"
+)
+
 // Retry is an HTTP client's retry policy. An arrival's latency runs from
 // its intended start to its last attempt's answer; its outcome is its last
 // attempt's.
@@ -88,6 +94,9 @@ type Retry struct {
 	Backoff Duration `yaml:"backoff"`
 	// MaxBackoff caps the delay. Default 2s.
 	MaxBackoff Duration `yaml:"max_backoff"`
+	// Jitter is JitterFull (default: a uniform draw in [0, delay]) or
+	// JitterNone (exactly delay: backoff, 2 × backoff, 4 × backoff, …).
+	Jitter string `yaml:"jitter"`
 	// HonourRetryAfter waits a 429's Retry-After instead of the backoff
 	// when it is given (capped by MaxBackoff). Default false: a client
 	// that ignores it.
@@ -313,6 +322,9 @@ func (s *Scenario) applyServiceDefaults() {
 			if r.Fanout == 0 && !s.ix.has(p+"fanout") {
 				r.Fanout = 1
 			}
+			if r.Jitter == "" {
+				r.Jitter = JitterFull
+			}
 		}
 	}
 	if sv := s.Service; sv != nil {
@@ -421,6 +433,9 @@ func (c *checker) http(p string, cl *Class) {
 			c.add(rp+".max_backoff", "must be >= backoff (%s), got %s", r.Backoff, r.MaxBackoff)
 		}
 		c.between(rp+".fanout", r.Fanout, 1, 100)
+		if r.Jitter != JitterFull && r.Jitter != JitterNone {
+			c.add(rp+".jitter", "unknown %q; want %s or %s", r.Jitter, JitterFull, JitterNone)
+		}
 	}
 }
 

@@ -38,6 +38,18 @@ func (c *checker) verdicts(s *Scenario) {
 		default:
 			c.window("assertions.harm_before.window", w, s)
 		}
+		switch t := a.HarmBefore.Tenants; t {
+		case "", HarmAll:
+		case HarmHotWorker:
+			if !s.Citus() {
+				c.add("assertions.harm_before.tenants", "%s needs backend.topology citus: the quiet tenants on the dominant tenant's worker (the topology is %s)", t, cmpTopology(s.Backend.Topology))
+			}
+		default:
+			c.add("assertions.harm_before.tenants", "unknown %q, want %s or %s", t, HarmAll, HarmHotWorker)
+		}
+		if f := a.HarmBefore.Factor; c.present("assertions.harm_before.factor") && (!(f > 1) || math.IsInf(f, 1)) {
+			c.add("assertions.harm_before.factor", "must be > 1 and finite (the harm as a multiple of the baseline p99), got %s", fmtFloat(f))
+		}
 	}
 }
 

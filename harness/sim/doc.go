@@ -26,6 +26,10 @@
 //     call alone (or with fewer calls than cores) takes exactly W and n > Cores
 //     calls share the cores equally (M/G/c-PS). A call still running after
 //     the class's Timeout (statement_timeout) ends with statement_timeout.
+//     With Class.Overhead, that share of each draw is not work but a delay
+//     after it, off the cores, holding the connection (a real call's round
+//     trip, driver and client CPU): a call alone still takes its whole draw,
+//     and only the work part slows down when the node is busy.
 //  5. The call ends: its connection passes to the pool's next waiter, its
 //     limiter slot to the tenant's next waiter, and its Result (latency
 //     from the intended start, service time from the call's start) goes
@@ -34,7 +38,7 @@
 //
 // Where the model is knowingly wrong: no locks, I/O or cache effects
 // beyond what the calibrated service times hold; the load generator's own
-// CPU is not on the nodes; a Citus query's coordinator work is not
+// CPU is not on the nodes but in the calibrated work (or, with Overhead, a delay beside it); a Citus query's coordinator work is not
 // modelled (its work runs on the worker holding the tenant's shard); a
 // limiter's MaxGlobal is not modelled.
 //

@@ -17,7 +17,7 @@ import (
 var ErrInvalid = errors.New("invalid simulation")
 
 // ModelName names the model in reports.
-const ModelName = "open-loop arrivals → per-tenant limiter (cap, FIFO queue, max wait) → FIFO pool (size, acquire timeout) → node processor sharing over its cores, work drawn from calibrated service times"
+const ModelName = "open-loop arrivals → per-tenant limiter (cap, FIFO queue, max wait) → FIFO pool (size, acquire timeout) → node processor sharing over its cores, work drawn from calibrated service times (their overhead share off the cores)"
 
 // Sampler draws one call's work: its service time on a node alone.
 type Sampler func(r *rand.Rand) time.Duration
@@ -72,8 +72,15 @@ type Class struct {
 	// Place returns the index into Pools and Nodes of the tenant's calls;
 	// nil means 0.
 	Place func(tenant int) int
-	// Service draws a call's work.
+	// Service draws a call's service time alone: its work on the node and,
+	// with Overhead, a delay beside it.
 	Service Sampler
+	// Overhead is the share of each drawn service time the call spends
+	// off the node's cores, holding its connection: the round trip, the
+	// driver and the client's own CPU of a real call, which take as long
+	// however busy the node is. The rest is work on the node. In [0, 1);
+	// 0 means all of it is work.
+	Overhead float64
 	// Timeout is the statement_timeout: a call running longer on its node
 	// ends with ErrStatementTimeout. 0 means none.
 	Timeout time.Duration
@@ -177,6 +184,9 @@ func (c *Config) validate() error {
 		if cl.Timeout < 0 {
 			bad("class %s: Timeout %v must be >= 0", name, cl.Timeout)
 		}
+		if !(cl.Overhead >= 0 && cl.Overhead < 1) {
+			bad("class %s: Overhead %v must be in [0, 1)", name, cl.Overhead)
+		}
 	}
 	if c.Drain < 0 || c.MaxInFlight < 0 {
 		bad("Drain %v and MaxInFlight %d must be >= 0", c.Drain, c.MaxInFlight)
@@ -215,6 +225,7 @@ const (
 	evStatementTimeout
 	evEnd
 	evDeadline // the head of deadline queue node is due
+	evDelayDone
 )
 
 type event struct {
@@ -293,6 +304,7 @@ const (
 	stLimiterQueue = iota
 	stPoolQueue
 	stRunning
+	stDelay // its work done, the rest of its service time off the cores
 	stDone
 )
 
@@ -303,6 +315,7 @@ type call struct {
 	state  uint8
 	start  int64   // on the node
 	finish float64 // the node's attained service at which the work is done
+	delay  int64   // ns off the cores after the work (Class.Overhead)
 	idx    int     // index in the node's heap
 	live   int     // index in state.live
 }
@@ -643,6 +656,8 @@ func (s *state) run(ctx context.Context) error {
 				n.running.remove(e.c.idx)
 				s.leaveNode(e.c, ni, ErrStatementTimeout)
 			}
+		case evDelayDone:
+			s.release(e.c, e.node, nil)
 		case evEnd:
 			s.ended = true
 			s.cutOff()
@@ -740,7 +755,9 @@ func (s *state) startWork(c *call) {
 	n.advance(s.now)
 	c.state = stRunning
 	c.start = s.now
-	w := max(float64(c.class.Service(c.class.rng)), 1)
+	d := float64(c.class.Service(c.class.rng))
+	w := max(d*(1-c.class.Overhead), 1)
+	c.delay = int64(d * c.class.Overhead)
 	c.finish = n.v + w
 	n.running.push(c)
 	s.reschedule(ni)
@@ -761,10 +778,21 @@ func (s *state) reschedule(ni int) {
 	s.push(event{at: at, kind: evNodeDone, node: ni, ver: n.ver})
 }
 
-// leaveNode ends a call that left node ni (done, or err), hands its
-// connection and limiter slot on.
+// leaveNode takes a call whose work on node ni is done (or ended with err)
+// through its delay off the cores, if any, then releases it.
 func (s *state) leaveNode(c *call, ni int, err error) {
 	s.reschedule(ni)
+	if err == nil && c.delay > 0 {
+		c.state = stDelay
+		s.push(event{at: s.now + c.delay, kind: evDelayDone, c: c, node: ni})
+		return
+	}
+	s.release(c, ni, err)
+}
+
+// release ends a call that ran on node ni, hands its connection and
+// limiter slot on.
+func (s *state) release(c *call, ni int, err error) {
 	c.state = stDone
 	p := s.pools[c.class.Pools[c.place]]
 	if next := p.queue.pop(stPoolQueue); next != nil {
@@ -826,7 +854,7 @@ func (s *state) cutOff() {
 	slices.SortFunc(calls, func(a, b *call) int { return cmp.Compare(a.op.Seq, b.op.Seq) })
 	for _, c := range calls {
 		ni, db := -1, time.Duration(0)
-		if c.state == stRunning {
+		if c.state == stRunning || c.state == stDelay {
 			ni = c.class.Nodes[c.place]
 			db = time.Duration(s.now - c.start)
 		}

@@ -132,6 +132,56 @@ func TestProcessorSharingOverCores(t *testing.T) {
 	}
 }
 
+// Overhead: of a 10 ms service time, 8 ms is off the cores. Alone a call
+// takes its 10 ms; 10 calls at once on one core share only their 2 ms of
+// work (all done at 20 ms), then each holds its connection 8 ms more: 28 ms
+// each, where all-work calls would end at 100 ms.
+func TestOverheadOffTheCores(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		calls    int
+		overhead float64
+		want     time.Duration // each call's latency
+		busy     time.Duration // the node's
+	}{
+		{"alone", 1, 0.8, 10 * time.Millisecond, 2 * time.Millisecond},
+		{"ten at once", 10, 0.8, 28 * time.Millisecond, 20 * time.Millisecond},
+		{"ten at once, all work", 10, 0, 100 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := workload.Schedule{Duration: time.Second}
+			for i := range tc.calls {
+				src.Ops = append(src.Ops, workload.Op{Seq: int64(i), Tenant: i + 1, Class: "q"})
+			}
+			cfg := sim.Config{
+				Nodes: []sim.Node{{Name: "n", Cores: 1}},
+				Pools: []sim.Pool{{Name: "p", Size: 10}},
+				Classes: map[string]sim.Class{"q": {Limiter: -1, Pools: []int{0}, Nodes: []int{0},
+					Service: sim.Constant(10 * time.Millisecond), Overhead: tc.overhead}},
+			}
+			var ends []time.Duration
+			var db time.Duration
+			st, err := sim.Run(context.Background(), src.Source(), cfg, workload.RecorderFunc(func(r workload.Result) {
+				ends = append(ends, r.End.Sub(sim.Epoch))
+			}), func(o sim.Outcome) { db += o.DBTime })
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ends {
+				if e != tc.want {
+					t.Fatalf("ends %v, want every call at %v", ends, tc.want)
+				}
+			}
+			if db != time.Duration(tc.calls)*tc.want {
+				t.Errorf("DB time %v, want %v: the connection is held through the overhead", db, time.Duration(tc.calls)*tc.want)
+			}
+			if d := st.Busy[0] - tc.busy; d < -time.Microsecond || d > time.Microsecond {
+				t.Errorf("node busy %v, want %v: only the work is on the cores", st.Busy[0], tc.busy)
+			}
+		})
+	}
+}
+
 // The limiter: one tenant sends 10 calls at once, cap 2, queue 3, max wait
 // 15 ms, 10 ms each on a node of its own: 2 run, 3 wait, 5 are rejected
 // queue_full at once; the 2 calls running end at 10 ms and hand their slots
@@ -201,6 +251,8 @@ func TestInvalidConfig(t *testing.T) {
 		"pool of 0":     {Pools: []sim.Pool{{Name: "p"}}},
 		"unknown class": {Nodes: []sim.Node{{Name: "n", Cores: 1}}, Pools: []sim.Pool{{Name: "p", Size: 1}}},
 		"bad index":     {Classes: map[string]sim.Class{"q": {Limiter: 3, Pools: []int{0}, Nodes: []int{0}, Service: sim.Constant(1)}}},
+		"overhead of 1": {Nodes: []sim.Node{{Name: "n", Cores: 1}}, Pools: []sim.Pool{{Name: "p", Size: 1}},
+			Classes: map[string]sim.Class{"other": {Limiter: -1, Pools: []int{0}, Nodes: []int{0}, Service: sim.Constant(1), Overhead: 1}}},
 	} {
 		if _, err := sim.Run(context.Background(), src.Source(), cfg, newCollect(), nil); !errors.Is(err, sim.ErrInvalid) {
 			t.Errorf("%s: err %v, want ErrInvalid", name, err)
