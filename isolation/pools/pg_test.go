@@ -1214,6 +1214,19 @@ func TestQueryBatchedKeepsGuarantees(t *testing.T) {
 			t.Fatalf("VACUUM through Query: %v", err)
 		}
 	}
+	// A procedure that commits cannot run in the block either: on its own,
+	// its rows kept.
+	if _, err := db.admin.Exec(ctx, "CREATE PROCEDURE fill() LANGUAGE plpgsql AS $$ BEGIN INSERT INTO vac VALUES (1); COMMIT; INSERT INTO vac VALUES (2); END $$; GRANT EXECUTE ON PROCEDURE fill() TO app"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := s.Query(ctx, Interactive, "A", "CALL fill()"); err != nil {
+			t.Fatalf("CALL of a committing procedure through Query: %v", err)
+		}
+	}
+	if n := scalar[int64](t, db.admin, "SELECT count(*) FROM vac"); n != 4 {
+		t.Errorf("%d rows after two CALLs, want 4 (each once)", n)
+	}
 	if st := s.Stat().Pools[0]; st.Destroyed != 0 || st.TotalConns != 1 {
 		t.Errorf("pool stat %+v: want one connection, none destroyed", st)
 	}
