@@ -1173,7 +1173,13 @@ func (r *runner) runConfiguration(ctx context.Context, c *scenario.Configuration
 			return configResult{}, err
 		}
 		res.report.Writer = w.report(v, tr)
-		res.assertions = append(res.assertions, r.writerAssertions(c.Name, res.report.Writer)...)
+		var judged *reports.WriterCheck
+		if f := r.sc.Assertions.WritePause.From; f != "" {
+			if win, ok := tr.window(f); ok {
+				judged = w.from(res.report.Writer, win.start, tr)
+			}
+		}
+		res.assertions = append(res.assertions, r.writerAssertions(c.Name, res.report.Writer, judged)...)
 	}
 	pairs := 0
 	if r.quietPlan != nil {

@@ -335,7 +335,7 @@ func TestWritePauseDetail(t *testing.T) {
 		{"late", 4610, "sent 4610 ms late: waiting for one of the 256 writes in flight"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			as := r.writerAssertions("c", &reports.WriterCheck{Tenant: "1", LongestWrite: 1100, LongestWriteLate: tc.late})
+			as := r.writerAssertions("c", &reports.WriterCheck{Tenant: "1", LongestWrite: 1100, LongestWriteLate: tc.late}, nil)
 			if len(as) != 1 || as[0].Passed || !strings.Contains(as[0].Detail, tc.want) {
 				t.Fatalf("assertions %+v; want one failed write_pause saying %q", as, tc.want)
 			}
@@ -370,4 +370,35 @@ func writerDB(t *testing.T) (*pgx.Conn, *pools.Stack) {
 	}
 	t.Cleanup(st.Close)
 	return admin, st
+}
+
+// TestWritePauseFrom: write_pause.from judges the longest write intended
+// from its phase's start on, and says what the whole timeline's was.
+func TestWritePauseFrom(t *testing.T) {
+	w := &checkedWriter{acked: map[int64]string{}, possible: map[int64][]string{}, inFlight: map[int64]bool{}}
+	// A 4 s write in before (harm, not the remedy), 600 ms in ladder.
+	w.record(true, -1, "a", 1, nil, 0, 2*time.Second, 0, 4*time.Second)
+	w.record(true, -2, "b", 1, nil, 1, 12*time.Second+30*time.Millisecond, 0, 600*time.Millisecond)
+	w.record(true, -3, "c", 1, nil, 0, 13*time.Second, 0, 20*time.Millisecond)
+	tr := &timelineRun{windows: []*window{
+		{step: &step{Phase: scenario.Phase{Name: "before"}}, start: 0, end: 12 * time.Second},
+		{step: &step{Phase: scenario.Phase{Name: "ladder"}}, start: 12 * time.Second, end: 20 * time.Second},
+	}}
+	wc := w.report(w.v, tr)
+	if wc.LongestWrite != 4000 || wc.LongestWriteWindow != "before" {
+		t.Fatalf("report: longest %v ms in %s, want 4000 in before", wc.LongestWrite, wc.LongestWriteWindow)
+	}
+	judged := w.from(wc, 12*time.Second, tr)
+	if judged.LongestWrite != 600 || judged.LongestWriteWindow != "ladder" || judged.LongestWriteLockRetries != 1 {
+		t.Fatalf("from ladder: %+v, want 600 ms in ladder with its 1 lock retry", judged)
+	}
+	r := &runner{sc: &scenario.Scenario{}}
+	r.sc.Assertions.WritePause = scenario.WritePause{Max: scenario.Duration(time.Second), From: "ladder"}
+	as := r.writerAssertions("c", wc, judged)
+	if len(as) != 1 || !as[0].Passed || as[0].Observed != 600 || !strings.Contains(as[0].Detail, "intended from ladder on (the whole timeline's: 4000 ms at 2.00 s in before)") {
+		t.Fatalf("write_pause from ladder = %+v, want 600 ms passing, the whole timeline's 4 s named", as)
+	}
+	if as := r.writerAssertions("c", wc, nil); as[0].Passed || as[0].Observed != 4000 {
+		t.Errorf("write_pause without from = %+v, want the 4 s write failing", as)
+	}
 }

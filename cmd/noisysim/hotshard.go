@@ -232,7 +232,7 @@ assertions:
   harm_before: {window: before, tenants: hot_worker, factor: 5}
   skew: {window: after, max: 1.5}
   zero_loss: true
-  write_pause: {max: {{.Pause}}}
+  write_pause: {max: {{.Pause}}, from: ladder}
   detect_within: {{.DetectWithin}}
 `))
 

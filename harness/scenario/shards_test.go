@@ -105,6 +105,19 @@ func TestShardsBadInput(t *testing.T) {
 	}
 }
 
+// TestWritePauseFromUnknown: write_pause.from must name a phase.
+func TestWritePauseFromUnknown(t *testing.T) {
+	src := strings.Replace(shardsBase, "assertions: {quiet_p99: {window: after, baseline: before}}",
+		"assertions: {quiet_p99: {window: after, baseline: before}, zero_loss: true, write_pause: {max: 1s, from: nosuch}}", 1) + promoteMove + "writer: {rate: 50}\n"
+	_, err := Parse([]byte(src), "p.yaml")
+	if want := `assertions.write_pause.from: unknown phase "nosuch", want one of`; !strings.Contains(fmt4(err), want) {
+		t.Errorf("error:\n%v\nwant it to contain:\n%s", err, want)
+	}
+	if _, err := Parse([]byte(strings.Replace(src, "from: nosuch", "from: after", 1)), "p.yaml"); err != nil {
+		t.Errorf("from: after: %v", err)
+	}
+}
+
 func fmt4(err error) string {
 	if err == nil {
 		return ""

@@ -28,6 +28,10 @@ type WritePause struct {
 	// Max is the longest a write may take from its intended start to its
 	// answer, > 0. Unset: no assertion.
 	Max Duration `yaml:"max"`
+	// From names the phase from whose start on writes are judged (by
+	// their intended start): a remedy's pause, not the harm before it.
+	// Default: every write of the timeline.
+	From string `yaml:"from"`
 }
 
 // applyWriterDefaults fills a present writer section.
@@ -83,6 +87,9 @@ func (c *checker) writer(s *Scenario) {
 			c.add("assertions.write_pause.max", "must be a duration > 0, got %s", a.WritePause.Max)
 		case a.WritePause.Max > Duration(time.Hour):
 			c.add("assertions.write_pause.max", "must be at most 1h, got %s", a.WritePause.Max)
+		}
+		if f := a.WritePause.From; c.present("assertions.write_pause.from") && s.PhaseIndex(f) < 0 {
+			c.add("assertions.write_pause.from", "unknown phase %q, want one of %s", f, phaseList(s.Steps()))
 		}
 	}
 	if !s.Data.Builtin() || !s.Tenants.Keys.Default() {
