@@ -95,6 +95,8 @@ func TestCitusInvalid(t *testing.T) {
 			`assertions.harm_before.window: unknown window "nosuch"`},
 		{"harm_before tenants", strings.Replace(citusYAML, "CITUS", "  harm_before: {window: after, tenants: hot}", 1),
 			`assertions.harm_before.tenants: unknown "hot", want all or hot_worker`},
+		{"harm_before tenants empty", strings.Replace(citusYAML, "CITUS", `  harm_before: {window: after, tenants: ""}`, 1),
+			`assertions.harm_before.tenants: unknown "", want all or hot_worker`},
 		{"harm_before hot_worker off citus", strings.Replace(strings.Replace(strings.Replace(citusYAML, "topology: citus", "topology: single", 1), "CITUS", "  harm_before: {window: after, tenants: hot_worker}", 1), "{type: isolate_tenant, tenant: 1}, ", "", 1),
 			"x.yaml:15:32: assertions.harm_before.tenants: hot_worker needs backend.topology citus"},
 		{"harm_before factor", strings.Replace(citusYAML, "CITUS", "  harm_before: {window: after, factor: 1}", 1),

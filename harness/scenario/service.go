@@ -322,7 +322,7 @@ func (s *Scenario) applyServiceDefaults() {
 			if r.Fanout == 0 && !s.ix.has(p+"fanout") {
 				r.Fanout = 1
 			}
-			if r.Jitter == "" {
+			if r.Jitter == "" && !s.ix.has(p+"jitter") { // jitter: "" is an error, not full
 				r.Jitter = JitterFull
 			}
 		}

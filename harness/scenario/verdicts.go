@@ -38,9 +38,9 @@ func (c *checker) verdicts(s *Scenario) {
 		default:
 			c.window("assertions.harm_before.window", w, s)
 		}
-		switch t := a.HarmBefore.Tenants; t {
-		case "", HarmAll:
-		case HarmHotWorker:
+		switch t := a.HarmBefore.Tenants; {
+		case t == "" && !c.present("assertions.harm_before.tenants"), t == HarmAll: // tenants: "" is an error, not all
+		case t == HarmHotWorker:
 			if !s.Citus() {
 				c.add("assertions.harm_before.tenants", "%s needs backend.topology citus: the quiet tenants on the dominant tenant's worker (the topology is %s)", t, cmpTopology(s.Backend.Topology))
 			}
