@@ -202,6 +202,8 @@ type citusRun struct {
 	// tenant's worker at the start of the first phase it sends in; nil
 	// until then.
 	hotQuiet map[int]bool
+	// hotWorker is the short name of the worker hotQuiet are on.
+	hotWorker string
 	// latest is the layout read last (followLayout), for the series'
 	// per-second worker loads; nil before the first read.
 	latest atomic.Pointer[citusLayout]

@@ -109,7 +109,7 @@ func TestHarmBeforeHotWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc.Assertions.HarmBefore = scenario.HarmBefore{Window: "before", Tenants: scenario.HarmHotWorker, Factor: 5}
-	r := &runner{sc: sc, citus: &citusRun{hotQuiet: map[int]bool{2: true}}}
+	r := &runner{sc: sc, citus: &citusRun{hotQuiet: map[int]bool{2: true}, hotWorker: "worker2"}}
 	origin := time.Now()
 	// record gives tenant n n samples of latency d each in a new window.
 	win := func(name string, lat map[int]time.Duration) *window {
@@ -149,6 +149,12 @@ func TestHarmBeforeHotWorker(t *testing.T) {
 			a := got[0]
 			if a.Tenant != reports.QuietHotWorker || a.Passed != tc.passed || math.Abs(a.Observed-tc.observed) > 0.1 || math.Abs(a.Limit-10) > 0.1 {
 				t.Errorf("harm_before = %+v, want %s observed %.0f ms against 10 ms (5 × 2 ms), passed %v", a, reports.QuietHotWorker, tc.observed, tc.passed)
+			}
+			// The row says which tenants it judged and the bar's make-up.
+			for _, want := range []string{"the quiet tenants whose shard was on worker2 (1)", "× 5.00 (harm_before.factor)"} {
+				if !strings.Contains(a.Detail, want) {
+					t.Errorf("harm_before detail %q, want it to contain %q", a.Detail, want)
+				}
 			}
 		})
 	}

@@ -341,7 +341,9 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 				w.layout = r.snapshotLayout(ctx, w.step.Name)
 				if w.layout != nil && w.step.Name == r.sc.NoiseStart() {
 					dom := r.key(scenario.DominantTenant)
-					r.citus.hotQuiet = w.layout.tenantsOn(w.layout.Placements[w.layout.shardOf[dom]], dom, r.citus.tenants)
+					hot := w.layout.Placements[w.layout.shardOf[dom]]
+					r.citus.hotQuiet = w.layout.tenantsOn(hot, dom, r.citus.tenants)
+					r.citus.hotWorker = r.citus.names.Name(hot)
 				}
 			})
 		}

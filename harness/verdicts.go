@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -58,9 +59,15 @@ func (r *runner) harmBefore(c *scenario.Configuration, tr *timelineRun, rule p99
 	if !ok1 || !ok2 {
 		return nil
 	}
-	group := quietAll
+	group, judged := quietAll, "every quiet tenant"
 	if hb.Tenants == scenario.HarmHotWorker {
 		group = reports.QuietHotWorker
+		n, worker := 0, ""
+		if r.citus != nil {
+			n, worker = len(r.citus.hotQuiet), r.citus.hotWorker
+		}
+		judged = fmt.Sprintf("the quiet tenants whose shard was on %s (%d), the dominant tenant's worker when it started sending",
+			cmp.Or(worker, "its worker"), n)
 	}
 	bar := rule
 	if hb.Factor > 0 {
@@ -91,8 +98,8 @@ func (r *runner) harmBefore(c *scenario.Configuration, tr *timelineRun, rule p99
 			if hb.Factor > 0 {
 				how = fmt.Sprintf("%.2f ms × %.2f (harm_before.factor)", ms(b.P99), bar.Factor)
 			}
-			as.Detail = fmt.Sprintf("the harm the remedy is judged on: %s p99 must exceed %s p99 %s (%.1f× %s)",
-				w, baseline, how, ratio(s.P99.Seconds(), b.P99.Seconds()), baseline)
+			as.Detail = fmt.Sprintf("the harm the remedy is judged on: %s p99 must exceed %s p99 %s (%.1f× %s); judged: %s",
+				w, baseline, how, ratio(s.P99.Seconds(), b.P99.Seconds()), baseline, judged)
 		}
 		out = append(out, as)
 	}

@@ -89,15 +89,15 @@ type Retry struct {
 	// Max is the most retries after the first attempt, 1..100. Required.
 	Max int `yaml:"max"`
 	// Backoff is the first retry's delay, doubled per retry up to
-	// MaxBackoff, with full jitter (a uniform draw in [0, delay], seeded by
-	// the arrival). Default 100ms.
+	// MaxBackoff, drawn as Jitter says (full: uniform in [0, delay], seeded
+	// by the arrival). Default 100ms.
 	Backoff Duration `yaml:"backoff"`
 	// MaxBackoff caps the delay. Default 2s.
 	MaxBackoff Duration `yaml:"max_backoff"`
 	// Jitter is JitterFull (default: a uniform draw in [0, delay]) or
 	// JitterNone (exactly delay: backoff, 2 × backoff, 4 × backoff, …).
 	Jitter string `yaml:"jitter"`
-	// HonourRetryAfter waits a 429's Retry-After instead of the backoff
+	// HonourRetryAfter waits a 429's or 503's Retry-After instead of the backoff
 	// when it is given (capped by MaxBackoff). Default false: a client
 	// that ignores it.
 	HonourRetryAfter bool `yaml:"honour_retry_after"`
@@ -322,7 +322,7 @@ func (s *Scenario) applyServiceDefaults() {
 			if r.Fanout == 0 && !s.ix.has(p+"fanout") {
 				r.Fanout = 1
 			}
-			if r.Jitter == "" {
+			if r.Jitter == "" && !s.ix.has(p+"jitter") { // jitter: "" is an error, not full
 				r.Jitter = JitterFull
 			}
 		}

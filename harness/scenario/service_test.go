@@ -154,6 +154,8 @@ func TestRetryProblems(t *testing.T) {
 		{`{on: ["429"], max: 2, backoff: 1s, max_backoff: 10ms}`, "classes[0].http.retry.max_backoff: must be >= backoff"},
 		{`{on: ["429"], max: 2, fanout: 0}`, "classes[0].http.retry.fanout: must be"},
 		{`{on: ["429"], max: 2, jitter: equal}`, `classes[0].http.retry.jitter: unknown "equal"; want full or none`},
+		{`{on: ["429"], max: 2, jitter: 1}`, `classes[0].http.retry.jitter: unknown "1"; want full or none`},
+		{`{on: ["429"], max: 2, jitter: ""}`, `classes[0].http.retry.jitter: unknown ""; want full or none`},
 	} {
 		_, err := Parse([]byte(serviceBase+`classes: [{name: interactive, rate: 1, http: {url: "http://x/", retry: `+tc.retry+`}}]`+"\n"), "s.yaml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

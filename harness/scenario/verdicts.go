@@ -29,18 +29,20 @@ func (c *checker) verdicts(s *Scenario) {
 		}
 	}
 	if c.present("assertions.harm_before") {
-		_, baseline := a.QuietP99.QuietWindows()
+		judged, baseline := a.QuietP99.QuietWindows()
 		switch w := a.HarmBefore.Window; {
 		case w == "":
 			c.add("assertions.harm_before.window", "required: the measured phase before the remedy, one of %s", measuredList(s.Steps()))
 		case w == baseline:
 			c.add("assertions.harm_before.window", "must differ from quiet_p99's baseline %q: the harm is measured against it", baseline)
+		case w == judged:
+			c.add("assertions.harm_before.window", "must differ from quiet_p99's window %q: the same p99 cannot both fail and pass its bound", judged)
 		default:
 			c.window("assertions.harm_before.window", w, s)
 		}
-		switch t := a.HarmBefore.Tenants; t {
-		case "", HarmAll:
-		case HarmHotWorker:
+		switch t := a.HarmBefore.Tenants; {
+		case t == "" && !c.present("assertions.harm_before.tenants"), t == HarmAll: // tenants: "" is an error, not all
+		case t == HarmHotWorker:
 			if !s.Citus() {
 				c.add("assertions.harm_before.tenants", "%s needs backend.topology citus: the quiet tenants on the dominant tenant's worker (the topology is %s)", t, cmpTopology(s.Backend.Topology))
 			}
