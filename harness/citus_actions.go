@@ -210,6 +210,18 @@ func (a citusAction) Run(ctx context.Context, env ActionEnv) (o ActionOutcome, e
 		return a.outcome(names, beforeLoad, nil, recs, advice), fmt.Errorf("%s: still steps left after %d", a.kind, maxSteps)
 	}
 
+	// The moves and splits leave their old placements for Citus's
+	// deferred cleanup (every citus.defer_shard_delete_interval, 15 s):
+	// dropped now, as part of the action, they do not stall the queries
+	// of a later window.
+	if len(recs) > 0 {
+		t0 := time.Now()
+		if _, err := conn.Exec(ctx, "CALL citus_cleanup_orphaned_resources()"); err != nil {
+			return a.outcome(names, beforeLoad, nil, recs, advice), fmt.Errorf("%s: cleaning up the old placements: %w", a.kind, err)
+		}
+		env.Logger.Info("citus cleanup", "action", a.kind, "took", time.Since(t0).Round(time.Millisecond))
+	}
+
 	// After: the load over citusAfterSample through the new placements.
 	var afterLoad *workerLoad
 	if env.Ledger != nil && len(recs) > 0 {
