@@ -36,7 +36,7 @@ or edit with noisysim run.
 flags:
   --apply            run the ladder (default: detect and plan only)
   --workers N        worker count, 2..64 (default 4)
-  --node-cpu X       each worker's CPU budget in CPUs, 0 for none (default 0.3;
+  --node-cpu X       each worker's CPU budget in CPUs, 0 for none (default 0.4;
                      needs root and a cgroup cpu controller)
   --shards N         shard count (default 32)
   --tenants N        tenant count, 2..100000 (default 100)
@@ -49,7 +49,7 @@ flags:
   --detect-within D  detection bound (default 3s)
   --writer-rate R    tenant 1's checked writes/s (default 100)
   --update-share F   share of the checked writes that update a row (default 0.2)
-  --max-pause D      write pause bound (default 1s)
+  --max-pause D      write pause bound, from the ladder on (default 2s)
   --mode MODE        shard transfer mode of the moves: force_logical (default) or
                      block_writes
   --split-mode MODE  isolate_tenant's split: force_logical (default: onto another
@@ -84,7 +84,7 @@ type hotShardFlags struct {
 
 // Defaults of noisysim citus hot-shard, those of scenarios/hot-shard.yaml.
 const (
-	hotShardNodeCPU       = 0.3
+	hotShardNodeCPU       = 0.4
 	hotShardHotShare      = 0.6
 	hotShardRate          = 200.0
 	hotShardWriterRate    = 100.0
@@ -113,7 +113,7 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 	fs.DurationVar(&h.detectWithin, "detect-within", 3*time.Second, "")
 	fs.Float64Var(&h.writerRate, "writer-rate", hotShardWriterRate, "")
 	fs.Float64Var(&h.updateShare, "update-share", hotShardUpdateShare, "")
-	fs.DurationVar(&h.pause, "max-pause", time.Second, "")
+	fs.DurationVar(&h.pause, "max-pause", 2*time.Second, "")
 	fs.StringVar(&h.mode, "mode", string(citus.DefaultTransferMode), "")
 	fs.StringVar(&h.splitMode, "split-mode", string(citus.TransferLogical), "")
 	fs.Uint64Var(&h.seed, "seed", hotShardSeed, "")
@@ -220,7 +220,7 @@ timeline:
     max: {{.LadderMax}}
     measure: false
     watch: {policy: hot_shard_ladder, every: 500ms, skew: 1.5, isolate: 0.05, dedicate: 0.20, cluster: 0.50, mode: {{.Mode}}, split_mode: {{.SplitMode}}, apply: {{.Apply}}}
-  - {name: after_warmup, length: 1s, measure: false}
+  - {name: after_warmup, length: 3s, measure: false}
   - {name: after, length: {{.After}}}
 writer: {tenant: 1, rate: {{.WriterRate}}, update_share: {{.UpdateShare}}}
 configurations:

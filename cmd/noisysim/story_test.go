@@ -248,7 +248,7 @@ func TestStoryHotShard(t *testing.T) {
 	browser := chromium(t)
 	file := shortened(t, "hot-shard.yaml",
 		"workers: 4", "workers: 2",
-		"  node_cpu: 0.3 ", "  # node_cpu: 0.3 ",
+		"  node_cpu: 0.4 ", "  # node_cpu: 0.4 ",
 		"  node_cpu_roles:", "  # node_cpu_roles:",
 		"orders: 20000", "orders: 5000",
 		"shards: 32", "shards: 8",
