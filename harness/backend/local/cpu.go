@@ -69,8 +69,7 @@ func slicesSorted(m map[backend.Role]float64) []backend.Role {
 	return out
 }
 
-// cpuGroups are a cluster's cgroups: the cluster's group and, inside it,
-// one per node, with the node's budget if it has one.
+// cpuGroups are a cluster's cgroups: one per budgeted node.
 type cpuGroups struct {
 	h       cgroup.Hierarchy
 	top     *cgroup.Group
@@ -79,26 +78,13 @@ type cpuGroups struct {
 	skipped string
 }
 
-// setupCPU creates a group per node of plans, under noisysim/<cluster dir
-// name>, with the node's budget if it has one. Where cgroups cannot be
-// written it returns a *CPUBudgetError, or with spec.Optional records why
-// and returns nil; without budgets it returns nil and the servers run
-// ungrouped.
-//
-// Without budgets the groups only gather the servers, for the scheduler:
-// PostgreSQL puts each backend in a session of its own (setsid), and with
-// the kernel's autogroup (kernel.sched_autogroup_enabled, on by default on
-// many distributions) each session is a scheduling group that weighs as
-// much as all of noisysim. N busy backends then get N shares of the CPU to
-// noisysim's one: ci-gate's naive control (40 reports at once on 2 cores)
-// left noisysim 1/41 of the machine, and its threads waited up to 1.4 s
-// for a CPU, the load generator late and the stall meter standing still.
-// Gathered in a cgroup (tasks in a cgroup other than the root are not
-// autogrouped), the servers weigh as one group beside noisysim: idle
-// noisysim leaves them the whole machine, and noisysim's small share is
-// its own when it wakes.
+// setupCPU creates a group per node of plans with the node's budget, under
+// noisysim/<cluster dir name>. Where cgroups cannot be written it returns
+// a *CPUBudgetError, or with spec.Optional records why and returns nil.
 func (c *Cluster) setupCPU(spec backend.CPUBudget, plans []nodePlan) error {
-	budgets := spec.Any()
+	if !spec.Any() {
+		return nil
+	}
 	cg := &cpuGroups{nodes: map[string]*cgroup.Group{}}
 	h, err := cgroup.Detect()
 	if err == nil {
@@ -106,10 +92,6 @@ func (c *Cluster) setupCPU(spec backend.CPUBudget, plans []nodePlan) error {
 		cg.top, err = h.Create(cgroupParent + "/" + filepath.Base(c.dir))
 	}
 	if err != nil {
-		if !budgets {
-			c.log.Debug("servers not gathered in a cgroup", "reason", err)
-			return nil
-		}
 		if spec.Optional && errors.Is(err, cgroup.ErrUnavailable) {
 			c.cpu = &cpuGroups{skipped: err.Error(), stat: backend.CPUStat{Skipped: err.Error()}}
 			c.log.Warn("running without CPU budgets", "reason", err)
@@ -118,29 +100,18 @@ func (c *Cluster) setupCPU(spec backend.CPUBudget, plans []nodePlan) error {
 		return &CPUBudgetError{Err: err}
 	}
 	c.cpu = cg
-	if budgets {
-		cg.stat.Mechanism = fmt.Sprintf("cgroup v%d %s", h.Version, cg.top.Path)
-	}
+	cg.stat.Mechanism = fmt.Sprintf("cgroup v%d %s", h.Version, cg.top.Path)
 	for _, p := range plans {
-		g, err := h.Create(cgroupParent + "/" + filepath.Base(c.dir) + "/" + p.name)
-		if err != nil {
-			if !budgets {
-				c.log.Debug("servers not gathered in a cgroup", "reason", err)
-				c.removeCPU()
-				c.cpu = nil
-				return nil
-			}
-			return &CPUBudgetError{Node: p.name, Err: err}
-		}
-		cg.nodes[p.name] = g
 		cpus := spec.For(p.role)
 		if cpus == 0 {
-			if budgets {
-				cg.stat.Nodes = append(cg.stat.Nodes, backend.NodeCPU{Node: p.name})
-			}
+			cg.stat.Nodes = append(cg.stat.Nodes, backend.NodeCPU{Node: p.name})
 			continue
 		}
 		lim, err := cgroup.LimitFor(cpus, 0)
+		if err != nil {
+			return &CPUBudgetError{Node: p.name, Err: err}
+		}
+		g, err := h.Create(cgroupParent + "/" + filepath.Base(c.dir) + "/" + p.name)
 		if err != nil {
 			return &CPUBudgetError{Node: p.name, Err: err}
 		}
@@ -151,6 +122,7 @@ func (c *Cluster) setupCPU(spec backend.CPUBudget, plans []nodePlan) error {
 		if err != nil {
 			return &CPUBudgetError{Node: p.name, Err: err}
 		}
+		cg.nodes[p.name] = g
 		cg.stat.Nodes = append(cg.stat.Nodes, backend.NodeCPU{Node: p.name, CPUs: got.CPUs()})
 	}
 	return nil

@@ -49,18 +49,6 @@
 // pg_basebackup and postgres run as the postgres system user
 // (WithServerUser), which owns the data directories.
 //
-// # Scheduling
-//
-// PostgreSQL puts each backend in a session of its own, and with the
-// kernel's autogroup each session is a scheduling group that weighs as
-// much as the whole of noisysim: N busy backends would take N shares of the
-// CPU to noisysim's one, and under a backlog noisysim's load generator and
-// stall meter would wait for a CPU for hundreds of ms. Where cgroups can be
-// written, every node therefore runs in a group of its own
-// (noisysim/<cluster dir>/<node> under the cpu controller), without a
-// budget unless the Spec gives one, so the servers weigh as one group
-// beside noisysim; elsewhere they run ungrouped.
-//
 // # Teardown
 //
 // Close stops every node (fast shutdown, then immediate, then SIGKILL) and
