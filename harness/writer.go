@@ -427,11 +427,7 @@ func (w *checkedWriter) report(v writerVerdict, tr *timelineRun) *reports.Writer
 		Lost: v.Lost, Duplicated: v.Duplicated, Stale: v.Stale, Vanished: v.Vanished,
 		LongestWrite: ms(v.Longest), LongestWriteAt: at.Seconds(), LongestWriteLockRetries: v.LongestRetries,
 		LongestWriteLate: ms(v.LongestLate), Node: v.node}
-	for _, win := range tr.windows {
-		if at >= win.start && at < win.end {
-			wc.LongestWriteWindow = win.step.Name
-		}
-	}
+	wc.LongestWriteWindow = tr.windowAt(at)
 	return wc
 }
 
@@ -449,13 +445,19 @@ func (w *checkedWriter) from(wc *reports.WriterCheck, start time.Duration, tr *t
 	w.mu.Unlock()
 	out := *wc
 	out.LongestWrite, out.LongestWriteAt, out.LongestWriteLockRetries, out.LongestWriteLate = ms(lw.took), lw.at.Seconds(), lw.retries, ms(lw.late)
-	out.LongestWriteWindow = ""
+	out.LongestWriteWindow = tr.windowAt(lw.at)
+	return &out
+}
+
+// windowAt names the phase whose span holds at ("" for none).
+func (tr *timelineRun) windowAt(at time.Duration) string {
+	name := ""
 	for _, win := range tr.windows {
-		if lw.at >= win.start && lw.at < win.end {
-			out.LongestWriteWindow = win.step.Name
+		if at >= win.start && at < win.end {
+			name = win.step.Name
 		}
 	}
-	return &out
+	return name
 }
 
 // writerAssertions are zero_loss and write_pause, as the scenario asks.
