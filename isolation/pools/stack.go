@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -761,9 +762,9 @@ func setTag(ctx context.Context, c *pgx.Conn, tenant string) error {
 // resetSQL restores the session to its state at login: what DISCARD ALL
 // does except DEALLOCATE ALL and DISCARD PLANS, so pgx's prepared-statement
 // cache stays valid. RESET ALL brings back the role's ALTER ROLE settings
-// and the startup application_name (the pool's AppName).
-const resetSQL = "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; RESET ROLE; " +
-	"UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"
+// and the startup application_name (the pool's AppName). It is
+// queryReset's commands in one string, in the same order.
+var resetSQL = strings.Join(queryReset, "; ")
 
 func resetSession(ctx context.Context, c *pgx.Conn) error {
 	_, err := c.Exec(ctx, resetSQL) // no arguments: one simple-protocol round trip
@@ -805,10 +806,11 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, resetDone bool) 
 	conn.Release()
 }
 
-// queryReset is the reset Query runs after its statement, in the
-// statement's transaction: resetSQL's commands, each prepared once per
-// connection (prepareReset). RESET ALL comes first, so that no setting the
-// statement changed (statement_timeout, lock_timeout) applies to the rest.
+// queryReset is the session reset, one command each: Query runs them
+// after its statement, in the statement's transaction, each prepared once
+// per connection (prepareReset); resetSQL joins them for WithConn's reset.
+// RESET ALL comes first, so that no setting the borrower changed
+// (statement_timeout, lock_timeout) applies to the rest.
 var queryReset = []string{
 	"RESET ALL", "CLOSE ALL", "SET SESSION AUTHORIZATION DEFAULT", "RESET ROLE",
 	"UNLISTEN *", "SELECT pg_advisory_unlock_all()", "DISCARD TEMP", "DISCARD SEQUENCES",
