@@ -203,7 +203,8 @@ type Result struct {
 	// PgBenchMax is pgbench unthrottled (-M prepared -c PoolSize -j Threads).
 	PgBenchMax PgBenchRun
 	// NoisysimMax is the highest rate noisysim's open loop sustained
-	// through a bare pgxpool pool of PoolSize (the generator alone), the
+	// alone (PoolSize workers, each holding one connection of a bare
+	// pgxpool pool: the generator), the
 	// best of NoisysimProbes (see Config.SearchSteps); StackMax the same
 	// through the naive isolation stack (one pool of PoolSize, tagging and
 	// reset), as `noisysim run` drives a shared configuration. When no
@@ -377,12 +378,13 @@ func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params 
 }
 
 // search finds the highest rate the open loop sustains (see
-// Config.SustainP99), through the stack or a bare pool: a probe of
+// Config.SustainP99) along via: a probe of
 // cfg.SearchStep at pgbench's rate, then bisection between the highest rate
 // sustained so far (at first 0) and the lowest not (at first Overload ×
 // pgbench's), cfg.SearchSteps probes in all. An open loop offered more than
-// it can serve queues up to its MaxInFlight goroutines on the pool and
-// spends its CPU on them: its completion rate then is not its capacity.
+// it can serve queues up to its MaxInFlight ops (through the stack, as many
+// goroutines on the pool, whose CPU is spent on them): its completion rate
+// then is not its capacity.
 func search(ctx context.Context, dsn string, cfg Config, params dataset.Params, via path, pgbenchRate float64) (probes []OpenLoopRun, best OpenLoopRun, err error) {
 	what := "noisysim open loop"
 	if via == viaStack {
