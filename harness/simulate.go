@@ -1013,7 +1013,7 @@ const (
 // (processor sharing alone). from says what it was fitted from.
 func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[string]reports.WindowLoad, kOf map[string]float64) (i float64, from string) {
 	if len(machine) == 0 {
-		return 0, "none: the calibration report has no machine figures (machine.windows)"
+		return 0, "not fitted: the calibration report has no machine figures (machine.windows)"
 	}
 	window, baseline := sc.Assertions.QuietP99.QuietWindows()
 	var fits, others []float64
@@ -1058,18 +1058,18 @@ func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[str
 		}
 	}
 	if len(fits) == 0 && len(disturbed) > 0 {
-		return 0, fmt.Sprintf("none: the %s and %s windows of %s were DISTURBED (other work on the machine): the model is of a machine of its own, so it is not fitted to them",
+		return 0, fmt.Sprintf("not fitted: the %s and %s windows of %s were DISTURBED (other work on the machine): the model is of a machine of its own, so it is not fitted to them",
 			window, baseline, strings.Join(disturbed, ", "))
 	}
 	if len(fits) == 0 {
-		return 0, fmt.Sprintf("none: no isolated configuration of the calibration kept %.2g CPUs more busy in its %s window than in its %s window with %d quiet calls of a class in each",
+		return 0, fmt.Sprintf("not fitted: no isolated configuration of the calibration kept %.2g CPUs more busy in its %s window than in its %s window with %d quiet calls of a class in each",
 			minOtherBusy, window, baseline, minFitSamples)
 	}
 	for _, f := range fits {
 		i += f
 	}
 	i /= float64(len(fits))
-	return i, fmt.Sprintf("%s over %s quiet p99 (%s) beside %s more busy CPUs (own_cpu)", window, baseline, strings.Join(used, ", "), fmtKs(others))
+	return i, fmt.Sprintf("fitted from %s over %s quiet p99 (%s) beside %s more busy CPUs (own_cpu)", window, baseline, strings.Join(used, ", "), fmtKs(others))
 }
 
 // maxOverhead bounds a class's calibrated overhead: some of every call is

@@ -261,8 +261,8 @@ func TestSimulateInterferenceFit(t *testing.T) {
 	}{
 		{"fitted", "isolated", 1.4, false, 1.5, "isolated lookup p99 5/2 ms"},
 		{"disturbed", "isolated", 1.4, true, 0, "DISTURBED"},
-		{"a shared pool", "naive", 1.4, false, 0, "none: no isolated configuration"},
-		{"too little noise", "isolated", 0.5, false, 0, "none: no isolated configuration"},
+		{"a shared pool", "naive", 1.4, false, 0, "not fitted: no isolated configuration"},
+		{"too little noise", "isolated", 0.5, false, 0, "not fitted: no isolated configuration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cal := calibrationReport()
