@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -46,6 +47,10 @@ type SimulateOptions struct {
 	// time and Rate the operations per virtual second of the phase so far.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
+	// Interference, when not nil, is the model's slowdown per busy core
+	// beyond one (sim.Machine.Interference) instead of the one fitted from
+	// Calibration; nil fits it (see Calibrate and Simulate).
+	Interference *float64
 	// CalibrateOnly returns, as Options.CalibrateOnly, a report holding
 	// the calibrated classes' rates alone (from Calibration's service
 	// times), nothing simulated.
@@ -79,6 +84,13 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	cal, err := Calibrate(opts.Calibration, opts.CalibrationFile, sc)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Interference != nil {
+		cal.interference, cal.interferenceFrom = *opts.Interference, "given"
+	} else if len(cal.targets) > 0 && !opts.CalibrateOnly {
+		if err := fitBySimulation(ctx, sc, opts, cal); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Only != "" {
 		one, err := sc.Only(opts.Only)
@@ -774,6 +786,9 @@ type Calibration struct {
 	// baseline windows, interferenceFrom how.
 	interference     float64
 	interferenceFrom string
+	// targets are the calibration's quiet p99s the interference is fitted
+	// to, by configuration and class.
+	targets map[string]map[string]float64
 }
 
 // Calibrate reads the service-time distribution of each of sc's classes from
@@ -935,7 +950,7 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 			}
 		}
 	}
-	cal.interference, cal.interferenceFrom = fitInterference(rep, sc, machine, kOf)
+	cal.interference, cal.interferenceFrom, cal.targets = fitInterference(rep, sc, machine, kOf)
 	if len(missing) > 0 {
 		var in []string
 		for c := range have {
@@ -1005,19 +1020,23 @@ const (
 // that sc runs isolated (the quiet classes in pools of their own, so their
 // calls wait for no noise in a pool: a shared pool's queue says nothing of
 // the cores), the quiet tenants' p99 in the quiet_p99 window over their p99
-// in its baseline (neither window DISTURBED), the latter as the model draws it (scaled by the
-// configuration's k), is 1 + I × o, o being the CPUs the window kept busy
+// in its baseline (neither window DISTURBED), the latter as the model
+// draws it (scaled by the configuration's k), is 1 + I × o, o being the CPUs the window kept busy
 // beyond the baseline's (machine.windows own_cpu: the noise's). I is the
 // mean over those configurations and quiet classes, at least 0. Without
 // machine figures, or no configuration that fits the bounds above, I is 0
-// (processor sharing alone). from says what it was fitted from.
-func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[string]reports.WindowLoad, kOf map[string]float64) (i float64, from string) {
+// (processor sharing alone). from says what it was fitted from; targets
+// are the real quiet p99s per configuration and class it was fitted to,
+// which fitBySimulation, when it can, fits the model to instead (Simulate
+// tries it first).
+func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[string]reports.WindowLoad, kOf map[string]float64) (i float64, from string, targets map[string]map[string]float64) {
 	if len(machine) == 0 {
-		return 0, "not fitted: the calibration report has no machine figures (machine.windows)"
+		return 0, "not fitted: the calibration report has no machine figures (machine.windows)", nil
 	}
 	window, baseline := sc.Assertions.QuietP99.QuietWindows()
 	var fits, others []float64
 	var used, disturbed []string
+	targets = map[string]map[string]float64{}
 	for _, c := range rep.Configurations {
 		if cfg, ok := sc.Configuration(c.Name); !ok || cfg.Mode != scenario.ModeIsolated {
 			continue
@@ -1048,6 +1067,10 @@ func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[str
 				if !ok || row.Count < minFitSamples || b.Count < minFitSamples || !(b.P99 > 0) {
 					continue
 				}
+				if targets[c.Name] == nil {
+					targets[c.Name] = map[string]float64{}
+				}
+				targets[c.Name][row.Class] = row.P99
 				ratio := row.P99 / (kOf[c.Name] * b.P99)
 				fits = append(fits, max(0, (ratio-1)/o))
 				used = append(used, fmt.Sprintf("%s %s p99 %.3g/%.3g ms", c.Name, row.Class, row.P99, kOf[c.Name]*b.P99))
@@ -1059,17 +1082,140 @@ func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[str
 	}
 	if len(fits) == 0 && len(disturbed) > 0 {
 		return 0, fmt.Sprintf("not fitted: the %s and %s windows of %s were DISTURBED (other work on the machine): the model is of a machine of its own, so it is not fitted to them",
-			window, baseline, strings.Join(disturbed, ", "))
+			window, baseline, strings.Join(disturbed, ", ")), nil
 	}
 	if len(fits) == 0 {
 		return 0, fmt.Sprintf("not fitted: no isolated configuration of the calibration kept %.2g CPUs more busy in its %s window than in its %s window with %d quiet calls of a class in each",
-			minOtherBusy, window, baseline, minFitSamples)
+			minOtherBusy, window, baseline, minFitSamples), nil
 	}
 	for _, f := range fits {
 		i += f
 	}
 	i /= float64(len(fits))
-	return i, fmt.Sprintf("fitted from %s over %s quiet p99 (%s) beside %s more busy CPUs (own_cpu)", window, baseline, strings.Join(used, ", "), fmtKs(others))
+	return i, fmt.Sprintf("fitted from %s over %s quiet p99 (%s) beside %s more busy CPUs (own_cpu)", window, baseline, strings.Join(used, ", "), fmtKs(others)), targets
+}
+
+// maxInterference bounds the interference fitSimulation searches: 16 is a
+// call beside one other busy core taking 17× its work.
+const maxInterference = 16
+
+// fitBySimulation refits cal's interference by simulating the calibration
+// run itself: the calibration's scenario file (Report.File) when it is
+// readable here, else sc, at the calibration's seed, when the simulated
+// schedule is the one the calibration ran (the same schedule_hash: the
+// same scenario, rates and seed). It simulates each configuration
+// fitInterference fitted from alone, and bisects the interference (8 steps over 0–maxInterference) until
+// the simulated quiet p99 of that configuration's run window matches the
+// calibration's (the mean of the classes' log ratios is 0). Unlike the
+// closed form, this holds the model's own concurrency: how often the noise
+// keeps a core busy in the model, and the quiet calls' slowing of each
+// other. The result is the mean over configurations. When neither
+// schedule is the calibration's, the closed form of fitInterference stays
+// (its from says so).
+func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions, cal *Calibration) error {
+	rep := opts.Calibration
+	var cands []*scenario.Scenario
+	if rep.File != "" {
+		if f, err := scenario.Load(rep.File); err == nil && f.Name == rep.Scenario {
+			cands = append(cands, f)
+		}
+	}
+	cp := *sc
+	cp.Seed = rep.Seed
+	cands = append(cands, &cp)
+	var calSc *scenario.Scenario
+	for _, c := range cands {
+		ok := rep.ScheduleHash != "" && simulable(c) == nil
+		for config := range cal.targets {
+			if _, found := c.Configuration(config); !found {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		x := 0.0
+		r, err := Simulate(ctx, c, SimulateOptions{Only: slices.Sorted(maps.Keys(cal.targets))[0], Calibration: rep,
+			CalibrationFile: opts.CalibrationFile, Cores: opts.Cores, Interference: &x})
+		if err == nil && r.ScheduleHash == rep.ScheduleHash {
+			calSc = c
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if calSc == nil {
+		cal.interferenceFrom = "in closed form, the calibration's schedule not simulable here (its scenario file unreadable and the simulated scenario's schedule at its seed another): " + cal.interferenceFrom
+		return nil
+	}
+	window, _ := calSc.Assertions.QuietP99.QuietWindows()
+	var fits []float64
+	var used []string
+	for _, config := range slices.Sorted(maps.Keys(cal.targets)) {
+		want := cal.targets[config]
+		// logRatio is the mean over classes of log(simulated / real p99).
+		logRatio := func(x float64) (float64, error) {
+			o := opts
+			o.Only, o.Interference, o.Progress, o.Logger = config, &x, nil, nil
+			rep, err := Simulate(ctx, calSc, o)
+			if err != nil {
+				return 0, err
+			}
+			var sum float64
+			var n int
+			for _, c := range rep.Configurations {
+				for _, w := range c.Windows {
+					if w.Name != window {
+						continue
+					}
+					for _, row := range w.QuietAll {
+						if real, ok := want[row.Class]; ok && row.P99 > 0 {
+							sum += math.Log(row.P99 / real)
+							n++
+						}
+					}
+				}
+			}
+			if n == 0 {
+				return 0, fmt.Errorf("fit the interference: the simulation of %s has no quiet %s rows", config, window)
+			}
+			return sum / float64(n), nil
+		}
+		lo, hi := 0.0, float64(maxInterference)
+		f, err := logRatio(lo)
+		if err != nil {
+			return err
+		}
+		if f >= 0 {
+			fits = append(fits, 0)
+			used = append(used, fmt.Sprintf("%s: 0, processor sharing alone is already at or above its p99", config))
+			continue
+		}
+		for range 8 {
+			mid := (lo + hi) / 2
+			f, err := logRatio(mid)
+			if err != nil {
+				return err
+			}
+			if f < 0 {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		x := (lo + hi) / 2
+		fits = append(fits, x)
+		used = append(used, fmt.Sprintf("%s: %.3g", config, x))
+	}
+	var sum float64
+	for _, x := range fits {
+		sum += x
+	}
+	cal.interference = sum / float64(len(fits))
+	cal.interferenceFrom = fmt.Sprintf("fitted by simulating the calibration's own seed %d until its %s quiet p99 matched the real run's (%s; the closed form gave %s)",
+		opts.Calibration.Seed, window, strings.Join(used, ", "), cal.interferenceFrom)
+	return nil
 }
 
 // maxOverhead bounds a class's calibrated overhead: some of every call is

@@ -333,3 +333,42 @@ func TestSimulateDominantClassFromDBTime(t *testing.T) {
 		t.Errorf("the dominant tenant's report rows absent: err %v, want ErrInvalid", err)
 	}
 }
+
+// TestSimulateInterferenceFitBySimulation: when the calibration's schedule
+// is simulable (its schedule_hash is that of the scenario at its seed), the
+// interference is bisected until the simulated calibration run's isolated
+// quiet p99 is the real one's (5 ms), so another seed comes out near it.
+func TestSimulateInterferenceFitBySimulation(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := calibrationReport()
+	c := &cal.Configurations[0]
+	c.Name = "isolated"
+	c.SoloQuietAll[0].P99 = 2
+	c.Windows = []reports.Window{{Name: "run", QuietAll: []reports.TenantRow{{Tenant: reports.QuietAll, Class: "lookup", Count: 1000, P99: 5}}}}
+	cal.Machine = &reports.Machine{Windows: []reports.WindowLoad{{Window: "solo (isolated)", Seconds: 5, OwnCPU: 0.4}, {Window: "run (isolated)", Seconds: 5, OwnCPU: 1.4}}}
+	// The calibration ran simsmall at seed 4.
+	at4 := *sc
+	at4.Seed = cal.Seed
+	zero := 0.0
+	run4, err := harness.Simulate(context.Background(), &at4, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2, Interference: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal.ScheduleHash = run4.ScheduleHash
+	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rep.Simulated
+	if !strings.HasPrefix(s.InterferenceFrom, "fitted by simulating the calibration's own seed 4") || s.Interference <= 0 || s.Interference >= 1.5 {
+		t.Errorf("interference %v from %q: want fitted by simulation, below the closed form's 1.5 (the model's own queueing adds to it)", s.Interference, s.InterferenceFrom)
+	}
+	for _, c := range rep.Configurations {
+		if p := c.QuietAll[0].P99; c.Name == "isolated" && (p < 0.75*5 || p > 1.25*5) {
+			t.Errorf("isolated quiet p99 %.2f ms at seed 5, want within 25%% of the calibration's 5 ms", p)
+		}
+	}
+}
