@@ -21,7 +21,7 @@ import (
 const benchUsage = `usage: noisysim bench [--dsn DSN] [flags]
 
 Measures noisysim's own cost on one server, in one run: pgbench and
-noisysim's open loop (through a bare pgxpool pool) each at its maximum
+noisysim's open loop (workers holding a connection each) each at its maximum
 on the data set's point lookup (noisysim also through the naive isolation
 stack; its maximum is the highest rate it sustains, found by a search of
 --search-steps probes of --search-step each), all held at --rate, with each
