@@ -459,6 +459,7 @@ func (t *textWriter) configuration(c Configuration) {
 	if c.Duration > 0 {
 		t.p("timeline %s\n", fmtSeconds(c.Duration))
 	}
+	t.windows(c)
 	for _, a := range c.Actions {
 		t.p("action %s\n", actionLine(a))
 	}
@@ -511,6 +512,43 @@ func (t *textWriter) configuration(c Configuration) {
 		t.p("top DB time: %s\n", strings.Join(parts, ", "))
 	}
 	t.faults(c)
+}
+
+// windows prints one row per window of the configuration's timeline: its
+// span, requests, errors and rate, the dominant tenant's and the quiet
+// tenants' p99 per class and the top tenant by DB time, so that the phases
+// between the baseline and the judged window (a move, a burst, an
+// incident) show beside them. The table after it is the judged window's.
+func (t *textWriter) windows(c Configuration) {
+	if len(c.Windows) == 0 {
+		return
+	}
+	tw := t.table()
+	row(tw, "window", "span s", "requests", "errors", "rate/s", "dominant p99 ms", QuietAll+" p99 ms", "top DB time")
+	for _, w := range c.Windows {
+		name := w.Name
+		if !w.Measured {
+			name += " (warm-up)"
+		}
+		var dom, quiet []string
+		for _, tr := range displayOrder(w.Tenants, t.dominant) {
+			if tr.Tenant == t.dominant {
+				dom = append(dom, tr.Class+" "+fmtMS(tr.P99))
+			}
+		}
+		for _, q := range quietRows(w.Tenants, w.QuietAll, t.dominant, t.merged) {
+			quiet = append(quiet, q.Class+" "+fmtMS(q.P99))
+		}
+		top := "-"
+		if len(w.TopDBTime) > 0 {
+			top = w.TopDBTime[0].Tenant + " " + fmtShare(w.TopDBTime[0].Share)
+		}
+		row(tw, name, fmt.Sprintf("%.1f–%.1f", w.Start, w.End), strconv.FormatInt(w.Stats.Issued, 10),
+			strconv.FormatInt(w.Stats.Errors, 10), strconv.FormatFloat(w.Stats.AchievedRate, 'f', 1, 64),
+			dash(len(dom) > 0, func() string { return strings.Join(dom, ", ") }),
+			dash(len(quiet) > 0, func() string { return strings.Join(quiet, ", ") }), top)
+	}
+	tw.Flush()
 }
 
 func (t *textWriter) assertions() {
