@@ -1027,8 +1027,8 @@ const (
 // machine figures, or no configuration that fits the bounds above, I is 0
 // (processor sharing alone). from says what it was fitted from; targets
 // are the real quiet p99s per configuration and class it was fitted to,
-// which fitBySimulation, when it can, fits the model to instead (Simulate
-// tries it first).
+// which fitBySimulation fits the model to instead; Simulate uses the
+// closed form only as the information that a fit is possible.
 func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[string]reports.WindowLoad, kOf map[string]float64) (i float64, from string, targets map[string]map[string]float64) {
 	if len(machine) == 0 {
 		return 0, "not fitted: the calibration report has no machine figures (machine.windows)", nil
@@ -1110,8 +1110,9 @@ const maxInterference = 16
 // closed form, this holds the model's own concurrency: how often the noise
 // keeps a core busy in the model, and the quiet calls' slowing of each
 // other. The result is the mean over configurations. When neither
-// schedule is the calibration's, the closed form of fitInterference stays
-// (its from says so).
+// schedule is the calibration's, the interference is 0, not fitted (the
+// closed form of fitInterference is named in from, not used: it ignores
+// the model's own concurrency and overshot 5–7× where it was checked).
 func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions, cal *Calibration) error {
 	rep := opts.Calibration
 	var cands []*scenario.Scenario
@@ -1146,7 +1147,11 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		}
 	}
 	if calSc == nil {
-		cal.interferenceFrom = "in closed form, the calibration's schedule not simulable here (its scenario file unreadable and the simulated scenario's schedule at its seed another): " + cal.interferenceFrom
+		// The closed form is no fit of the model: it overshot 5–7× where
+		// it was checked (README).
+		cal.interferenceFrom = fmt.Sprintf("not fitted: the calibration run cannot be simulated here (its scenario file %q is not readable here and the simulated scenario at its seed %d has another schedule); the closed form would give %.3g, %s",
+			rep.File, rep.Seed, cal.interference, cal.interferenceFrom)
+		cal.interference = 0
 		return nil
 	}
 	window, _ := calSc.Assertions.QuietP99.QuietWindows()

@@ -242,10 +242,10 @@ func TestSimulateOverheadCalibration(t *testing.T) {
 }
 
 // TestSimulateInterferenceFit: the slowdown per busy core beyond one is
-// fitted from the calibration's isolated run window over its baseline (a
+// found from the calibration's isolated run window over its baseline (a
 // quiet p99 of 5 ms with the noise, 2 ms alone, beside 1 more busy CPU:
-// 1.5), not from a disturbed or shared one, and slows the simulated quiet
-// calls beside the reports.
+// 1.5 in closed form), not from a disturbed or shared one; when the
+// calibration run cannot be simulated, the closed form is only named.
 func TestSimulateInterferenceFit(t *testing.T) {
 	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
 	if err != nil {
@@ -259,7 +259,8 @@ func TestSimulateInterferenceFit(t *testing.T) {
 		want      float64
 		from      string
 	}{
-		{"fitted", "isolated", 1.4, false, 1.5, "isolated lookup p99 5/2 ms"},
+		// Not simulable (no schedule hash): the closed form is named, not used.
+		{"closed form", "isolated", 1.4, false, 0, "the closed form would give 1.5, fitted from run over solo quiet p99 (isolated lookup p99 5/2 ms)"},
 		{"disturbed", "isolated", 1.4, true, 0, "DISTURBED"},
 		{"a shared pool", "naive", 1.4, false, 0, "not fitted: no isolated configuration"},
 		{"too little noise", "isolated", 0.5, false, 0, "not fitted: no isolated configuration"},
@@ -286,16 +287,15 @@ func TestSimulateInterferenceFit(t *testing.T) {
 			if s.Machines != "one machine of 2 cores" {
 				t.Errorf("machines %q", s.Machines)
 			}
-			// A report is always running beside the isolated quiet calls:
-			// fitted, they take 2.5× their time alone; processor sharing
-			// alone makes their p99 about 1.7× (at times two quiet calls
-			// and a report share the 2 cores).
+			// Processor sharing alone makes the quiet p99 beside the
+			// reports about 1.7× (at times two quiet calls and a report
+			// share the 2 cores).
 			for _, c := range rep.Configurations {
 				if c.Name != "isolated" {
 					continue
 				}
 				ratio := c.QuietAll[0].P99 / c.SoloQuietAll[0].P99
-				if tc.want > 0 && (ratio < 2 || ratio > 3) || tc.want == 0 && ratio > 1.8 {
+				if ratio > 1.8 {
 					t.Errorf("isolated quiet p99 %.2f ms over solo %.2f ms (%.2f×) with interference %v", c.QuietAll[0].P99, c.SoloQuietAll[0].P99, ratio, s.Interference)
 				}
 			}
