@@ -514,41 +514,57 @@ func (t *textWriter) configuration(c Configuration) {
 	t.faults(c)
 }
 
-// windows prints one row per window of the configuration's timeline: its
-// span, requests, errors and rate, the dominant tenant's and the quiet
-// tenants' p99 per class and the top tenant by DB time, so that the phases
-// between the baseline and the judged window (a move, a burst, an
-// incident) show beside them. The table after it is the judged window's.
+// windows prints one row per window of the configuration's timeline
+// (windowRows), so that the phases between the baseline and the judged
+// window (a move, a burst, an incident) show beside them. The table after
+// it is the judged window's.
 func (t *textWriter) windows(c Configuration) {
-	if len(c.Windows) == 0 {
+	rows := windowRows(c, t.dominant, t.merged)
+	if len(rows) == 0 {
 		return
 	}
 	tw := t.table()
-	row(tw, "window", "span s", "requests", "errors", "rate/s", "dominant p99 ms", QuietAll+" p99 ms", "top DB time")
+	row(tw, windowHeader...)
+	for _, cells := range rows {
+		row(tw, cells...)
+	}
+	tw.Flush()
+}
+
+// windowHeader names the cells of windowRows.
+var windowHeader = []string{"window", "span s", "requests", "errors", "rate/s", "dominant p99 ms", QuietAll + " p99 ms", "top DB time"}
+
+// windowRows returns a row per window of c: its name (a warm-up marked),
+// span from the timeline's start, requests, errors and achieved rate, the
+// dominant tenant's p99 per class, the quiet tenants' per class (merged for
+// the classes in merged, else the worst quiet tenant's), and the top
+// tenant by DB time.
+func windowRows(c Configuration, dominant string, merged map[string]bool) [][]string {
+	var out [][]string
 	for _, w := range c.Windows {
 		name := w.Name
 		if !w.Measured {
 			name += " (warm-up)"
 		}
 		var dom, quiet []string
-		for _, tr := range displayOrder(w.Tenants, t.dominant) {
-			if tr.Tenant == t.dominant {
+		for _, tr := range displayOrder(w.Tenants, dominant) {
+			if tr.Tenant == dominant {
 				dom = append(dom, tr.Class+" "+fmtMS(tr.P99))
 			}
 		}
-		for _, q := range quietRows(w.Tenants, w.QuietAll, t.dominant, t.merged) {
+		for _, q := range quietRows(w.Tenants, w.QuietAll, dominant, merged) {
 			quiet = append(quiet, q.Class+" "+fmtMS(q.P99))
 		}
 		top := "-"
 		if len(w.TopDBTime) > 0 {
 			top = w.TopDBTime[0].Tenant + " " + fmtShare(w.TopDBTime[0].Share)
 		}
-		row(tw, name, fmt.Sprintf("%.1f–%.1f", w.Start, w.End), strconv.FormatInt(w.Stats.Issued, 10),
+		out = append(out, []string{name, fmt.Sprintf("%.1f–%.1f", w.Start, w.End), strconv.FormatInt(w.Stats.Issued, 10),
 			strconv.FormatInt(w.Stats.Errors, 10), strconv.FormatFloat(w.Stats.AchievedRate, 'f', 1, 64),
 			dash(len(dom) > 0, func() string { return strings.Join(dom, ", ") }),
-			dash(len(quiet) > 0, func() string { return strings.Join(quiet, ", ") }), top)
+			dash(len(quiet) > 0, func() string { return strings.Join(quiet, ", ") }), top})
 	}
-	tw.Flush()
+	return out
 }
 
 func (t *textWriter) assertions() {
