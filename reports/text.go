@@ -353,9 +353,10 @@ func (t *textWriter) sideBySide() {
 
 	t.p("\n== Side by side: p99 ms ==\n")
 	tw := t.table()
-	head := []string{"tenant", "class", "solo p99"}
+	bl := t.baselineName()
+	head := []string{"tenant", "class", bl + " p99"}
 	for _, c := range r.Configurations {
-		head = append(head, c.Name+" p99", "vs solo")
+		head = append(head, c.Name+" p99", "vs "+bl)
 	}
 	row(tw, append(head, "limit")...)
 	used := map[string]bool{}
@@ -403,7 +404,7 @@ func (t *textWriter) sideBySide() {
 		t.p("%s\n", l)
 	}
 	if differ {
-		t.p("solo p99 and limit: configuration %s; each \"vs solo\" against its own configuration's solo baseline\n", r.Configurations[base].Name)
+		t.p("%s p99 and limit: configuration %s; each \"vs %s\" against its own configuration's %s baseline\n", bl, r.Configurations[base].Name, bl, bl)
 	}
 	if len(classes) > 0 {
 		t.p("%s: %s", QuietAll, quietNote(classes, t.merged))
@@ -412,6 +413,18 @@ func (t *textWriter) sideBySide() {
 		}
 		t.p("\n")
 	}
+}
+
+// baselineName names the window the side by side's first column and its
+// ratios read: quiet_p99's baseline as its assertions say (a timeline's
+// "before"), "solo" when they do not.
+func (t *textWriter) baselineName() string {
+	for _, a := range t.r.Assertions {
+		if a.Name == "quiet_p99" && a.Baseline != "" {
+			return a.Baseline
+		}
+	}
+	return "solo"
 }
 
 // worstSideBySide returns the fallback cells of the side-by-side QuietAll

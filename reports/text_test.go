@@ -681,3 +681,23 @@ func TestTextWindows(t *testing.T) {
 		t.Errorf("move row %q, want %q", move, want)
 	}
 }
+
+// The side by side names the baseline quiet_p99 compares with: a timeline
+// whose baseline is "before" has no solo window to speak of.
+func TestTextSideBySideNamesBaseline(t *testing.T) {
+	r := sampleReport(4)
+	for i := range r.Assertions {
+		if r.Assertions[i].Name == "quiet_p99" {
+			r.Assertions[i].Window, r.Assertions[i].Baseline = "after", "before"
+		}
+	}
+	side := parseTextTables(t, string(renderText(t, r, TextOptions{})))["Side by side: p99 ms"]
+	want := []string{"tenant", "class", "before p99"}
+	for _, c := range r.Configurations {
+		want = append(want, c.Name+" p99", "vs before")
+	}
+	want = append(want, "limit")
+	if !slices.Equal(side.header, want) {
+		t.Errorf("side by side header %q, want %q", side.header, want)
+	}
+}
