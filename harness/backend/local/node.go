@@ -46,6 +46,10 @@ type node struct {
 	pid      int
 	exited   chan struct{} // closed once the postmaster has been waited for
 	deathsig bool
+	// faulted is true while Inject's fault holds; paused lists the pids a
+	// pause stopped, the postmaster first (nil when not paused).
+	faulted bool
+	paused  []int
 }
 
 func newNode(c *Cluster, p nodePlan) *node {
@@ -479,6 +483,7 @@ func (n *node) stop(grace time.Duration) error {
 	if cmd == nil {
 		return nil
 	}
+	n.resume() // a paused server heeds no signal but SIGKILL
 	steps := []struct {
 		sig  syscall.Signal
 		wait time.Duration
