@@ -51,6 +51,9 @@ type ActionEnv struct {
 	// move (data.citus's anchor: orders, or data.citus.tables[0]); ""
 	// means orders.
 	CitusTable string
+	// ops watches the timeline's ops for the fault actions; nil when the
+	// timeline has none.
+	ops *opTap
 }
 
 // ledgerRing keeps the ledger's readings of the last minute, one a

@@ -218,12 +218,17 @@ const recoverFactor = 2
 // success when the class finished no op before it). Errors are the failed
 // ops that ended from the injection until recovery (or the phase end).
 func burst(f scenario.Fault, ft faultTimes, events []opEvent) reports.Fault {
+	return burstBounded(f, ft, events, recoveryBounds(events, ft.injected))
+}
+
+// burstBounded is burst with the recovery bounds given, per class (a class
+// without one has none).
+func burstBounded(f scenario.Fault, ft faultTimes, events []opEvent, bound map[string]time.Duration) reports.Fault {
 	rf := reports.Fault{Node: f.Node, Action: string(f.Action), At: ft.injected.Seconds(), Restored: ft.restored.Seconds()}
 	if ft.err != nil {
 		rf.Error = ft.err.Error()
 	}
 	window := ft.restored - ft.injected
-	bound := recoveryBounds(events, ft.injected)
 	end := time.Duration(1<<63 - 1)
 	for _, e := range events {
 		if e.failed || e.start < ft.restored || e.end >= end {

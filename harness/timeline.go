@@ -303,6 +303,10 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 	ring := newLedgerRing(st.Ledger().Usage)
 	env := r.actionEnv(st)
 	env.DBTime = ring.dbTime
+	if r.faultActions() {
+		env.ops = newOpTap()
+		exec = env.ops.observe(exec)
+	}
 	acts := &actionRun{env: env, t0: time.Now()}
 	acts.env.Record = func(res reports.ActionResult) {
 		if res.At == 0 {

@@ -3,6 +3,7 @@ package scenario
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -157,7 +158,7 @@ func TestActionsInvalid(t *testing.T) {
 			"      - {type: terminate_sessions, at: 3s}\n" +
 			"      - {type: terminate_sessions, tenant: 77, at: -1s}\n" +
 			"      - {at: 1s}\n", []string{
-			"10:10 timeline[1].actions[0].type: unknown action \"terminate_session\"; known actions: balance, dedicate_worker, isolate_tenant, move_tenant, terminate_sessions",
+			"10:10 timeline[1].actions[0].type: unknown action \"terminate_session\"; known actions: balance, dedicate_worker, fault, isolate_tenant, move_tenant, terminate_sessions",
 			"11:9 timeline[1].actions[1].tenant: required: the tenant whose sessions end, 1..50",
 			"11:36 timeline[1].actions[1].at: must be within the phase (length 3s), got 3s",
 			"12:36 timeline[1].actions[2].tenant: no such tenant 77",
@@ -169,6 +170,30 @@ func TestActionsInvalid(t *testing.T) {
 		}},
 		{"not a mapping", head + "      - terminate\n", []string{
 			"10:9 timeline[1].actions[0]: must be a mapping with a type",
+		}},
+		{"fault", head +
+			"      - {type: fault, fault: crash, duration: 1s}\n" +
+			"      - {type: fault, fault: pause, duration: 0s}\n" +
+			"      - {type: fault, fault: stop}\n" +
+			"      - {type: fault, fault: disconnect, duration: 1s}\n" +
+			"      - {type: fault, node: replica1, fault: restart, duration: 1s}\n" +
+			"      - {type: fault, duration: 1s}\n", []string{
+			"10:23 timeline[1].actions[0].fault: unknown fault \"crash\"; want one of stop, pause, restart",
+			"11:37 timeline[1].actions[1].duration: must be a duration > 0",
+			"12:9 timeline[1].actions[2].duration: must be a duration > 0",
+			"13:23 timeline[1].actions[3].fault: disconnect needs backend kind docker",
+			"14:23 timeline[1].actions[4].node: unknown node \"replica1\"; topology single has primary",
+			"14:55 timeline[1].actions[4].duration: not for restart",
+			"15:9 timeline[1].actions[5].fault: required: one of stop, pause, restart",
+		}},
+		{"fault on external", strings.Replace(head, "name: x\n", "name: x\nbackend: {kind: external, primary_dsn: \"host=h\"}\n", 1) +
+			"      - {type: fault, fault: stop, duration: 1s}\n", []string{
+			"11:9 timeline[1].actions[0]: needs backend kind local or docker",
+		}},
+		{"fault on docker", strings.Replace(head, "name: x\n", "name: x\nbackend: {kind: docker, topology: replica}\n", 1) +
+			"      - {type: fault, node: replica1, fault: disconnect, duration: 1s}\n" +
+			"      - {type: fault, node: replica2, fault: stop, duration: 1s}\n", []string{
+			"12:23 timeline[1].actions[1].node: unknown node \"replica2\"; topology replica has primary, replica1",
 		}},
 	}
 	for _, tc := range tests {

@@ -1,0 +1,160 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/local/localtest"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
+)
+
+const faultScenario = `
+name: fault
+seed: 5
+tenants: {count: 5}
+data: {orders: 2000}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 100}
+phases: {drain: 1s}
+timeline:
+  - {name: warm, length: 300ms, measure: false}
+  - {name: base, length: 1s}
+  - name: faults
+    length: 4s
+    actions:
+      - {type: fault, at: 200ms, fault: pause, duration: 1s}
+      - {type: fault, at: 2s, node: primary, fault: stop, duration: 1s}
+  - {name: after, length: 2s}
+configurations:
+  - {name: shared, mode: shared}
+assertions: {quiet_p99: {window: after, baseline: base, min_samples: 1000000}}
+`
+
+// TestFaultAction pauses, then stops the single node of a local cluster
+// during a timeline: ops stall during the pause and fail during the stop,
+// the run goes on after each restore, and the report lists both actions
+// with their figures.
+func TestFaultAction(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	sc, err := scenario.Parse([]byte(faultScenario), "fault.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := c.Stat().Nodes[0].PID
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rep.Configurations[0]
+	if len(cfg.Actions) != 2 {
+		t.Fatalf("%d actions, want 2: %+v", len(cfg.Actions), cfg.Actions)
+	}
+	pause, stop := cfg.Actions[0], cfg.Actions[1]
+	t.Logf("pause: %s\nstop: %s", pause.Detail, stop.Detail)
+	for _, a := range []reports.ActionResult{pause, stop} {
+		if a.Type != "fault" || a.Phase != "faults" || a.Error != "" || a.Before["node_up"] != 1 || a.After["node_up"] != 1 {
+			t.Errorf("action %+v: want a fault in phase faults, restored", a)
+		}
+		// Held 1 s; the restore of a stop waits for the restart.
+		if d := a.After["down_s"]; d < 0.99 || d > 10 {
+			t.Errorf("%s: down %.2f s, want about 1 s", a.Detail, d)
+		}
+		if _, ok := a.After["time_to_recover_ms"]; !ok {
+			t.Errorf("%s: no recovery seen after the restore", a.Detail)
+		}
+	}
+	// Started 0.2 s and 2 s into the phase, which starts at 1.3 s.
+	if pause.At < 1.49 || stop.At < 3.29 || stop.At < pause.At {
+		t.Errorf("actions at %.2f s and %.2f s, want from 1.5 s and 3.3 s", pause.At, stop.At)
+	}
+	if !strings.HasPrefix(pause.Detail, "pause primary") || !strings.HasPrefix(stop.Detail, "stop primary") {
+		t.Errorf("details %q, %q", pause.Detail, stop.Detail)
+	}
+	// A pause holds the ops in flight: 100 lookups a second wait for 1 s.
+	if pause.After["stalled"] < 1 || pause.After["worst_latency_ms"] < 900 {
+		t.Errorf("pause: %s; want stalled ops and a worst latency near 1 s", pause.Detail)
+	}
+	if stop.After["errors"] < 1 {
+		t.Errorf("stop: %s; want errors", stop.Detail)
+	}
+	st := c.Stat().Nodes[0]
+	if !st.Running || st.PID == pid {
+		t.Errorf("node after the run: running %v pid %d (was %d), want a new postmaster", st.Running, st.PID, pid)
+	}
+	// The run went on after the restores: the after window's lookups ran.
+	var ok, failed int64
+	for _, w := range cfg.Windows {
+		for _, row := range w.Tenants {
+			if w.Name == "after" {
+				ok += row.Count - row.Errors
+			}
+			if w.Name == "faults" {
+				failed += row.Errors
+			}
+		}
+	}
+	if ok < 100 || failed < 1 {
+		t.Errorf("after: %d lookups succeeded (want about 200); faults: %d failed (want some)", ok, failed)
+	}
+	assertStates(t, st.PID)
+}
+
+// assertStates fails t when pid or one of its descendants is stopped
+// (state T in /proc/<pid>/stat).
+func assertStates(t *testing.T, pid int) {
+	t.Helper()
+	for _, p := range append([]int{pid}, descendantsOf(pid)...) {
+		if s := procState(p); s == "T" {
+			t.Errorf("pid %d is stopped", p)
+		}
+	}
+}
+
+func procState(pid int) string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+func descendantsOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	kids := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 1 {
+			pp, _ := strconv.Atoi(f[1])
+			kids[pp] = append(kids[pp], p)
+		}
+	}
+	var out []int
+	for q := []int{pid}; len(q) > 0; q = q[1:] {
+		out = append(out, kids[q[0]]...)
+		q = append(q, kids[q[0]]...)
+	}
+	return out
+}

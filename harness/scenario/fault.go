@@ -1,0 +1,105 @@
+package scenario
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/noisysim/noisysim/harness/backend"
+)
+
+// ActionFault is the type of NodeFault.
+const ActionFault = "fault"
+
+// FaultRestart stops a node and starts it again at once (the fault
+// action only).
+const FaultRestart FaultAction = "restart"
+
+// NodeFault is the fault action: it stops, pauses, restarts or (kind
+// docker) disconnects one node, and restores it Duration later, even when
+// the run is cancelled meanwhile.
+//
+//	actions:
+//	  - {type: fault, at: 1s, node: primary, fault: pause, duration: 2s}
+type NodeFault struct {
+	// Node is the node's name (primary, replica1, primary2, coordinator,
+	// worker1, … as the topology names them). Default: the first node
+	// (primary, primary1 or coordinator).
+	Node string `yaml:"node"`
+	// Fault is stop (an immediate shutdown, started again at the
+	// restore), pause (every process of the node frozen, resumed at the
+	// restore), restart (stop, then start at once) or disconnect (kind
+	// docker: off the cluster network). Required.
+	Fault FaultAction `yaml:"fault"`
+	// Duration is how long the fault holds before the restore, > 0;
+	// required but for restart, which takes none.
+	Duration Duration `yaml:"duration"`
+}
+
+// NodeNames returns the names of the nodes the backend's topology starts,
+// the first one first; nil for kind external, whose nodes noisysim does
+// not name.
+func (b Backend) NodeNames() []string {
+	if b.Kind == BackendExternal {
+		return nil
+	}
+	switch b.Topology {
+	case backend.TopologyReplica:
+		return []string{"primary", "replica1"}
+	case TopologyShards:
+		return b.ShardNames()
+	case TopologyCitus:
+		out := []string{"coordinator"}
+		for i := range b.Workers {
+			out = append(out, "worker"+strconv.Itoa(i+1))
+		}
+		return out
+	}
+	return []string{"primary"}
+}
+
+// faultKinds returns the faults kind k can inject.
+func faultKinds(k BackendKind) []FaultAction {
+	switch k {
+	case BackendLocal:
+		return []FaultAction{FaultStop, FaultPause, FaultRestart}
+	case BackendDocker:
+		return []FaultAction{FaultStop, FaultPause, FaultRestart, FaultDisconnect}
+	}
+	return nil
+}
+
+// Validate checks the node against the topology, the fault against the
+// backend kind and the duration.
+func (f *NodeFault) Validate(s *Scenario) []ActionProblem {
+	kinds := faultKinds(s.Backend.Kind)
+	if kinds == nil {
+		return []ActionProblem{{Msg: fmt.Sprintf("needs backend kind local or docker (noisysim stops, pauses and restarts the nodes it started); got kind %q", s.Backend.Kind)}}
+	}
+	var ps []ActionProblem
+	if nodes := s.Backend.NodeNames(); f.Node != "" && !slices.Contains(nodes, f.Node) {
+		ps = append(ps, ActionProblem{Key: "node", Msg: fmt.Sprintf("unknown node %q; topology %s has %s", f.Node, s.Backend.Topology, strings.Join(nodes, ", "))})
+	}
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = string(k)
+	}
+	switch {
+	case f.Fault == "":
+		ps = append(ps, ActionProblem{Key: "fault", Msg: "required: one of " + strings.Join(names, ", ")})
+	case f.Fault == FaultDisconnect && s.Backend.Kind == BackendLocal:
+		ps = append(ps, ActionProblem{Key: "fault", Msg: "disconnect needs backend kind docker: local nodes and noisysim share the loopback interface; use stop, pause or restart"})
+	case !slices.Contains(kinds, f.Fault):
+		ps = append(ps, ActionProblem{Key: "fault", Msg: fmt.Sprintf("unknown fault %q; want one of %s", f.Fault, strings.Join(names, ", "))})
+	case f.Fault == FaultRestart && f.Duration != 0:
+		ps = append(ps, ActionProblem{Key: "duration", Msg: "not for restart, which starts the node again at once; use stop with a duration to hold it down"})
+	case f.Fault != FaultRestart && f.Duration <= 0:
+		ps = append(ps, ActionProblem{Key: "duration", Msg: fmt.Sprintf("must be a duration > 0 (how long the %s holds before the restore), got %s", f.Fault, f.Duration)})
+	}
+	return ps
+}
+
+func init() {
+	RegisterAction(ActionFault, func() ActionConfig { return &NodeFault{} })
+}
