@@ -2,7 +2,6 @@ package harness
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,12 +27,13 @@ func (r *runner) watchMachine() {
 	r.guard = guard.New(guard.Options{MaxForeignCPU: r.opts.MaxForeignCPU, OwnCgroups: own})
 }
 
-// priorityParent is the group noisysim's own groups are made under, beside
-// the local backend's node groups.
-const priorityParent = "noisysim"
+// priorityPrefix names noisysim's own cpu groups: noisysim-gen-<pid>, at
+// the hierarchy's root, where the weight is weighed against the servers'
+// (a weight under another group counts against its siblings only).
+const priorityPrefix = "noisysim-gen-"
 
 // prioritize moves noisysim's process into a cpu group of its own, named
-// noisysim/gen-<pid>, with cgroup.DefaultWeight times the default CPU
+// noisysim-gen-<pid>, with cgroup.DefaultWeight times the default CPU
 // weight, unless Options.NoPriority; where cgroups cannot be written it
 // runs at the default weight and says why in the report. The servers are
 // running by now and stay where they are; what noisysim starts later goes
@@ -47,7 +47,7 @@ func (r *runner) prioritize() (undo func()) {
 	var p *cgroup.Priority
 	if err == nil {
 		sweepPriorityGroups(h)
-		p, err = h.Prioritize(fmt.Sprintf("%s/gen-%d", priorityParent, os.Getpid()), cgroup.DefaultWeight)
+		p, err = h.Prioritize(priorityPrefix+strconv.Itoa(os.Getpid()), cgroup.DefaultWeight)
 	}
 	if err != nil {
 		r.prioritySkipped = err.Error()
@@ -62,23 +62,22 @@ func (r *runner) prioritize() (undo func()) {
 		if err := p.Close(); err != nil {
 			r.log.Warn("leave noisysim's cpu group", "err", err)
 		}
-		os.Remove(h.Group(priorityParent).Path) // fails while another run uses it
 	}
 }
 
-// sweepPriorityGroups removes the empty gen-<pid> groups of noisysim
-// processes that no longer run (killed by SIGKILL, say).
+// sweepPriorityGroups removes the empty noisysim-gen-<pid> groups of
+// noisysim processes that no longer run (killed by SIGKILL, say).
 func sweepPriorityGroups(h cgroup.Hierarchy) {
-	entries, _ := os.ReadDir(h.Group(priorityParent).Path)
+	entries, _ := os.ReadDir(h.Root)
 	for _, e := range entries {
-		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "gen-"))
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "gen-") || err != nil {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), priorityPrefix))
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), priorityPrefix) || err != nil {
 			continue
 		}
 		if syscall.Kill(pid, 0) == nil {
 			continue // it runs (or its pid was reused: left for later)
 		}
-		os.Remove(filepath.Join(h.Group(priorityParent).Path, e.Name())) // an rmdir: only when empty
+		os.Remove(filepath.Join(h.Root, e.Name())) // an rmdir: only when empty
 	}
 }
 

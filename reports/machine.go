@@ -30,7 +30,7 @@ type Machine struct {
 	// (backend.generator_cores), as a CPU list; empty for any.
 	GeneratorCores string `json:"generator_cores,omitempty"`
 	// GeneratorPriority is the cpu group noisysim's own process ran in,
-	// with its weight (e.g. "cgroup v1 /sys/fs/cgroup/cpu/noisysim/gen-123,
+	// with its weight (e.g. "cgroup v1 /sys/fs/cgroup/cpu/noisysim-gen-123,
 	// cpu.shares 8192"); empty when it ran at the default weight.
 	GeneratorPriority string `json:"generator_priority,omitempty"`
 	// GeneratorPrioritySkipped says why noisysim ran at the default CPU

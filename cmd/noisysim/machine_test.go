@@ -225,7 +225,7 @@ func TestRunPriority(t *testing.T) {
 	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
 	c := startCLI(t, env, "run", "--no-progress", "--out", dir, sc)
 	pid := c.cmd.Process.Pid
-	group := "/noisysim/gen-" + strconv.Itoa(pid)
+	group := "/noisysim-gen-" + strconv.Itoa(pid)
 	var seen, serverOutside, serverInside bool
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if cpuCgroup(t, pid) != group {

@@ -51,7 +51,7 @@ or with a stall of 250 ms or more, is marked DISTURBED, and so is the
 verdict line.
 
 Once its servers run, noisysim moves its own process into a cpu group of
-its own (noisysim/gen-<pid>) with 8 times the default CPU weight, where
+its own (noisysim-gen-<pid>) with 8 times the default CPU weight, where
 cgroups can be written: every server backend weighs as much as noisysim
 otherwise, and 40 busy backends would leave it 1/41 of a CPU to send and
 time requests with. The servers and what it starts later stay outside it.

@@ -46,7 +46,9 @@ type Priority struct {
 var current atomic.Pointer[Priority]
 
 // Prioritize moves this process into the group rel (created, with weight
-// times the default CPU weight) and returns the Priority in force until
+// times the default CPU weight; a weight counts against the group's
+// siblings only, so rel should be a child of the root to weigh against the
+// servers) and returns the Priority in force until
 // Close. Only one Priority can be in force at a time. Errors from a
 // machine whose cgroups noisysim cannot write are *UnavailableError.
 func (h Hierarchy) Prioritize(rel string, weight int) (*Priority, error) {
@@ -89,7 +91,7 @@ func (h Hierarchy) Prioritize(rel string, weight int) (*Priority, error) {
 }
 
 // String says where the process runs and with what weight, e.g.
-// "cgroup v1 /sys/fs/cgroup/cpu/noisysim/gen-123, cpu.shares 8192".
+// "cgroup v1 /sys/fs/cgroup/cpu/noisysim-gen-123, cpu.shares 8192".
 func (p *Priority) String() string {
 	if p.h.Version == V2 {
 		return fmt.Sprintf("cgroup v2 %s, cpu.weight %d", p.g.Path, min(100*p.weight, 10000))
