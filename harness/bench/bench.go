@@ -85,6 +85,11 @@ type Config struct {
 	// it served them. A probe sustains its rate when it also drops fewer
 	// than 0.1% of its arrivals. 0 means DefaultSustainP99.
 	SustainP99 time.Duration
+	// Procs is GOMAXPROCS while noisysim's open loops run (restored after
+	// each): fewer Ps leave a woken goroutine no idle P to wake a second
+	// thread for, at the risk of stalling the generator when its thread is
+	// descheduled. 0 leaves GOMAXPROCS as it is.
+	Procs int
 	// SkipThroughput skips the maximum and fixed-rate steps.
 	SkipThroughput bool
 	// MemTenants × MemClasses series at MemRate ops/s for MemDuration, RSS
@@ -138,7 +143,7 @@ func (c *Config) fill() error {
 	flags := map[string]string{"Duration": "--duration", "PoolSize": "--pool", "Threads": "--threads", "Tenants": "--tenants",
 		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
 		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every",
-		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99"}
+		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs"}
 	bad := func(field string, v any, why string) {
 		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
 	}
@@ -183,6 +188,9 @@ func (c *Config) fill() error {
 	}
 	if c.SearchStep < time.Second {
 		bad("SearchStep", c.SearchStep, "must be at least 1s")
+	}
+	if c.Procs < 0 {
+		bad("Procs", c.Procs, "must be ≥ 0 (0 leaves GOMAXPROCS as it is)")
 	}
 	if c.SustainP99 <= 0 {
 		bad("SustainP99", c.SustainP99, "must be > 0")
@@ -553,6 +561,9 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 		return exec(ctx, workload.Op{Seq: -1 - int64(i), Tenant: 1 + i%tenants})
 	}); err != nil {
 		return out, fmt.Errorf("bench: warm the pool: %w", err)
+	}
+	if cfg.Procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.Procs))
 	}
 	cpu0 := selfCPU()
 	stats, err := workload.RunOpenLoopSource(ctx, src, exec, rec, olc)
