@@ -33,7 +33,9 @@ type Sample struct {
 // returns the actions to run now (each run like a timeline action of the
 // phase, its result marked with the policy's name), and done once the
 // policy has nothing more to do (the watcher then stops). An error stops
-// the watcher and is reported beside the phase's actions.
+// the watcher and is reported beside the phase's actions. ctx ends when
+// the phase does (a check then running is abandoned, not reported) or the
+// run is stopped.
 type Policy interface {
 	Check(ctx context.Context, env ActionEnv, s Sample) (fire []scenario.Action, done bool, err error)
 }
@@ -69,8 +71,8 @@ func policyFor(w *scenario.Watch) (Policy, error) {
 // watch runs the watcher of phase s in the background: every
 // s.Watch.Every it samples the ledger, asks the policy and runs the
 // actions it fires, until the policy is done, ended is closed (the phase
-// ended) or ctx ends. The phase's actions count the watcher as running
-// until it stops.
+// ended; a check then running is cancelled) or ctx ends. The phase's
+// actions count the watcher as running until it stops.
 func (ar *actionRun) watch(ctx context.Context, s *step, ended <-chan struct{}) {
 	if s.Watch == nil {
 		return
@@ -90,6 +92,22 @@ func (ar *actionRun) watch(ctx context.Context, s *step, ended <-chan struct{}) 
 			fail(err)
 			return
 		}
+		// A check still running when the phase ends is cancelled: the
+		// watcher stops with its phase, as it does between checks.
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-ended:
+				cancel()
+			case <-cctx.Done():
+			}
+		}()
+		over := func() {
+			if s.Until != "" {
+				fail(fmt.Errorf("the phase reached its max (%s) before policy %s was done", s.Max, w.Policy))
+			}
+		}
 		begun := time.Now()
 		first := ar.env.Ledger.Usage()
 		last, lastAt := first, begun
@@ -100,9 +118,7 @@ func (ar *actionRun) watch(ctx context.Context, s *step, ended <-chan struct{}) 
 			case <-ctx.Done():
 				return
 			case <-ended:
-				if s.Until != "" {
-					fail(fmt.Errorf("the phase reached its max (%s) before policy %s was done", s.Max, w.Policy))
-				}
+				over()
 				return
 			case <-tick.C:
 			}
@@ -110,12 +126,18 @@ func (ar *actionRun) watch(ctx context.Context, s *step, ended <-chan struct{}) 
 			smp := Sample{Phase: s.Name, Elapsed: now.Sub(begun), Interval: now.Sub(lastAt), Check: n,
 				Last: pools.UsageWindow(last, usage), SoFar: pools.UsageWindow(first, usage)}
 			last, lastAt = usage, now
-			fire, done, err := pol.Check(ctx, ar.env, smp)
+			fire, done, err := pol.Check(cctx, ar.env, smp)
 			for _, a := range fire {
 				ar.env.Logger.Info("policy fired", "phase", s.Name, "policy", w.Policy, "action", a.Type, "elapsed", smp.Elapsed.Round(time.Millisecond))
 				ar.run(ctx, s, a, now, w.Policy)
 			}
-			if err != nil {
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return // the run was stopped: no failure of the policy's own
+			case err != nil && cctx.Err() != nil:
+				over() // the phase ended during the check
+				return
+			case err != nil:
 				fail(err)
 				return
 			}

@@ -135,7 +135,9 @@ func (r *runner) loadShards(ctx context.Context, reset bool) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if !reset {
+	// The roles' grants name the tables, which the load made anew: grant
+	// them again after a reset (the roles keep their passwords).
+	{
 		access, err := r.shardAccess(ctx)
 		if err != nil {
 			return err
@@ -220,14 +222,18 @@ func (r *runner) checkDirectoryTables(ctx context.Context, conn *pgx.Conn) error
 }
 
 // shardRoles are every configuration's roles with access, each with one
-// password for every node.
+// password for every node: the one it was given before, if any.
 func (r *runner) shardRoles(access tableAccess) []pools.RoleConfig {
 	var roles []pools.RoleConfig
 	for i := range r.sc.Configurations {
 		for _, ro := range r.rolesOf(&r.sc.Configurations[i], access) {
-			b := make([]byte, 18)
-			rand.Read(b)
-			ro.Password = hex.EncodeToString(b)
+			if pw, ok := r.passwords[ro.Name]; ok {
+				ro.Password = pw
+			} else {
+				b := make([]byte, 18)
+				rand.Read(b)
+				ro.Password = hex.EncodeToString(b)
+			}
 			roles = append(roles, ro)
 		}
 	}

@@ -220,3 +220,60 @@ assertions:
 		t.Errorf("the nodes hold %d invoices, want %d (each tenant's on its node alone)", total, want)
 	}
 }
+
+// TestShardsSecondConfiguration: on topology shards each configuration
+// after the first starts from a reloaded data set (the tables made anew).
+// Its roles must still read the tables and its writer write them: every
+// call of the second configuration, a stack of roles of its own, succeeds,
+// and so does every write.
+func TestShardsSecondConfiguration(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`
+name: two-configurations
+seed: 5
+backend: {kind: local, topology: shards, shards: 2}
+tenants: {count: 4, dominant_share: 0.5}
+data: {orders: 1000, customers: 20}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 40}
+phases: {drain: 1s}
+timeline:
+  - {name: before, length: 1s}
+  - {name: after, length: 1s}
+writer: {tenant: 1, rate: 20}
+configurations:
+  - {name: first, mode: shared, shared: {pool_size: 2}}
+  - {name: second, mode: isolated}
+assertions:
+  quiet_p99: {window: after, baseline: before, min_samples: 1000000}
+  noisy_rejections: false
+  zero_loss: true
+`), "two.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := localtest.Start(t, sc.Backend.Spec())
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Configurations) != 2 {
+		t.Fatalf("%d configurations, want 2", len(rep.Configurations))
+	}
+	for _, cfg := range rep.Configurations {
+		var ran, failed int64
+		for _, w := range cfg.Windows {
+			for _, row := range w.Tenants {
+				ran += row.Count
+				failed += row.Errors
+			}
+		}
+		if ran == 0 || failed != 0 {
+			t.Errorf("%s: %d lookups, %d failed: want some, none failed", cfg.Name, ran, failed)
+		}
+		if w := cfg.Writer; w == nil || w.Inserts == 0 || w.Errors != 0 {
+			t.Errorf("%s: writer %+v: want writes acknowledged, none failed", cfg.Name, w)
+		}
+	}
+}

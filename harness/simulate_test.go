@@ -240,3 +240,135 @@ func TestSimulateOverheadCalibration(t *testing.T) {
 		})
 	}
 }
+
+// TestSimulateInterferenceFit: the slowdown per busy core beyond one is
+// found from the calibration's isolated run window over its baseline (a
+// quiet p99 of 5 ms with the noise, 2 ms alone, beside 1 more busy CPU:
+// 1.5 in closed form), not from a disturbed or shared one; when the
+// calibration run cannot be simulated, the closed form is only named.
+func TestSimulateInterferenceFit(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		config    string // the calibration's configuration
+		runCPU    float64
+		disturbed bool
+		want      float64
+		from      string
+	}{
+		// Not simulable (no schedule hash): the closed form is named, not used.
+		{"closed form", "isolated", 1.4, false, 0, "the closed form would give 1.5, fitted from run over solo quiet p99 (isolated lookup p99 5/2 ms)"},
+		{"disturbed", "isolated", 1.4, true, 0, "DISTURBED"},
+		{"a shared pool", "naive", 1.4, false, 0, "not fitted: no isolated configuration"},
+		{"too little noise", "isolated", 0.5, false, 0, "not fitted: no isolated configuration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cal := calibrationReport()
+			c := &cal.Configurations[0]
+			c.Name = tc.config
+			c.SoloQuietAll[0].P99 = 2
+			c.Windows = []reports.Window{{Name: "run", QuietAll: []reports.TenantRow{{Tenant: reports.QuietAll, Class: "lookup", Count: 1000, P99: 5}}}}
+			// 0.4 CPU over 5 s is more than the 1,500 ms of latencies: k 1.
+			cal.Machine = &reports.Machine{Windows: []reports.WindowLoad{
+				{Window: "solo (" + tc.config + ")", Seconds: 5, OwnCPU: 0.4},
+				{Window: "run (" + tc.config + ")", Seconds: 5, OwnCPU: tc.runCPU, Disturbed: tc.disturbed},
+			}}
+			rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := rep.Simulated
+			if d := s.Interference - tc.want; d < -1e-9 || d > 1e-9 || !strings.Contains(s.InterferenceFrom, tc.from) {
+				t.Errorf("interference %v from %q, want %v from %q", s.Interference, s.InterferenceFrom, tc.want, tc.from)
+			}
+			if s.Machines != "one machine of 2 cores" {
+				t.Errorf("machines %q", s.Machines)
+			}
+			// Processor sharing alone makes the quiet p99 beside the
+			// reports about 1.7× (at times two quiet calls and a report
+			// share the 2 cores).
+			for _, c := range rep.Configurations {
+				if c.Name != "isolated" {
+					continue
+				}
+				ratio := c.QuietAll[0].P99 / c.SoloQuietAll[0].P99
+				if ratio > 1.8 {
+					t.Errorf("isolated quiet p99 %.2f ms over solo %.2f ms (%.2f×) with interference %v", c.QuietAll[0].P99, c.SoloQuietAll[0].P99, ratio, s.Interference)
+				}
+			}
+		})
+	}
+}
+
+// TestSimulateDominantClassFromDBTime: a class only the dominant tenant
+// sends, at a fixed rate (noisy-neighbor's report), has no baseline rows
+// and no calibrations entry: its work is the dominant tenant's database
+// time per call that ended without error, in the configuration where it is
+// least.
+func TestSimulateDominantClassFromDBTime(t *testing.T) {
+	sc, err := scenario.Parse([]byte(strings.Replace(simScenario, "load_factor: 3", "rate: 5", 1)), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := calibrationReport()
+	cal.Calibrations = nil
+	cal.Dominant = "1"
+	cal.Configurations[0].Tenants = []reports.TenantRow{{Tenant: "1", Class: "report", Count: 12, Errors: 2, DBTime: 1000}}
+	cal.Configurations = append(cal.Configurations, reports.Configuration{Name: "isolated",
+		Tenants: []reports.TenantRow{{Tenant: "1", Class: "report", Count: 50, Errors: 45, DBTime: 250}, {Tenant: "2", Class: "report", Count: 1, DBTime: 1}}})
+	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Simulated.Classes {
+		if c.Class == "report" && (c.MeanMs < 49.9 || c.MeanMs > 50.1 || !strings.Contains(c.From, "isolated's run window: 50.0 ms over 5 calls")) {
+			t.Errorf("report drawn with mean %.2f ms from %q, want 50 ms from isolated's 5 calls", c.MeanMs, c.From)
+		}
+	}
+	cal.Dominant = "3"
+	if _, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2}); !errors.Is(err, scenario.ErrInvalid) {
+		t.Errorf("the dominant tenant's report rows absent: err %v, want ErrInvalid", err)
+	}
+}
+
+// TestSimulateInterferenceFitBySimulation: when the calibration's schedule
+// is simulable (its schedule_hash is that of the scenario at its seed), the
+// interference is bisected until the simulated calibration run's isolated
+// quiet p99 is the real one's (5 ms), so another seed comes out near it.
+func TestSimulateInterferenceFitBySimulation(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := calibrationReport()
+	c := &cal.Configurations[0]
+	c.Name = "isolated"
+	c.SoloQuietAll[0].P99 = 2
+	c.Windows = []reports.Window{{Name: "run", QuietAll: []reports.TenantRow{{Tenant: reports.QuietAll, Class: "lookup", Count: 1000, P99: 5}}}}
+	cal.Machine = &reports.Machine{Windows: []reports.WindowLoad{{Window: "solo (isolated)", Seconds: 5, OwnCPU: 0.4}, {Window: "run (isolated)", Seconds: 5, OwnCPU: 1.4}}}
+	// The calibration ran simsmall at seed 4.
+	at4 := *sc
+	at4.Seed = cal.Seed
+	zero := 0.0
+	run4, err := harness.Simulate(context.Background(), &at4, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2, Interference: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal.ScheduleHash = run4.ScheduleHash
+	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rep.Simulated
+	if !strings.HasPrefix(s.InterferenceFrom, "fitted by simulating the calibration's own seed 4") || s.Interference <= 0 || s.Interference >= 1.5 {
+		t.Errorf("interference %v from %q: want fitted by simulation, below the closed form's 1.5 (the model's own queueing adds to it)", s.Interference, s.InterferenceFrom)
+	}
+	for _, c := range rep.Configurations {
+		if p := c.QuietAll[0].P99; c.Name == "isolated" && (p < 0.75*5 || p > 1.25*5) {
+			t.Errorf("isolated quiet p99 %.2f ms at seed 5, want within 25%% of the calibration's 5 ms", p)
+		}
+	}
+}

@@ -130,3 +130,56 @@ func TestWatchUntilActionsDone(t *testing.T) {
 		t.Errorf("third sample = %+v; want phase watched, check 3, 0.6 s elapsed, DB time so far", last)
 	}
 }
+
+// blockingPolicy is a test policy whose check waits until its context
+// ends: a policy stuck on a slow server.
+type blockingPolicy struct{}
+
+func (blockingPolicy) Check(ctx context.Context, _ harness.ActionEnv, _ harness.Sample) ([]scenario.Action, bool, error) {
+	<-ctx.Done()
+	return nil, false, ctx.Err()
+}
+
+type blockingConfig struct{}
+
+func (*blockingConfig) Validate(*scenario.Scenario) []scenario.ActionProblem { return nil }
+
+func init() {
+	scenario.RegisterPolicy("test_block", func() scenario.PolicyConfig { return &blockingConfig{} })
+	harness.RegisterPolicyRunner("test_block", func(scenario.PolicyConfig) harness.Policy { return blockingPolicy{} })
+}
+
+// TestWatchStopsWithItsPhase: a watcher whose check is still running when
+// its phase ends stops then (the check's context ends), as it does between
+// checks: the run goes on to its end without waiting for the check, and a
+// phase of fixed length reports no failure of its watcher.
+func TestWatchStopsWithItsPhase(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	sc, err := scenario.Parse([]byte(`
+name: watch-block
+seed: 3
+tenants: {count: 4}
+data: {orders: 1000}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 50}
+phases: {drain: 1s}
+timeline:
+  - {name: before, length: 1s, watch: {policy: test_block, every: 100ms}}
+  - {name: after, length: 1s}
+configurations:
+  - {name: shared, mode: shared}
+assertions: {quiet_p99: {window: after, baseline: before, min_samples: 1000000}}
+`), "block.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+	if err != nil {
+		t.Fatalf("run: %v (the watcher's check held the run past its phase)", err)
+	}
+	if a := rep.Configurations[0].Actions; len(a) != 0 {
+		t.Errorf("actions %+v: want none (a watcher that stopped with its phase has not failed)", a)
+	}
+}

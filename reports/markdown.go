@@ -98,12 +98,22 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 			p("Expect %s; assertions %s; %s.", expectation(c), passFail(c.Passed), asExpectedWords(c))
 		}
 		if c.Duration > 0 {
-			p(" Noisy phase %s.", fmtSeconds(c.Duration))
+			p(" Timeline %s.", fmtSeconds(c.Duration))
 		}
 		p("\n\n")
 		p("%s\n\n", md(statsLine(c.Stats)))
 		if c.QuietChecks != nil {
 			p("%s.\n\n", md(checkedLine(c.QuietChecks)))
+		}
+		if rows := windowRows(c, dominant, mergedClasses(r, dominant)); len(rows) > 0 {
+			p("| %s |\n|---|---|--:|--:|--:|---|---|---|\n", strings.Join(windowHeader, " | "))
+			for _, cells := range rows {
+				for i := range cells {
+					cells[i] = md(cells[i])
+				}
+				p("| %s |\n", strings.Join(cells, " | "))
+			}
+			p("\nPer tenant, the window quiet_p99 judges (or the one cut short):\n\n")
 		}
 		mdRows(w, displayOrder(c.Tenants, dominant), c.QuietAll, rowMarks(r, c.Name, dominant))
 		if len(c.Solo) > 0 || len(c.SoloQuietAll) > 0 {

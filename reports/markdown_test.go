@@ -70,3 +70,31 @@ func TestMarkdownQuietAll(t *testing.T) {
 		t.Errorf("without merged rows Markdown shows %s:\n%s", QuietAll, out)
 	}
 }
+
+// Markdown lists every window of a configuration's timeline, as the
+// terminal does (windowRows), before the judged window's rows.
+func TestMarkdownWindows(t *testing.T) {
+	r := sampleReport(4)
+	c := &r.Configurations[0]
+	c.Windows = []Window{
+		{Name: "warmup", Start: 0, End: 1, Senders: "quiet"},
+		{Name: "move", Start: 1, End: 18.8, Senders: "all", Measured: true, Tenants: c.Tenants, QuietAll: c.QuietAll,
+			Stats: RunStats{Issued: 1234, Errors: 7, AchievedRate: 89.4}, TopDBTime: []Share{{Tenant: r.Dominant, Share: 0.784}}},
+	}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, cells := range windowRows(*c, r.Dominant, mergedClasses(r, r.Dominant)) {
+		for i := range cells {
+			cells[i] = md(cells[i])
+		}
+		if want := "| " + strings.Join(cells, " | ") + " |\n"; !strings.Contains(out, want) {
+			t.Errorf("markdown lacks the window row %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "| move | 1.0–18.8 | 1234 | 7 | 89.4 |") || !strings.Contains(out, "| warmup (warm-up) | 0.0–1.0 |") {
+		t.Errorf("markdown lacks the windows move and warmup:\n%s", out)
+	}
+}

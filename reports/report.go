@@ -125,6 +125,13 @@ type Simulation struct {
 	Cores string `json:"cores"`
 	// Classes are the service-time distributions drawn from, per class.
 	Classes []SimulatedClass `json:"classes"`
+	// Interference is the model's slowdown per busy core beyond one
+	// (harness/sim's Machine), fitted from the calibration report;
+	// InterferenceFrom says from what. Machines says which nodes share a
+	// machine.
+	Interference     float64 `json:"interference"`
+	InterferenceFrom string  `json:"interference_from,omitempty"`
+	Machines         string  `json:"machines,omitempty"`
 }
 
 // SimulatedClass is one class's service-time distribution in a simulation.

@@ -28,5 +28,9 @@ func simulatedClassLines(r *Report) []string {
 	for _, c := range r.Simulated.Classes {
 		out = append(out, fmt.Sprintf("%s: the model draws %s ms mean (p50 %s ms) from %s", c.Class, fmtMS(c.MeanMs), fmtMS(c.P50Ms), c.From))
 	}
+	if s := r.Simulated; s.Machines != "" || s.InterferenceFrom != "" {
+		out = append(out, fmt.Sprintf("interference: %.3g per busy core beyond one (a call beside one other busy core takes %.3g× its work), %s; %s",
+			s.Interference, 1+s.Interference, s.InterferenceFrom, s.Machines))
+	}
 	return out
 }

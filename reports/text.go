@@ -359,9 +359,10 @@ func (t *textWriter) sideBySide() {
 
 	t.p("\n== Side by side: p99 ms ==\n")
 	tw := t.table()
-	head := []string{"tenant", "class", "solo p99"}
+	bl := t.baselineName()
+	head := []string{"tenant", "class", bl + " p99"}
 	for _, c := range r.Configurations {
-		head = append(head, c.Name+" p99", "vs solo")
+		head = append(head, c.Name+" p99", "vs "+bl)
 	}
 	row(tw, append(head, "limit")...)
 	used := map[string]bool{}
@@ -409,7 +410,7 @@ func (t *textWriter) sideBySide() {
 		t.p("%s\n", l)
 	}
 	if differ {
-		t.p("solo p99 and limit: configuration %s; each \"vs solo\" against its own configuration's solo baseline\n", r.Configurations[base].Name)
+		t.p("%s p99 and limit: configuration %s; each \"vs %s\" against its own configuration's %s baseline\n", bl, r.Configurations[base].Name, bl, bl)
 	}
 	if len(classes) > 0 {
 		t.p("%s: %s", QuietAll, quietNote(classes, t.merged))
@@ -418,6 +419,18 @@ func (t *textWriter) sideBySide() {
 		}
 		t.p("\n")
 	}
+}
+
+// baselineName names the window the side by side's first column and its
+// ratios read: quiet_p99's baseline as its assertions say (a timeline's
+// "before"), "solo" when they do not.
+func (t *textWriter) baselineName() string {
+	for _, a := range t.r.Assertions {
+		if a.Name == "quiet_p99" && a.Baseline != "" {
+			return a.Baseline
+		}
+	}
+	return "solo"
 }
 
 // worstSideBySide returns the fallback cells of the side-by-side QuietAll
@@ -465,6 +478,7 @@ func (t *textWriter) configuration(c Configuration) {
 	if c.Duration > 0 {
 		t.p("timeline %s\n", fmtSeconds(c.Duration))
 	}
+	t.windows(c)
 	for _, a := range c.Actions {
 		t.p("action %s\n", actionLine(a))
 	}
@@ -517,6 +531,59 @@ func (t *textWriter) configuration(c Configuration) {
 		t.p("top DB time: %s\n", strings.Join(parts, ", "))
 	}
 	t.faults(c)
+}
+
+// windows prints one row per window of the configuration's timeline
+// (windowRows), so that the phases between the baseline and the judged
+// window (a move, a burst, an incident) show beside them. The table after
+// it is the judged window's.
+func (t *textWriter) windows(c Configuration) {
+	rows := windowRows(c, t.dominant, t.merged)
+	if len(rows) == 0 {
+		return
+	}
+	tw := t.table()
+	row(tw, windowHeader...)
+	for _, cells := range rows {
+		row(tw, cells...)
+	}
+	tw.Flush()
+}
+
+// windowHeader names the cells of windowRows.
+var windowHeader = []string{"window", "span s", "requests", "errors", "rate/s", "dominant p99 ms", QuietAll + " p99 ms", "top DB time"}
+
+// windowRows returns a row per window of c: its name (a warm-up marked),
+// span from the timeline's start, requests, errors and achieved rate, the
+// dominant tenant's p99 per class, the quiet tenants' per class (merged for
+// the classes in merged, else the worst quiet tenant's), and the top
+// tenant by DB time.
+func windowRows(c Configuration, dominant string, merged map[string]bool) [][]string {
+	var out [][]string
+	for _, w := range c.Windows {
+		name := w.Name
+		if !w.Measured {
+			name += " (warm-up)"
+		}
+		var dom, quiet []string
+		for _, tr := range displayOrder(w.Tenants, dominant) {
+			if tr.Tenant == dominant {
+				dom = append(dom, tr.Class+" "+fmtMS(tr.P99))
+			}
+		}
+		for _, q := range quietRows(w.Tenants, w.QuietAll, dominant, merged) {
+			quiet = append(quiet, q.Class+" "+fmtMS(q.P99))
+		}
+		top := "-"
+		if len(w.TopDBTime) > 0 {
+			top = w.TopDBTime[0].Tenant + " " + fmtShare(w.TopDBTime[0].Share)
+		}
+		out = append(out, []string{name, fmt.Sprintf("%.1f–%.1f", w.Start, w.End), strconv.FormatInt(w.Stats.Issued, 10),
+			strconv.FormatInt(w.Stats.Errors, 10), strconv.FormatFloat(w.Stats.AchievedRate, 'f', 1, 64),
+			dash(len(dom) > 0, func() string { return strings.Join(dom, ", ") }),
+			dash(len(quiet) > 0, func() string { return strings.Join(quiet, ", ") }), top})
+	}
+	return out
 }
 
 func (t *textWriter) assertions() {

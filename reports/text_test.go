@@ -643,3 +643,61 @@ func TestTextListsEveryFailingKind(t *testing.T) {
 		t.Errorf("no count of the rows not listed (12: 11 tenants' no_unexpected_errors and t3's quiet_p99):\n%s", out)
 	}
 }
+
+// Every window of a configuration's timeline has a row of its own in the
+// terminal, with its span and p99s: a phase between the baseline and the
+// judged window (a move, a burst) is not only in report.json.
+func TestTextWindows(t *testing.T) {
+	r := sampleReport(4)
+	c := &r.Configurations[0]
+	c.Windows = []Window{
+		{Name: "warmup", Start: 0, End: 1, Senders: "quiet"},
+		{Name: "solo", Start: 1, End: 5, Senders: "quiet", Measured: true, Tenants: c.Solo, QuietAll: c.SoloQuietAll},
+		{Name: "move", Start: 5, End: 18.8, Senders: "all", Measured: true, Tenants: c.Tenants, QuietAll: c.QuietAll,
+			Stats: RunStats{Issued: 1234, Errors: 7, AchievedRate: 89.4}, TopDBTime: []Share{{Tenant: r.Dominant, Share: 0.784}}},
+	}
+	out := string(renderText(t, r, TextOptions{}))
+	var dominant, quiet []string
+	for _, row := range displayOrder(c.Tenants, r.Dominant) {
+		if row.Tenant == r.Dominant {
+			dominant = append(dominant, row.Class+" "+fmtMS(row.P99))
+		}
+	}
+	for _, row := range c.QuietAll {
+		quiet = append(quiet, row.Class+" "+fmtMS(row.P99))
+	}
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "warmup (warm-up) ") || strings.HasPrefix(l, "solo ") || strings.HasPrefix(l, "move ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 3 {
+		t.Fatalf("%d window rows, want 3 (warmup, solo, move):\n%s", len(lines), out)
+	}
+	move := cellSep.Split(strings.TrimSpace(lines[2]), -1)
+	want := []string{"move", "5.0–18.8", "1234", "7", "89.4", strings.Join(dominant, ", "), strings.Join(quiet, ", "), r.Dominant + " 78.4%"}
+	if !slices.Equal(move, want) {
+		t.Errorf("move row %q, want %q", move, want)
+	}
+}
+
+// The side by side names the baseline quiet_p99 compares with: a timeline
+// whose baseline is "before" has no solo window to speak of.
+func TestTextSideBySideNamesBaseline(t *testing.T) {
+	r := sampleReport(4)
+	for i := range r.Assertions {
+		if r.Assertions[i].Name == "quiet_p99" {
+			r.Assertions[i].Window, r.Assertions[i].Baseline = "after", "before"
+		}
+	}
+	side := parseTextTables(t, string(renderText(t, r, TextOptions{})))["Side by side: p99 ms"]
+	want := []string{"tenant", "class", "before p99"}
+	for _, c := range r.Configurations {
+		want = append(want, c.Name+" p99", "vs before")
+	}
+	want = append(want, "limit")
+	if !slices.Equal(side.header, want) {
+		t.Errorf("side by side header %q, want %q", side.header, want)
+	}
+}

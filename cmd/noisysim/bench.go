@@ -21,7 +21,7 @@ import (
 const benchUsage = `usage: noisysim bench [--dsn DSN] [flags]
 
 Measures noisysim's own cost on one server, in one run: pgbench and
-noisysim's open loop (through a bare pgxpool pool) each at its maximum
+noisysim's open loop (workers holding a connection each) each at its maximum
 on the data set's point lookup (noisysim also through the naive isolation
 stack; its maximum is the highest rate it sustains, found by a search of
 --search-steps probes of --search-step each), all held at --rate, with each
@@ -53,6 +53,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.DurationVar(&cfg.SearchStep, "search-step", bench.DefaultSearchStep, "length of each probe of the search for noisysim's maximum")
 	fs.IntVar(&cfg.SearchSteps, "search-steps", bench.DefaultSearchSteps, "probes of the search for noisysim's maximum (first at pgbench's rate, then bisection)")
 	fs.DurationVar(&cfg.SustainP99, "sustain-p99", bench.DefaultSustainP99, "a probe sustains its rate when it drops < 0.1% of arrivals and its p99 is within this")
+	fs.IntVar(&cfg.Procs, "procs", 0, "GOMAXPROCS while noisysim's open loops run (0: unchanged)")
 	fs.BoolVar(&cfg.SkipThroughput, "skip-throughput", false, "skip the maximum and fixed-rate steps")
 	fs.IntVar(&cfg.MemTenants, "memory-tenants", bench.DefaultMemTenants, "tenants of the memory step")
 	fs.IntVar(&cfg.MemClasses, "memory-classes", bench.DefaultMemClasses, "classes of the memory step")

@@ -85,6 +85,11 @@ type Config struct {
 	// it served them. A probe sustains its rate when it also drops fewer
 	// than 0.1% of its arrivals. 0 means DefaultSustainP99.
 	SustainP99 time.Duration
+	// Procs is GOMAXPROCS while noisysim's open loops run (restored after
+	// each): fewer Ps leave a woken goroutine no idle P to wake a second
+	// thread for, at the risk of stalling the generator when its thread is
+	// descheduled. 0 leaves GOMAXPROCS as it is.
+	Procs int
 	// SkipThroughput skips the maximum and fixed-rate steps.
 	SkipThroughput bool
 	// MemTenants × MemClasses series at MemRate ops/s for MemDuration, RSS
@@ -138,7 +143,7 @@ func (c *Config) fill() error {
 	flags := map[string]string{"Duration": "--duration", "PoolSize": "--pool", "Threads": "--threads", "Tenants": "--tenants",
 		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
 		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every",
-		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99"}
+		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs"}
 	bad := func(field string, v any, why string) {
 		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
 	}
@@ -184,6 +189,9 @@ func (c *Config) fill() error {
 	if c.SearchStep < time.Second {
 		bad("SearchStep", c.SearchStep, "must be at least 1s")
 	}
+	if c.Procs < 0 {
+		bad("Procs", c.Procs, "must be ≥ 0 (0 leaves GOMAXPROCS as it is)")
+	}
 	if c.SustainP99 <= 0 {
 		bad("SustainP99", c.SustainP99, "must be > 0")
 	}
@@ -203,7 +211,8 @@ type Result struct {
 	// PgBenchMax is pgbench unthrottled (-M prepared -c PoolSize -j Threads).
 	PgBenchMax PgBenchRun
 	// NoisysimMax is the highest rate noisysim's open loop sustained
-	// through a bare pgxpool pool of PoolSize (the generator alone), the
+	// alone (PoolSize workers, each holding one connection of a bare
+	// pgxpool pool: the generator), the
 	// best of NoisysimProbes (see Config.SearchSteps); StackMax the same
 	// through the naive isolation stack (one pool of PoolSize, tagging and
 	// reset), as `noisysim run` drives a shared configuration. When no
@@ -347,11 +356,11 @@ func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params 
 	if res.PgBenchMax, err = pb.run(ctx, cfg.Duration, 0); err != nil {
 		return err
 	}
-	if res.NoisysimProbes, res.NoisysimMax, err = search(ctx, dsn, cfg, params, false, res.PgBenchMax.Rate); err != nil {
+	if res.NoisysimProbes, res.NoisysimMax, err = search(ctx, dsn, cfg, params, viaWorkers, res.PgBenchMax.Rate); err != nil {
 		return err
 	}
 	res.MaxRatio = res.NoisysimMax.Rate / res.PgBenchMax.Rate
-	if res.StackProbes, res.StackMax, err = search(ctx, dsn, cfg, params, true, res.PgBenchMax.Rate); err != nil {
+	if res.StackProbes, res.StackMax, err = search(ctx, dsn, cfg, params, viaStack, res.PgBenchMax.Rate); err != nil {
 		return err
 	}
 	res.StackMaxRatio = res.StackMax.Rate / res.PgBenchMax.Rate
@@ -363,10 +372,10 @@ func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params 
 		return err
 	}
 	log.Info("noisysim open loop at a fixed rate", "rate", cfg.FixedRate)
-	if res.NoisysimFixed, err = openLoop(ctx, dsn, cfg, params, false, cfg.Tenants, 1, cfg.FixedRate, cfg.Duration, nil); err != nil {
+	if res.NoisysimFixed, err = openLoop(ctx, dsn, cfg, params, viaWorkers, cfg.Tenants, 1, cfg.FixedRate, cfg.Duration, nil); err != nil {
 		return err
 	}
-	if res.StackFixed, err = openLoop(ctx, dsn, cfg, params, true, cfg.Tenants, 1, cfg.FixedRate, cfg.Duration, nil); err != nil {
+	if res.StackFixed, err = openLoop(ctx, dsn, cfg, params, viaStack, cfg.Tenants, 1, cfg.FixedRate, cfg.Duration, nil); err != nil {
 		return err
 	}
 	if res.PgBenchFixed.P99 > 0 {
@@ -377,21 +386,22 @@ func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params 
 }
 
 // search finds the highest rate the open loop sustains (see
-// Config.SustainP99), through the stack or a bare pool: a probe of
+// Config.SustainP99) along via: a probe of
 // cfg.SearchStep at pgbench's rate, then bisection between the highest rate
 // sustained so far (at first 0) and the lowest not (at first Overload ×
 // pgbench's), cfg.SearchSteps probes in all. An open loop offered more than
-// it can serve queues up to its MaxInFlight goroutines on the pool and
-// spends its CPU on them: its completion rate then is not its capacity.
-func search(ctx context.Context, dsn string, cfg Config, params dataset.Params, viaStack bool, pgbenchRate float64) (probes []OpenLoopRun, best OpenLoopRun, err error) {
+// it can serve queues up to its MaxInFlight ops (through the stack, as many
+// goroutines on the pool, whose CPU is spent on them): its completion rate
+// then is not its capacity.
+func search(ctx context.Context, dsn string, cfg Config, params dataset.Params, via path, pgbenchRate float64) (probes []OpenLoopRun, best OpenLoopRun, err error) {
 	what := "noisysim open loop"
-	if viaStack {
+	if via == viaStack {
 		what += " through the stack"
 	}
 	lo, hi := 0.0, cfg.Overload*pgbenchRate
 	rate := pgbenchRate
 	for range cfg.SearchSteps {
-		r, err := openLoop(ctx, dsn, cfg, params, viaStack, cfg.Tenants, 1, rate, cfg.SearchStep, nil)
+		r, err := openLoop(ctx, dsn, cfg, params, via, cfg.Tenants, 1, rate, cfg.SearchStep, nil)
 		if err != nil {
 			return probes, best, err
 		}
@@ -413,12 +423,28 @@ func search(ctx context.Context, dsn string, cfg Config, params dataset.Params, 
 	return probes, best, nil
 }
 
+// path is the way an open loop's ops reach the server.
+type path int
+
+const (
+	// viaWorkers: cfg.PoolSize workers (OpenLoopConfig.Workers), each
+	// holding one connection of a bare pgxpool pool for the run, as
+	// pgbench's clients do: the generator alone.
+	viaWorkers path = iota
+	// viaPool: a goroutine per op, each acquiring a connection of a bare
+	// pgxpool pool of cfg.PoolSize per op (the generator before workers;
+	// kept for BenchmarkGeneratorPath).
+	viaPool
+	// viaStack: a goroutine per op through a naive stack (one pool of
+	// cfg.PoolSize, tagging and reset), as `noisysim run` runs a shared
+	// configuration.
+	viaStack
+)
+
 // openLoop runs dataset lookups for the first tenants tenants in classes
-// classes at rate ops/s for d through a naive stack (one pool of
-// cfg.PoolSize), as `noisysim run` runs a shared configuration, or, without
-// viaStack, through a bare pgxpool pool of cfg.PoolSize. tick, if not nil,
-// is called every cfg.SampleEvery while the run lasts.
-func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params, viaStack bool, tenants, classes int, rate float64, d time.Duration, tick func(elapsed time.Duration)) (OpenLoopRun, error) {
+// classes at rate ops/s for d along via. tick, if not nil, is called every
+// cfg.SampleEvery while the run lasts.
+func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params, via path, tenants, classes int, rate float64, d time.Duration, tick func(elapsed time.Duration)) (OpenLoopRun, error) {
 	out := OpenLoopRun{Offered: rate}
 	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: tenants}, cfg.Seed)
 	if err != nil {
@@ -458,6 +484,25 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 	if err != nil {
 		return out, fmt.Errorf("bench: %w", err)
 	}
+	// The generator alone runs as pgbench does: PoolSize workers, each
+	// holding one of the pool's connections for the run (conns never
+	// blocks: a worker takes one and puts it back before its next op), so
+	// an op costs no start of a goroutine, no hand-off to one and no pool
+	// acquire. The stack keeps a goroutine per op, as `noisysim run`.
+	var conns chan *pgx.Conn
+	olc := workload.OpenLoopConfig{Logger: cfg.Logger}
+	if via == viaWorkers {
+		olc.Workers = cfg.PoolSize
+		conns = make(chan *pgx.Conn, cfg.PoolSize)
+		for range cfg.PoolSize {
+			c, err := bare.Acquire(ctx)
+			if err != nil {
+				return out, fmt.Errorf("bench: acquire a connection: %w", err)
+			}
+			defer c.Release()
+			conns <- c.Conn()
+		}
+	}
 	exec := func(ctx context.Context, op workload.Op) error {
 		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(op.Seq)))
 		sql, args, _, err := lookup.Single(rng, []pgscript.Value{pgscript.Int(int64(op.Tenant)), pgscript.Int(max(params.Orders[op.Tenant], 1))})
@@ -467,7 +512,17 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 		for i, a := range args {
 			args[i] = strconv.FormatInt(a.(int64), 10) // as text, as pgbench sends it
 		}
-		if !viaStack {
+		switch via {
+		case viaWorkers:
+			c := <-conns
+			defer func() { conns <- c }()
+			rows, err := c.Query(ctx, sql, args...)
+			if err != nil {
+				return err
+			}
+			rows.Close()
+			return rows.Err()
+		case viaPool:
 			rows, err := bare.Query(ctx, sql, args...)
 			if err != nil {
 				return err
@@ -507,8 +562,11 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 	}); err != nil {
 		return out, fmt.Errorf("bench: warm the pool: %w", err)
 	}
+	if cfg.Procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.Procs))
+	}
 	cpu0 := selfCPU()
-	stats, err := workload.RunOpenLoopSource(ctx, src, exec, rec, workload.OpenLoopConfig{Logger: cfg.Logger})
+	stats, err := workload.RunOpenLoopSource(ctx, src, exec, rec, olc)
 	out.CPU = selfCPU() - cpu0
 	if err != nil {
 		return out, fmt.Errorf("bench: open loop: %w", err)
@@ -586,7 +644,7 @@ func memory(ctx context.Context, dsn string, cfg Config, params dataset.Params) 
 	}
 	cfg.Logger.Info("memory step", "tenants", cfg.MemTenants, "classes", cfg.MemClasses, "rate", cfg.MemRate, "duration", cfg.MemDuration)
 	var err error
-	m.Run, err = openLoop(ctx, dsn, cfg, params, true, cfg.MemTenants, cfg.MemClasses, cfg.MemRate, cfg.MemDuration, sample)
+	m.Run, err = openLoop(ctx, dsn, cfg, params, viaStack, cfg.MemTenants, cfg.MemClasses, cfg.MemRate, cfg.MemDuration, sample)
 	if err != nil {
 		return m, err
 	}

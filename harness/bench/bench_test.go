@@ -90,6 +90,7 @@ func TestConfigErrors(t *testing.T) {
 		{"no search steps", bench.Config{SearchSteps: -1}, "--search-steps"},
 		{"negative sustain p99", bench.Config{SustainP99: -time.Millisecond}, "--sustain-p99"},
 		{"too few orders", bench.Config{Orders: 10}, "--orders"},
+		{"negative procs", bench.Config{Procs: -1}, "--procs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

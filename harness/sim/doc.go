@@ -30,14 +30,25 @@
 //     after it, off the cores, holding the connection (a real call's round
 //     trip, driver and client CPU): a call alone still takes its whole draw,
 //     and only the work part slows down when the node is busy.
+//     Beyond processor sharing, calls on one machine slow each other down
+//     (shared caches, memory bandwidth, SMT siblings, the scheduler): with
+//     B cores busy over the nodes of the node's Machine (a node with n
+//     calls keeps min(n, Cores) busy), every call there runs at
+//     1 / (1 + Interference × (min(B, Machine.Cores) − 1)) of that speed.
+//     A call alone on its machine is not slowed; beside one other busy
+//     core, a call takes (1 + Interference) × its work. The harness fits
+//     Interference from the calibration report alone (simulating the
+//     calibration run until its quiet p99 with the noise running is the
+//     real one's) and puts a local backend's nodes on one machine.
 //  5. The call ends: its connection passes to the pool's next waiter, its
 //     limiter slot to the tenant's next waiter, and its Result (latency
 //     from the intended start, service time from the call's start) goes
 //     to the Recorder. Calls still running Drain after the schedule's end
 //     are incomplete, as in a real run.
 //
-// Where the model is knowingly wrong: no locks, I/O or cache effects
-// beyond what the calibrated service times hold; the load generator's own
+// Where the model is knowingly wrong: no locks or I/O, and cache and
+// memory effects only as one calibrated factor per busy core (Machine);
+// other work on the machine is not in it; the load generator's own
 // CPU is not on the nodes but in the calibrated work (or, with Overhead, a delay beside it); a Citus query's coordinator work is not
 // modelled (its work runs on the worker holding the tenant's shard); a
 // limiter's MaxGlobal is not modelled.

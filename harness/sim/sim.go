@@ -17,7 +17,7 @@ import (
 var ErrInvalid = errors.New("invalid simulation")
 
 // ModelName names the model in reports.
-const ModelName = "open-loop arrivals → per-tenant limiter (cap, FIFO queue, max wait) → FIFO pool (size, acquire timeout) → node processor sharing over its cores, work drawn from calibrated service times (their overhead share off the cores)"
+const ModelName = "open-loop arrivals → per-tenant limiter (cap, FIFO queue, max wait) → FIFO pool (size, acquire timeout) → node processor sharing over its cores, slowed by the machine's other busy cores (calibrated interference), work drawn from calibrated service times (their overhead share off the cores)"
 
 // Sampler draws one call's work: its service time on a node alone.
 type Sampler func(r *rand.Rand) time.Duration
@@ -37,6 +37,27 @@ type Node struct {
 	// Cores is how many calls the node runs at full speed at once; more
 	// share them (processor sharing). > 0.
 	Cores float64
+	// Machine is the index in Config.Machines of the machine the node
+	// runs on; ignored when Config.Machines is empty (the node then has a
+	// machine of its own without interference).
+	Machine int
+}
+
+// Machine is the hardware one or more nodes run on. Beyond processor
+// sharing within a node, calls running on the machine's cores slow each
+// other down (shared caches, memory bandwidth, SMT siblings, the
+// scheduler): with B cores busy over its nodes (a node with n calls keeps
+// min(n, Node.Cores) of them busy), every call on the machine runs at
+// 1 / (1 + Interference × (min(B, Cores) − 1)) of its processor-sharing
+// speed when B > 1. A call alone on the machine is not slowed.
+type Machine struct {
+	Name string
+	// Cores bounds the busy cores counted; > 0.
+	Cores float64
+	// Interference is the slowdown per busy core beyond the first: 0.5
+	// makes a call beside one other busy core take 1.5× its work. >= 0;
+	// 0 means none (pure processor sharing).
+	Interference float64
 }
 
 // Pool is one connection pool.
@@ -88,7 +109,10 @@ type Class struct {
 
 // Config is the model of one configuration.
 type Config struct {
-	Nodes    []Node
+	Nodes []Node
+	// Machines are the machines the nodes run on (Node.Machine); empty
+	// means no interference between any calls.
+	Machines []Machine
 	Pools    []Pool
 	Limiters []Limiter
 	Classes  map[string]Class
@@ -154,6 +178,16 @@ func (c *Config) validate() error {
 	for i, n := range c.Nodes {
 		if !(n.Cores > 0) || math.IsInf(n.Cores, 0) {
 			bad("Nodes[%d] %s: Cores %v must be > 0", i, n.Name, n.Cores)
+		}
+	}
+	for i, n := range c.Nodes {
+		if len(c.Machines) > 0 && (n.Machine < 0 || n.Machine >= len(c.Machines)) {
+			bad("Nodes[%d] %s: Machine %d out of range", i, n.Name, n.Machine)
+		}
+	}
+	for i, m := range c.Machines {
+		if !(m.Cores > 0) || math.IsInf(m.Cores, 0) || !(m.Interference >= 0) || math.IsInf(m.Interference, 0) {
+			bad("Machines[%d] %s: Cores %v must be > 0 and Interference %v >= 0", i, m.Name, m.Cores, m.Interference)
 		}
 	}
 	for i, p := range c.Pools {
@@ -330,6 +364,7 @@ type classRT struct {
 // node is a processor-sharing server.
 type node struct {
 	cores float64
+	m     *machine // nil: alone, no interference
 	// v is the attained service of each running call since the start, in
 	// ns of work, at time last.
 	v       float64
@@ -343,7 +378,28 @@ func (n *node) rate() float64 {
 	if len(n.running) == 0 {
 		return 0
 	}
-	return math.Min(1, n.cores/float64(len(n.running)))
+	r := math.Min(1, n.cores/float64(len(n.running)))
+	if n.m != nil {
+		r /= n.m.slow
+	}
+	return r
+}
+
+// machine is the runtime state of a Machine with interference.
+type machine struct {
+	Machine
+	nodes []int
+	slow  float64 // 1 + Interference × (busy cores − 1), ≥ 1
+}
+
+// update recomputes the slowdown from the nodes' running calls.
+func (m *machine) update(nodes []*node) {
+	var busy float64
+	for _, ni := range m.nodes {
+		n := nodes[ni]
+		busy += math.Min(float64(len(n.running)), n.cores)
+	}
+	m.slow = 1 + m.Interference*max(0, math.Min(busy, m.Cores)-1)
 }
 
 // advance brings v to time t.
@@ -528,8 +584,19 @@ func newState(src workload.Source, cfg Config, rec workload.Recorder, obs Observ
 		}
 		cl.rng = rand.New(rand.NewPCG(uint64(cfg.Seed), h))
 	}
-	for _, n := range cfg.Nodes {
-		s.nodes = append(s.nodes, &node{cores: n.Cores})
+	var ms []*machine
+	for _, m := range cfg.Machines {
+		ms = append(ms, &machine{Machine: m, slow: 1})
+	}
+	for i, n := range cfg.Nodes {
+		nd := &node{cores: n.Cores}
+		// A machine without interference changes no rate: its nodes are
+		// left alone, so nothing is rescheduled on its account.
+		if len(ms) > 0 && ms[n.Machine].Interference > 0 {
+			nd.m = ms[n.Machine]
+			nd.m.nodes = append(nd.m.nodes, i)
+		}
+		s.nodes = append(s.nodes, nd)
 	}
 	for _, p := range cfg.Pools {
 		s.pools = append(s.pools, &poolRT{Pool: p, free: p.Size, deadlines: s.newDeadlines()})
@@ -645,15 +712,14 @@ func (s *state) run(ctx context.Context) error {
 			if e.ver != n.ver || len(n.running) == 0 {
 				continue
 			}
-			n.advance(s.now)
+			s.advance(e.node)
 			c := n.running.remove(0)
 			s.leaveNode(c, e.node, nil)
 		case evStatementTimeout:
 			if e.c.state == stRunning {
 				ni := e.c.class.Nodes[e.c.place]
-				n := s.nodes[ni]
-				n.advance(s.now)
-				n.running.remove(e.c.idx)
+				s.advance(ni)
+				s.nodes[ni].running.remove(e.c.idx)
 				s.leaveNode(e.c, ni, ErrStatementTimeout)
 			}
 		case evDelayDone:
@@ -752,7 +818,7 @@ func (s *state) acquire(c *call) {
 func (s *state) startWork(c *call) {
 	ni := c.class.Nodes[c.place]
 	n := s.nodes[ni]
-	n.advance(s.now)
+	s.advance(ni)
 	c.state = stRunning
 	c.start = s.now
 	d := float64(c.class.Service(c.class.rng))
@@ -766,8 +832,40 @@ func (s *state) startWork(c *call) {
 	}
 }
 
-// reschedule plans node ni's next completion after its running set changed.
+// advance brings node ni, and every node sharing its machine (whose rate
+// its next change may change), to now.
+func (s *state) advance(ni int) {
+	n := s.nodes[ni]
+	if n.m == nil {
+		n.advance(s.now)
+		return
+	}
+	for _, nj := range n.m.nodes {
+		s.nodes[nj].advance(s.now)
+	}
+}
+
+// reschedule plans node ni's next completion after its running set
+// changed; when that changed its machine's slowdown, the other nodes of
+// the machine (advanced to now by advance) are replanned too.
 func (s *state) reschedule(ni int) {
+	n := s.nodes[ni]
+	if m := n.m; m != nil {
+		before := m.slow
+		m.update(s.nodes)
+		if m.slow != before {
+			for _, nj := range m.nodes {
+				if nj != ni {
+					s.plan(nj)
+				}
+			}
+		}
+	}
+	s.plan(ni)
+}
+
+// plan schedules node ni's next completion at its current rate.
+func (s *state) plan(ni int) {
 	n := s.nodes[ni]
 	n.ver++
 	if len(n.running) == 0 {

@@ -132,6 +132,76 @@ func TestProcessorSharingOverCores(t *testing.T) {
 	}
 }
 
+// Interference: on a machine of 2 cores with Interference 0.5, a call beside
+// one other busy core runs at 1/1.5 of its speed, wherever that core's call
+// runs (another node of the same machine, or its own node); a node on a
+// machine of its own is not slowed; the busy cores count at most the
+// machine's.
+func TestInterference(t *testing.T) {
+	const ms = time.Millisecond
+	type op struct {
+		class string
+		at    time.Duration
+	}
+	for _, tc := range []struct {
+		name     string
+		machines []sim.Machine
+		nodes    []sim.Node // "q" runs on node 0, "long" on the last
+		ops      []op
+		want     map[string]time.Duration // each class's last end
+	}{
+		{"alone", []sim.Machine{{Cores: 2, Interference: 0.5}},
+			[]sim.Node{{Cores: 1}}, []op{{"q", 0}}, map[string]time.Duration{"q": 10 * ms}},
+		// q is slowed through its 10 ms of work (15 ms); long did 10 ms of
+		// its 100 then, the other 90 at full speed after.
+		{"beside another node's call", []sim.Machine{{Cores: 2, Interference: 0.5}},
+			[]sim.Node{{Cores: 1}, {Cores: 1}}, []op{{"long", 0}, {"q", 0}}, map[string]time.Duration{"q": 15 * ms, "long": 105 * ms}},
+		{"the other node on a machine of its own", []sim.Machine{{Cores: 2, Interference: 0.5}, {Cores: 2, Interference: 0.5}},
+			[]sim.Node{{Cores: 1}, {Cores: 1, Machine: 1}}, []op{{"long", 0}, {"q", 0}}, map[string]time.Duration{"q": 10 * ms, "long": 100 * ms}},
+		{"no machines", nil,
+			[]sim.Node{{Cores: 1}, {Cores: 1}}, []op{{"long", 0}, {"q", 0}}, map[string]time.Duration{"q": 10 * ms, "long": 100 * ms}},
+		// long starts at 5 ms: q ran 5 ms alone, its other 5 ms of work
+		// at 1/1.5 (to 12.5 ms), while long did 5 ms of its 100.
+		{"a call arriving midway", []sim.Machine{{Cores: 2, Interference: 0.5}},
+			[]sim.Node{{Cores: 1}, {Cores: 1}}, []op{{"q", 0}, {"long", 5 * ms}}, map[string]time.Duration{"q": 12500 * time.Microsecond, "long": 12500*time.Microsecond + 95*ms}},
+		// Four calls on a node of 4 cores keep 4 busy, counted as the
+		// machine's 2: each at 1/1.5.
+		{"busy cores up to the machine's", []sim.Machine{{Cores: 2, Interference: 0.5}},
+			[]sim.Node{{Cores: 4}}, []op{{"q", 0}, {"q", 0}, {"q", 0}, {"q", 0}}, map[string]time.Duration{"q": 15 * ms}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := workload.Schedule{Duration: time.Second}
+			for i, o := range tc.ops {
+				src.Ops = append(src.Ops, workload.Op{Seq: int64(i), Tenant: i + 1, Class: o.class, At: o.at})
+			}
+			last := len(tc.nodes) - 1
+			cfg := sim.Config{
+				Machines: tc.machines, Nodes: tc.nodes,
+				Pools: []sim.Pool{{Name: "p", Size: 10}},
+				Classes: map[string]sim.Class{
+					"q":    {Limiter: -1, Pools: []int{0}, Nodes: []int{0}, Service: sim.Constant(10 * ms)},
+					"long": {Limiter: -1, Pools: []int{0}, Nodes: []int{last}, Service: sim.Constant(100 * ms)},
+				},
+			}
+			got := map[string]time.Duration{}
+			_, err := sim.Run(context.Background(), src.Source(), cfg, workload.RecorderFunc(func(r workload.Result) {
+				if r.Err != nil {
+					t.Errorf("%s: %v", r.Op.Class, r.Err)
+				}
+				got[r.Op.Class] = max(got[r.Op.Class], r.End.Sub(sim.Epoch))
+			}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for class, want := range tc.want {
+				if d := got[class] - want; d < -time.Microsecond || d > time.Microsecond {
+					t.Errorf("%s ends at %v, want %v", class, got[class], want)
+				}
+			}
+		})
+	}
+}
+
 // Overhead: of a 10 ms service time, 8 ms is off the cores. Alone a call
 // takes its 10 ms; 10 calls at once on one core share only their 2 ms of
 // work (all done at 20 ms), then each holds its connection 8 ms more: 28 ms
@@ -247,10 +317,12 @@ func TestTimeouts(t *testing.T) {
 func TestInvalidConfig(t *testing.T) {
 	src := workload.Schedule{Duration: time.Second, Ops: []workload.Op{{Class: "other", Tenant: 1}}}
 	for name, cfg := range map[string]sim.Config{
-		"no cores":      {Nodes: []sim.Node{{Name: "n"}}},
-		"pool of 0":     {Pools: []sim.Pool{{Name: "p"}}},
-		"unknown class": {Nodes: []sim.Node{{Name: "n", Cores: 1}}, Pools: []sim.Pool{{Name: "p", Size: 1}}},
-		"bad index":     {Classes: map[string]sim.Class{"q": {Limiter: 3, Pools: []int{0}, Nodes: []int{0}, Service: sim.Constant(1)}}},
+		"no cores":              {Nodes: []sim.Node{{Name: "n"}}},
+		"pool of 0":             {Pools: []sim.Pool{{Name: "p"}}},
+		"unknown class":         {Nodes: []sim.Node{{Name: "n", Cores: 1}}, Pools: []sim.Pool{{Name: "p", Size: 1}}},
+		"bad index":             {Classes: map[string]sim.Class{"q": {Limiter: 3, Pools: []int{0}, Nodes: []int{0}, Service: sim.Constant(1)}}},
+		"machine out of range":  {Nodes: []sim.Node{{Name: "n", Cores: 1, Machine: 1}}, Machines: []sim.Machine{{Cores: 2}}},
+		"negative interference": {Nodes: []sim.Node{{Name: "n", Cores: 1}}, Machines: []sim.Machine{{Cores: 2, Interference: -1}}},
 		"overhead of 1": {Nodes: []sim.Node{{Name: "n", Cores: 1}}, Pools: []sim.Pool{{Name: "p", Size: 1}},
 			Classes: map[string]sim.Class{"other": {Limiter: -1, Pools: []int{0}, Nodes: []int{0}, Service: sim.Constant(1), Overhead: 1}}},
 	} {
