@@ -1,7 +1,15 @@
 package harness
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/guard"
 	"github.com/noisysim/noisysim/internal/affinity"
 	"github.com/noisysim/noisysim/reports"
@@ -17,6 +25,60 @@ func (r *runner) watchMachine() {
 		own = c.ContainerIDs()
 	}
 	r.guard = guard.New(guard.Options{MaxForeignCPU: r.opts.MaxForeignCPU, OwnCgroups: own})
+}
+
+// priorityPrefix names noisysim's own cpu groups: noisysim-gen-<pid>, at
+// the hierarchy's root, where the weight is weighed against the servers'
+// (a weight under another group counts against its siblings only).
+const priorityPrefix = "noisysim-gen-"
+
+// prioritize moves noisysim's process into a cpu group of its own, named
+// noisysim-gen-<pid>, with cgroup.DefaultWeight times the default CPU
+// weight, unless Options.NoPriority; where cgroups cannot be written it
+// runs at the default weight and says why in the report. The servers are
+// running by now and stay where they are; what noisysim starts later goes
+// through cgroup.StartChild. The returned func moves it back and removes
+// the group.
+func (r *runner) prioritize() (undo func()) {
+	if r.opts.NoPriority {
+		return func() {}
+	}
+	h, err := cgroup.Detect()
+	var p *cgroup.Priority
+	if err == nil {
+		sweepPriorityGroups(h)
+		p, err = h.Prioritize(priorityPrefix+strconv.Itoa(os.Getpid()), cgroup.DefaultWeight)
+	}
+	if err != nil {
+		r.prioritySkipped = err.Error()
+		if ue := (*cgroup.UnavailableError)(nil); errors.As(err, &ue) {
+			r.prioritySkipped = ue.Reason
+		}
+		r.log.Info("noisysim runs at the default CPU weight", "reason", r.prioritySkipped)
+		return func() {}
+	}
+	r.priority = p.String()
+	return func() {
+		if err := p.Close(); err != nil {
+			r.log.Warn("leave noisysim's cpu group", "err", err)
+		}
+	}
+}
+
+// sweepPriorityGroups removes the empty noisysim-gen-<pid> groups of
+// noisysim processes that no longer run (killed by SIGKILL, say).
+func sweepPriorityGroups(h cgroup.Hierarchy) {
+	entries, _ := os.ReadDir(h.Root)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), priorityPrefix))
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), priorityPrefix) || err != nil {
+			continue
+		}
+		if syscall.Kill(pid, 0) == nil {
+			continue // it runs (or its pid was reused: left for later)
+		}
+		os.Remove(filepath.Join(h.Root, e.Name())) // an rmdir: only when empty
+	}
 }
 
 // guardWindow names the guard's window for a phase, "" for a phase that is
@@ -71,6 +133,7 @@ func (r *runner) machineReport(rep *reports.Report) {
 			}
 		}
 	}
+	m.GeneratorPriority, m.GeneratorPrioritySkipped = r.priority, r.prioritySkipped
 	if g := r.sc.Backend.Generator(); len(g) > 0 && r.generatorSkipped == "" {
 		m.GeneratorCores = affinity.Format(g)
 	}

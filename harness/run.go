@@ -89,6 +89,11 @@ type Options struct {
 	// Concurrent, when not empty, is put in the report: the run was
 	// measured beside other measured runs.
 	Concurrent string
+	// NoPriority keeps noisysim at the default CPU weight: without it, a
+	// run moves noisysim's process into a cpu group of its own with
+	// cgroup.DefaultWeight times the default weight once its servers run
+	// (cgroup.Priority says why), where the machine lets it.
+	NoPriority bool
 	// ServiceLogDir is where the scenario's service writes its output
 	// (service-<configuration>-<instance>.log, service-migrate.log);
 	// empty means a new directory under the system's temporary directory,
@@ -217,6 +222,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*reports.Rep
 		return nil, fmt.Errorf("%w: %w", ErrRun, err)
 	}
 	defer unpin()
+	defer r.prioritize()()
 	remove, err := r.claim(ctx)
 	if err != nil {
 		return nil, err
@@ -267,6 +273,9 @@ func StartBackend(ctx context.Context, sc *scenario.Scenario, log *slog.Logger) 
 
 // runner is one run's state.
 type runner struct {
+	// priority is noisysim's own cpu group (cgroup.Priority.String),
+	// prioritySkipped why it has none; both empty with Options.NoPriority.
+	priority, prioritySkipped string
 	// generatorSkipped says why backend.generator_cores was not applied
 	// (node_cpu_optional and a core this machine lacks); empty otherwise.
 	generatorSkipped string

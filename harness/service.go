@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
@@ -356,7 +357,7 @@ func (r *runner) startService(ctx context.Context, c *scenario.Configuration) (*
 		in := &instance{out: &tail{w: f}, base: v["base_url"], exited: make(chan struct{})}
 		cmd := serviceCommand(argv, r.serviceDir(), serviceEnv(sv, value), in.out)
 		in.cmd = cmd
-		if err := cmd.Start(); err != nil {
+		if err := cgroup.StartChild(cmd, (*exec.Cmd).Start); err != nil {
 			f.Close()
 			run.stop()
 			return nil, &ServiceError{What: fmt.Sprintf("instance %d of configuration %s (%s)", i, c.Name, strings.Join(argv, " ")),

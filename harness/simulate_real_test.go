@@ -107,7 +107,7 @@ func TestSimulateAgainstRealRun(t *testing.T) {
 	for _, cl := range sim.Simulated.Classes {
 		t.Logf("calibrated %s: mean %.2f ms, p50 %.2f ms, from %s", cl.Class, cl.MeanMs, cl.P50Ms, cl.From)
 	}
-	t.Logf("interference %.3g per busy core beyond one, from %s; %s", sim.Simulated.Interference, sim.Simulated.InterferenceFrom, sim.Simulated.Machines)
+	t.Logf("interference %.3g per busy core beyond one: %s; %s", sim.Simulated.Interference, sim.Simulated.InterferenceFrom, sim.Simulated.Machines)
 	// The same calibration as if noisysim had run on cores of its own:
 	// its share of the CPU is overhead off the nodes' cores. Logged
 	// beside, for the README's comparison.

@@ -29,6 +29,14 @@ type Machine struct {
 	// GeneratorCores are the cores noisysim itself ran on
 	// (backend.generator_cores), as a CPU list; empty for any.
 	GeneratorCores string `json:"generator_cores,omitempty"`
+	// GeneratorPriority is the cpu group noisysim's own process ran in,
+	// with its weight (e.g. "cgroup v1 /sys/fs/cgroup/cpu/noisysim-gen-123,
+	// cpu.shares 8192"); empty when it ran at the default weight.
+	GeneratorPriority string `json:"generator_priority,omitempty"`
+	// GeneratorPrioritySkipped says why noisysim ran at the default CPU
+	// weight (cgroups not writable); empty when it did not try
+	// (--no-priority) or had its group.
+	GeneratorPrioritySkipped string `json:"generator_priority_skipped,omitempty"`
 }
 
 // NodeCPU is how the nodes' CPU budgets were enforced.
@@ -195,6 +203,9 @@ func writeMachine(p func(string, ...any), m *Machine) {
 	}
 	if m.NodeCPU != nil {
 		p("Node CPU budgets: %s\n\n", md(m.NodeCPU.line()))
+	}
+	if m.GeneratorPriority != "" {
+		p("Generator priority: %s\n\n", md(m.GeneratorPriority))
 	}
 	if m.GeneratorCores != "" {
 		p("Generator: noisysim on cores %s\n\n", md(m.GeneratorCores))

@@ -204,6 +204,12 @@ func (t *textWriter) header() {
 		if m.GeneratorCores != "" {
 			t.p("generator noisysim on cores %s\n", m.GeneratorCores)
 		}
+		switch {
+		case m.GeneratorPriority != "":
+			t.p("generator noisysim in %s\n", m.GeneratorPriority)
+		case m.GeneratorPrioritySkipped != "":
+			t.p("generator noisysim at the default CPU weight: %s\n", m.GeneratorPrioritySkipped)
+		}
 		if m.Concurrent != "" {
 			t.p("CONCURRENT: %s\n", m.Concurrent)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/internal/runlock"
 )
 
@@ -211,4 +212,111 @@ func TestRunRepeat(t *testing.T) {
 	if code := bad.wait(t); code != 2 {
 		t.Errorf("--repeat 0: exit %d, want 2", code)
 	}
+}
+
+// A run moves noisysim into a cpu group of its own (its servers stay
+// outside it), says so in its reports and removes the group at the end;
+// --no-priority leaves it where it was.
+func TestRunPriority(t *testing.T) {
+	needPostgres(t)
+	needCgroups(t)
+	sc := writeShort(t)
+	dir := filepath.Join(t.TempDir(), "r")
+	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
+	c := startCLI(t, env, "run", "--no-progress", "--out", dir, sc)
+	pid := c.cmd.Process.Pid
+	group := "/noisysim-gen-" + strconv.Itoa(pid)
+	var seen, serverOutside, serverInside bool
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cpuCgroup(t, pid) != group {
+			if seen {
+				break // the run has ended its measurement
+			}
+			continue
+		}
+		seen = true
+		var kids []string // each thread's children: the forking thread is any
+		tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			kids = append(kids, strings.Fields(string(b))...)
+		}
+		for _, k := range kids {
+			kp, _ := strconv.Atoi(k)
+			if comm, _ := os.ReadFile("/proc/" + k + "/comm"); strings.TrimSpace(string(comm)) != "postgres" {
+				continue
+			}
+			if g := cpuCgroup(t, kp); g == group {
+				serverInside = true
+			} else if g != "" {
+				serverOutside = true
+			}
+		}
+	}
+	if code := c.wait(t); code != 0 {
+		o, e := c.output()
+		t.Fatalf("exit %d\n%s\n%s", code, o, e)
+	}
+	if !seen {
+		t.Fatalf("noisysim (pid %d) was never in %s during the run", pid, group)
+	}
+	if serverInside || !serverOutside {
+		t.Errorf("its postmaster in noisysim's group: %v; outside it: %v (want outside only)", serverInside, serverOutside)
+	}
+	if h, err := cgroup.Detect(); err == nil {
+		assertGone(t, filepath.Join(h.Root, filepath.FromSlash(group)))
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Machine struct {
+			GeneratorPriority string `json:"generator_priority"`
+		} `json:"machine"`
+	}
+	json.Unmarshal(raw, &r)
+	if !strings.Contains(r.Machine.GeneratorPriority, group) {
+		t.Errorf("report.json machine.generator_priority = %q, want it to name %s", r.Machine.GeneratorPriority, group)
+	}
+	if o, _ := c.output(); !strings.Contains(o, "generator noisysim in cgroup") {
+		t.Errorf("the terminal report does not name noisysim's group:\n%s", o)
+	}
+
+	off := startCLI(t, env, "run", "--no-progress", "--no-priority", "--out", filepath.Join(t.TempDir(), "off"), sc)
+	home := cpuCgroup(t, os.Getpid())
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		g := cpuCgroup(t, off.cmd.Process.Pid)
+		if g == "" {
+			break
+		}
+		if g != home {
+			t.Errorf("with --no-priority noisysim moved to %s", g)
+			break
+		}
+	}
+	if code := off.wait(t); code != 0 {
+		o, e := off.output()
+		t.Fatalf("--no-priority: exit %d\n%s\n%s", code, o, e)
+	}
+	if o, _ := off.output(); strings.Contains(o, "generator noisysim in") {
+		t.Errorf("--no-priority: the report names a group:\n%s", o)
+	}
+}
+
+// cpuCgroup returns the cpu cgroup of pid relative to its hierarchy's root,
+// "" when the process is gone.
+func cpuCgroup(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) == 3 && (strings.Contains(","+f[1]+",", ",cpu,") || (f[0] == "0" && f[1] == "")) {
+			return f[2]
+		}
+	}
+	return ""
 }

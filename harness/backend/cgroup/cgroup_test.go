@@ -131,7 +131,7 @@ func inGroup(t *testing.T, h Hierarchy, pid int, dir string) bool {
 			continue
 		}
 		if (h.Version == V1 && strings.Contains(","+f[1]+",", ",cpu,")) || (h.Version == V2 && f[0] == "0") {
-			return f[2] == "/"+filepath.ToSlash(rel)
+			return filepath.Clean(f[2]) == filepath.Clean("/"+filepath.ToSlash(rel))
 		}
 	}
 	return false

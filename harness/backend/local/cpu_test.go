@@ -254,3 +254,36 @@ func TestNodeCoresRefused(t *testing.T) {
 		}
 	}
 }
+
+// A cluster started while noisysim is prioritized (cgroup.Prioritize) runs
+// its servers outside noisysim's group, with or without a node budget.
+func TestStartWhilePrioritized(t *testing.T) {
+	needPostgres(t)
+	h := needCgroups(t)
+	home := cpuGroupOf(t, h, os.Getpid())
+	rel := "noisysim-test-prio-" + strconv.Itoa(os.Getpid())
+	p, err := h.Prioritize(rel, cgroup.DefaultWeight)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	mine := "/" + rel
+	if got := cpuGroupOf(t, h, os.Getpid()); got != mine {
+		t.Fatalf("this process is in %q, want %q", got, mine)
+	}
+	spec := backend.Spec{Topology: backend.TopologyReplica, CPU: backend.CPUBudget{Roles: map[backend.Role]float64{backend.RoleReplica: 0.5}}}
+	c, err := local.Start(t.Context(), spec, local.WithBaseDir(privateBase(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, n := range c.Stat().Nodes {
+		got := cpuGroupOf(t, h, n.PID)
+		switch {
+		case n.Role == backend.RoleReplica && !strings.HasSuffix(got, "/replica1"):
+			t.Errorf("%s (pid %d) is in %q, want its budget's group", n.Name, n.PID, got)
+		case n.Role != backend.RoleReplica && got != home:
+			t.Errorf("%s (pid %d) is in %q, want %q where noisysim was before", n.Name, n.PID, got, home)
+		}
+	}
+}

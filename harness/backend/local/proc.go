@@ -162,8 +162,14 @@ func (s *spawner) loop(reqs <-chan spawnReq, done chan<- struct{}) {
 	runtime.LockOSThread()
 	for r := range reqs {
 		start := func(cmd *exec.Cmd) error { return affinity.OnThread(r.cores, cmd.Start) }
-		if r.group != nil {
-			r.reply <- r.group.StartOnThread(r.cmd, start)
+		group := r.group
+		if p := cgroup.Current(); group == nil && p != nil {
+			// Not in noisysim's own group (cgroup.Prioritize): a server
+			// keeps the weight every process has.
+			group = p.Home()
+		}
+		if group != nil {
+			r.reply <- group.StartOnThread(r.cmd, start)
 			continue
 		}
 		r.reply <- start(r.cmd)

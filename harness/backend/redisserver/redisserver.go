@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/cgroup"
 )
 
 // EnvBinary names the environment variable that, when set, is the only
@@ -136,7 +137,7 @@ func (s *Server) start(ctx context.Context) error {
 	cmd := exec.Command(s.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
 		"--logfile", filepath.Join(s.dir, "redis.log"), "--protected-mode", "yes")
-	if err := cmd.Start(); err != nil {
+	if err := cgroup.StartChild(cmd, (*exec.Cmd).Start); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	done := make(chan struct{})
