@@ -35,6 +35,10 @@ Goals: noisysim's maximum ≥ 0.9 × pgbench's; at --rate, drops < 0.1% and p99
 ≤ 2 × pgbench's; memory: RSS < 500 MB and flat after the warm-up. With
 --check a missed goal exits 99.
 
+It holds the machine-wide lock of measured runs (as noisysim run does): it
+waits for another measured run or test, or with --no-wait exits 2 naming
+it; --allow-concurrent measures beside it and says so.
+
 flags:
 `
 
@@ -66,6 +70,8 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	jsonOut := fs.String("json", "", "also write the figures as JSON to this file")
 	check := fs.Bool("check", false, "exit 99 when a goal is missed")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
+	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the output says so)")
 	if err := parseFlags(a, fs, args); err != nil {
 		return err
 	}
@@ -94,6 +100,18 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	}
 	if _, err := os.Stat(cfg.PgBench); err != nil {
 		return fmt.Errorf("bench: --pgbench %s: %w: %w", cfg.PgBench, bench.ErrNoPgBench, err)
+	}
+	if *noWait && *allowConcurrent {
+		return usagef("bench: --no-wait and --allow-concurrent: give one")
+	}
+	// A bench is a measurement as a run is: one at a time on the machine.
+	release, concurrent, err := measureLock(ctx, a, "noisysim bench", *noWait, *allowConcurrent)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if concurrent != "" {
+		fmt.Fprintf(a.stdout, "CONCURRENT: %s\n", concurrent)
 	}
 
 	if *cpuProfile != "" {

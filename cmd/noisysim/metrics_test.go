@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -282,5 +283,32 @@ func TestMetricsAddrInUseBeforeLock(t *testing.T) {
 	code := realMain([]string{"run", "--no-wait", "--no-progress", "--metrics-addr", ln.Addr().String(), "testdata/html-short.yaml"}, &out, &errOut)
 	if code != exitUsage || !strings.Contains(errOut.String(), ln.Addr().String()+": bind: address already in use") || strings.Contains(errOut.String(), "another measured run") {
 		t.Errorf("exit %d, stderr %q; want 2 naming the address in use, not the lock", code, errOut.String())
+	}
+}
+
+// TestBenchLock: noisysim bench is a measurement: with --no-wait beside a
+// measured run it exits 2 naming that run, before starting anything;
+// --no-wait with --allow-concurrent is a usage error.
+func TestBenchLock(t *testing.T) {
+	lockPath := filepath.Join(t.TempDir(), "lock")
+	t.Setenv(runlock.EnvPath, lockPath)
+	l, err := runlock.Acquire(context.Background(), lockPath, runlock.Options{What: "another run", NoWait: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	var out, errOut bytes.Buffer
+	code := realMain([]string{"bench", "--no-wait", "--memory-duration", "-1s"}, &out, &errOut)
+	if lines := strings.Split(strings.TrimSpace(errOut.String()), "\n"); code != exitUsage || len(lines) != 1 || !strings.Contains(errOut.String(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Errorf("bench --no-wait beside a measured run: exit %d, stderr %q; want 2 with one line naming pid %d", code, errOut.String(), os.Getpid())
+	}
+	if strings.Contains(out.String(), "local cluster") {
+		t.Errorf("bench started a cluster while another run measured:\n%s", out.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	code = realMain([]string{"bench", "--no-wait", "--allow-concurrent"}, &out, &errOut)
+	if code != exitUsage || !strings.Contains(errOut.String(), "--no-wait and --allow-concurrent") {
+		t.Errorf("bench --no-wait --allow-concurrent: exit %d, stderr %q; want 2 naming both", code, errOut.String())
 	}
 }
