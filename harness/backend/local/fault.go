@@ -234,9 +234,16 @@ func (n *node) resume() {
 	if len(paused) == 0 {
 		return
 	}
-	pid := paused[0]
-	for _, p := range append(paused[1:], descendants(pid)...) {
+	for _, p := range paused[1:] {
 		syscall.Kill(p, syscall.SIGCONT)
+	}
+	resumeTree(paused[0])
+}
+
+// resumeTree sends SIGCONT to pid's descendants, then to pid.
+func resumeTree(pid int) {
+	for _, d := range descendants(pid) {
+		syscall.Kill(d, syscall.SIGCONT)
 	}
 	syscall.Kill(pid, syscall.SIGCONT)
 }

@@ -154,3 +154,34 @@ func TestCloseWhilePaused(t *testing.T) {
 		t.Errorf("processes left after Close: %v", live)
 	}
 }
+
+// TestStopKeptPaused stops a kept cluster left paused (as when its
+// noisysim is killed during a pause): StopKept resumes it and stops it
+// with a fast shutdown, not after the 20 s of pg_ctl's timeouts.
+func TestStopKeptPaused(t *testing.T) {
+	needPostgres(t)
+	base := privateBase(t)
+	b := local.New(local.WithBaseDir(base), local.WithKeep(true))
+	c, err := b.StartCluster(t.Context(), backend.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Kill() })
+	tree := treeOf(c.Stat().Nodes[0].PID)
+	if _, err := c.Inject(t.Context(), "primary", local.FaultPause); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := b.StopKept(t.Context(), c.Dir()); err != nil {
+		t.Fatalf("StopKept: %v", err)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("StopKept of a paused cluster took %v", d)
+	}
+	if live := waitGone(tree, 0); len(live) > 0 {
+		t.Errorf("alive when StopKept returned: %v", live)
+	}
+}

@@ -217,6 +217,9 @@ func (b *Backend) StopKept(ctx context.Context, dir string) error {
 	for _, n := range st.Nodes {
 		for _, p := range postmastersOf(n.PID, n.DataDir) {
 			procs = append(append(procs, p), descendants(p)...)
+			// A node left paused (its noisysim killed during a fault
+			// action's pause) heeds no signal but SIGKILL.
+			resumeTree(p)
 		}
 	}
 	// Replicas first, as Close does.
@@ -303,6 +306,12 @@ func (b *Backend) sweep(base string) (removed []string) {
 		for _, n := range st.Nodes {
 			if isPostmasterOf(n.PID, n.DataDir) {
 				running = true
+				if procState(n.PID) == 'T' {
+					// Paused when its noisysim died: resumed, it heeds
+					// the parent-death signal (an immediate shutdown)
+					// pending since, and a later sweep removes it.
+					resumeTree(n.PID)
+				}
 			}
 		}
 		if running {
