@@ -10,6 +10,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
+	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
@@ -157,4 +158,79 @@ func descendantsOf(pid int) []int {
 		q = append(q, kids[q[0]]...)
 	}
 	return out
+}
+
+const dockerFaultScenario = `
+name: dockerfault
+seed: 5
+backend: {kind: docker, image: IMAGE, topology: replica}
+tenants: {count: 5}
+data: {orders: 2000}
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 100}
+phases: {drain: 1s}
+timeline:
+  - {name: warm, length: 300ms, measure: false}
+  - {name: base, length: 1s}
+  - name: faults
+    length: 12s
+    actions:
+      - {type: fault, at: 200ms, fault: pause, duration: 1s}
+      - {type: fault, at: 2s, fault: restart}
+      - {type: fault, at: 8s, node: replica1, fault: disconnect, duration: 1s}
+  - {name: after, length: 2s}
+configurations:
+  - {name: shared, mode: shared}
+assertions: {quiet_p99: {window: after, baseline: base, min_samples: 1000000}}
+`
+
+// TestFaultActionDocker runs the fault action on the container backend:
+// a pause and a restart of the primary and a disconnect of the replica,
+// each restored, with the pause's stalls and the restart's errors. The
+// disconnect comes last: a primary stopped while its walsender still holds
+// the connection of a replica taken off the network waits for it until
+// Docker's stop timeout.
+func TestFaultActionDocker(t *testing.T) {
+	image := container.LocalTestImage
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	skip := t.Skipf
+	if os.Getenv("NOISYSIM_REQUIRE_DOCKER") == "1" {
+		skip = t.Fatalf
+	}
+	if err := container.Available(ctx); err != nil {
+		skip("skipping: no Docker daemon reachable")
+	}
+	if ok, err := container.ImagePresent(ctx, image); err != nil || !ok {
+		skip("skipping: image %s is absent (build it with .ci/pg-image.sh)", image)
+	}
+	sc, err := scenario.Parse([]byte(strings.Replace(dockerFaultScenario, "IMAGE", image, 1)), "dockerfault.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.Run(ctx, sc, harness.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := rep.Configurations[0].Actions
+	if len(acts) != 3 {
+		t.Fatalf("%d actions, want 3: %+v", len(acts), acts)
+	}
+	byDetail := map[string]reports.ActionResult{}
+	for _, a := range acts {
+		t.Logf("%s (error %q)", a.Detail, a.Error)
+		if a.Error != "" || a.After["node_up"] != 1 {
+			t.Errorf("action %+v: want restored", a)
+		}
+		byDetail[strings.TrimSuffix(strings.Join(strings.Fields(a.Detail)[:2], " "), ":")] = a
+	}
+	if a := byDetail["pause primary"]; a.After["worst_latency_ms"] < 900 || a.After["down_s"] < 0.99 {
+		t.Errorf("pause: %+v; want a worst latency near 1 s", a)
+	}
+	if a := byDetail["restart primary"]; a.After["errors"] < 1 {
+		t.Errorf("restart: %+v; want errors", a)
+	}
+	if a := byDetail["disconnect replica1"]; a.After["down_s"] < 0.99 {
+		t.Errorf("disconnect: %+v; want 1 s down", a)
+	}
 }
