@@ -100,6 +100,57 @@ func (f *NodeFault) Validate(s *Scenario) []ActionProblem {
 	return ps
 }
 
+// faultActionOverlap reports a fault action whose hold [at, at +
+// duration] meets that of an earlier fault action on the same node: a node
+// takes one fault at a time (the second would fail when it starts). Actions
+// of one phase are compared, and of different phases when no phase before
+// the later one's ends on its actions (until), which would move its start.
+func (c *checker) faultActionOverlap(s *Scenario) {
+	type hold struct {
+		field      string
+		node       string
+		fault      FaultAction
+		start, end Duration
+		fixed      bool // start counts from the timeline's start
+		phase      int
+	}
+	nodes := s.Backend.NodeNames()
+	var holds []hold
+	var start Duration
+	fixed := true
+	for i := range s.Timeline {
+		p := &s.Timeline[i]
+		for j, a := range p.Actions {
+			f, ok := a.Config.(*NodeFault)
+			if !ok || a.At < 0 || len(f.Validate(s)) > 0 {
+				continue
+			}
+			node := f.Node
+			if node == "" && len(nodes) > 0 {
+				node = nodes[0]
+			}
+			h := hold{field: fmt.Sprintf("timeline[%d].actions[%d]", i, j), node: node, fault: f.Fault,
+				start: start + a.At, fixed: fixed, phase: i}
+			h.end = h.start + f.Duration
+			for _, g := range holds {
+				if g.node != h.node || (g.phase != h.phase && !(g.fixed && h.fixed)) {
+					continue
+				}
+				if h.start <= g.end && g.start <= h.end {
+					c.add(h.field+".at", "the %s of %s overlaps %s (%s %s from %s to %s of the timeline): a node takes one fault at a time",
+						h.fault, h.node, g.field, g.fault, g.node, g.start, g.end)
+					break
+				}
+			}
+			holds = append(holds, h)
+		}
+		if p.Until != "" {
+			fixed = false
+		}
+		start += p.Span()
+	}
+}
+
 func init() {
 	RegisterAction(ActionFault, func() ActionConfig { return &NodeFault{} })
 }

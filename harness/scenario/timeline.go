@@ -307,6 +307,7 @@ func (c *checker) timeline(s *Scenario) {
 		c.actions(s, i, p)
 		c.watch(s, i, p)
 	}
+	c.faultActionOverlap(s)
 	if measured == 0 && !derived {
 		c.add("timeline", "no measured phase: set measure: true on at least one phase, or assertions have no window")
 	}

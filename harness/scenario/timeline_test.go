@@ -186,6 +186,12 @@ func TestActionsInvalid(t *testing.T) {
 			"14:55 timeline[1].actions[4].duration: not for restart",
 			"15:9 timeline[1].actions[5].fault: required: one of stop, pause, restart",
 		}},
+		{"faults overlap", head +
+			"      - {type: fault, at: 1s, fault: pause, duration: 1s}\n" +
+			"      - {type: fault, at: 1500ms, node: primary, fault: restart}\n" +
+			"      - {type: fault, at: 2500ms, fault: stop, duration: 1s}\n", []string{
+			"11:23 timeline[1].actions[1].at: the restart of primary overlaps timeline[1].actions[0] (pause primary from 3s to 4s of the timeline)",
+		}},
 		{"fault on external", strings.Replace(head, "name: x\n", "name: x\nbackend: {kind: external, primary_dsn: \"host=h\"}\n", 1) +
 			"      - {type: fault, fault: stop, duration: 1s}\n", []string{
 			"11:9 timeline[1].actions[0]: needs backend kind local or docker",
