@@ -43,6 +43,15 @@
 // logical; servers get the cluster's password file (PGPASSFILE) for
 // node-to-node connections, which stay on 127.0.0.1 without TLS.
 //
+// # Faults
+//
+// Cluster.Inject stops a node (an immediate shutdown; the Restore starts it
+// again from its data directory on its port, through the same spawner:
+// parent-death signal, CPU budget group, cores) or pauses it (SIGSTOP to
+// the postmaster, then to every process it forked; the Restore sends
+// SIGCONT). Close, StopKept and the sweep of leftovers resume a paused node
+// before stopping it: a stopped process heeds no signal but SIGKILL.
+//
 // # Root
 //
 // PostgreSQL refuses to run as root. When noisysim runs as root, initdb,

@@ -185,3 +185,42 @@ func TestStopKeptPaused(t *testing.T) {
 		t.Errorf("alive when StopKept returned: %v", live)
 	}
 }
+
+// TestInjectStopReplica stops the primary of topology replica, then the
+// replica: each restarts on its port and the replica streams again.
+func TestInjectStopReplica(t *testing.T) {
+	needPostgres(t)
+	c, err := local.Start(t.Context(), backend.Spec{Topology: backend.TopologyReplica}, local.WithBaseDir(privateBase(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	primary, _ := backend.First(c, backend.RolePrimary)
+	for _, name := range []string{"primary", "replica1"} {
+		restore, err := c.Inject(t.Context(), name, local.FaultStop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := restore(t.Context()); err != nil {
+			t.Fatalf("restart %s: %v", name, err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			var n int
+			conn, err := pgx.Connect(ctx, primary.DSN())
+			if err == nil {
+				err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'").Scan(&n)
+				conn.Close(context.Background())
+			}
+			cancel()
+			if err == nil && n == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after restarting %s: %d replicas streaming, err %v", name, n, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
