@@ -130,9 +130,20 @@ type opTap struct {
 	mu       sync.Mutex
 	recent   map[string]*latencyRing
 	subs     []*opSub
+	// ended is closed once the timeline's load has ended: no op is left
+	// to recover.
+	ended   chan struct{}
+	endOnce sync.Once
 }
 
-func newOpTap() *opTap { return &opTap{recent: map[string]*latencyRing{}} }
+func newOpTap() *opTap { return &opTap{recent: map[string]*latencyRing{}, ended: make(chan struct{})} }
+
+// end says the timeline's load has ended; harmless on nil or twice.
+func (t *opTap) end() {
+	if t != nil {
+		t.endOnce.Do(func() { close(t.ended) })
+	}
+}
 
 // faultActions reports whether a phase of the timeline lists a fault
 // action.
@@ -249,7 +260,8 @@ func (t *opTap) events(s *opSub) ([]opEvent, map[string]time.Duration) {
 }
 
 // awaitRecovery waits until s holds an op that recovers from a fault
-// restored at restored (see burst), at most wait, not after ctx ends.
+// restored at restored (see burst), at most wait, not after ctx or the
+// timeline's load ends.
 func (t *opTap) awaitRecovery(ctx context.Context, s *opSub, restored, wait time.Duration) {
 	if t == nil {
 		return
@@ -269,6 +281,8 @@ func (t *opTap) awaitRecovery(ctx context.Context, s *opSub, restored, wait time
 		}
 		select {
 		case <-ctx.Done():
+			return
+		case <-t.ended:
 			return
 		case <-tick.C:
 		}

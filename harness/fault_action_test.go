@@ -109,6 +109,34 @@ func TestFaultAction(t *testing.T) {
 	assertStates(t, st.PID)
 }
 
+// TestFaultActionAfterLoad restarts the node at the end of the last
+// phase: with no op left to recover, the action ends with the load rather
+// than watch for a recovery for 10 s.
+func TestFaultActionAfterLoad(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	src := strings.Replace(faultScenario, `      - {type: fault, at: 200ms, fault: pause, duration: 1s}
+      - {type: fault, at: 2s, node: primary, fault: stop, duration: 1s}
+  - {name: after, length: 2s}`, `      - {type: fault, at: 3900ms, fault: restart}`, 1)
+	src = strings.Replace(src, "window: after,", "window: faults,", 1)
+	sc, err := scenario.Parse([]byte(src), "fault.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts := rep.Configurations[0].Actions
+	if len(acts) != 1 || acts[0].Error != "" || acts[0].After["node_up"] != 1 {
+		t.Fatalf("actions %+v, want the restart, restored", acts)
+	}
+	if a := acts[0]; a.Took > 6 {
+		t.Errorf("%s: took %.1f s, want it to end with the load (1 s of drain after the restart)", a.Detail, a.Took)
+	}
+}
+
 // assertStates fails t when pid or one of its descendants is stopped
 // (state T in /proc/<pid>/stat).
 func assertStates(t *testing.T, pid int) {

@@ -478,6 +478,7 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 			close(ch)
 		}
 	}
+	env.ops.end() // a fault action restored after the load watches for no recovery
 	tr.actions = acts.finish()
 	layouts.Wait()
 	stopSeries()
