@@ -34,13 +34,13 @@ const priorityPrefix = "noisysim-gen-"
 
 // prioritize moves noisysim's process into a cpu group of its own, named
 // noisysim-gen-<pid>, with cgroup.DefaultWeight times the default CPU
-// weight, unless Options.NoPriority; where cgroups cannot be written it
+// weight, with Options.Priority; where cgroups cannot be written it
 // runs at the default weight and says why in the report. The servers are
 // running by now and stay where they are; what noisysim starts later goes
 // through cgroup.StartChild. The returned func moves it back and removes
 // the group.
 func (r *runner) prioritize() (undo func()) {
-	if r.opts.NoPriority {
+	if !r.opts.Priority {
 		return func() {}
 	}
 	h, err := cgroup.Detect()

@@ -89,11 +89,12 @@ type Options struct {
 	// Concurrent, when not empty, is put in the report: the run was
 	// measured beside other measured runs.
 	Concurrent string
-	// NoPriority keeps noisysim at the default CPU weight: without it, a
-	// run moves noisysim's process into a cpu group of its own with
+	// Priority moves noisysim's process into a cpu group of its own with
 	// cgroup.DefaultWeight times the default weight once its servers run
-	// (cgroup.Priority says why), where the machine lets it.
-	NoPriority bool
+	// (cgroup.Priority says why), where the machine lets it; false keeps
+	// the default weight. Off by default: its stalls go, but its wake-ups
+	// preempt the servers (see the README).
+	Priority bool
 	// ServiceLogDir is where the scenario's service writes its output
 	// (service-<configuration>-<instance>.log, service-migrate.log);
 	// empty means a new directory under the system's temporary directory,
@@ -274,7 +275,7 @@ func StartBackend(ctx context.Context, sc *scenario.Scenario, log *slog.Logger) 
 // runner is one run's state.
 type runner struct {
 	// priority is noisysim's own cpu group (cgroup.Priority.String),
-	// prioritySkipped why it has none; both empty with Options.NoPriority.
+	// prioritySkipped why it has none; both empty without Options.Priority.
 	priority, prioritySkipped string
 	// generatorSkipped says why backend.generator_cores was not applied
 	// (node_cpu_optional and a core this machine lacks); empty otherwise.

@@ -214,16 +214,16 @@ func TestRunRepeat(t *testing.T) {
 	}
 }
 
-// A run moves noisysim into a cpu group of its own (its servers stay
-// outside it), says so in its reports and removes the group at the end;
-// --no-priority leaves it where it was.
+// With --priority a run moves noisysim into a cpu group of its own (its
+// servers stay outside it), says so in its reports and removes the group
+// at the end; without it noisysim stays where it was.
 func TestRunPriority(t *testing.T) {
 	needPostgres(t)
 	needCgroups(t)
 	sc := writeShort(t)
 	dir := filepath.Join(t.TempDir(), "r")
 	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
-	c := startCLI(t, env, "run", "--no-progress", "--out", dir, sc)
+	c := startCLI(t, env, "run", "--no-progress", "--priority", "--out", dir, sc)
 	pid := c.cmd.Process.Pid
 	group := "/noisysim-gen-" + strconv.Itoa(pid)
 	var seen, serverOutside, serverInside bool
@@ -283,7 +283,7 @@ func TestRunPriority(t *testing.T) {
 		t.Errorf("the terminal report does not name noisysim's group:\n%s", o)
 	}
 
-	off := startCLI(t, env, "run", "--no-progress", "--no-priority", "--out", filepath.Join(t.TempDir(), "off"), sc)
+	off := startCLI(t, env, "run", "--no-progress", "--out", filepath.Join(t.TempDir(), "off"), sc)
 	home := cpuCgroup(t, os.Getpid())
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		g := cpuCgroup(t, off.cmd.Process.Pid)
@@ -291,16 +291,16 @@ func TestRunPriority(t *testing.T) {
 			break
 		}
 		if g != home {
-			t.Errorf("with --no-priority noisysim moved to %s", g)
+			t.Errorf("without --priority noisysim moved to %s", g)
 			break
 		}
 	}
 	if code := off.wait(t); code != 0 {
 		o, e := off.output()
-		t.Fatalf("--no-priority: exit %d\n%s\n%s", code, o, e)
+		t.Fatalf("without --priority: exit %d\n%s\n%s", code, o, e)
 	}
 	if o, _ := off.output(); strings.Contains(o, "generator noisysim in") {
-		t.Errorf("--no-priority: the report names a group:\n%s", o)
+		t.Errorf("without --priority: the report names a group:\n%s", o)
 	}
 }
 

@@ -50,12 +50,13 @@ its own process (woken 50 ms or more late); a window above --max-foreign-cpu,
 or with a stall of 250 ms or more, is marked DISTURBED, and so is the
 verdict line.
 
-Once its servers run, noisysim moves its own process into a cpu group of
-its own (noisysim-gen-<pid>) with 8 times the default CPU weight, where
-cgroups can be written: every server backend weighs as much as noisysim
-otherwise, and 40 busy backends would leave it 1/41 of a CPU to send and
-time requests with. The servers and what it starts later stay outside it.
---no-priority keeps the default weight; the report says which it was.
+With --priority, once its servers run, noisysim moves its own process into
+a cpu group of its own (noisysim-gen-<pid>) with 8 times the default CPU
+weight, where cgroups can be written: every server backend weighs as much
+as noisysim otherwise, and 40 busy backends leave it 1/41 of a CPU to send
+and time requests with (stalls). The servers and what it starts later stay
+outside it. Its wake-ups then preempt the servers, which moved the isolated
+margins of ci-gate, so it is not the default; the report says which it was.
 
 Before the run it says how many quiet tenant × class pairs quiet_p99 will
 judge (those reaching min_samples in both its phases). A verdict whose limit
@@ -84,7 +85,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	repeat := fs.Int("repeat", 1, "run the scenario N times with seeds seed, seed+1, …; print the verdict counts and each configuration's quiet (all) p99 / limit as a distribution")
 	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
 	strict := fs.Bool("strict", false, "exit 1 when the run passed but a verdict is marginal (its limit inside the p99's 95% confidence interval)")
-	noPriority := fs.Bool("no-priority", false, "keep noisysim at the default CPU weight (by default a run moves it into a cpu group of its own with 8 times the default weight, where cgroups can be written, so its servers cannot starve it)")
+	priority := fs.Bool("priority", false, "move noisysim into a cpu group of its own with 8 times the default CPU weight once its servers run (where cgroups can be written): its servers cannot starve it, but its wake-ups preempt them")
 	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
 	trace := fs.String("trace", "", "write every operation the open loop is handed (intended start, tenant, class, statement, parameters) to this new file as JSON Lines, gzip-compressed if it ends in .gz (harness/TRACE.md)")
 	metricsAddr := fs.String("metrics-addr", "", "serve live Prometheus metrics on this host:port while the run lasts (e.g. "+live.DefaultAddr+"; loopback only unless --metrics-remote)")
@@ -201,7 +202,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	return execScenario(ctx, a, sc, execFlags{
 		segment: f.segment, scenarioHash: f.scenarioHash, startAt: f.startAt,
 		only: *only, out: *out, noProgress: *noProgress, top: *top, noWait: *noWait, allowConcurrent: *allowConcurrent,
-		repeat: *repeat, maxForeign: *maxForeign, strict: *strict, keep: *keep, trace: *trace, noPriority: *noPriority,
+		repeat: *repeat, maxForeign: *maxForeign, strict: *strict, keep: *keep, trace: *trace, priority: *priority,
 		metricsAddr: *metricsAddr, metricsRemote: *metricsRemote, metricsTop: *metricsTop,
 	})
 }
@@ -262,7 +263,7 @@ type execFlags struct {
 	only, out, trace, metricsAddr string
 	noProgress, noWait, strict    bool
 	allowConcurrent, keep         bool
-	noPriority                    bool
+	priority                      bool
 	metricsRemote                 bool
 	top, repeat, metricsTop       int
 	maxForeign                    float64
@@ -318,7 +319,7 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		Logger:        a.log,
 		MaxForeignCPU: f.maxForeign,
 		Concurrent:    concurrent,
-		NoPriority:    f.noPriority,
+		Priority:      f.priority,
 		ServiceLogDir: f.out,
 		OnService:     func(kill func() error) { a.teardown.add(kill, kill) },
 		// Run removes them on its own path; a second signal does not wait for it.
