@@ -35,7 +35,7 @@ type Machine struct {
 	GeneratorPriority string `json:"generator_priority,omitempty"`
 	// GeneratorPrioritySkipped says why noisysim ran at the default CPU
 	// weight (cgroups not writable); empty when it did not try
-	// (--no-priority) or had its group.
+	// (no --priority) or had its group.
 	GeneratorPrioritySkipped string `json:"generator_priority_skipped,omitempty"`
 }
 
