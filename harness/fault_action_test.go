@@ -222,16 +222,7 @@ func TestFaultActionDocker(t *testing.T) {
 	image := container.LocalTestImage
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	skip := t.Skipf
-	if os.Getenv("NOISYSIM_REQUIRE_DOCKER") == "1" {
-		skip = t.Fatalf
-	}
-	if err := container.Available(ctx); err != nil {
-		skip("skipping: no Docker daemon reachable")
-	}
-	if ok, err := container.ImagePresent(ctx, image); err != nil || !ok {
-		skip("skipping: image %s is absent (build it with .ci/pg-image.sh)", image)
-	}
+	needDockerImage(ctx, t, image)
 	sc, err := scenario.Parse([]byte(strings.Replace(dockerFaultScenario, "IMAGE", image, 1)), "dockerfault.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,23 @@ faults:
   - {node: primary, action: stop, at: 1s, for: 1s}
 `
 
+// needDockerImage skips t with one line where no Docker daemon answers or
+// image is absent, and fails it instead where .ci/run asks for the
+// container tests to run (NOISYSIM_REQUIRE_DOCKER=1).
+func needDockerImage(ctx context.Context, t *testing.T, image string) {
+	t.Helper()
+	skip := t.Skipf
+	if os.Getenv("NOISYSIM_REQUIRE_DOCKER") == "1" { // set by .ci/run where a daemon answers
+		skip = t.Fatalf
+	}
+	if err := container.Available(ctx); err != nil {
+		skip("skipping: no Docker daemon reachable")
+	}
+	if ok, err := container.ImagePresent(ctx, image); err != nil || !ok {
+		skip("skipping: image %s is absent (build it with .ci/pg-image.sh)", image)
+	}
+}
+
 // TestFaultStopInReport runs a small scenario on the container backend with
 // the primary stopped for 1 s early in a 30 s run: the report shows the error
 // burst per tenant and a time to recover, and nothing of the run is left in
@@ -44,16 +61,7 @@ func TestFaultStopInReport(t *testing.T) {
 	image := container.LocalTestImage
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	skip := t.Skipf
-	if os.Getenv("NOISYSIM_REQUIRE_DOCKER") == "1" { // set by .ci/run where a daemon answers
-		skip = t.Fatalf
-	}
-	if err := container.Available(ctx); err != nil {
-		skip("skipping: no Docker daemon reachable")
-	}
-	if ok, err := container.ImagePresent(ctx, image); err != nil || !ok {
-		skip("skipping: image %s is absent (build it with .ci/pg-image.sh)", image)
-	}
+	needDockerImage(ctx, t, image)
 	sc, err := scenario.Parse([]byte(strings.Replace(faulty, "IMAGE", image, 1)), "faulty.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -128,16 +136,7 @@ func TestFaultPauseInReport(t *testing.T) {
 	image := container.LocalTestImage
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	skip := t.Skipf
-	if os.Getenv("NOISYSIM_REQUIRE_DOCKER") == "1" {
-		skip = t.Fatalf
-	}
-	if err := container.Available(ctx); err != nil {
-		skip("skipping: no Docker daemon reachable")
-	}
-	if ok, err := container.ImagePresent(ctx, image); err != nil || !ok {
-		skip("skipping: image %s is absent (build it with .ci/pg-image.sh)", image)
-	}
+	needDockerImage(ctx, t, image)
 	sc, err := scenario.Parse([]byte(strings.Replace(paused, "IMAGE", image, 1)), "paused.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -217,16 +217,7 @@ func TestExampleSaasInvoicesContainers(t *testing.T) {
 	image := container.LocalTestImage
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	skip := t.Skipf
-	if os.Getenv("NOISYSIM_REQUIRE_DOCKER") == "1" { // set by .ci/run where a daemon answers
-		skip = t.Fatalf
-	}
-	if err := container.Available(ctx); err != nil {
-		skip("skipping: no Docker daemon reachable")
-	}
-	if ok, err := container.ImagePresent(ctx, image); err != nil || !ok {
-		skip("skipping: image %s is absent (build it with .ci/pg-image.sh)", image)
-	}
+	needDockerImage(ctx, t, image)
 	sc := shortSaasInvoices(t, "scenario.yaml")
 	sc.Backend.Kind, sc.Backend.Image = scenario.BackendDocker, image
 	var run string
