@@ -171,7 +171,9 @@ const stallReach = 2
 // fails by less than stallReach times the longest stall (less, without the
 // stall, might hold) or, for a lower bound, holds by less than that. A
 // bound that takes the window as its Baseline always rests on it: a longer
-// baseline p99 raises the limit. So a saturated control that misses its
+// baseline p99 raises the limit. So does any check in another unit than
+// ms judged over the window (a ratio of p99s, a time to detect), whose
+// reach is not known; counts (no unit) do not. So a saturated control that misses its
 // bound by seconds is not disturbed by a 300 ms stall of its generator,
 // while an isolated window that misses by 100 ms is. name maps an
 // assertion's window and configuration to the guard's window name.
@@ -196,14 +198,20 @@ func settleStalls(m *reports.Machine, as []reports.Assertion, name func(phase, c
 func stallDecides(w reports.WindowLoad, as []reports.Assertion, name func(phase, config string) string) bool {
 	reach := stallReach * w.StallMaxMs
 	for _, a := range as {
-		if a.Skipped || a.Unit != "ms" {
-			continue
+		if a.Skipped || a.Unit == "" {
+			continue // counts are not moved by a stall
 		}
 		if a.Baseline != "" && name(a.Baseline, a.Configuration) == w.Window {
 			return true
 		}
 		if a.Window == "" || name(a.Window, a.Configuration) != w.Window {
 			continue
+		}
+		if a.Unit != "ms" {
+			// A ratio of p99s (quiet_p99_ab, in x), a time to detect
+			// (detect_within, in s), a unit added later: how far the
+			// stall moves it is not known here.
+			return true
 		}
 		switch a.Op {
 		case "<=", "<":

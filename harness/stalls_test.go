@@ -33,6 +33,12 @@ func TestSettleStalls(t *testing.T) {
 			[]reports.Assertion{{Window: "run", Configuration: "naive", Observed: 500, Limit: 100, Unit: "ms", Op: ">=", Passed: true}}, true},
 		{"counts are not moved by a stall", stalled("run (naive)", 330, 0),
 			[]reports.Assertion{{Name: "no_unexpected_errors", Window: "run", Configuration: "naive", Observed: 12, Op: "<="}}, false},
+		{"a ratio of p99s judged over the window", stalled("run (isolated)", 330, 0),
+			[]reports.Assertion{{Name: AssertQuietP99AB, Window: "run", Baseline: "solo", Configuration: "isolated", Observed: 0.8, Limit: 1, Unit: "x", Op: "<=", Passed: true}}, true},
+		{"a ratio of p99s takes the window as its baseline", stalled("solo (isolated)", 330, 0),
+			[]reports.Assertion{{Name: AssertQuietP99AB, Window: "run", Baseline: "solo", Configuration: "isolated", Observed: 0.8, Limit: 1, Unit: "x", Op: "<=", Passed: true}}, true},
+		{"a time to detect judged over the window", stalled("noisy (isolated)", 330, 0),
+			[]reports.Assertion{{Name: AssertDetectWithin, Window: "noisy", Configuration: "isolated", Observed: 4.9, Limit: 5, Unit: "s", Op: "<=", Passed: true}}, true},
 		{"skipped checks decide nothing", stalled("run (naive)", 330, 0),
 			[]reports.Assertion{{Window: "run", Configuration: "naive", Observed: 500, Limit: 400, Unit: "ms", Op: "<=", Skipped: true}}, false},
 	} {

@@ -96,7 +96,8 @@ type WindowLoad struct {
 	// but no verdict rests on it, so the window is not disturbed: a stall
 	// only makes latencies longer, and every latency bound judged over the
 	// window holds, or misses by more than twice the longest stall (a
-	// saturated control), and no bound takes the window as its baseline.
+	// saturated control), no bound takes the window as its baseline, and
+	// no check in another unit than ms (x, s) is judged over it.
 	StallMoot bool `json:"stall_moot,omitempty"`
 }
 
