@@ -163,9 +163,31 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 		rep.Configurations = append(rep.Configurations, cr)
 		rep.Assertions = append(rep.Assertions, as...)
 	}
+	r.settleMergedStalls(rep.Machine, rep.Assertions)
 	r.judge(rep, sc, r.opts.Only)
 	rep.Notes = r.notes
 	return rep, nil
+}
+
+// settleMergedStalls marks disturbed again each agent's window whose stall
+// its agent found moot (see settleStalls) when a verdict evaluated anew on
+// the merged figures rests on it: an agent's control that missed its bound
+// by seconds may, merged with the others', miss it by less than the stall.
+func (r *runner) settleMergedStalls(m *reports.Machine, as []reports.Assertion) {
+	if m == nil {
+		return
+	}
+	for i := range m.Windows {
+		w := &m.Windows[i]
+		if !w.StallMoot {
+			continue
+		}
+		segment, _, _ := strings.Cut(w.Window, ": ")
+		name := func(phase, config string) string { return segment + ": " + r.guardWindow(phase, config) }
+		if stallDecides(*w, as, name) {
+			w.Disturbed, w.StallMoot = true, false
+		}
+	}
 }
 
 // mergeMachine adds an agent's machine figures to the merged report's: its
@@ -179,6 +201,7 @@ func mergeMachine(into, m *reports.Machine, segment string) *reports.Machine {
 	if into == nil {
 		into = &reports.Machine{NodeCPU: m.NodeCPU, MaxForeignCPU: m.MaxForeignCPU, GeneratorCores: m.GeneratorCores}
 	}
+	into.MaxStallMs = max(into.MaxStallMs, m.MaxStallMs)
 	if m.Concurrent != "" {
 		into.Concurrent = strings.TrimPrefix(into.Concurrent+"; ", "; ") + "segment " + segment + ": " + m.Concurrent
 	}

@@ -61,3 +61,33 @@ func TestSettleStalls(t *testing.T) {
 		t.Errorf("a stall under the threshold: %+v", m.Windows[0])
 	}
 }
+
+// TestSettleMergedStalls: a stall an agent found moot disturbs its window
+// in the merged report when the verdict evaluated on the merged figures
+// rests on it, and stays moot when it does not.
+func TestSettleMergedStalls(t *testing.T) {
+	r := &runner{}
+	moot := func(window string) reports.WindowLoad {
+		return reports.WindowLoad{Window: window, Stalls: 2, StallMaxMs: 330, StallMoot: true}
+	}
+	into := mergeMachine(nil, &reports.Machine{MaxForeignCPU: 0.5, MaxStallMs: 250,
+		Windows: []reports.WindowLoad{moot("run (naive)"), moot("run (isolated)")}}, "1/2")
+	into = mergeMachine(into, &reports.Machine{MaxForeignCPU: 0.5, MaxStallMs: 250,
+		Windows: []reports.WindowLoad{moot("run (naive)")}}, "2/2")
+	if into.MaxStallMs != 250 {
+		t.Errorf("merged max_stall_ms %v, want the agents' 250", into.MaxStallMs)
+	}
+	// Merged, the control misses its bound by 300 ms, less than twice the
+	// stall; isolated holds.
+	as := []reports.Assertion{
+		{Name: "quiet_p99", Window: "run", Baseline: "solo", Configuration: "naive", Observed: 306, Limit: 6.3, Unit: "ms", Op: "<="},
+		{Name: "quiet_p99", Window: "run", Baseline: "solo", Configuration: "isolated", Observed: 2.1, Limit: 6.3, Unit: "ms", Op: "<=", Passed: true},
+	}
+	r.settleMergedStalls(into, as)
+	want := map[string]bool{"segment 1/2: run (naive)": true, "segment 1/2: run (isolated)": false, "segment 2/2: run (naive)": true}
+	for _, w := range into.Windows {
+		if w.Disturbed != want[w.Window] || w.StallMoot == want[w.Window] {
+			t.Errorf("%s: disturbed %v, stall_moot %v; want disturbed %v", w.Window, w.Disturbed, w.StallMoot, want[w.Window])
+		}
+	}
+}
