@@ -214,6 +214,44 @@ func TestRunRepeat(t *testing.T) {
 	}
 }
 
+// SIGINT during --repeat --out writes the interrupted run's partial
+// reports, marked incomplete, as it does for a single run, and exits 1.
+func TestRunRepeatInterrupted(t *testing.T) {
+	needPostgres(t)
+	sc := writeShort(t)
+	dir := filepath.Join(t.TempDir(), "r")
+	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
+	c := startCLI(t, env, "run", "--repeat", "3", "--out", dir, sc)
+	for line := range c.lines {
+		if strings.HasPrefix(line, "run 1/3") {
+			break
+		}
+	}
+	// Into run 2's measured phases (start, load, warm-up, then solo 2 s).
+	time.Sleep(4 * time.Second)
+	c.cmd.Process.Signal(syscall.SIGINT)
+	if code := c.wait(t); code != 1 {
+		o, e := c.output()
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, o, e)
+	}
+	o, _ := c.output()
+	done := strings.Count(o, "  seed ") - strings.Count(o, "INCOMPLETE")
+	run := filepath.Join(dir, "run-"+strconv.Itoa(done+1))
+	raw, err := os.ReadFile(filepath.Join(run, "report.json"))
+	if err != nil {
+		t.Fatalf("no partial report of the interrupted run: %v\n%s", err, o)
+	}
+	var rep struct {
+		Incomplete string `json:"incomplete"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil || rep.Incomplete == "" {
+		t.Errorf("%s/report.json not marked incomplete (%v): %.300s", run, err, raw)
+	}
+	if !strings.Contains(o, "INCOMPLETE: partial reports written to "+run) {
+		t.Errorf("output does not say where the partial reports are:\n%s", o)
+	}
+}
+
 // With --priority a run moves noisysim into a cpu group of its own (its
 // servers stay outside it), says so in its reports and removes the group
 // at the end; without it noisysim stays where it was.

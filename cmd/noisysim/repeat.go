@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -32,7 +33,7 @@ type repeatRun struct {
 // runRepeat runs sc n times, seed sc.Seed, sc.Seed+1, …, prints a line per
 // run, then the verdict counts and each configuration's margin (its quiet
 // (all) p99 over its limit) as a distribution. With out, run i's reports go
-// to out/run-i. It returns errAssertionFailed (exit 99) if any run failed,
+// to out/run-i, an interrupted run's marked incomplete. It returns errAssertionFailed (exit 99) if any run failed,
 // and stops at the first run that could not complete.
 func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.Options, n int, out string, strict bool) error {
 	base := sc.Seed
@@ -42,7 +43,17 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 		one.Seed = base + int64(i)
 		rep, err := harness.Run(ctx, &one, opts)
 		if err != nil {
-			return fmt.Errorf("run %d of %d (seed %d): %w", i+1, n, one.Seed, err)
+			err = fmt.Errorf("run %d of %d (seed %d): %w", i+1, n, one.Seed, err)
+			if rep != nil && rep.Incomplete != "" && out != "" {
+				// Interrupted: what it measured is written, as by a
+				// single run, marked incomplete.
+				dir := filepath.Join(out, "run-"+strconv.Itoa(i+1))
+				if werr := reports.WriteDir(dir, rep); werr != nil {
+					return errors.Join(err, werr)
+				}
+				fmt.Fprintf(a.stdout, "run %d/%d  seed %d  INCOMPLETE: partial reports written to %s\n", i+1, n, one.Seed, dir)
+			}
+			return err
 		}
 		r := repeatRun{seed: one.Seed, passed: rep.Passed, disturbed: len(rep.Machine.Disturbed()) > 0, margins: margins(rep),
 			marginal: len(rep.Marginal)}
