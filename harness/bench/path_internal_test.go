@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"math/rand/v2"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/noisysim/noisysim/harness/dataset"
 	"github.com/noisysim/noisysim/harness/footprint"
 	"github.com/noisysim/noisysim/workload"
+	"github.com/noisysim/noisysim/workload/pgscript"
 )
 
 var pathRate = flag.Float64("path.rate", 2000, "BenchmarkGeneratorPath: the open loops' rate (ops/s)")
@@ -146,4 +148,39 @@ func floor(ctx context.Context, b *testing.B, dsn string, cfg Config, d time.Dur
 	}
 	wg.Wait()
 	return n.Load(), time.Since(t0), selfCPU() - cpu0
+}
+
+// TestWorkerConnCancel: a lookup in flight on a worker's connection returns
+// soon after the run's context is cancelled (the connection watches it once,
+// not pgx per op), with an error wrapping ctx.Err(); a lookup on the same
+// connection before that returns its rows' outcome.
+func TestWorkerConnCancel(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	primary, _ := backend.First(c, backend.RolePrimary)
+	conn, err := pgx.Connect(t.Context(), primary.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	src := "\\set id random(1, :rows_orders)\nSELECT pg_sleep(:id / 1000.0 * :tenant);\n"
+	script, err := pgscript.Parse([]byte(src), "sleep.sql", pgscript.Options{Builtins: []string{"tenant", "rows_orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workerConn{conn: conn}
+	// Tenant 1, one order: sleeps 1 ms.
+	if err := w.lookup(t.Context(), script, 1, workload.Op{Seq: 1, Tenant: 1}, 1); err != nil {
+		t.Fatalf("short lookup: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	// Tenant 30,000, one order: sleeps 30 s unless cancelled.
+	err = w.lookup(ctx, script, 1, workload.Op{Seq: 2, Tenant: 30000}, 1)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("cancelled lookup returned after %v, want soon after the cancel at 100 ms", took)
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled lookup: %v, want an error wrapping context.Canceled", err)
+	}
 }
