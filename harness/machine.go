@@ -151,7 +151,72 @@ func (r *runner) machineReport(rep *reports.Report) {
 			rep.Notes = append(rep.Notes, "running WITHOUT the node_cores asked for: no node could be pinned on this machine")
 		}
 	}
+	settleStalls(m, rep.Assertions, r.guardWindow)
 	if m.NodeCPU != nil || m.Concurrent != "" || len(m.Windows) > 0 || m.GeneratorCores != "" {
 		rep.Machine = m
 	}
+}
+
+// stallReach is how far a stall of noisysim's process may move a latency:
+// the arrivals due while it stood still go out up to the stall late, then
+// together, and queue behind each other for about as long again.
+const stallReach = 2
+
+// settleStalls clears Disturbed on each window disturbed only by a stall
+// of noisysim's process (its longest stall reached m.MaxStallMs, the CPU
+// used outside the run did not pass m.MaxForeignCPU) on which no verdict
+// rests, and marks it StallMoot. A stall only lengthens the latencies
+// measured in its window, so a latency bound judged over it (an assertion
+// in ms with the window as its Window) rests on the stall only when it
+// fails by less than stallReach times the longest stall (less, without the
+// stall, might hold) or, for a lower bound, holds by less than that. A
+// bound that takes the window as its Baseline always rests on it: a longer
+// baseline p99 raises the limit. So a saturated control that misses its
+// bound by seconds is not disturbed by a 300 ms stall of its generator,
+// while an isolated window that misses by 100 ms is. name maps an
+// assertion's window and configuration to the guard's window name.
+func settleStalls(m *reports.Machine, as []reports.Assertion, name func(phase, config string) string) {
+	if m.MaxStallMs <= 0 {
+		return
+	}
+	for i := range m.Windows {
+		w := &m.Windows[i]
+		foreign := m.MaxForeignCPU >= 0 && w.ForeignCPU+w.StealCPU > m.MaxForeignCPU
+		if !w.Disturbed || foreign || w.StallMaxMs < m.MaxStallMs {
+			continue
+		}
+		if !stallDecides(*w, as, name) {
+			w.Disturbed, w.StallMoot = false, true
+		}
+	}
+}
+
+// stallDecides reports whether a verdict of as rests on w's longest stall
+// (see settleStalls).
+func stallDecides(w reports.WindowLoad, as []reports.Assertion, name func(phase, config string) string) bool {
+	reach := stallReach * w.StallMaxMs
+	for _, a := range as {
+		if a.Skipped || a.Unit != "ms" {
+			continue
+		}
+		if a.Baseline != "" && name(a.Baseline, a.Configuration) == w.Window {
+			return true
+		}
+		if a.Window == "" || name(a.Window, a.Configuration) != w.Window {
+			continue
+		}
+		switch a.Op {
+		case "<=", "<":
+			if !a.Passed && a.Observed-reach <= a.Limit {
+				return true
+			}
+		case ">=", ">":
+			if a.Passed && a.Observed-reach <= a.Limit {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
 }

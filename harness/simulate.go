@@ -1061,7 +1061,9 @@ func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[str
 		if !okR || !okS || o < minOtherBusy {
 			continue
 		}
-		if run.Disturbed || solo.Disturbed {
+		// A stall no verdict rests on (StallMoot) may still have lengthened
+		// the p99 the fit would match: left out as well.
+		if run.Disturbed || solo.Disturbed || run.StallMoot || solo.StallMoot {
 			// Other work on the machine slowed the quiet calls too: the
 			// model is of a machine of its own.
 			disturbed = append(disturbed, c.Name)

@@ -89,8 +89,15 @@ type WindowLoad struct {
 	StallMaxMs float64 `json:"stall_max_ms,omitempty"`
 	StallAtS   float64 `json:"stall_at_s,omitempty"`
 	// Disturbed is true when ForeignCPU + StealCPU exceeded the threshold,
-	// or the longest stall reached Machine.MaxStallMs.
+	// or the longest stall reached Machine.MaxStallMs and a verdict may
+	// rest on it (see StallMoot).
 	Disturbed bool `json:"disturbed"`
+	// StallMoot is true when the longest stall reached Machine.MaxStallMs
+	// but no verdict rests on it, so the window is not disturbed: a stall
+	// only makes latencies longer, and every latency bound judged over the
+	// window holds, or misses by more than twice the longest stall (a
+	// saturated control), and no bound takes the window as its baseline.
+	StallMoot bool `json:"stall_moot,omitempty"`
 }
 
 // ForeignProc is a process outside the run and its average CPUs over a
@@ -182,7 +189,11 @@ func (w WindowLoad) stallText() string {
 	if w.Stalls > 1 {
 		n = fmt.Sprintf("%d stalls (%.0f ms in all)", w.Stalls, w.StalledMs)
 	}
-	return fmt.Sprintf("%s, longest %.0f ms at %.1f s", n, w.StallMaxMs, w.StallAtS)
+	s := fmt.Sprintf("%s, longest %.0f ms at %.1f s", n, w.StallMaxMs, w.StallAtS)
+	if w.StallMoot {
+		s += ", no verdict rests on it"
+	}
+	return s
 }
 
 // DisturbedWhy lists m's disturbed windows with why each is, e.g.
