@@ -822,6 +822,20 @@ type Calibration struct {
 // Errors: scenario.ErrInvalid (wrapped), naming file, when rep is nil or a
 // class of sc has neither in rep (a report of another scenario's shape).
 func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibration, error) {
+	return calibrate(rep, file, "--calibrate "+file, sc)
+}
+
+// CheckShape returns the error Calibrate would for rep, a real run's report
+// of sc's shape, naming it by label (e.g. "--against DIR: run-3/report.json")
+// in place of "--calibrate FILE": scenario.ErrInvalid (wrapped) when a class
+// of sc has no service times in rep.
+func CheckShape(rep *reports.Report, label string, sc *scenario.Scenario) error {
+	_, err := calibrate(rep, label, label, sc)
+	return err
+}
+
+// calibrate is Calibrate, label naming the report in its errors.
+func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (*Calibration, error) {
 	if rep == nil {
 		return nil, fmt.Errorf("%w: simulate needs a calibration: a real run's report.json (--calibrate)", scenario.ErrInvalid)
 	}
@@ -958,8 +972,8 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 		}
 		slices.Sort(in)
 		return nil, &scenario.Error{File: sc.File, Problems: []scenario.Problem{sc.Problem(fmt.Sprintf("classes[%d]", firstMissing),
-			"--calibrate %s: the report (scenario %q) is of another scenario's shape: no service times for class %s (the report has service times for: %s)",
-			file, rep.Scenario, strings.Join(missing, ", "), cmpOr(strings.Join(in, ", "), "none"))}}
+			"%s: the report (scenario %q) is of another scenario's shape: no service times for class %s (the report has service times for: %s)",
+			label, rep.Scenario, strings.Join(missing, ", "), cmpOr(strings.Join(in, ", "), "none"))}}
 	}
 	return cal, nil
 }
@@ -1123,9 +1137,7 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 			cands = append(cands, f)
 		}
 	}
-	cp := *sc
-	cp.Seed = rep.Seed
-	cands = append(cands, &cp)
+	cands = append(cands, sc.WithSeed(rep.Seed))
 	var calSc *scenario.Scenario
 	for _, c := range cands {
 		ok := rep.ScheduleHash != "" && simulable(c) == nil

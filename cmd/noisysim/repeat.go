@@ -39,9 +39,8 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 	base := sc.Seed
 	var runs []repeatRun
 	for i := range n {
-		one := *sc
-		one.Seed = base + int64(i)
-		rep, err := harness.Run(ctx, &one, opts)
+		one := sc.WithSeed(base + int64(i))
+		rep, err := harness.Run(ctx, one, opts)
 		if err != nil {
 			err = fmt.Errorf("run %d of %d (seed %d): %w", i+1, n, one.Seed, err)
 			if rep != nil && rep.Incomplete != "" && out != "" {

@@ -29,6 +29,21 @@ It never overwrites a report: an --out that holds a report.json (the
 --calibrate file above all) is refused, as is one that cannot be written.
 Progress (the phase and the virtual time reached) goes to stderr.
 
+With --against DIR (what noisysim run --repeat N --out DIR wrote: run-1 …
+run-N, each a report.json), it checks the model against those real runs
+instead: calibrated on --calibrate or, without it, DIR's first run, it
+simulates every other run at that run's seed and prints, per configuration,
+the quiet (all) p99 of each quiet class, the achieved rate and the
+rejections of the quiet_p99 window: the real runs' median and spread, the
+simulated median and spread, their ratio and whether it is within 25%, then
+the ratio per seed. A real run whose machine guard marked a window of a
+configuration DISTURBED is left out of that configuration's medians (its
+simulation too), and counted. --out DIR2 writes validate.json and
+validate.md there (never over existing ones). Exit codes with --against: 0,
+or 99 with --check when a figure is not within 25%; 2 for DIR missing or
+with fewer than 2 reports, a report of another scenario or shape, a
+simulated report among them, an --out holding a validation.
+
 Exit codes: 0 every assertion held, 99 one failed, 2 bad input (an invalid
 scenario, one the simulator does not model, a --calibrate file that is not a
 noisysim report.json or is of another scenario's shape, an --out holding a
@@ -41,7 +56,9 @@ Flags (before or after the file):
 func runSimulate(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), simulateUsage); fs.PrintDefaults() }
-	calibrate := fs.String("calibrate", "", "a real run's report.json to draw service times from (required)")
+	calibrate := fs.String("calibrate", "", "a real run's report.json to draw service times from (required, but with --against: DIR's first run)")
+	against := fs.String("against", "", "compare with the real runs in this directory (run --repeat N --out DIR): simulate each at its seed, print real vs simulated medians")
+	check := fs.Bool("check", false, "with --against: exit 99 when a figure's simulated median is not within 25% of the real one")
 	only := fs.String("only", "", "simulate only this configuration")
 	out := fs.String("out", "", "write report.json, report.md, junit.xml and report.html into this directory")
 	cores := fs.Float64("cores", 0, "cores of a node without a CPU budget (backend.node_cpu); 0: this machine's")
@@ -56,11 +73,18 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return usagef("simulate: missing scenario file")
 	}
-	if *calibrate == "" {
-		return usagef("simulate: --calibrate report.json is required (a real run's report of a scenario with the same classes: noisysim run SCENARIO --out DIR writes one)")
-	}
 	if *cores < 0 || math.IsNaN(*cores) || math.IsInf(*cores, 0) {
 		return usagef("simulate: --cores %v: want a number of cores > 0 (or 0: this machine's)", *cores)
+	}
+	if *check && *against == "" {
+		return usagef("simulate: --check needs --against DIR")
+	}
+	if *against != "" {
+		return runSimulateAgainst(ctx, a, file, againstFlags{dir: *against, calibrate: *calibrate, only: *only, out: *out,
+			cores: *cores, check: *check, noProgress: *noProgress})
+	}
+	if *calibrate == "" {
+		return usagef("simulate: --calibrate report.json is required (a real run's report of a scenario with the same classes: noisysim run SCENARIO --out DIR writes one)")
 	}
 	if *out != "" {
 		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile} {

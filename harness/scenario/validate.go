@@ -82,6 +82,15 @@ func (s *Scenario) Only(name string) (*Scenario, error) {
 	return &cp, nil
 }
 
+// WithSeed returns a copy of s run at seed: the same scenario with another
+// tenant population, arrival schedule and data (what noisysim run --repeat
+// and sweep's trials run). The copy shares everything else with s.
+func (s *Scenario) WithSeed(seed int64) *Scenario {
+	cp := *s
+	cp.Seed = seed
+	return &cp
+}
+
 // checker collects problems with their places in the file.
 type checker struct {
 	s  *Scenario

@@ -381,9 +381,7 @@ func (sw *Sweep) point(ctx context.Context, set []Setting, only string) (*Point,
 		if ok {
 			t.Resumed = true
 		} else {
-			one := *sc
-			one.Seed = seed
-			rep, err := sw.opts.Run(ctx, &one, only)
+			rep, err := sw.opts.Run(ctx, sc.WithSeed(seed), only)
 			if err != nil {
 				return nil, fmt.Errorf("point %s trial %d (seed %d): %w", key, i+1, seed, err)
 			}

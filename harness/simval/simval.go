@@ -1,0 +1,517 @@
+package simval
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/noisysim/noisysim/reports"
+)
+
+// DefaultTolerance is the largest relative distance of the simulated median
+// from the real one that counts as agreeing: issue 18's 25%.
+const DefaultTolerance = 0.25
+
+// The files WriteDir writes.
+const (
+	JSONFile     = "validate.json"
+	MarkdownFile = "validate.md"
+)
+
+// Kinds of figure.
+const (
+	KindQuietP99   = "quiet_p99"  // the quiet tenants' merged p99 of a class, ms
+	KindThroughput = "throughput" // stats.achieved_rate_per_s, calls per second
+	KindRejected   = "rejected"   // stats.rejected, calls
+)
+
+// Figures are what the comparison reads of one configuration of a report.
+type Figures struct {
+	// QuietP99 is the quiet (all) p99 per quiet class, in ms.
+	QuietP99 map[string]float64
+	// Classes are QuietP99's classes in the report's order.
+	Classes []string
+	// Throughput is the achieved rate, per second; Rejected the calls the
+	// limiters rejected.
+	Throughput float64
+	Rejected   int64
+}
+
+// FiguresOf returns rep's figures by configuration name.
+func FiguresOf(rep *reports.Report) map[string]Figures {
+	out := map[string]Figures{}
+	for _, c := range rep.Configurations {
+		f := Figures{QuietP99: map[string]float64{}, Throughput: c.Stats.AchievedRate, Rejected: c.Stats.Rejected}
+		for _, row := range c.QuietAll {
+			if row.Count == 0 {
+				continue
+			}
+			if _, ok := f.QuietP99[row.Class]; !ok {
+				f.Classes = append(f.Classes, row.Class)
+			}
+			f.QuietP99[row.Class] = row.P99
+		}
+		out[c.Name] = f
+	}
+	return out
+}
+
+// Run is one real run and its simulation at the same seed.
+type Run struct {
+	// Name names the run, e.g. "run-2".
+	Name string
+	Seed int64
+	Real *reports.Report
+	Sim  *reports.Report
+}
+
+// Spread is a figure over runs: how many, their median, least and most.
+type Spread struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// Seed is one run's figure, real and simulated.
+type Seed struct {
+	Run  string  `json:"run"`
+	Seed int64   `json:"seed"`
+	Real float64 `json:"real"`
+	Sim  float64 `json:"simulated"`
+	// Ratio is Sim / Real; nil when Real is 0 and Sim is not.
+	Ratio *float64 `json:"ratio,omitempty"`
+	// Excluded is true for a DISTURBED real run: in neither median.
+	Excluded bool `json:"excluded,omitempty"`
+}
+
+// Figure is one figure of one configuration over the runs.
+type Figure struct {
+	Configuration string `json:"configuration"`
+	Kind          string `json:"kind"`
+	// Class is the quiet class of a KindQuietP99 figure.
+	Class string `json:"class,omitempty"`
+	Unit  string `json:"unit"`
+	// Real and Sim are over the runs not excluded, the same seeds.
+	Real Spread `json:"real"`
+	Sim  Spread `json:"simulated"`
+	// Ratio is Sim.Median / Real.Median; nil when there is no real run to
+	// compare or Real.Median is 0 and Sim.Median is not.
+	Ratio *float64 `json:"ratio,omitempty"`
+	// Within is true when Ratio lies within the tolerance.
+	Within bool `json:"within"`
+	// Seeds are every run's figure, in run order.
+	Seeds []Seed `json:"seeds"`
+}
+
+// Name returns e.g. "quiet p99 lookup", "throughput" or "rejected".
+func (f Figure) Name() string {
+	if f.Kind == KindQuietP99 {
+		return "quiet p99 " + f.Class
+	}
+	return f.Kind
+}
+
+// Exclusion is a real run left out of one configuration's medians.
+type Exclusion struct {
+	Run           string `json:"run"`
+	Seed          int64  `json:"seed"`
+	Configuration string `json:"configuration"`
+	// Why lists the DISTURBED windows and why each was.
+	Why string `json:"why"`
+}
+
+// Result is the comparison of a scenario's simulations with its real runs.
+type Result struct {
+	Scenario string `json:"scenario"`
+	// Against is the directory of the real runs; Calibration the report the
+	// simulations drew their service times from, CalibrationSeed its seed
+	// and CalibrationDisturbed its DISTURBED windows, if any.
+	Against              string `json:"against"`
+	Calibration          string `json:"calibration"`
+	CalibrationSeed      int64  `json:"calibration_seed"`
+	CalibrationDisturbed string `json:"calibration_disturbed,omitempty"`
+	// Window is the quiet_p99 window the figures are of.
+	Window    string  `json:"window"`
+	Tolerance float64 `json:"tolerance"`
+	// Runs are the real runs compared, by name, in order.
+	Runs     []string    `json:"runs"`
+	Excluded []Exclusion `json:"excluded,omitempty"`
+	Figures  []Figure    `json:"figures"`
+	// Outside counts the figures not within the tolerance, Unjudged those
+	// of them with no real run to compare (every one excluded).
+	Outside  int `json:"outside"`
+	Unjudged int `json:"unjudged"`
+}
+
+// Compare compares each run's real and simulated figures per configuration
+// of the simulations (in their order) and returns the result; the caller
+// fills Scenario, Against, Calibration and Window.
+func Compare(runs []Run, tolerance float64) *Result {
+	res := &Result{Tolerance: tolerance}
+	if len(runs) == 0 {
+		return res
+	}
+	var configs []string
+	for _, c := range runs[0].Sim.Configurations {
+		configs = append(configs, c.Name)
+	}
+	type pair struct{ real, sim Figures }
+	figs := make([]map[string]pair, len(runs))
+	excluded := make([]map[string]bool, len(runs))
+	for i, r := range runs {
+		res.Runs = append(res.Runs, r.Name)
+		real, sim := FiguresOf(r.Real), FiguresOf(r.Sim)
+		figs[i] = map[string]pair{}
+		excluded[i] = map[string]bool{}
+		for _, c := range configs {
+			figs[i][c] = pair{real[c], sim[c]}
+			if why := disturbed(r.Real.Machine, c, configs); why != "" {
+				excluded[i][c] = true
+				res.Excluded = append(res.Excluded, Exclusion{Run: r.Name, Seed: r.Seed, Configuration: c, Why: why})
+			}
+		}
+	}
+	for _, c := range configs {
+		var classes []string
+		for i := range runs {
+			for _, cl := range figs[i][c].real.Classes {
+				if !slices.Contains(classes, cl) {
+					classes = append(classes, cl)
+				}
+			}
+		}
+		type getter func(Figures) (float64, bool)
+		add := func(kind, class, unit string, get getter) {
+			f := Figure{Configuration: c, Kind: kind, Class: class, Unit: unit}
+			var rs, ss []float64
+			for i, r := range runs {
+				rv, rok := get(figs[i][c].real)
+				sv, sok := get(figs[i][c].sim)
+				if !rok || !sok {
+					continue
+				}
+				s := Seed{Run: r.Name, Seed: r.Seed, Real: rv, Sim: sv, Ratio: ratio(rv, sv), Excluded: excluded[i][c]}
+				f.Seeds = append(f.Seeds, s)
+				if !s.Excluded {
+					rs, ss = append(rs, rv), append(ss, sv)
+				}
+			}
+			f.Real, f.Sim = spread(rs), spread(ss)
+			if len(rs) > 0 {
+				f.Ratio = ratio(f.Real.Median, f.Sim.Median)
+			}
+			f.Within = f.Ratio != nil && *f.Ratio >= 1-tolerance && *f.Ratio <= 1+tolerance
+			if !f.Within {
+				res.Outside++
+				if len(rs) == 0 {
+					res.Unjudged++
+				}
+			}
+			res.Figures = append(res.Figures, f)
+		}
+		for _, cl := range classes {
+			add(KindQuietP99, cl, "ms", func(f Figures) (float64, bool) { v, ok := f.QuietP99[cl]; return v, ok })
+		}
+		add(KindThroughput, "", "/s", func(f Figures) (float64, bool) { return f.Throughput, true })
+		add(KindRejected, "", "calls", func(f Figures) (float64, bool) { return float64(f.Rejected), true })
+	}
+	return res
+}
+
+// disturbed returns why m marks a window of configuration config (named
+// "phase (config)") or of no configuration in configs DISTURBED; "" when
+// none is.
+func disturbed(m *reports.Machine, config string, configs []string) string {
+	var why []string
+	for _, w := range m.Disturbed() {
+		of := ""
+		for _, c := range configs {
+			if strings.HasSuffix(w.Window, " ("+c+")") {
+				of = c
+			}
+		}
+		if of == "" || of == config {
+			why = append(why, w.Window+": "+m.Why(w))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// ratio returns sim / real: 1 for 0 against 0, nil for anything else
+// against 0.
+func ratio(real, sim float64) *float64 {
+	var r float64
+	switch {
+	case real != 0:
+		r = sim / real
+	case sim == 0:
+		r = 1
+	default:
+		return nil
+	}
+	return &r
+}
+
+func spread(vs []float64) Spread {
+	if len(vs) == 0 {
+		return Spread{}
+	}
+	s := slices.Sorted(slices.Values(vs))
+	n := len(s)
+	m := s[n/2]
+	if n%2 == 0 {
+		m = (s[n/2-1] + s[n/2]) / 2
+	}
+	return Spread{N: n, Median: m, Min: s[0], Max: s[n-1]}
+}
+
+// value formats v in unit: "1.29 ms", "1958.5/s", "16470".
+func value(v float64, unit string) string {
+	switch unit {
+	case "ms":
+		if v >= 100 {
+			return fmt.Sprintf("%.0f ms", v)
+		}
+		return fmt.Sprintf("%.2f ms", v)
+	case "/s":
+		return fmt.Sprintf("%.1f/s", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func rangeOf(s Spread, unit string) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s–%s (%d)", strings.TrimSuffix(strings.TrimSuffix(value(s.Min, unit), " ms"), "/s"), value(s.Max, unit), s.N)
+}
+
+func ratioText(r *float64) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", *r)
+}
+
+func yesNo(f Figure) string {
+	switch {
+	case f.Real.N == 0:
+		return "no (no undisturbed run)"
+	case f.Within:
+		return "yes"
+	}
+	return "NO"
+}
+
+// header returns the lines above the table.
+func (r *Result) header() []string {
+	lines := []string{
+		fmt.Sprintf("SIMULATED vs REAL: %s, %d runs of %s simulated at their seeds, calibrated on %s (seed %d)",
+			r.Scenario, len(r.Runs), r.Against, r.Calibration, r.CalibrationSeed),
+		fmt.Sprintf("figures of the %q window (quiet_p99's); medians over the real runs not DISTURBED and the simulations of the same seeds; within %.0f%%: simulated/real median in [%.2f, %.2f]",
+			r.Window, 100*r.Tolerance, 1-r.Tolerance, 1+r.Tolerance),
+	}
+	if r.CalibrationDisturbed != "" {
+		lines = append(lines, "the calibration run was DISTURBED: "+r.CalibrationDisturbed)
+	}
+	return lines
+}
+
+// exclusions returns a line per configuration with runs excluded, then one
+// per excluded run.
+func (r *Result) exclusions() []string {
+	if len(r.Excluded) == 0 {
+		return []string{fmt.Sprintf("excluded: none of the %d real runs was DISTURBED", len(r.Runs))}
+	}
+	n := map[string]int{}
+	var order []string
+	for _, e := range r.Excluded {
+		if n[e.Configuration] == 0 {
+			order = append(order, e.Configuration)
+		}
+		n[e.Configuration]++
+	}
+	var parts []string
+	for _, c := range order {
+		parts = append(parts, fmt.Sprintf("%s %d of %d", c, n[c], len(r.Runs)))
+	}
+	lines := []string{"excluded as DISTURBED (real run and its simulation out of the medians): " + strings.Join(parts, ", ")}
+	for _, e := range r.Excluded {
+		lines = append(lines, fmt.Sprintf("  %s (seed %d) %s: %s", e.Run, e.Seed, e.Configuration, e.Why))
+	}
+	return lines
+}
+
+// verdict returns the closing line.
+func (r *Result) verdict() string {
+	if r.Outside == 0 {
+		return fmt.Sprintf("every figure within %.0f%% (%d figures)", 100*r.Tolerance, len(r.Figures))
+	}
+	s := fmt.Sprintf("%d of %d figures NOT within %.0f%%", r.Outside, len(r.Figures), 100*r.Tolerance)
+	if r.Unjudged > 0 {
+		s += fmt.Sprintf(" (%d with no undisturbed real run to compare)", r.Unjudged)
+	}
+	return s
+}
+
+// WriteText writes r for a terminal: the header, the table of medians and
+// spreads, the per-seed ratios and the exclusions.
+func WriteText(w io.Writer, r *Result) error {
+	var b strings.Builder
+	for _, l := range r.header() {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "configuration\tfigure\treal median\treal min–max (n)\tsimulated median\tsimulated min–max (n)\tsim/real\twithin %.0f%%\n", 100*r.Tolerance)
+	for _, f := range r.Figures {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Configuration, f.Name(), median(f.Real, f.Unit), rangeOf(f.Real, f.Unit),
+			median(f.Sim, f.Unit), rangeOf(f.Sim, f.Unit), ratioText(f.Ratio), yesNo(f))
+	}
+	tw.Flush()
+	b.WriteString("\nsimulated/real per seed (in brackets: DISTURBED, in no median):\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "configuration\tfigure")
+	for _, s := range seedsOf(r) {
+		fmt.Fprintf(tw, "\t%d", s)
+	}
+	fmt.Fprintln(tw)
+	for _, f := range r.Figures {
+		fmt.Fprintf(tw, "%s\t%s", f.Configuration, f.Name())
+		for _, s := range seedsOf(r) {
+			fmt.Fprintf(tw, "\t%s", seedCell(f, s))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	b.WriteString("\n")
+	for _, l := range r.exclusions() {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString(r.verdict() + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func median(s Spread, unit string) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return value(s.Median, unit)
+}
+
+// seedsOf returns the seeds of r's figures in run order.
+func seedsOf(r *Result) []int64 {
+	var out []int64
+	for _, f := range r.Figures {
+		for _, s := range f.Seeds {
+			if !slices.Contains(out, s.Seed) {
+				out = append(out, s.Seed)
+			}
+		}
+	}
+	return out
+}
+
+func seedCell(f Figure, seed int64) string {
+	for _, s := range f.Seeds {
+		if s.Seed == seed {
+			if s.Excluded {
+				return "(" + ratioText(s.Ratio) + ")"
+			}
+			return ratioText(s.Ratio)
+		}
+	}
+	return ""
+}
+
+// WriteMarkdown writes r as Markdown: the same as WriteText.
+func WriteMarkdown(w io.Writer, r *Result) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# noisysim simulate vs real runs: %s\n\n", r.Scenario)
+	for _, l := range r.header() {
+		b.WriteString(l + "\n\n")
+	}
+	fmt.Fprintf(&b, "| Configuration | Figure | Real median | Real min–max (n) | Simulated median | Simulated min–max (n) | Sim/real | Within %.0f%% |\n", 100*r.Tolerance)
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, f := range r.Figures {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f.Configuration, f.Name(), median(f.Real, f.Unit), rangeOf(f.Real, f.Unit),
+			median(f.Sim, f.Unit), rangeOf(f.Sim, f.Unit), ratioText(f.Ratio), yesNo(f))
+	}
+	b.WriteString("\nSimulated/real per seed (in brackets: DISTURBED, in no median):\n\n| Configuration | Figure |")
+	seeds := seedsOf(r)
+	for _, s := range seeds {
+		fmt.Fprintf(&b, " %d |", s)
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(seeds)) + "\n")
+	for _, f := range r.Figures {
+		fmt.Fprintf(&b, "| %s | %s |", f.Configuration, f.Name())
+		for _, s := range seeds {
+			fmt.Fprintf(&b, " %s |", seedCell(f, s))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	for _, l := range r.exclusions() {
+		if strings.HasPrefix(l, "  ") {
+			l = "- " + strings.TrimSpace(l)
+		}
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("\n" + r.verdict() + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes r as indented JSON.
+func WriteJSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteDir writes r as JSONFile and MarkdownFile into dir, creating it. It
+// never overwrites: a file there already is an error (os.ErrExist,
+// wrapped), checked for both before either is written.
+func WriteDir(dir string, r *Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write validation: %w", err)
+	}
+	if err := Existing(dir); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name  string
+		write func(io.Writer, *Result) error
+	}{{JSONFile, WriteJSON}, {MarkdownFile, WriteMarkdown}} {
+		path := filepath.Join(dir, f.name)
+		out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return fmt.Errorf("write validation: %w", err)
+		}
+		err = cmp.Or(f.write(out, r), out.Close())
+		if err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// Existing returns an error naming the first of WriteDir's files dir holds
+// already (os.ErrExist, wrapped); nil when it holds neither.
+func Existing(dir string) error {
+	for _, name := range []string{JSONFile, MarkdownFile} {
+		path := filepath.Join(dir, name)
+		if _, err := os.Lstat(path); err == nil {
+			return fmt.Errorf("%s: %w", path, os.ErrExist)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,113 @@
+package simval
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/noisysim/noisysim/reports"
+)
+
+// rep returns a report of one configuration "c" with a quiet (all) lookup
+// p99, a throughput and rejections; disturbed names a DISTURBED window.
+func rep(p99, rate float64, rejected int64, disturbed string) *reports.Report {
+	r := &reports.Report{Configurations: []reports.Configuration{{Name: "c",
+		QuietAll: []reports.TenantRow{{Tenant: reports.QuietAll, Class: "lookup", Count: 100, P99: p99}},
+		Stats:    reports.RunStats{AchievedRate: rate, Rejected: rejected}}}}
+	if disturbed != "" {
+		r.Machine = &reports.Machine{MaxForeignCPU: 0.5, Windows: []reports.WindowLoad{{Window: disturbed, ForeignCPU: 0.9, Disturbed: true}}}
+	}
+	return r
+}
+
+// TestCompare: medians over the runs not DISTURBED (real and simulated of
+// the same seeds), the ratio of medians, the tolerance, 0 against 0.
+func TestCompare(t *testing.T) {
+	runs := []Run{
+		{Name: "run-2", Seed: 2, Real: rep(1, 100, 0, ""), Sim: rep(1.5, 100, 0, "")},
+		{Name: "run-3", Seed: 3, Real: rep(3, 100, 0, "solo (other)"), Sim: rep(2.5, 90, 0, "")},
+		{Name: "run-4", Seed: 4, Real: rep(2, 100, 0, ""), Sim: rep(2.9, 80, 0, "")},
+		// Out of the medians: its window of c, and one of no configuration.
+		{Name: "run-5", Seed: 5, Real: rep(500, 1, 9, "run (c)"), Sim: rep(1, 1000, 0, "")},
+		{Name: "run-6", Seed: 6, Real: rep(500, 1, 9, "calibrate (report)"), Sim: rep(1, 1000, 0, "")},
+	}
+	res := Compare(runs, DefaultTolerance)
+	if len(res.Figures) != 3 {
+		t.Fatalf("%d figures, want 3: %+v", len(res.Figures), res.Figures)
+	}
+	p99, rate, rej := res.Figures[0], res.Figures[1], res.Figures[2]
+	// "solo (other)" is a window of no configuration of the simulations:
+	// it counts against c too.
+	if len(res.Excluded) != 3 || res.Excluded[0].Run != "run-3" || res.Excluded[1].Run != "run-5" || res.Excluded[2].Run != "run-6" ||
+		!strings.Contains(res.Excluded[1].Why, "run (c): 0.90 CPU used outside the run") {
+		t.Errorf("excluded %+v", res.Excluded)
+	}
+	if p99.Name() != "quiet p99 lookup" || p99.Real != (Spread{N: 2, Median: 1.5, Min: 1, Max: 2}) || p99.Sim != (Spread{N: 2, Median: 2.2, Min: 1.5, Max: 2.9}) {
+		t.Errorf("p99 real %+v sim %+v", p99.Real, p99.Sim)
+	}
+	if p99.Ratio == nil || *p99.Ratio < 1.4666 || *p99.Ratio > 1.4667 || p99.Within {
+		t.Errorf("p99 ratio %v within %v, want 2.2/1.5 = 1.47, not within", p99.Ratio, p99.Within)
+	}
+	if rate.Real.Median != 100 || rate.Sim.Median != 90 || rate.Ratio == nil || *rate.Ratio != 0.9 || !rate.Within {
+		t.Errorf("throughput %+v", rate)
+	}
+	if rej.Ratio == nil || *rej.Ratio != 1 || !rej.Within {
+		t.Errorf("rejected 0 against 0: %+v, want ratio 1, within", rej)
+	}
+	if len(p99.Seeds) != 5 || !p99.Seeds[3].Excluded || p99.Seeds[0].Excluded || *p99.Seeds[0].Ratio != 1.5 {
+		t.Errorf("seeds %+v", p99.Seeds)
+	}
+	if res.Outside != 1 || res.Unjudged != 0 {
+		t.Errorf("outside %d unjudged %d, want 1, 0", res.Outside, res.Unjudged)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1.50 ms", "1.00–2.00 ms (2)", "1.47x", "(0.00x)", "excluded as DISTURBED (real run and its simulation out of the medians): c 3 of 5",
+		"1 of 3 figures NOT within 25%"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	// Anything against 0 has no ratio; every run excluded leaves nothing
+	// to judge.
+	res = Compare([]Run{{Name: "run-2", Seed: 2, Real: rep(1, 100, 0, ""), Sim: rep(1, 100, 5, "")},
+		{Name: "run-3", Seed: 3, Real: rep(1, 100, 0, ""), Sim: rep(1, 100, 5, "")}}, DefaultTolerance)
+	if f := res.Figures[2]; f.Ratio != nil || f.Within || res.Outside != 1 {
+		t.Errorf("5 rejections against 0: %+v (outside %d)", f, res.Outside)
+	}
+	res = Compare([]Run{{Name: "run-2", Seed: 2, Real: rep(1, 100, 0, "run (c)"), Sim: rep(1, 100, 0, "")}}, DefaultTolerance)
+	if res.Outside != 3 || res.Unjudged != 3 || res.Figures[0].Ratio != nil {
+		t.Errorf("all excluded: outside %d unjudged %d ratio %v", res.Outside, res.Unjudged, res.Figures[0].Ratio)
+	}
+}
+
+// TestWriteDirNeverOverwrites: a validation there already is refused
+// before anything is written.
+func TestWriteDirNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	res := Compare([]Run{{Name: "run-2", Seed: 2, Real: rep(1, 100, 0, ""), Sim: rep(1, 100, 0, "")}}, DefaultTolerance)
+	if err := WriteDir(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{JSONFile, MarkdownFile} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, JSONFile)); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteDir(dir, res)
+	if !errors.Is(err, os.ErrExist) || !strings.Contains(err.Error(), MarkdownFile) {
+		t.Errorf("WriteDir over %s: %v, want os.ErrExist naming it", MarkdownFile, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, JSONFile)); !os.IsNotExist(err) {
+		t.Errorf("%s written beside an existing %s", JSONFile, MarkdownFile)
+	}
+}
