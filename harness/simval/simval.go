@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -72,12 +73,8 @@ type Run struct {
 }
 
 // Spread is a figure over runs: how many, their median, least and most.
-type Spread struct {
-	N      int     `json:"n"`
-	Median float64 `json:"median"`
-	Min    float64 `json:"min"`
-	Max    float64 `json:"max"`
-}
+// It is a sweep's: the same figure a sweep gives per point over trials.
+type Spread = sweep.Spread
 
 // Seed is one run's figure, real and simulated.
 type Seed struct {
@@ -203,7 +200,7 @@ func Compare(runs []Run, tolerance float64) *Result {
 					rs, ss = append(rs, rv), append(ss, sv)
 				}
 			}
-			f.Real, f.Sim = spread(rs), spread(ss)
+			f.Real, f.Sim = sweep.SpreadOf(rs), sweep.SpreadOf(ss)
 			if len(rs) > 0 {
 				f.Ratio = ratio(f.Real.Median, f.Sim.Median)
 			}
@@ -257,19 +254,6 @@ func ratio(real, sim float64) *float64 {
 		return nil
 	}
 	return &r
-}
-
-func spread(vs []float64) Spread {
-	if len(vs) == 0 {
-		return Spread{}
-	}
-	s := slices.Sorted(slices.Values(vs))
-	n := len(s)
-	m := s[n/2]
-	if n%2 == 0 {
-		m = (s[n/2-1] + s[n/2]) / 2
-	}
-	return Spread{N: n, Median: m, Min: s[0], Max: s[n-1]}
 }
 
 // value formats v in unit: "1.29 ms", "1958.5/s", "16470".

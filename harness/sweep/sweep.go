@@ -494,14 +494,15 @@ func summarize(trials []Trial) []ConfigSummary {
 				}
 			}
 		}
-		s.Throughput, s.QuietP99 = spreadOf(thr), spreadOf(q99)
-		s.QuietOverSolo, s.Rejected, s.Errors = spreadOf(ratio), spreadOf(rej), spreadOf(errs)
+		s.Throughput, s.QuietP99 = SpreadOf(thr), SpreadOf(q99)
+		s.QuietOverSolo, s.Rejected, s.Errors = SpreadOf(ratio), SpreadOf(rej), SpreadOf(errs)
 		out = append(out, s)
 	}
 	return out
 }
 
-func spreadOf(xs []float64) Spread {
+// SpreadOf returns the median, min, max and count of xs (zero for none).
+func SpreadOf(xs []float64) Spread {
 	if len(xs) == 0 {
 		return Spread{}
 	}
