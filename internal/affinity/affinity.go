@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,6 +161,13 @@ func OnThread(cores []int, fork func() error) error {
 // inherit it from the thread that starts them) and returns the function
 // that puts each thread's affinity back to what the process had. No cores
 // pins nothing.
+//
+// It also lowers GOMAXPROCS to the number of cores while pinned: the Go
+// runtime sizes it from the cores at start and does not follow a later
+// affinity change, so two Ps on one core would run two threads the kernel
+// time-slices against each other, and a goroutine ready to send or time a
+// request would wait a scheduler slice (milliseconds) behind the other, or
+// behind a GC worker. The restore function puts GOMAXPROCS back.
 func Pin(cores []int) (restore func() error, err error) {
 	if len(cores) == 0 {
 		return func() error { return nil }, nil
@@ -172,7 +180,16 @@ func Pin(cores []int) (restore func() error, err error) {
 		setAll(&was)
 		return nil, fmt.Errorf("pin noisysim to cores %s: %w", Format(cores), err)
 	}
-	return func() error { return setAll(&was) }, nil
+	procs := runtime.GOMAXPROCS(0)
+	if len(cores) < procs {
+		runtime.GOMAXPROCS(len(cores))
+	}
+	return func() error {
+		if len(cores) < procs {
+			runtime.GOMAXPROCS(procs)
+		}
+		return setAll(&was)
+	}, nil
 }
 
 // setAll sets every thread's affinity, going over the threads until a pass

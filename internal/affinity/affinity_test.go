@@ -82,9 +82,14 @@ func TestPin(t *testing.T) {
 		t.Skip("one core: nothing to pin apart")
 	}
 	want := allowed[:1]
+	procs := runtime.GOMAXPROCS(0)
 	restore, err := Pin(want)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// One core, one P: two Ps would time-slice two threads on it.
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Errorf("GOMAXPROCS %d while pinned to one core, want 1", got)
 	}
 	threads := func() map[int][]int {
 		out := map[int][]int{}
@@ -113,6 +118,9 @@ func TestPin(t *testing.T) {
 	}
 	if err := restore(); err != nil {
 		t.Fatal(err)
+	}
+	if got := runtime.GOMAXPROCS(0); got != procs {
+		t.Errorf("GOMAXPROCS %d after restore, want %d back", got, procs)
 	}
 	for tid, c := range threads() {
 		if !slices.Equal(c, allowed) {
