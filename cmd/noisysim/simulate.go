@@ -44,6 +44,23 @@ or 99 with --check when a figure is not within 25%; 2 for DIR missing or
 with fewer than 2 reports, a report of another scenario or shape, a
 simulated report among them, an --out holding a validation.
 
+With --against SWEEPDIR (a directory holding a real sweep's sweep.json,
+what noisysim sweep --out SWEEPDIR wrote; it is taken before run-N), it
+checks the model against the sweep: --calibrate is then required (a real
+run's report.json of the scenario, at a seed other than the sweep's
+trials'), and the same sweep (its --vary specs, points, trials and seeds,
+and --only) is run again in virtual time, as sweep --simulate does. Per
+configuration, a table with a row per point gives the real trials' median
+and min-max of quiet_p99_ms (each trial's quiet_class; the simulated p99 is
+of the same class) and throughput_per_s, the simulated median, their ratio
+and whether it is within 25%, and quiet_over_solo real and simulated
+(informational); then how many figures are within 25%. A trial marked
+disturbed is left out of the medians (its simulation too), and counted.
+--out and --check as above. Exit 2: a sweep.json not readable or not a
+sweep (file:line:col), a simulated sweep, one of another scenario name, a
+knee search or an interrupted sweep, a --vary key SCENARIO does not have,
+trial seeds SCENARIO's seed does not give, no --calibrate.
+
 Exit codes: 0 every assertion held, 99 one failed, 2 bad input (an invalid
 scenario, one the simulator does not model, a --calibrate file that is not a
 noisysim report.json or is of another scenario's shape, an --out holding a
@@ -56,8 +73,8 @@ Flags (before or after the file):
 func runSimulate(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), simulateUsage); fs.PrintDefaults() }
-	calibrate := fs.String("calibrate", "", "a real run's report.json to draw service times from (required, but with --against: DIR's first run)")
-	against := fs.String("against", "", "compare with the real runs in this directory (run --repeat N --out DIR): simulate each at its seed, print real vs simulated medians")
+	calibrate := fs.String("calibrate", "", "a real run's report.json to draw service times from (required, but with --against run directories: DIR's first run)")
+	against := fs.String("against", "", "compare with the real runs in this directory (run --repeat N --out DIR: simulate each at its seed) or its real sweep.json (sweep --out DIR: the same sweep simulated); print real vs simulated medians")
 	check := fs.Bool("check", false, "with --against: exit 99 when a figure's simulated median is not within 25% of the real one")
 	only := fs.String("only", "", "simulate only this configuration")
 	out := fs.String("out", "", "write report.json, report.md, junit.xml and report.html into this directory")

@@ -14,6 +14,7 @@ import (
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/harness/simval"
+	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -44,6 +45,9 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 		if _, ok := sc.Configuration(f.only); !ok {
 			return usagef("simulate: --only %q: %s has no such configuration (it has %s)", f.only, file, configNames(sc))
 		}
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, sweep.JSONFile)); err == nil {
+		return runSimulateAgainstSweep(ctx, a, file, sc, f)
 	}
 	runs, err := readRuns(f.dir, sc, f.only)
 	if err != nil {
@@ -167,4 +171,174 @@ func readRuns(dir string, sc *scenario.Scenario, only string) ([]realRun, error)
 		runs = append(runs, realRun{name: nm.name, path: path, rep: rep})
 	}
 	return runs, nil
+}
+
+// runSimulateAgainstSweep re-runs the real sweep in f.dir in virtual time
+// (the same --vary specs, points, trials and seeds, and --only) through the
+// sweep engine, calibrated on f.calibrate, and compares each point and
+// configuration (simval.CompareSweep).
+func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scenario.Scenario, f againstFlags) error {
+	path := filepath.Join(f.dir, sweep.JSONFile)
+	real, err := sweep.ReadFile(f.dir)
+	if err != nil {
+		if errors.Is(err, sweep.ErrBadInput) {
+			return fmt.Errorf("simulate: --against: %w", err)
+		}
+		return usagef("simulate: --against: %v", err)
+	}
+	only, err := checkSweepAgainst(path, real, sc, f.only)
+	if err != nil {
+		return err
+	}
+	if f.calibrate == "" {
+		return usagef("simulate: --against %s (a sweep) needs --calibrate report.json: a real run's report of %s, at a seed other than the sweep's trials' (the model is then checked on seeds it was not calibrated on)",
+			path, file)
+	}
+	src, err := sweep.Load(file)
+	if err != nil {
+		return err
+	}
+	var vs []sweep.Vary
+	for i, v := range real.Vary {
+		pv, err := sweep.ParseVary(v.Spec)
+		if err != nil {
+			return fmt.Errorf("simulate: --against %s: vary[%d].spec: %w", path, i, err)
+		}
+		if _, err := src.Lookup(pv.Key); err != nil {
+			return fmt.Errorf("simulate: --against %s: vary[%d].key %q is not a numeric key of %s (a sweep of another file, %s?): %w", path, i, pv.Key, file, real.File, err)
+		}
+		vs = append(vs, pv)
+	}
+	base, err := src.Scenario(nil)
+	if err != nil {
+		return err
+	}
+	for i, p := range real.Points {
+		for j, t := range p.Trials {
+			if t.Seed < base.Seed || t.Seed >= base.Seed+int64(real.Trials) {
+				return usagef("simulate: --against %s: points[%d].trials[%d].seed %d: %s's seed %d puts the %d trials at seeds %d..%d (the sweep ran another seed?)",
+					path, i, j, t.Seed, file, base.Seed, real.Trials, base.Seed, base.Seed+int64(real.Trials)-1)
+			}
+		}
+	}
+	if f.out != "" {
+		if err := simval.Existing(f.out); err != nil {
+			return usagef("simulate: --out %s: %v; noisysim does not overwrite it (give another --out, or remove it)", f.out, err)
+		}
+		if err := checkOutDir("simulate", f.out, 1); err != nil {
+			return err
+		}
+	}
+	cal, err := reports.ReadFile(f.calibrate)
+	if err != nil {
+		return usagef("simulate: --calibrate: %v", err)
+	}
+	if cal.Simulated != nil {
+		return usagef("simulate: --calibrate %s: a simulated report; calibrate on a real run's", f.calibrate)
+	}
+	if err := harness.CheckSimulate(base, cal, f.calibrate); err != nil {
+		return err
+	}
+	for _, p := range real.Points {
+		if slices.ContainsFunc(p.Trials, func(t sweep.Trial) bool { return t.Seed == cal.Seed }) {
+			fmt.Fprintf(a.stderr, "noisysim: note: the calibration %s is of seed %d, a seed of the sweep's trials: a calibration at another seed checks the model on seeds it was not calibrated on\n", f.calibrate, cal.Seed)
+			break
+		}
+	}
+
+	run, calibrate := simulateSweep(a, cal, f.calibrate, f.cores)
+	var sims []simval.SweepTrial
+	var last map[string]simval.Figures
+	t0, t1 := time.Now(), time.Now()
+	sw, err := sweep.New(src, vs, sweep.Options{Trials: real.Trials, Only: only, Calibrate: calibrate,
+		Run: func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
+			rep, err := run(ctx, sc, only)
+			if err == nil {
+				last = simval.FiguresOf(rep)
+			}
+			return rep, err
+		},
+		OnTrial: func(d *sweep.Doc) {
+			if len(d.Points) == 0 {
+				return
+			}
+			p := d.Points[len(d.Points)-1]
+			t := p.Trials[len(p.Trials)-1]
+			sims = append(sims, simval.SweepTrial{Values: p.Values, Seed: t.Seed, Figures: last})
+			if !f.noProgress {
+				fmt.Fprintf(a.stderr, "noisysim: simulated %s trial %d/%d (seed %d) in %.1fs\n", pointWords(d, p), len(p.Trials), d.Trials, t.Seed, time.Since(t1).Seconds())
+			}
+			t1 = time.Now()
+		}})
+	if err != nil {
+		return fmt.Errorf("simulate: --against %s: vary: %w", path, err)
+	}
+	if err := sw.Grid(ctx); err != nil {
+		return err
+	}
+	res, err := simval.CompareSweep(real, sims, only, simval.DefaultTolerance)
+	if err != nil {
+		return usagef("simulate: --against %s: %v", path, err)
+	}
+	res.Scenario, res.Against, res.Calibration, res.CalibrationSeed = sc.Name, path, f.calibrate, cal.Seed
+	res.CalibrationDisturbed = cal.Machine.DisturbedWhy()
+	if err := simval.WriteSweepText(a.stdout, res); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%d simulations in %.1fs of wall time\n", len(sims), time.Since(t0).Seconds())
+	if f.out != "" {
+		if err := simval.WriteSweepDir(f.out, res); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "written: %s, %s\n", filepath.Join(f.out, simval.JSONFile), filepath.Join(f.out, simval.MarkdownFile))
+	}
+	if f.check && res.Outside > 0 {
+		return fmt.Errorf("%w: scenario %s: %d of %d figures of the simulated sweep not within %.0f%% of the real sweep's (--check)",
+			errAssertionFailed, sc.Name, res.Outside, res.Figures, 100*simval.DefaultTolerance)
+	}
+	return nil
+}
+
+// checkSweepAgainst checks that real (read from path) is a finished real
+// grid sweep of sc's name, and returns the configuration to compare: the
+// sweep's --only, or only when the sweep had none. Anything else is a
+// usage error naming path and the field.
+func checkSweepAgainst(path string, real *sweep.Doc, sc *scenario.Scenario, only string) (string, error) {
+	switch {
+	case real.Version != sweep.Version:
+		return "", usagef("simulate: --against %s: sweep_version %d: want %d (a sweep.json noisysim sweep --out wrote)", path, real.Version, sweep.Version)
+	case real.Simulated != "":
+		return "", usagef("simulate: --against %s: simulated: a simulated sweep (--simulate --calibrate %s); compare with a real sweep's", path, real.Simulated)
+	case real.Scenario != sc.Name:
+		return "", usagef("simulate: --against %s: scenario: a sweep of scenario %q, not %q", path, real.Scenario, sc.Name)
+	case real.Search != "grid":
+		return "", usagef("simulate: --against %s: search %q: want a grid sweep (a knee search's points follow its own results)", path, real.Search)
+	case !real.Complete:
+		return "", usagef("simulate: --against %s: complete: false: the sweep was interrupted (noisysim sweep --resume --out %s finishes it)", path, filepath.Dir(path))
+	case len(real.Vary) == 0:
+		return "", usagef("simulate: --against %s: vary: empty", path)
+	case len(real.Points) == 0:
+		return "", usagef("simulate: --against %s: points: empty", path)
+	case real.Trials < 1 || real.Trials > maxRepeat:
+		return "", usagef("simulate: --against %s: trials %d: want 1..%d", path, real.Trials, maxRepeat)
+	}
+	ran := real.Points[0].Only
+	for i, p := range real.Points {
+		if p.Only != ran {
+			return "", usagef("simulate: --against %s: points[%d].only %q: points[0]'s is %q (want one --only for the whole sweep)", path, i, p.Only, ran)
+		}
+		if len(p.Trials) != real.Trials {
+			return "", usagef("simulate: --against %s: points[%d].trials: %d, want the sweep's %d", path, i, len(p.Trials), real.Trials)
+		}
+	}
+	switch {
+	case ran == "":
+		return only, nil
+	case only != "" && only != ran:
+		return "", usagef("simulate: --only %s: the sweep in %s ran --only %s", only, path, ran)
+	}
+	if _, ok := sc.Configuration(ran); !ok {
+		return "", usagef("simulate: --against %s: points[0].only %q: %s has no such configuration", path, ran, sc.Name)
+	}
+	return ran, nil
 }

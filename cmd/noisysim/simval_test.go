@@ -12,6 +12,7 @@ import (
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/harness/simval"
+	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -228,5 +229,222 @@ func TestSimulateAgainstBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(existing, simval.JSONFile)); !os.IsNotExist(err) {
 		t.Errorf("validate.json written beside an existing validate.md")
+	}
+}
+
+// realSweep writes a ci-gate sweep of classes.lookup.rate 200..300, two
+// trials per point, as noisysim sweep --simulate does, calibrated on cal,
+// and returns it with its simulated mark removed: a "real" sweep that the
+// simulator matches exactly.
+func realSweep(t *testing.T, cal string) *sweep.Doc {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "sim")
+	var stdout, stderr bytes.Buffer
+	args := []string{"sweep", "../../scenarios/ci-gate.yaml", "--simulate", "--calibrate", cal, "--vary", "classes.lookup.rate=200..300:2", "--trials", "2", "--out", dir}
+	if code := realMain(args, &stdout, &stderr); code != exitOK {
+		t.Fatalf("sweep --simulate: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	d, err := sweep.ReadFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Points) != 2 || len(d.Points[1].Trials) != 2 {
+		t.Fatalf("sweep: %d points", len(d.Points))
+	}
+	d.Simulated = ""
+	return d
+}
+
+func writeSweepDoc(t *testing.T, dir string, d *sweep.Doc) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteFile(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestSimulateAgainstSweep: --against a real sweep's directory re-runs the
+// sweep in virtual time at its points and seeds: a sweep the simulator
+// matches is every figure within 25% with its DISTURBED trial left out;
+// one whose throughput is twice the simulated is outside, and --check
+// exits 99; --out writes validate.json and validate.md and never over
+// them.
+func TestSimulateAgainstSweep(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal", reports.JSONFile)
+	writeReport(t, filepath.Dir(cal), realRunReport(41, 1, 1000, 0, ""))
+	d := realSweep(t, cal)
+	// seed 43 at rate 300: DISTURBED, and absurd: in no median.
+	tr := &d.Points[1].Trials[1]
+	tr.Disturbed = true
+	for i := range tr.Configurations {
+		tr.Configurations[i].QuietP99, tr.Configurations[i].Throughput = 1e6, 1e9
+	}
+	same := writeSweepDoc(t, filepath.Join(dir, "same"), d)
+	out := filepath.Join(dir, "val")
+	sc := "../../scenarios/ci-gate.yaml"
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"simulate", sc, "--against", same, "--calibrate", cal, "--check", "--out", out}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		"SIMULATED vs REAL SWEEP: ci-gate, the sweep in " + filepath.Join(same, "sweep.json"),
+		"--vary classes.lookup.rate=200..300:2", "4 real trials", "configuration naive:", "configuration isolated:",
+		"excluded as DISTURBED (real trial and its simulation out of the medians): 1 of 4 real trials", "classes.lookup.rate=300 seed 43",
+		"8 of 8 figures within 25%", "written: " + filepath.Join(out, simval.JSONFile),
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "simulated classes.lookup.rate=300 trial 2/2 (seed 43)") {
+		t.Errorf("stderr lacks the progress:\n%s", stderr.String())
+	}
+	data, err := os.ReadFile(filepath.Join(out, simval.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res simval.SweepResult
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 4 || res.Figures != 8 || res.Outside != 0 || len(res.Excluded) != 1 || res.CalibrationSeed != 41 {
+		t.Fatalf("validate.json: %d rows, %d figures, %d outside, %d excluded, calibration seed %d", len(res.Rows), res.Figures, res.Outside, len(res.Excluded), res.CalibrationSeed)
+	}
+	for _, r := range res.Rows {
+		want := 2
+		if r.Values["classes.lookup.rate"] == 300 {
+			want = 1
+		}
+		if r.QuietP99.Real.N != want || *r.QuietP99.Ratio != 1 || *r.Throughput.Ratio != 1 || r.QuietP99.Real.Median == 0 || r.Throughput.Real.Median == 0 {
+			t.Errorf("%s at %v: %+v, want ratios 1 over %d trials", r.Configuration, r.Values, r, want)
+		}
+	}
+	if md, err := os.ReadFile(filepath.Join(out, simval.MarkdownFile)); err != nil || !strings.Contains(string(md), "## Configuration isolated") {
+		t.Errorf("validate.md (err %v):\n%s", err, md)
+	}
+
+	// --out never over a validation: exit 2, the files as they were.
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"simulate", sc, "--against", same, "--calibrate", cal, "--out", out}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), filepath.Join(out, simval.JSONFile)+": file already exists; noisysim does not overwrite it") {
+		t.Errorf("--out over a validation: exit %d, stderr %q", code, stderr.String())
+	}
+	if again, err := os.ReadFile(filepath.Join(out, simval.JSONFile)); err != nil || !bytes.Equal(again, data) {
+		t.Errorf("validate.json changed (err %v)", err)
+	}
+
+	// isolated's real throughput twice the simulated at rate 200: 1 figure
+	// outside; --check exits 99.
+	for i := range d.Points[0].Trials {
+		for j, c := range d.Points[0].Trials[i].Configurations {
+			if c.Name == "isolated" {
+				d.Points[0].Trials[i].Configurations[j].Throughput *= 2
+			}
+		}
+	}
+	off := writeSweepDoc(t, filepath.Join(dir, "off"), d)
+	stdout.Reset()
+	stderr.Reset()
+	code := realMain([]string{"simulate", sc, "--against", off, "--calibrate", cal, "--check", "--no-progress"}, &stdout, &stderr)
+	if code != exitAssertion || !strings.Contains(stderr.String(), "1 of 8 figures of the simulated sweep not within 25% of the real sweep's (--check)") {
+		t.Errorf("--check: exit %d, stderr %q; want 99", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "0.50x     NO") || !strings.Contains(stdout.String(), "7 of 8 figures within 25%") {
+		t.Errorf("stdout lacks the throughput at 0.50x outside:\n%s", stdout.String())
+	}
+	// --only: the one configuration.
+	stdout.Reset()
+	if code := realMain([]string{"simulate", sc, "--against", off, "--calibrate", cal, "--only", "naive", "--check", "--no-progress"}, &stdout, &stderr); code != exitOK ||
+		strings.Contains(stdout.String(), "configuration isolated") || !strings.Contains(stdout.String(), "4 of 4 figures within 25%") {
+		t.Errorf("--only naive: exit %d:\n%s", code, stdout.String())
+	}
+}
+
+// TestSimulateAgainstSweepBadInput: each is exit 2 naming sweep.json (and
+// its field) or what else is wrong, before anything is simulated.
+func TestSimulateAgainstSweepBadInput(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal", reports.JSONFile)
+	writeReport(t, filepath.Dir(cal), realRunReport(41, 1, 1000, 0, ""))
+	good := func() *sweep.Doc {
+		d := &sweep.Doc{Version: sweep.Version, Scenario: "ci-gate", File: "../../scenarios/ci-gate.yaml", Trials: 1, Search: "grid", Complete: true,
+			Vary: []sweep.VaryDoc{{Spec: "classes.lookup.rate=200..300:2", Key: "classes.lookup.rate", Value: 200, Integer: true}}}
+		for _, x := range []float64{200, 300} {
+			d.Points = append(d.Points, sweep.Point{Values: map[string]float64{"classes.lookup.rate": x},
+				Trials: []sweep.Trial{{Seed: 42, Configurations: []sweep.ConfigTrial{{Name: "naive"}, {Name: "isolated"}}}}})
+		}
+		return d
+	}
+	sc := "../../scenarios/ci-gate.yaml"
+	cases := map[string]struct {
+		edit  func(*sweep.Doc)
+		file  string // sweep.json's text instead of the doc
+		extra []string
+		want  string
+	}{
+		"no calibration":        {extra: []string{"--calibrate="}, want: "(a sweep) needs --calibrate report.json: a real run's report of " + sc + ", at a seed other than the sweep's trials'"},
+		"simulated":             {edit: func(d *sweep.Doc) { d.Simulated = "x.json" }, want: "sweep.json: simulated: a simulated sweep"},
+		"another scenario":      {edit: func(d *sweep.Doc) { d.Scenario = "noisy-neighbor" }, want: `sweep.json: scenario: a sweep of scenario "noisy-neighbor", not "ci-gate"`},
+		"malformed":             {file: "{\n  \"sweep_version\": 1,\n  oops\n}", want: "sweep.json:3:3: not a sweep: malformed JSON"},
+		"a field's type":        {file: `{"sweep_version": "one"}`, want: "sweep.json:1:23: not a sweep: sweep_version: want int, got a JSON string"},
+		"another version":       {edit: func(d *sweep.Doc) { d.Version = 7 }, want: "sweep.json: sweep_version 7: want 1"},
+		"a knee search":         {edit: func(d *sweep.Doc) { d.Search = "knee" }, want: `sweep.json: search "knee": want a grid sweep`},
+		"interrupted":           {edit: func(d *sweep.Doc) { d.Complete = false }, want: "sweep.json: complete: false: the sweep was interrupted"},
+		"a trial missing":       {edit: func(d *sweep.Doc) { d.Points[1].Trials = nil }, want: "sweep.json: points[1].trials: 0, want the sweep's 1"},
+		"another seed":          {edit: func(d *sweep.Doc) { d.Points[1].Trials[0].Seed = 7 }, want: "sweep.json: points[1].trials[0].seed 7: " + sc + "'s seed 42 puts the 1 trials at seeds 42..42"},
+		"a key not in file":     {edit: func(d *sweep.Doc) { d.File = "other.yaml"; d.Vary[0].Spec = "classes.lookup.ratez=1..2" }, want: `sweep.json: vary[0].key "classes.lookup.ratez" is not a numeric key of ` + sc + " (a sweep of another file, other.yaml?)"},
+		"a bad spec":            {edit: func(d *sweep.Doc) { d.Vary[0].Spec = "classes.lookup.rate=9..1" }, want: "sweep.json: vary[0].spec: bad sweep input: --vary classes.lookup.rate: HI 1 is below LO 9"},
+		"another only":          {edit: func(d *sweep.Doc) { d.Points[0].Only, d.Points[1].Only = "naive", "naive" }, extra: []string{"--only", "isolated"}, want: "--only isolated: the sweep in "},
+		"simulated calibration": {edit: func(*sweep.Doc) {}, extra: []string{"--calibrate", filepath.Join(dir, "simcal", reports.JSONFile)}, want: "simcal/report.json: a simulated report"},
+	}
+	simcal := realRunReport(41, 1, 1000, 0, "")
+	simcal.Simulated = &reports.Simulation{Calibration: "x"}
+	writeReport(t, filepath.Join(dir, "simcal"), simcal)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sw := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+			if tc.file != "" {
+				if err := os.MkdirAll(sw, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(sw, "sweep.json"), []byte(tc.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				d := good()
+				if tc.edit != nil {
+					tc.edit(d)
+				}
+				writeSweepDoc(t, sw, d)
+			}
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"simulate", sc, "--against", sw, "--calibrate", cal}, tc.extra...)
+			code := realMain(args, &stdout, &stderr)
+			want := tc.want
+			if strings.HasPrefix(want, "sweep.json") {
+				want = sw + string(filepath.Separator) + want
+			}
+			if code != exitUsage || !strings.Contains(stderr.String(), want) {
+				t.Errorf("exit %d, stderr %q; want exit 2 naming %q", code, stderr.String(), want)
+			}
+			if strings.Contains(stderr.String(), "noisysim: simulated ") {
+				t.Errorf("simulated before refusing:\n%s", stderr.String())
+			}
+		})
+	}
+	// An unreadable sweep.json (here a directory): exit 2 naming it.
+	unreadable := filepath.Join(dir, "unreadable")
+	if err := os.MkdirAll(filepath.Join(unreadable, "sweep.json"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"simulate", sc, "--against", unreadable, "--calibrate", cal}, &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), filepath.Join(unreadable, "sweep.json")) {
+		t.Errorf("unreadable: exit %d, stderr %q", code, stderr.String())
 	}
 }

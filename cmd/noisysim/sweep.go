@@ -158,6 +158,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			return usagef("sweep: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
 		}
 	}
+	simRun, simCalibrate := simulateSweep(a, cal, *calibrate, 0)
 	var hopts harness.Options // set below, once the input is checked
 	var startOnce func(context.Context) error
 	var started *teardownItem
@@ -167,7 +168,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	opts := sweep.Options{Trials: *trials, Iterations: *iterations, Prior: prior, Only: *only,
 		Run: func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
 			if cal != nil {
-				return harness.Simulate(ctx, sc, harness.SimulateOptions{Only: only, Calibration: cal, CalibrationFile: *calibrate, Logger: a.log})
+				return simRun(ctx, sc, only)
 			}
 			if err := startOnce(ctx); err != nil {
 				return nil, err
@@ -178,7 +179,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		},
 		Calibrate: func(ctx context.Context, sc *scenario.Scenario) (*reports.Report, error) {
 			if cal != nil {
-				return harness.Simulate(ctx, sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: *calibrate, Logger: a.log, CalibrateOnly: true})
+				return simCalibrate(ctx, sc)
 			}
 			if err := startOnce(ctx); err != nil {
 				return nil, err
@@ -298,6 +299,19 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	return errors.Join(writeErr, headroomGate(a.stdout, base, d))
+}
+
+// simulateSweep returns a sweep's run and calibrate functions in virtual
+// time, as noisysim simulate: service times drawn from cal (read from
+// calFile), nodes without a CPU budget of cores cores (0: this machine's).
+func simulateSweep(a *app, cal *reports.Report, calFile string, cores float64) (sweep.RunFunc, func(context.Context, *scenario.Scenario) (*reports.Report, error)) {
+	run := func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
+		return harness.Simulate(ctx, sc, harness.SimulateOptions{Only: only, Calibration: cal, CalibrationFile: calFile, Cores: cores, Logger: a.log})
+	}
+	calibrate := func(ctx context.Context, sc *scenario.Scenario) (*reports.Report, error) {
+		return harness.Simulate(ctx, sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: calFile, Cores: cores, Logger: a.log, CalibrateOnly: true})
+	}
+	return run, calibrate
 }
 
 func registerCluster(a *app, c backend.Cluster) *teardownItem {

@@ -20,8 +20,17 @@
 //     real median lies in [1−tol, 1+tol]; a median of 0 against 0 is a
 //     ratio of 1, anything against 0 has none and is outside.
 //
+// A real sweep (noisysim simulate SCENARIO --against SWEEPDIR) is compared
+// the same way per point and configuration: CompareSweep pairs each trial of
+// its sweep.json with the same sweep run again in virtual time (the same
+// points and seeds), leaves the trials marked disturbed out of both medians,
+// and judges quiet_p99_ms (the simulated p99 of each real trial's
+// quiet_class) and throughput_per_s; quiet_over_solo is shown, not judged.
+//
 // Example:
 //
 //	res := simval.Compare(runs, simval.DefaultTolerance)
 //	simval.WriteText(os.Stdout, res)
+//
+//	sres, err := simval.CompareSweep(realDoc, simulatedTrials, "", simval.DefaultTolerance)
 package simval

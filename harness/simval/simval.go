@@ -36,6 +36,9 @@ const (
 type Figures struct {
 	// QuietP99 is the quiet (all) p99 per quiet class, in ms.
 	QuietP99 map[string]float64
+	// SoloP99 is the quiet (all) p99 per quiet class of the solo window,
+	// in ms: only classes with one above 0.
+	SoloP99 map[string]float64
 	// Classes are QuietP99's classes in the report's order.
 	Classes []string
 	// Throughput is the achieved rate, per second; Rejected the calls the
@@ -48,7 +51,12 @@ type Figures struct {
 func FiguresOf(rep *reports.Report) map[string]Figures {
 	out := map[string]Figures{}
 	for _, c := range rep.Configurations {
-		f := Figures{QuietP99: map[string]float64{}, Throughput: c.Stats.AchievedRate, Rejected: c.Stats.Rejected}
+		f := Figures{QuietP99: map[string]float64{}, SoloP99: map[string]float64{}, Throughput: c.Stats.AchievedRate, Rejected: c.Stats.Rejected}
+		for _, row := range c.SoloQuietAll {
+			if row.P99 > 0 {
+				f.SoloP99[row.Class] = row.P99
+			}
+		}
 		for _, row := range c.QuietAll {
 			if row.Count == 0 {
 				continue
@@ -455,7 +463,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 }
 
 // WriteJSON writes r as indented JSON.
-func WriteJSON(w io.Writer, r *Result) error {
+func WriteJSON(w io.Writer, r *Result) error { return writeJSON(w, r) }
+
+func writeJSON(w io.Writer, r any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
@@ -465,6 +475,12 @@ func WriteJSON(w io.Writer, r *Result) error {
 // never overwrites: a file there already is an error (os.ErrExist,
 // wrapped), checked for both before either is written.
 func WriteDir(dir string, r *Result) error {
+	return writeDir(dir, func(w io.Writer) error { return WriteJSON(w, r) }, func(w io.Writer) error { return WriteMarkdown(w, r) })
+}
+
+// writeDir writes JSONFile with writeJSON and MarkdownFile with writeMD
+// into dir, as WriteDir.
+func writeDir(dir string, writeJSON, writeMD func(io.Writer) error) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write validation: %w", err)
 	}
@@ -473,14 +489,14 @@ func WriteDir(dir string, r *Result) error {
 	}
 	for _, f := range []struct {
 		name  string
-		write func(io.Writer, *Result) error
-	}{{JSONFile, WriteJSON}, {MarkdownFile, WriteMarkdown}} {
+		write func(io.Writer) error
+	}{{JSONFile, writeJSON}, {MarkdownFile, writeMD}} {
 		path := filepath.Join(dir, f.name)
 		out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return fmt.Errorf("write validation: %w", err)
 		}
-		err = cmp.Or(f.write(out, r), out.Close())
+		err = cmp.Or(f.write(out), out.Close())
 		if err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}

@@ -1,13 +1,18 @@
 package sweep
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/noisysim/noisysim/reports"
 )
+
+// JSONFile is the file a sweep's Doc is written to in its directory.
+const JSONFile = "sweep.json"
 
 // Doc is what sweep.json holds (reports/REPORT.md, "Sweeps"). It is
 // rewritten after every trial, so an interrupted sweep keeps what finished.
@@ -176,18 +181,36 @@ func (d *Doc) WriteFile(dir string) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("write sweep: %w", err)
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, "sweep.json"))
+	return os.Rename(tmp.Name(), filepath.Join(dir, JSONFile))
 }
 
 // ReadFile reads dir/sweep.json.
 func ReadFile(dir string) (*Doc, error) {
-	data, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
+	data, err := os.ReadFile(filepath.Join(dir, JSONFile))
 	if err != nil {
 		return nil, err
 	}
+	path := filepath.Join(dir, JSONFile)
 	var d Doc
 	if err := json.Unmarshal(data, &d); err != nil {
-		return nil, badf("%s: not a sweep: %v", filepath.Join(dir, "sweep.json"), err)
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &syn):
+			return nil, badf("%s: not a sweep: malformed JSON: %v", at(path, data, syn.Offset-1), err)
+		case errors.As(err, &typ) && typ.Field != "":
+			return nil, badf("%s: not a sweep: %s: want %s, got a JSON %s", at(path, data, typ.Offset-1), typ.Field, typ.Type, typ.Value)
+		}
+		return nil, badf("%s: not a sweep: %v", path, err)
 	}
 	return &d, nil
+}
+
+// at returns path:line:col of byte i of data.
+func at(path string, data []byte, i int64) string {
+	i = min(max(i, 0), int64(len(data)))
+	before := data[:i]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - (bytes.LastIndexByte(before, '\n') + 1) + 1
+	return fmt.Sprintf("%s:%d:%d", path, line, col)
 }

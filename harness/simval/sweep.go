@@ -1,0 +1,375 @@
+package simval
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/noisysim/noisysim/harness/sweep"
+)
+
+// SweepTrial is one simulated trial of a sweep: its point's values, its
+// seed and the simulation's figures by configuration (FiguresOf).
+type SweepTrial struct {
+	Values  map[string]float64
+	Seed    int64
+	Figures map[string]Figures
+}
+
+// Comparison is one figure at one point of one configuration: the real
+// trials' spread, the simulated trials' (the same seeds), and Sim.Median /
+// Real.Median (nil when no real trial counts, or Real.Median is 0 and
+// Sim.Median is not).
+type Comparison struct {
+	Real  Spread   `json:"real"`
+	Sim   Spread   `json:"simulated"`
+	Ratio *float64 `json:"ratio,omitempty"`
+}
+
+// Judged is a Comparison with its verdict: Ratio within the tolerance.
+type Judged struct {
+	Comparison
+	Within bool `json:"within"`
+}
+
+// SweepRow is one point of one configuration.
+type SweepRow struct {
+	Configuration string             `json:"configuration"`
+	Values        map[string]float64 `json:"values"`
+	// Trials are the real trials at the point, Excluded those of them
+	// DISTURBED (in no median).
+	Trials   int `json:"trials"`
+	Excluded int `json:"excluded"`
+	// QuietClasses are the real trials' quiet_class, each once: the
+	// simulated quiet p99 of a trial is the p99 of its real trial's class.
+	QuietClasses []string `json:"quiet_classes"`
+	QuietP99     Judged   `json:"quiet_p99_ms"`
+	Throughput   Judged   `json:"throughput_per_s"`
+	// QuietOverSolo is informational: no verdict, not in the count.
+	QuietOverSolo Comparison `json:"quiet_over_solo"`
+}
+
+// TrialRef names one trial of a sweep: its point's values and its seed.
+type TrialRef struct {
+	Values map[string]float64 `json:"values"`
+	Seed   int64              `json:"seed"`
+}
+
+// SweepResult is the comparison of a real sweep with the same sweep
+// simulated (noisysim simulate SCENARIO --against SWEEPDIR).
+type SweepResult struct {
+	Scenario string `json:"scenario"`
+	// Against is the real sweep's sweep.json, File the scenario file it
+	// ran, Vary its --vary specs and Keys their keys, Only its --only.
+	Against string   `json:"against"`
+	File    string   `json:"file"`
+	Vary    []string `json:"vary"`
+	Keys    []string `json:"keys"`
+	Only    string   `json:"only,omitempty"`
+	// Calibration is the report the simulations drew their service times
+	// from, CalibrationSeed its seed, CalibrationDisturbed its DISTURBED
+	// windows, if any.
+	Calibration          string  `json:"calibration"`
+	CalibrationSeed      int64   `json:"calibration_seed"`
+	CalibrationDisturbed string  `json:"calibration_disturbed,omitempty"`
+	Tolerance            float64 `json:"tolerance"`
+	// Trials counts the real trials compared; Excluded are those of them
+	// DISTURBED, left out of every median with their simulations.
+	Trials   int        `json:"trials"`
+	Excluded []TrialRef `json:"excluded,omitempty"`
+	// Rows are per configuration (in the sweep's order), then per point.
+	Rows []SweepRow `json:"rows"`
+	// Figures counts the judged figures (quiet p99 and throughput of each
+	// row), Outside those not within the tolerance and Unjudged those of
+	// them with no real trial to compare (every one excluded).
+	Figures  int `json:"figures"`
+	Outside  int `json:"outside"`
+	Unjudged int `json:"unjudged"`
+}
+
+// CompareSweep compares each trial of the real sweep with its simulation
+// (sims: the same point values and seed), per point and configuration
+// (only's, when not empty): the median over the trials not DISTURBED of
+// quiet_p99_ms (the simulation's p99 of the real trial's quiet_class),
+// throughput_per_s and quiet_over_solo. A real trial without a simulation,
+// or a simulation without the configuration, is an error naming it by
+// sweep.json field; the caller fills Scenario, Against and Calibration.
+func CompareSweep(real *sweep.Doc, sims []SweepTrial, only string, tolerance float64) (*SweepResult, error) {
+	res := &SweepResult{File: real.File, Only: only, Tolerance: tolerance}
+	for _, v := range real.Vary {
+		res.Vary, res.Keys = append(res.Vary, v.Spec), append(res.Keys, v.Key)
+	}
+	var configs []string
+	for _, p := range real.Points {
+		for _, t := range p.Trials {
+			for _, c := range t.Configurations {
+				if (only == "" || c.Name == only) && !slices.Contains(configs, c.Name) {
+					configs = append(configs, c.Name)
+				}
+			}
+		}
+	}
+	// sim[i][j] is the simulation of real.Points[i].Trials[j].
+	sim := make([][]map[string]Figures, len(real.Points))
+	for i, p := range real.Points {
+		for j, t := range p.Trials {
+			k := slices.IndexFunc(sims, func(s SweepTrial) bool { return s.Seed == t.Seed && maps.Equal(s.Values, p.Values) })
+			if k < 0 {
+				return nil, fmt.Errorf("points[%d].trials[%d] (%s, seed %d): the scenario's sweep has no such trial (not the file the sweep ran?)",
+					i, j, valuesText(real, p.Values), t.Seed)
+			}
+			sim[i] = append(sim[i], sims[k].Figures)
+			res.Trials++
+			if t.Disturbed {
+				res.Excluded = append(res.Excluded, TrialRef{Values: p.Values, Seed: t.Seed})
+			}
+		}
+	}
+	for _, c := range configs {
+		for i, p := range real.Points {
+			row := SweepRow{Configuration: c, Values: p.Values}
+			var rq, sq, rt, st, rqs, sqs []float64
+			for j, t := range p.Trials {
+				ix := slices.IndexFunc(t.Configurations, func(ct sweep.ConfigTrial) bool { return ct.Name == c })
+				if ix < 0 {
+					continue
+				}
+				ct := t.Configurations[ix]
+				sf, ok := sim[i][j][c]
+				if !ok {
+					return nil, fmt.Errorf("points[%d].trials[%d] (%s, seed %d): the simulation has no configuration %q",
+						i, j, valuesText(real, p.Values), t.Seed, c)
+				}
+				row.Trials++
+				if ct.QuietClass != "" && !slices.Contains(row.QuietClasses, ct.QuietClass) {
+					row.QuietClasses = append(row.QuietClasses, ct.QuietClass)
+				}
+				if t.Disturbed {
+					row.Excluded++
+					continue
+				}
+				rq, sq = append(rq, ct.QuietP99), append(sq, sf.QuietP99[ct.QuietClass])
+				rt, st = append(rt, ct.Throughput), append(st, sf.Throughput)
+				if ct.QuietOverSolo > 0 {
+					rqs = append(rqs, ct.QuietOverSolo)
+				}
+				if solo := sf.SoloP99[ct.QuietClass]; solo > 0 {
+					sqs = append(sqs, sf.QuietP99[ct.QuietClass]/solo)
+				}
+			}
+			if row.Trials == 0 {
+				continue
+			}
+			row.QuietP99 = res.judge(rq, sq)
+			row.Throughput = res.judge(rt, st)
+			row.QuietOverSolo = compare(rqs, sqs)
+			res.Rows = append(res.Rows, row)
+		}
+	}
+	return res, nil
+}
+
+// compare returns the spreads of real and sim and the ratio of their
+// medians.
+func compare(real, sim []float64) Comparison {
+	c := Comparison{Real: sweep.SpreadOf(real), Sim: sweep.SpreadOf(sim)}
+	if len(real) > 0 && len(sim) > 0 {
+		c.Ratio = ratio(c.Real.Median, c.Sim.Median)
+	}
+	return c
+}
+
+// judge compares real and sim (the same trials) and counts the figure.
+func (r *SweepResult) judge(real, sim []float64) Judged {
+	j := Judged{Comparison: compare(real, sim)}
+	j.Within = j.Ratio != nil && *j.Ratio >= 1-r.Tolerance && *j.Ratio <= 1+r.Tolerance
+	r.Figures++
+	if !j.Within {
+		r.Outside++
+		if len(real) == 0 {
+			r.Unjudged++
+		}
+	}
+	return j
+}
+
+// valuesText returns a point's values in the sweep's key order:
+// "classes.lookup.rate=200 tenants.count=50".
+func valuesText(d *sweep.Doc, values map[string]float64) string {
+	var parts []string
+	for _, v := range d.Vary {
+		if x, ok := values[v.Key]; ok {
+			parts = append(parts, v.Key+"="+num(x))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func num(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+func (r *SweepResult) pointText(values map[string]float64) string {
+	var parts []string
+	for _, k := range r.Keys {
+		parts = append(parts, k+"="+num(values[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (r *SweepResult) header() []string {
+	only := ""
+	if r.Only != "" {
+		only = ", --only " + r.Only
+	}
+	lines := []string{
+		fmt.Sprintf("SIMULATED vs REAL SWEEP: %s, the sweep in %s (%s, --vary %s%s) re-run in virtual time at its points and seeds, %d real trials, calibrated on %s (seed %d)",
+			r.Scenario, r.Against, r.File, strings.Join(r.Vary, " --vary "), only, r.Trials, r.Calibration, r.CalibrationSeed),
+		fmt.Sprintf("medians over the real trials not DISTURBED and the simulations of the same seeds; quiet p99 is of each real trial's quiet_class (the simulated p99 of the same class); within %.0f%%: simulated/real median in [%.2f, %.2f]; quiet/solo is informational",
+			100*r.Tolerance, 1-r.Tolerance, 1+r.Tolerance),
+	}
+	if r.CalibrationDisturbed != "" {
+		lines = append(lines, "the calibration run was DISTURBED: "+r.CalibrationDisturbed)
+	}
+	return lines
+}
+
+// configurations returns the rows' configurations in order.
+func (r *SweepResult) configurations() []string {
+	var out []string
+	for _, row := range r.Rows {
+		if !slices.Contains(out, row.Configuration) {
+			out = append(out, row.Configuration)
+		}
+	}
+	return out
+}
+
+func (r *SweepResult) columns() []string {
+	w := fmt.Sprintf("within %.0f%%", 100*r.Tolerance)
+	cols := slices.Clone(r.Keys)
+	return append(cols, "trials", "quiet class", "quiet p99 real", "real min–max (n)", "simulated", "sim/real", w,
+		"throughput real", "real min–max (n)", "simulated", "sim/real", w, "quiet/solo real", "simulated")
+}
+
+func (r *SweepResult) cells(row SweepRow) []string {
+	var out []string
+	for _, k := range r.Keys {
+		out = append(out, num(row.Values[k]))
+	}
+	trials := strconv.Itoa(row.Trials)
+	if row.Excluded > 0 {
+		trials = fmt.Sprintf("%d of %d", row.Trials-row.Excluded, row.Trials)
+	}
+	class := strings.Join(row.QuietClasses, ", ")
+	if class == "" {
+		class = "-"
+	}
+	qs := func(s Spread) string {
+		if s.N == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", s.Median)
+	}
+	return append(out, trials, class,
+		median(row.QuietP99.Real, "ms"), rangeOf(row.QuietP99.Real, "ms"), median(row.QuietP99.Sim, "ms"), ratioText(row.QuietP99.Ratio), judgedText(row.QuietP99),
+		median(row.Throughput.Real, "/s"), rangeOf(row.Throughput.Real, "/s"), median(row.Throughput.Sim, "/s"), ratioText(row.Throughput.Ratio), judgedText(row.Throughput),
+		qs(row.QuietOverSolo.Real), qs(row.QuietOverSolo.Sim))
+}
+
+func judgedText(j Judged) string {
+	switch {
+	case j.Real.N == 0:
+		return "no (no undisturbed trial)"
+	case j.Within:
+		return "yes"
+	}
+	return "NO"
+}
+
+func (r *SweepResult) exclusions() []string {
+	if len(r.Excluded) == 0 {
+		return []string{fmt.Sprintf("excluded: none of the %d real trials was DISTURBED", r.Trials)}
+	}
+	lines := []string{fmt.Sprintf("excluded as DISTURBED (real trial and its simulation out of the medians): %d of %d real trials", len(r.Excluded), r.Trials)}
+	for _, e := range r.Excluded {
+		lines = append(lines, fmt.Sprintf("  %s seed %d", r.pointText(e.Values), e.Seed))
+	}
+	return lines
+}
+
+// verdict returns the closing line: "N of M figures within 25%".
+func (r *SweepResult) verdict() string {
+	s := fmt.Sprintf("%d of %d figures within %.0f%% (quiet p99 and throughput per point and configuration)", r.Figures-r.Outside, r.Figures, 100*r.Tolerance)
+	if r.Unjudged > 0 {
+		s += fmt.Sprintf("; %d with no undisturbed real trial to compare", r.Unjudged)
+	}
+	return s
+}
+
+// WriteSweepText writes r for a terminal: the header, a table per
+// configuration with a row per point, the exclusions and the count of
+// figures within the tolerance.
+func WriteSweepText(w io.Writer, r *SweepResult) error {
+	var b strings.Builder
+	for _, l := range r.header() {
+		b.WriteString(l + "\n")
+	}
+	for _, c := range r.configurations() {
+		fmt.Fprintf(&b, "\nconfiguration %s:\n", c)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(r.columns(), "\t"))
+		for _, row := range r.Rows {
+			if row.Configuration == c {
+				fmt.Fprintln(tw, strings.Join(r.cells(row), "\t"))
+			}
+		}
+		tw.Flush()
+	}
+	b.WriteString("\n")
+	for _, l := range r.exclusions() {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString(r.verdict() + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteSweepMarkdown writes r as Markdown: the same as WriteSweepText.
+func WriteSweepMarkdown(w io.Writer, r *SweepResult) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# noisysim simulate vs a real sweep: %s\n\n", r.Scenario)
+	for _, l := range r.header() {
+		b.WriteString(l + "\n\n")
+	}
+	cols := r.columns()
+	for _, c := range r.configurations() {
+		fmt.Fprintf(&b, "## Configuration %s\n\n| %s |\n|%s\n", c, strings.Join(cols, " | "), strings.Repeat("---|", len(cols)))
+		for _, row := range r.Rows {
+			if row.Configuration == c {
+				fmt.Fprintf(&b, "| %s |\n", strings.Join(r.cells(row), " | "))
+			}
+		}
+		b.WriteString("\n")
+	}
+	for _, l := range r.exclusions() {
+		if strings.HasPrefix(l, "  ") {
+			l = "- " + strings.TrimSpace(l)
+		}
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("\n" + r.verdict() + "\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteSweepJSON writes r as indented JSON.
+func WriteSweepJSON(w io.Writer, r *SweepResult) error { return writeJSON(w, r) }
+
+// WriteSweepDir writes r as JSONFile and MarkdownFile into dir, never over
+// existing ones, as WriteDir.
+func WriteSweepDir(dir string, r *SweepResult) error {
+	return writeDir(dir, func(w io.Writer) error { return WriteSweepJSON(w, r) }, func(w io.Writer) error { return WriteSweepMarkdown(w, r) })
+}
