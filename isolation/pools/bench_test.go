@@ -83,11 +83,13 @@ func BenchmarkQuery(b *testing.B) {
 // pgxpool pool that holds up on a busy machine: each iteration runs one
 // "SELECT 1" through every variant in turn (bare pgxpool, Stack.Query,
 // Stack.Query with a limiter, and Stack.WithConn: tag, statement and reset
-// each its own round trip), in blocks of 50 calls so that a call pays for
-// the reset its own variant's previous call left to the server, and load
-// from elsewhere falls on all of them alike. It reports each variant's
-// median µs per call and its median over the bare pool's (goal: Query ≤
-// 1.2). Each iteration is 50 calls of each variant.
+// each its own round trip), then the data set's point lookup through a
+// bare pool and through Stack.Query, in blocks of 50 calls so that a call
+// pays for the reset its own variant's previous call left to the server,
+// and load from elsewhere falls on all of them alike. It reports each
+// variant's median µs per call and its median over the bare pool's for
+// the same statement (goal: Query ≤ 1.2). Each iteration is 50 calls of
+// each variant.
 func BenchmarkQueryRatio(b *testing.B) {
 	c := localtest.Start(b, backend.Spec{})
 	primary, _ := backend.First(c, backend.RolePrimary)
@@ -130,6 +132,37 @@ func BenchmarkQueryRatio(b *testing.B) {
 			return err
 		}},
 	}
+	// The same through the data set's point lookup (an order by tenant
+	// and key, five columns back): the short query a real API runs, where
+	// the statement's own work weighs beside the Stack's commands.
+	if _, err := bare.Exec(ctx, lookupTable); err != nil {
+		b.Fatal(err)
+	}
+	lookupArgs := func(i int) (int, int) { return 1 + i%50, 1 + i%20000 }
+	var li int
+	variants = append(variants,
+		struct {
+			name string
+			call func() error
+		}{"pgxpool-lookup", func() error {
+			li++
+			t, id := lookupArgs(li)
+			rows, err := bare.Query(ctx, lookupSQL, t, id)
+			if err != nil {
+				return err
+			}
+			rows.Close()
+			return rows.Err()
+		}},
+		struct {
+			name string
+			call func() error
+		}{"query-lookup", func() error {
+			li++
+			t, id := lookupArgs(li)
+			_, err := plain.Query(ctx, Interactive, "t", lookupSQL, t, id)
+			return err
+		}})
 	const block = 50
 	times := make([][]time.Duration, len(variants))
 	for b.Loop() {
@@ -152,8 +185,23 @@ func BenchmarkQueryRatio(b *testing.B) {
 	for i, v := range variants {
 		m := median(times[i])
 		b.ReportMetric(float64(m)/float64(time.Microsecond), v.name+"-µs")
-		if i > 0 {
+		switch {
+		case v.name == "query-lookup":
+			b.ReportMetric(float64(m)/float64(median(times[i-1])), "query-lookup/pgxpool-lookup")
+		case i > 0 && v.name != "pgxpool-lookup":
 			b.ReportMetric(float64(m)/float64(base), v.name+"/pgxpool")
 		}
 	}
 }
+
+// lookupTable is the data set's orders table, smaller: 50 tenants of 400
+// orders each (20,000 rows), keyed as the data set keys it.
+const lookupTable = `DROP TABLE IF EXISTS bench_orders;
+CREATE TABLE bench_orders (tenant_id int NOT NULL, id bigint NOT NULL, created_at timestamptz NOT NULL,
+	amount numeric(12,2) NOT NULL, status text NOT NULL, customer int NOT NULL, PRIMARY KEY (tenant_id, id));
+INSERT INTO bench_orders SELECT 1 + i % 50, i, now() - (i % 365) * interval '1 day', (i % 1000) / 10.0,
+	(ARRAY['new','paid','shipped'])[1 + i % 3], i % 1000 FROM generate_series(1, 20000) i;
+ANALYZE bench_orders`
+
+// lookupSQL is the data set's point lookup (the lookup query) on it.
+const lookupSQL = "SELECT id, created_at, amount, status, customer FROM bench_orders WHERE tenant_id = $1 AND id = $2"
