@@ -451,13 +451,19 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
-	for _, l := range r.exclusions() {
+	return writeMarkdownEnd(w, &b, r.exclusions(), r.verdict())
+}
+
+// writeMarkdownEnd ends a Markdown validation in b with its exclusions (an
+// indented line becomes a list item) and its verdict, and writes b to w.
+func writeMarkdownEnd(w io.Writer, b *strings.Builder, exclusions []string, verdict string) error {
+	for _, l := range exclusions {
 		if strings.HasPrefix(l, "  ") {
 			l = "- " + strings.TrimSpace(l)
 		}
 		b.WriteString(l + "\n")
 	}
-	b.WriteString("\n" + r.verdict() + "\n")
+	b.WriteString("\n" + verdict + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -354,15 +354,7 @@ func WriteSweepMarkdown(w io.Writer, r *SweepResult) error {
 		}
 		b.WriteString("\n")
 	}
-	for _, l := range r.exclusions() {
-		if strings.HasPrefix(l, "  ") {
-			l = "- " + strings.TrimSpace(l)
-		}
-		b.WriteString(l + "\n")
-	}
-	b.WriteString("\n" + r.verdict() + "\n")
-	_, err := io.WriteString(w, b.String())
-	return err
+	return writeMarkdownEnd(w, &b, r.exclusions(), r.verdict())
 }
 
 // WriteSweepJSON writes r as indented JSON.
