@@ -117,10 +117,11 @@ func BenchmarkQueryRatio(b *testing.B) {
 	}
 	defer limited.Close()
 
-	variants := []struct {
+	type variant struct {
 		name string
 		call func() error
-	}{
+	}
+	variants := []variant{
 		{"pgxpool", func() error { _, err := bare.Exec(ctx, "SELECT 1"); return err }},
 		{"query", func() error { _, err := plain.Query(ctx, Interactive, "t", "SELECT 1"); return err }},
 		{"query+limiter", func() error { _, err := limited.Query(ctx, Interactive, "t", "SELECT 1"); return err }},
@@ -141,10 +142,7 @@ func BenchmarkQueryRatio(b *testing.B) {
 	lookupArgs := func(i int) (int, int) { return 1 + i%50, 1 + i%20000 }
 	var li int
 	variants = append(variants,
-		struct {
-			name string
-			call func() error
-		}{"pgxpool-lookup", func() error {
+		variant{"pgxpool-lookup", func() error {
 			li++
 			t, id := lookupArgs(li)
 			rows, err := bare.Query(ctx, lookupSQL, t, id)
@@ -154,10 +152,7 @@ func BenchmarkQueryRatio(b *testing.B) {
 			rows.Close()
 			return rows.Err()
 		}},
-		struct {
-			name string
-			call func() error
-		}{"query-lookup", func() error {
+		variant{"query-lookup", func() error {
 			li++
 			t, id := lookupArgs(li)
 			_, err := plain.Query(ctx, Interactive, "t", lookupSQL, t, id)
