@@ -583,15 +583,18 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 }
 
 // workerConn is one worker's connection and what it reuses from op to op:
-// the lookup's prepared statement, its random source, the buffers of its
-// parameters and the watch of the ops' context.
+// the lookup's prepared statement, its random source, its script's drawer,
+// the buffers of its parameters and the watch of the ops' context.
 type workerConn struct {
 	conn   *pgx.Conn
 	stmt   *pgconn.StatementDescription
 	pcg    rand.PCG
 	rng    *rand.Rand
-	params [][]byte
-	buf    []byte
+	drawer *pgscript.Drawer // of the script of the first lookup
+	// builtins are the script's: the tenant and its order count.
+	builtins [2]pgscript.Value
+	params   [][]byte
+	buf      []byte
 	// watched is the context of the ops so far; its cancellation sets a
 	// past deadline on the connection (as pgx does for a cancelled query),
 	// so that an op in flight returns at once. pgx would otherwise watch
@@ -608,11 +611,7 @@ type workerConn struct {
 // and every row of the result is read and its error returned. rows is the
 // tenant's order count.
 func (c *workerConn) lookup(ctx context.Context, script *pgscript.Script, seed int64, op workload.Op, rows int64) error {
-	if c.rng == nil {
-		c.rng = rand.New(&c.pcg)
-	}
-	c.pcg.Seed(uint64(seed), uint64(op.Seq))
-	sql, args, _, err := script.Single(c.rng, []pgscript.Value{pgscript.Int(int64(op.Tenant)), pgscript.Int(max(rows, 1))})
+	sql, err := c.draw(script, seed, op, rows)
 	if err != nil {
 		return err
 	}
@@ -631,17 +630,37 @@ func (c *workerConn) lookup(ctx context.Context, script *pgscript.Script, seed i
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	c.buf, c.params = c.buf[:0], c.params[:0]
-	for _, a := range args {
-		start := len(c.buf)
-		c.buf = strconv.AppendInt(c.buf, a.(int64), 10)
-		c.params = append(c.params, c.buf[start:])
-	}
 	_, err = c.conn.PgConn().ExecStatement(context.Background(), c.stmt, c.params, nil, nil).Close()
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("bench: lookup: %w: %w", ctx.Err(), err)
 	}
 	return err
+}
+
+// draw draws op's lookup from the script (seeded by seed and op.Seq) and
+// encodes its parameters as text into c.params; rows is the tenant's order
+// count.
+func (c *workerConn) draw(script *pgscript.Script, seed int64, op workload.Op, rows int64) (string, error) {
+	if c.drawer == nil {
+		var ok bool
+		if c.drawer, ok = script.Drawer(); !ok {
+			return "", fmt.Errorf("bench: %s: not a single statement", script.File)
+		}
+		c.rng = rand.New(&c.pcg)
+	}
+	c.pcg.Seed(uint64(seed), uint64(op.Seq))
+	c.builtins[0], c.builtins[1] = pgscript.Int(int64(op.Tenant)), pgscript.Int(max(rows, 1))
+	sql, args, err := c.drawer.Draw(c.rng, c.builtins[:])
+	if err != nil {
+		return "", err
+	}
+	c.buf, c.params = c.buf[:0], c.params[:0]
+	for _, a := range args {
+		start := len(c.buf)
+		c.buf = a.AppendText(c.buf)
+		c.params = append(c.params, c.buf[start:])
+	}
+	return sql, nil
 }
 
 // warm calls f from size goroutines at once, four times each, so that a pool

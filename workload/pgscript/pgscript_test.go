@@ -446,3 +446,48 @@ func TestDefine(t *testing.T) {
 		t.Errorf("unknown variable near a define: error %v", err)
 	}
 }
+
+// TestDrawerAsSingle: a Drawer draws what Single draws from the same random
+// stream and builtins, draw after draw on its reused variables; a script
+// that is not a single statement has no Drawer, and wrong builtins are an
+// error.
+func TestDrawerAsSingle(t *testing.T) {
+	src := "\\set a random(1, :n)\n\\set b :a * :k + random(0, 9)\nSELECT :a, :b, :tenant, :k;\n"
+	s, err := Parse([]byte(src), "draw.sql", Options{Builtins: []string{"tenant", "n"}, Define: map[string]Value{"k": Int(7)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := s.Drawer()
+	if !ok {
+		t.Fatal("no Drawer for a single statement")
+	}
+	for i := range 100 {
+		builtins := []Value{Int(int64(1 + i%5)), Int(int64(10 + i))}
+		wantSQL, want, ok, err := s.Single(rand.New(rand.NewPCG(1, uint64(i))), builtins)
+		if err != nil || !ok {
+			t.Fatalf("Single: %v, %v", ok, err)
+		}
+		sql, got, err := d.Draw(rand.New(rand.NewPCG(1, uint64(i))), builtins)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sql != wantSQL || len(got) != len(want) {
+			t.Fatalf("draw %d: %q %v, want %q %v", i, sql, got, wantSQL, want)
+		}
+		for j := range got {
+			if got[j].Any() != want[j] || string(got[j].AppendText(nil)) != got[j].String() {
+				t.Errorf("draw %d arg %d: %v (text %q), want %v", i, j, got[j], got[j].AppendText(nil), want[j])
+			}
+		}
+	}
+	if _, _, err := d.Draw(rand.New(rand.NewPCG(1, 1)), []Value{Int(1)}); err == nil {
+		t.Error("Draw with one builtin of two: no error")
+	}
+	multi, err := Parse([]byte("SELECT 1;\nSELECT 2;\n"), "multi.sql", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := multi.Drawer(); ok {
+		t.Error("Drawer of a two-statement script")
+	}
+}

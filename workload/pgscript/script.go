@@ -518,48 +518,122 @@ func (s *Script) exec(ctx context.Context, c Conn, e *env, cmd *command) error {
 // false for any other script, which Run must run. It lets a caller send
 // the statement in one round trip with whatever it sends beside it.
 func (s *Script) Single(rng *rand.Rand, builtins []Value) (sql string, args []any, ok bool, err error) {
-	last := len(s.cmds) - 1
-	if last < 0 || s.cmds[last].kind != cmdSQL || s.cmds[last].gset {
+	if !s.single() {
 		return "", nil, false, nil
 	}
-	for _, c := range s.cmds[:last] {
-		if c.kind != cmdSet {
-			return "", nil, false, nil
-		}
-	}
 	if len(builtins) != s.nb {
-		return "", nil, false, fmt.Errorf("pgscript: %s takes %d builtins, got %d", s.File, s.nb, len(builtins))
+		return "", nil, false, s.builtinsErr(len(builtins))
 	}
 	e := s.newEnv(rng, builtins)
-	for i := range s.cmds[:last] {
-		if err := s.exec(context.Background(), nil, e, &s.cmds[i]); err != nil {
-			return "", nil, false, err
-		}
-	}
-	cmd := &s.cmds[last]
-	args, err = s.args(e, cmd)
+	var buf [8]Value
+	sql, vals, err := s.draw(e, buf[:0])
 	if err != nil {
 		return "", nil, false, err
 	}
-	return cmd.sql, args, true, nil
+	args = make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = v.Any()
+	}
+	return sql, args, true, nil
+}
+
+// single reports whether s is one SQL statement without \gset preceded by
+// \set commands only (see Single).
+func (s *Script) single() bool {
+	last := len(s.cmds) - 1
+	if last < 0 || s.cmds[last].kind != cmdSQL || s.cmds[last].gset {
+		return false
+	}
+	for _, c := range s.cmds[:last] {
+		if c.kind != cmdSet {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Script) builtinsErr(n int) error {
+	return fmt.Errorf("pgscript: %s takes %d builtins, got %d", s.File, s.nb, n)
+}
+
+// draw runs a single script's \set commands in e and appends its
+// statement's arguments to dst.
+func (s *Script) draw(e *env, dst []Value) (string, []Value, error) {
+	last := len(s.cmds) - 1
+	for i := range s.cmds[:last] {
+		if err := s.exec(context.Background(), nil, e, &s.cmds[i]); err != nil {
+			return "", dst, err
+		}
+	}
+	cmd := &s.cmds[last]
+	dst, err := s.appendArgs(e, cmd, dst)
+	return cmd.sql, dst, err
+}
+
+// Drawer draws a single script's statement (see Single) again and again on
+// one goroutine, reusing its variables and arguments: no allocation per
+// draw.
+type Drawer struct {
+	s    *Script
+	e    env
+	args []Value
+}
+
+// Drawer returns a Drawer of s, or nil and false if s is not a single
+// statement (see Single).
+func (s *Script) Drawer() (*Drawer, bool) {
+	if !s.single() {
+		return nil, false
+	}
+	return &Drawer{s: s, e: env{vars: make([]Value, len(s.names)), names: s.names}}, true
+}
+
+// Draw returns what Single returns for the same rng and builtins, the
+// arguments as Values (valid until the next Draw) instead of []any.
+func (d *Drawer) Draw(rng *rand.Rand, builtins []Value) (sql string, args []Value, err error) {
+	s := d.s
+	if len(builtins) != s.nb {
+		return "", nil, s.builtinsErr(len(builtins))
+	}
+	d.e.rng = rng
+	copy(d.e.vars, builtins)
+	clear(d.e.vars[len(builtins):])
+	for _, df := range s.defines {
+		d.e.vars[df.slot] = df.v
+	}
+	sql, d.args, err = s.draw(&d.e, d.args[:0])
+	return sql, d.args, err
 }
 
 // args evaluates a SQL command's bind arguments.
 func (s *Script) args(e *env, cmd *command) ([]any, error) {
-	args := make([]any, 0, len(cmd.params)+len(cmd.args))
+	var buf [8]Value
+	vals, err := s.appendArgs(e, cmd, buf[:0])
+	if err != nil {
+		return nil, err
+	}
+	args := make([]any, len(vals))
+	for i, v := range vals {
+		args[i] = v.Any()
+	}
+	return args, nil
+}
+
+// appendArgs appends a SQL command's bind arguments to dst.
+func (s *Script) appendArgs(e *env, cmd *command, dst []Value) ([]Value, error) {
 	for _, slot := range cmd.params {
 		v := e.vars[slot]
 		if !v.Set() {
-			return nil, s.runErr(cmd, fmt.Errorf("undefined variable :%s", s.names[slot]))
+			return dst, s.runErr(cmd, fmt.Errorf("undefined variable :%s", s.names[slot]))
 		}
-		args = append(args, v.Any())
+		dst = append(dst, v)
 	}
 	for _, a := range cmd.args {
 		v, err := a(e)
 		if err != nil {
-			return nil, s.runErr(cmd, err)
+			return dst, s.runErr(cmd, err)
 		}
-		args = append(args, v.Any())
+		dst = append(dst, v)
 	}
-	return args, nil
+	return dst, nil
 }

@@ -86,6 +86,19 @@ func (v Value) String() string {
 	return "<unset>"
 }
 
+// AppendText appends String's form of v to b.
+func (v Value) AppendText(b []byte) []byte {
+	switch v.k {
+	case kindInt:
+		return strconv.AppendInt(b, v.i, 10)
+	case kindDouble:
+		return strconv.AppendFloat(b, v.f, 'g', 15, 64)
+	case kindBool:
+		return strconv.AppendBool(b, v.i != 0)
+	}
+	return append(b, v.String()...)
+}
+
 // FromAny converts a column value as a driver returns it (integers,
 // floats, string, bool, nil, or anything with a String or text form) into
 // a Value for \gset.
