@@ -479,6 +479,16 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 	if err != nil {
 		return out, err
 	}
+	// Every series of the population up front: its rare tenants would
+	// otherwise keep adding series (and the recorder's memory) for as long
+	// as the run lasts.
+	keys := make([]metrics.Key, 0, len(pop.Tenants)*len(specs))
+	for _, t := range pop.Tenants {
+		for _, c := range specs {
+			keys = append(keys, metrics.Key{Tenant: t.ID, Class: c.Name})
+		}
+	}
+	rec.Reserve(keys...)
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return out, fmt.Errorf("bench: %w", err)
