@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
@@ -151,7 +152,8 @@ func (c *Config) fill() error {
 	flags := map[string]string{"Duration": "--duration", "PoolSize": "--pool", "Threads": "--threads", "Tenants": "--tenants",
 		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
 		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every",
-		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs"}
+		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs",
+		"MemProfile": "--memprofile"}
 	bad := func(field string, v any, why string) {
 		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
 	}
@@ -205,6 +207,12 @@ func (c *Config) fill() error {
 	}
 	if c.SampleEvery <= 0 {
 		bad("SampleEvery", c.SampleEvery, "must be > 0")
+	}
+	if c.MemProfile != "" {
+		// Found now, not when the warm-up's profile is due minutes later.
+		if fi, err := os.Stat(filepath.Dir(c.MemProfile)); err != nil || !fi.IsDir() {
+			bad("MemProfile", c.MemProfile, "the prefix's directory does not exist")
+		}
 	}
 	return errors.Join(errs...)
 }
