@@ -93,9 +93,15 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	if *cores < 0 || math.IsNaN(*cores) || math.IsInf(*cores, 0) {
 		return usagef("simulate: --cores %v: want a number of cores > 0 (or 0: this machine's)", *cores)
 	}
-	if *check && *against == "" {
-		return usagef("simulate: --check needs --against DIR")
+	if *against == "" && flagSet(fs, "against") {
+		return usagef("simulate: --against: empty (want a directory: what noisysim run --repeat N --out DIR or noisysim sweep --out DIR wrote)")
 	}
+	if *check && *against == "" {
+		return usagef("simulate: --check needs --against DIR (noisysim run --repeat N --out DIR's runs, or noisysim sweep --out DIR's sweep)")
+	}
+	// Nothing is written when interrupted: the report (or validation) is
+	// written only once every simulation finished.
+	a.teardown.onStop("nothing is written (simulate writes its report, or with --against its validation, only once every simulation finished)")
 	if *against != "" {
 		return runSimulateAgainst(ctx, a, file, againstFlags{dir: *against, calibrate: *calibrate, only: *only, out: *out,
 			cores: *cores, check: *check, noProgress: *noProgress})
