@@ -61,7 +61,8 @@ and whether it is within 25%, and quiet_over_solo real and simulated
 A trial marked disturbed is left out of the medians (its simulation too),
 and counted; a point whose every trial is disturbed is unjudged: listed, in
 neither count. --out as above; --check exits 99 when a quiet p99 or a
-throughput is not within 25%, saying which. Notes as above, and for a
+throughput is not within 25%, saying which, and when no point could be
+judged. Notes as above, and for a
 sweep.json that records no scenario shape (an older one: whether the phases
 are the sweep's cannot tell). Exit 2, naming sweep.json and the field: a
 sweep.json not readable or not a sweep (file:line:col), a simulated sweep,

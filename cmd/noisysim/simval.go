@@ -298,6 +298,12 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 		}
 		fmt.Fprintf(a.stdout, "written: %s, %s\n", filepath.Join(f.out, simval.JSONFile), filepath.Join(f.out, simval.MarkdownFile))
 	}
+	if f.check && res.QuietP99.Judged == 0 {
+		// A gate that judged nothing has not passed: every point's real
+		// trials were DISTURBED.
+		return fmt.Errorf("%w: scenario %s: no point of the real sweep could be judged (every trial DISTURBED): --check has nothing to pass on; rerun the sweep on a quiet machine",
+			errAssertionFailed, sc.Name)
+	}
 	if f.check && res.Outside() > 0 {
 		var outside []string
 		for _, t := range []struct {

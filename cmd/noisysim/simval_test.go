@@ -418,7 +418,8 @@ func TestSimulateAgainstSweep(t *testing.T) {
 // calibration run DISTURBED or on other data (harness.CalibrationNotes, as
 // the run-vs-run comparison), a sweep.json recording no scenario shape
 // ("cannot tell"); a point whose every real trial is DISTURBED is unjudged,
-// listed and in neither count, so --check passes.
+// listed and in neither count, so --check passes, unless no point at all
+// could be judged.
 func TestSimulateAgainstSweepNotes(t *testing.T) {
 	dir := t.TempDir()
 	cal := filepath.Join(dir, "cal", reports.JSONFile)
@@ -485,6 +486,20 @@ func TestSimulateAgainstSweepNotes(t *testing.T) {
 	if len(res.CalibrationNotes) != 2 || len(res.Notes) != 1 || !strings.Contains(notes, "data.orders 5000000") || !strings.Contains(notes, "cannot tell") ||
 		res.QuietP99 != (simval.Tally{Judged: 2, Within: 2, Unjudged: 2}) {
 		t.Errorf("validate.json: calibration_notes %q, notes %q, quiet p99 %+v", res.CalibrationNotes, res.Notes, res.QuietP99)
+	}
+
+	// Every point unjudged: --check has nothing to pass on and fails.
+	for i := range d.Points {
+		for j := range d.Points[i].Trials {
+			d.Points[i].Trials[j].Disturbed = true
+		}
+	}
+	allOff := writeSweepDoc(t, filepath.Join(dir, "all-disturbed"), d)
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"simulate", sc, "--against", allOff, "--calibrate", cal, "--check", "--no-progress"}, &stdout, &stderr); code != exitAssertion ||
+		!strings.Contains(stderr.String(), "no point of the real sweep could be judged") {
+		t.Errorf("every trial DISTURBED, --check: exit %d, want %d naming it\nstdout:\n%s\nstderr:\n%s", code, exitAssertion, stdout.String(), stderr.String())
 	}
 }
 
