@@ -117,6 +117,7 @@ func (r *runner) machineReport(rep *reports.Report) {
 	m := &reports.Machine{Concurrent: r.opts.Concurrent, Windows: windows}
 	if r.guard != nil {
 		m.MaxForeignCPU = r.guard.MaxForeignCPU()
+		m.MaxStealShare = r.guard.MaxStealShare()
 		if d := r.guard.MaxStall(); d > 0 {
 			m.MaxStallMs = float64(d.Milliseconds())
 		}
@@ -183,8 +184,7 @@ func settleStalls(m *reports.Machine, as []reports.Assertion, name func(phase, c
 	}
 	for i := range m.Windows {
 		w := &m.Windows[i]
-		foreign := m.MaxForeignCPU >= 0 && w.ForeignCPU+w.StealCPU > m.MaxForeignCPU
-		if !w.Disturbed || foreign || w.StallMaxMs < m.MaxStallMs {
+		if !w.Disturbed || m.CPUDisturbed(*w) || w.StallMaxMs < m.MaxStallMs {
 			continue
 		}
 		if !stallDecides(*w, as, name) {

@@ -199,7 +199,7 @@ func mergeMachine(into, m *reports.Machine, segment string) *reports.Machine {
 		return into
 	}
 	if into == nil {
-		into = &reports.Machine{NodeCPU: m.NodeCPU, MaxForeignCPU: m.MaxForeignCPU, GeneratorCores: m.GeneratorCores}
+		into = &reports.Machine{NodeCPU: m.NodeCPU, MaxForeignCPU: m.MaxForeignCPU, MaxStealShare: m.MaxStealShare, GeneratorCores: m.GeneratorCores}
 	}
 	into.MaxStallMs = max(into.MaxStallMs, m.MaxStallMs)
 	if m.Concurrent != "" {

@@ -103,7 +103,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	if r.log == nil {
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	for _, n := range calibrationQuality(opts.Calibration, opts.CalibrationFile, sc) {
+	for _, n := range CalibrationNotes(opts.Calibration, opts.CalibrationFile, sc) {
 		r.note("%s", n)
 	}
 	if err := r.plan(); err != nil {
@@ -432,24 +432,23 @@ func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibr
 	return cfg
 }
 
-// calibrationQuality says what of the calibration run carries into the
-// simulated figures: a run cut short, failed or disturbed by other work on
-// its machine, and a data volume other than sc's (read from the
-// calibration's scenario file when it is readable here).
-func calibrationQuality(cal *reports.Report, file string, sc *scenario.Scenario) []string {
+// CalibrationNotes says what of cal, the calibration report read from
+// file, carries into the figures simulated of sc: a run cut short, failed
+// or disturbed by other work on its machine (each DISTURBED window and
+// why), and a data volume other than sc's (read from the calibration's
+// scenario file when it is readable here). Simulate puts them in the
+// report's notes; a validation against real runs or a real sweep shows
+// them beside its verdict. Nil for a sound calibration.
+func CalibrationNotes(cal *reports.Report, file string, sc *scenario.Scenario) []string {
 	var out []string
 	if cal.Incomplete != "" {
 		out = append(out, fmt.Sprintf("calibration %s: an incomplete run (%s): its service times are of what it measured until then", file, cal.Incomplete))
 	} else if !cal.Passed {
 		out = append(out, fmt.Sprintf("calibration %s: a run that failed its assertions: the model draws that run's service times", file))
 	}
-	if d := cal.Machine.Disturbed(); len(d) > 0 {
-		var names []string
-		for _, w := range d {
-			names = append(names, w.Window)
-		}
-		out = append(out, fmt.Sprintf("calibration %s: DISTURBED windows %s (other work on its machine): the service times drawn from them are slower than the queries alone",
-			file, strings.Join(names, ", ")))
+	if why := cal.Machine.DisturbedWhy(); why != "" {
+		out = append(out, fmt.Sprintf("calibration %s: DISTURBED windows (other work on its machine) %s: the service times drawn from them are slower than the queries alone",
+			file, why))
 	}
 	if cal.File == "" {
 		return out

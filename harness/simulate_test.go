@@ -155,7 +155,7 @@ func TestSimulateCalibrationQuality(t *testing.T) {
 	n := notes(bad)
 	for _, want := range []string{
 		"calibration cal.json: an incomplete run (interrupted)",
-		"calibration cal.json: DISTURBED windows solo (naive) (other work",
+		"calibration cal.json: DISTURBED windows (other work on its machine) solo (naive): marked disturbed where it was measured: the service times",
 		"calibration cal.json: measured on other data than simsmall simulates: data.orders 5000000 (simulated: 200000)",
 	} {
 		if !strings.Contains(n, want) {

@@ -28,6 +28,8 @@ func TestSettleStalls(t *testing.T) {
 		{"bound holds despite the stall", stalled("run (isolated)", 330, 0), []reports.Assertion{quiet("isolated", 2.1, 6.3)}, false},
 		{"the window is a baseline", stalled("solo (isolated)", 330, 0), []reports.Assertion{quiet("isolated", 2.1, 6.3)}, true},
 		{"other work beside the stall", stalled("run (naive)", 330, 0.9), []reports.Assertion{quiet("naive", 14000, 6.3)}, true},
+		{"steal beside the stall", reports.WindowLoad{Window: "run (naive)", Stalls: 3, StallMaxMs: 330, OwnCPU: 0.5, StealCPU: 0.2, Disturbed: true},
+			[]reports.Assertion{quiet("naive", 14000, 6.3)}, true},
 		{"the bound is another configuration's", stalled("run (naive)", 330, 0), []reports.Assertion{quiet("isolated", 600, 6.3)}, false},
 		{"a lower bound that holds by less than twice the stall", stalled("run (naive)", 330, 0),
 			[]reports.Assertion{{Window: "run", Configuration: "naive", Observed: 500, Limit: 100, Unit: "ms", Op: ">=", Passed: true}}, true},
@@ -43,7 +45,7 @@ func TestSettleStalls(t *testing.T) {
 			[]reports.Assertion{{Window: "run", Configuration: "naive", Observed: 500, Limit: 400, Unit: "ms", Op: "<=", Skipped: true}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &reports.Machine{MaxForeignCPU: 0.5, MaxStallMs: 250, Windows: []reports.WindowLoad{tc.window}}
+			m := &reports.Machine{MaxForeignCPU: 0.5, MaxStealShare: 0.05, MaxStallMs: 250, Windows: []reports.WindowLoad{tc.window}}
 			settleStalls(m, tc.as, name)
 			w := m.Windows[0]
 			if w.Disturbed != tc.wantDisturbed || w.StallMoot == tc.wantDisturbed && tc.window.ForeignCPU <= 0.5 {

@@ -24,6 +24,11 @@ type Machine struct {
 	// MaxStallMs is the longest stall of noisysim's process a window may
 	// hold and not be disturbed; 0 when the stall meter did not run.
 	MaxStallMs float64 `json:"max_stall_ms,omitempty"`
+	// MaxStealShare is the share of the CPU the machine ran (the run's,
+	// everything else's and the steal) that a hypervisor may take in a
+	// window before it counts as disturbed (see StealDisturbs); 0 when the
+	// guard did not run.
+	MaxStealShare float64 `json:"max_steal_share,omitempty"`
 	// Windows are the guard's figures per measured window, in run order.
 	Windows []WindowLoad `json:"windows,omitempty"`
 	// GeneratorCores are the cores noisysim itself ran on
@@ -89,7 +94,8 @@ type WindowLoad struct {
 	StallMaxMs float64 `json:"stall_max_ms,omitempty"`
 	StallAtS   float64 `json:"stall_at_s,omitempty"`
 	// Disturbed is true when ForeignCPU + StealCPU exceeded the threshold,
-	// or the longest stall reached Machine.MaxStallMs and a verdict may
+	// when the steal took more than Machine.MaxStealShare of the CPU the
+	// machine ran (StealDisturbs), or the longest stall reached Machine.MaxStallMs and a verdict may
 	// rest on it (see StallMoot).
 	Disturbed bool `json:"disturbed"`
 	// StallMoot is true when the longest stall reached Machine.MaxStallMs
@@ -123,6 +129,42 @@ func (m *Machine) Disturbed() []WindowLoad {
 	return out
 }
 
+// MinStealCPU is the least steal that disturbs a window, whatever its
+// share: a few ticks of the kernel's 10 ms counters in a short, idle window
+// are no evidence.
+const MinStealCPU = 0.02
+
+// StealShare returns the share of the CPU the machine ran during w that a
+// hypervisor took: StealCPU / (OwnCPU + ForeignCPU + StealCPU); 0 when
+// nothing ran. Steal only accrues while a virtual CPU wants to run, so it
+// is a share of demand: 0.10 means the run's processes waited for a
+// physical CPU a tenth of the time they wanted one, which lengthens a tail
+// latency as a busy neighbour on the same core would.
+func (w WindowLoad) StealShare() float64 {
+	d := w.OwnCPU + w.ForeignCPU + w.StealCPU
+	if d <= 0 {
+		return 0
+	}
+	return w.StealCPU / d
+}
+
+// StealDisturbs reports whether the steal of w disturbs it under the
+// bound maxShare (Machine.MaxStealShare): at least MinStealCPU and more
+// than maxShare of the CPU the machine ran. A machine that ran half a CPU
+// for the run and lost 0.1 CPU more to its hypervisor is disturbed, though
+// 0.1 CPU is far below what other processes may use (MaxForeignCPU).
+func StealDisturbs(w WindowLoad, maxShare float64) bool {
+	return maxShare > 0 && w.StealCPU >= MinStealCPU && w.StealShare() > maxShare
+}
+
+// CPUDisturbed reports whether w is disturbed by the CPU others took, as
+// opposed to a stall of noisysim's own process: the work of other
+// processes and the steal above MaxForeignCPU, or the steal above
+// MaxStealShare of the machine's CPU.
+func (m *Machine) CPUDisturbed(w WindowLoad) bool {
+	return m != nil && (m.MaxForeignCPU > 0 && w.ForeignCPU+w.StealCPU > m.MaxForeignCPU || StealDisturbs(w, m.MaxStealShare))
+}
+
 // Why returns why w, one of m's windows, is disturbed, e.g. "0.82 CPU
 // used outside the run" or "noisysim stood still 730 ms at 4.2 s"; ""
 // when it is not.
@@ -133,6 +175,9 @@ func (m *Machine) Why(w WindowLoad) string {
 	var why []string
 	if m.MaxForeignCPU > 0 && w.ForeignCPU+w.StealCPU > m.MaxForeignCPU {
 		why = append(why, fmt.Sprintf("%.2f CPU used outside the run (above %.2f)", w.ForeignCPU+w.StealCPU, m.MaxForeignCPU))
+	}
+	if StealDisturbs(w, m.MaxStealShare) {
+		why = append(why, fmt.Sprintf("the hypervisor took %.2f CPU, %.0f%% of the CPU the machine ran (above %.0f%%)", w.StealCPU, 100*w.StealShare(), 100*m.MaxStealShare))
 	}
 	if m.MaxStallMs > 0 && w.StallMaxMs >= m.MaxStallMs {
 		why = append(why, fmt.Sprintf("noisysim stood still %.0f ms at %.1f s (%.0f ms or more)", w.StallMaxMs, w.StallAtS, m.MaxStallMs))

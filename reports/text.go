@@ -214,7 +214,7 @@ func (t *textWriter) header() {
 			t.p("CONCURRENT: %s\n", m.Concurrent)
 		}
 		if len(m.Windows) > 0 {
-			t.p("machine   CPU outside the run per window (disturbed above %.2f CPU%s):\n", m.MaxForeignCPU, stallBound(m))
+			t.p("machine   CPU outside the run per window (disturbed above %.2f CPU%s%s):\n", m.MaxForeignCPU, stealBound(m), stallBound(m))
 			for _, w := range m.Windows {
 				t.p("  %s\n", w.line())
 			}
@@ -693,6 +693,15 @@ func seq(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// stealBound returns ", steal above 5% of the CPU run" when the guard
+// judged steal.
+func stealBound(m *Machine) string {
+	if m.MaxStealShare <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", steal above %.0f%% of the CPU run", 100*m.MaxStealShare)
 }
 
 // stallBound returns ", or a stall of 250 ms" when the stall meter ran.

@@ -70,6 +70,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	jsonOut := fs.String("json", "", "also write the figures as JSON to this file")
 	check := fs.Bool("check", false, "exit 99 when a goal is missed")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write heap profiles of the memory step to PREFIX-warmup.pprof and PREFIX-end.pprof (go tool pprof -diff_base)")
 	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the output says so)")
 	if err := parseFlags(a, fs, args); err != nil {
@@ -248,7 +249,11 @@ func printBench(w io.Writer, res bench.Result) {
 		fmt.Fprintf(w, "memory     %d tenants × %d classes at %.0f/s for %v: %.0f ops/s, %d dropped, %d errors, p99 %s\n",
 			m.Tenants, m.Classes, m.Rate, m.Duration, m.Run.Rate, m.Run.Dropped, m.Run.Errors, msStr(m.Run.P99))
 		for _, s := range m.Samples {
-			fmt.Fprintf(w, "memory     %8v  RSS %6.1f MB  heap %6.1f MB\n", s.Elapsed.Round(time.Second), mb(s.RSS), mb(s.HeapInuse))
+			fmt.Fprintf(w, "memory     %8v  RSS %6.1f MB  heap MB in use %5.1f, alloc %5.1f, idle %5.1f, released %5.1f  stack %4.1f MB  %5d GCs  %5d goroutines  %6d series\n",
+				s.Elapsed.Round(time.Second), mb(s.RSS), mb(s.HeapInuse), mb(s.HeapAlloc), mb(s.HeapIdle), mb(s.HeapReleased), mb(s.StackInuse), s.NumGC, s.Goroutines, s.Series)
+		}
+		for _, p := range m.Profiles {
+			fmt.Fprintf(w, "memory     heap profile %s\n", p)
 		}
 		fmt.Fprintf(w, "memory     max RSS %.1f MB (goal < 500 MB: %s); last/after warm-up %.2f (goal ≤ 1.2: %s)\n",
 			mb(m.MaxRSS), mark(m.MaxRSS < bench.DefaultMemoryBudget), m.Growth, mark(m.Growth > 0 && m.Growth <= 1.2))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,7 +216,8 @@ func TestRunRepeat(t *testing.T) {
 }
 
 // SIGINT during --repeat --out writes the interrupted run's partial
-// reports, marked incomplete, as it does for a single run, and exits 1.
+// reports, marked incomplete, as it does for a single run, prints the
+// summary of the runs that completed, and exits 1.
 func TestRunRepeatInterrupted(t *testing.T) {
 	needPostgres(t)
 	sc := writeShort(t)
@@ -249,6 +251,14 @@ func TestRunRepeatInterrupted(t *testing.T) {
 	}
 	if !strings.Contains(o, "INCOMPLETE: partial reports written to "+run) {
 		t.Errorf("output does not say where the partial reports are:\n%s", o)
+	}
+	// The runs that completed keep their summary.
+	if done > 0 {
+		for _, want := range []string{fmt.Sprintf("stopped after %d of 3 runs", done), fmt.Sprintf("verdicts: %d PASS", done)} {
+			if !strings.Contains(o, want) {
+				t.Errorf("output lacks %q:\n%s", want, o)
+			}
+		}
 	}
 }
 

@@ -180,7 +180,7 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 		if !ok {
 			return
 		}
-		fmt.Fprintf(stderr, "noisysim: %v: stopping: what noisysim started is removed and, once something was measured, the reports of it are written, marked incomplete (send it again to stop immediately: what it started is still removed, but no reports are written)\n", s)
+		fmt.Fprintf(stderr, "noisysim: %v: %s\n", s, stopMessage(td.stopNote()))
 		cancel(&stoppedError{signal: s})
 		if s, ok = <-sigs; !ok {
 			return
@@ -323,11 +323,36 @@ func parseFlagsTo(stdout, stderr io.Writer, fs *flag.FlagSet, args []string) err
 	return nil
 }
 
+// stopMessage returns what noisysim says on the first signal: note, what
+// the command does when stopped, or by default what a run does.
+func stopMessage(note string) string {
+	if note == "" {
+		return "stopping: what noisysim started is removed and, once something was measured, the reports of it are written, marked incomplete (send it again to stop immediately: what it started is still removed, but no reports are written)"
+	}
+	return "stopping: " + note + " (send it again to stop immediately)"
+}
+
 // teardown is what must be undone however noisysim ends: normal return,
 // error, signal or panic. Commands register each resource they create.
 type teardown struct {
 	mu    sync.Mutex
 	items []*teardownItem
+	note  string // what the command does when stopped (onStop)
+}
+
+// onStop sets what the first signal's message says the command does when
+// stopped, in place of a run's "the reports of it are written", for a
+// command that writes nothing when interrupted.
+func (t *teardown) onStop(note string) {
+	t.mu.Lock()
+	t.note = note
+	t.mu.Unlock()
+}
+
+func (t *teardown) stopNote() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.note
 }
 
 type teardownItem struct {

@@ -52,6 +52,12 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 				}
 				fmt.Fprintf(a.stdout, "run %d/%d  seed %d  INCOMPLETE: partial reports written to %s\n", i+1, n, one.Seed, dir)
 			}
+			if len(runs) > 0 {
+				// The runs that completed are measured: their counts
+				// and margins stand, said as what they are.
+				fmt.Fprintf(a.stdout, "stopped after %d of %d runs; the %d completed:\n", len(runs), n, len(runs))
+				writeRepeatSummary(a.stdout, sc, runs)
+			}
 			return err
 		}
 		r := repeatRun{seed: one.Seed, passed: rep.Passed, disturbed: len(rep.Machine.Disturbed()) > 0, margins: margins(rep),

@@ -47,8 +47,8 @@ naming the run holding it; --allow-concurrent measures beside it and the
 report says so. During each measured window noisysim measures the CPU used
 outside its own processes and its servers (and steal time), and stalls of
 its own process (woken 50 ms or more late); a window above --max-foreign-cpu,
-or with a stall of 250 ms or more, is marked DISTURBED, and so is the
-verdict line.
+with steal above 5% of the CPU the machine ran, or with a stall of 250 ms
+or more, is marked DISTURBED, and so is the verdict line.
 
 With --priority, once its servers run, noisysim moves its own process into
 a cpu group of its own (noisysim-gen-<pid>) with 8 times the default CPU

@@ -38,11 +38,13 @@ rejections of the quiet_p99 window: the real runs' median and spread, the
 simulated median and spread, their ratio and whether it is within 25%, then
 the ratio per seed. A real run whose machine guard marked a window of a
 configuration DISTURBED is left out of that configuration's medians (its
-simulation too), and counted. --out DIR2 writes validate.json and
+simulation too), and counted. Notes on the calibration (DISTURBED windows,
+a run cut short or failed, other data than SCENARIO's) are printed as note:
+lines and written to the validation. --out DIR2 writes validate.json and
 validate.md there (never over existing ones). Exit codes with --against: 0,
 or 99 with --check when a figure is not within 25%; 2 for DIR missing or
 with fewer than 2 reports, a report of another scenario or shape, a
-simulated report among them, an --out holding a validation.
+simulated report among them, an --out holding a validation, --against "".
 
 With --against SWEEPDIR (a directory holding a real sweep's sweep.json,
 what noisysim sweep --out SWEEPDIR wrote; it is taken before run-N), it
@@ -54,12 +56,23 @@ configuration, a table with a row per point gives the real trials' median
 and min-max of quiet_p99_ms (each trial's quiet_class; the simulated p99 is
 of the same class) and throughput_per_s, the simulated median, their ratio
 and whether it is within 25%, and quiet_over_solo real and simulated
-(informational); then how many figures are within 25%. A trial marked
-disturbed is left out of the medians (its simulation too), and counted.
---out and --check as above. Exit 2: a sweep.json not readable or not a
-sweep (file:line:col), a simulated sweep, one of another scenario name, a
-knee search or an interrupted sweep, a --vary key SCENARIO does not have,
-trial seeds SCENARIO's seed does not give, no --calibrate.
+(informational); then "quiet p99: N of M within 25%" and, apart,
+"throughput: N of M within 25%" (an open loop matches it by construction).
+A trial marked disturbed is left out of the medians (its simulation too),
+and counted; a point whose every trial is disturbed is unjudged: listed, in
+neither count. --out as above; --check exits 99 when a quiet p99 or a
+throughput is not within 25%, saying which, and when no point could be
+judged. Notes as above, and for a
+sweep.json that records no scenario shape (an older one: whether the phases
+are the sweep's cannot tell). Exit 2, naming sweep.json and the field: a
+sweep.json not readable or not a sweep (file:line:col), a simulated sweep,
+one of another scenario name, a knee search or an interrupted sweep, a
+--vary key SCENARIO does not have, trial seeds SCENARIO's seed does not
+give, a scenario shape (phases, configurations, classes) other than the
+one sweep.json records, a point twice or without a varied key's value, a
+seed twice in a point, a trial with no configurations or one SCENARIO does
+not have, a missing or unknown quiet_class, quiet_p99_ms or
+throughput_per_s not above 0; no --calibrate.
 
 Exit codes: 0 every assertion held, 99 one failed, 2 bad input (an invalid
 scenario, one the simulator does not model, a --calibrate file that is not a
@@ -93,9 +106,15 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	if *cores < 0 || math.IsNaN(*cores) || math.IsInf(*cores, 0) {
 		return usagef("simulate: --cores %v: want a number of cores > 0 (or 0: this machine's)", *cores)
 	}
-	if *check && *against == "" {
-		return usagef("simulate: --check needs --against DIR")
+	if *against == "" && flagSet(fs, "against") {
+		return usagef("simulate: --against: empty (want a directory: what noisysim run --repeat N --out DIR or noisysim sweep --out DIR wrote)")
 	}
+	if *check && *against == "" {
+		return usagef("simulate: --check needs --against DIR (noisysim run --repeat N --out DIR's runs, or noisysim sweep --out DIR's sweep)")
+	}
+	// Nothing is written when interrupted: the report (or validation) is
+	// written only once every simulation finished.
+	a.teardown.onStop("nothing is written (simulate writes its report, or with --against its validation, only once every simulation finished)")
 	if *against != "" {
 		return runSimulateAgainst(ctx, a, file, againstFlags{dir: *against, calibrate: *calibrate, only: *only, out: *out,
 			cores: *cores, check: *check, noProgress: *noProgress})

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/noisysim/noisysim/harness"
@@ -95,7 +96,7 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 	}
 	res := simval.Compare(pairs, simval.DefaultTolerance)
 	res.Scenario, res.Against, res.Calibration, res.CalibrationSeed = sc.Name, f.dir, calFile, cal.Seed
-	res.CalibrationDisturbed = cal.Machine.DisturbedWhy()
+	res.CalibrationDisturbed, res.CalibrationNotes = cal.Machine.DisturbedWhy(), harness.CalibrationNotes(cal, calFile, sc)
 	res.Window, _ = sc.Assertions.QuietP99.QuietWindows()
 	if err := simval.WriteText(a.stdout, res); err != nil {
 		return err
@@ -120,7 +121,7 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 func readRuns(dir string, sc *scenario.Scenario, only string) ([]realRun, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, usagef("simulate: --against %s: %v (want what noisysim run --repeat N --out DIR writes)", dir, errors.Unwrap(err))
+		return nil, usagef("simulate: --against %s: %v (want what noisysim run --repeat N --out DIR writes, or a sweep's directory: noisysim sweep --out DIR)", dir, errors.Unwrap(err))
 	}
 	type numbered struct {
 		n    int
@@ -139,8 +140,8 @@ func readRuns(dir string, sc *scenario.Scenario, only string) ([]realRun, error)
 		names = append(names, numbered{n, e.Name()})
 	}
 	if len(names) < 2 {
-		return nil, usagef("simulate: --against %s: %d run reports (run-N/report.json); want at least 2: noisysim run SCENARIO --repeat N --out %s writes them",
-			dir, len(names), dir)
+		return nil, usagef("simulate: --against %s: %d run reports (run-N/report.json) and no %s; want at least 2 runs (noisysim run SCENARIO --repeat N --out %s writes them) or a real sweep (noisysim sweep SCENARIO --vary KEY=LO..HI --out %s writes %s)",
+			dir, len(names), sweep.JSONFile, dir, dir, sweep.JSONFile)
 	}
 	slices.SortFunc(names, func(x, y numbered) int { return x.n - y.n })
 	var runs []realRun
@@ -213,6 +214,10 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 	if err != nil {
 		return err
 	}
+	notes, err := simval.CheckSweep(real, path, sc.Name, sweep.ShapeOf(base))
+	if err != nil {
+		return usagef("simulate: --against: %v", err)
+	}
 	for i, p := range real.Points {
 		for j, t := range p.Trials {
 			if t.Seed < base.Seed || t.Seed >= base.Seed+int64(real.Trials) {
@@ -281,7 +286,8 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 		return usagef("simulate: --against %s: %v", path, err)
 	}
 	res.Scenario, res.Against, res.Calibration, res.CalibrationSeed = sc.Name, path, f.calibrate, cal.Seed
-	res.CalibrationDisturbed = cal.Machine.DisturbedWhy()
+	res.CalibrationDisturbed, res.CalibrationNotes = cal.Machine.DisturbedWhy(), harness.CalibrationNotes(cal, f.calibrate, sc)
+	res.Notes = notes
 	if err := simval.WriteSweepText(a.stdout, res); err != nil {
 		return err
 	}
@@ -292,9 +298,24 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 		}
 		fmt.Fprintf(a.stdout, "written: %s, %s\n", filepath.Join(f.out, simval.JSONFile), filepath.Join(f.out, simval.MarkdownFile))
 	}
-	if f.check && res.Outside > 0 {
-		return fmt.Errorf("%w: scenario %s: %d of %d figures of the simulated sweep not within %.0f%% of the real sweep's (--check)",
-			errAssertionFailed, sc.Name, res.Outside, res.Figures, 100*simval.DefaultTolerance)
+	if f.check && res.QuietP99.Judged == 0 {
+		// A gate that judged nothing has not passed: every point's real
+		// trials were DISTURBED.
+		return fmt.Errorf("%w: scenario %s: no point of the real sweep could be judged (every trial DISTURBED): --check has nothing to pass on; rerun the sweep on a quiet machine",
+			errAssertionFailed, sc.Name)
+	}
+	if f.check && res.Outside() > 0 {
+		var outside []string
+		for _, t := range []struct {
+			name string
+			t    simval.Tally
+		}{{"quiet p99", res.QuietP99}, {"throughput", res.Throughput}} {
+			if t.t.Outside() > 0 {
+				outside = append(outside, fmt.Sprintf("%s: %d of %d", t.name, t.t.Outside(), t.t.Judged))
+			}
+		}
+		return fmt.Errorf("%w: scenario %s: the simulated sweep not within %.0f%% of the real sweep's (--check): %s",
+			errAssertionFailed, sc.Name, 100*simval.DefaultTolerance, strings.Join(outside, "; "))
 	}
 	return nil
 }

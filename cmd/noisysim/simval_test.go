@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/noisysim/noisysim/harness"
@@ -25,7 +27,7 @@ func realRunReport(seed int64, p99, rate float64, rejected int64, disturbed stri
 	for _, p := range []float64{0, 10, 25, 50, 75, 90, 95, 98, 99, 99.5, 99.8, 99.9, 99.95, 99.99} {
 		ps = append(ps, reports.Percentile{P: p, Ms: 0.5 + 1.5*p/100})
 	}
-	rep := &reports.Report{Scenario: "ci-gate", Seed: seed, Backend: "local single", ScheduleHash: "x",
+	rep := &reports.Report{Scenario: "ci-gate", Seed: seed, Backend: "local single", ScheduleHash: "x", Passed: true,
 		Calibrations: []reports.Calibration{{Class: "report", Query: "report", Samples: 20, ServiceMean: 50, ServiceP50: 48, LoadFactor: 3, Pool: 40, PoolName: "naive shared pool", Rate: 2400}}}
 	for _, name := range []string{"naive", "isolated"} {
 		c := reports.Configuration{Name: name, Stats: reports.RunStats{AchievedRate: rate, Rejected: rejected}}
@@ -165,6 +167,31 @@ func TestSimulateAgainst(t *testing.T) {
 		!strings.Contains(stdout.String(), "4 runs of "+runs) {
 		t.Errorf("--calibrate elsewhere: exit %d, stderr %q; want 4 runs compared:\n%s", code, stderr.String(), stdout.String())
 	}
+	// A calibration on other data: said on the terminal and in
+	// validate.json, as a sweep's validation says it.
+	yaml, err := os.ReadFile("../../scenarios/ci-gate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigger := filepath.Join(dir, "bigger.yaml")
+	if err := os.WriteFile(bigger, bytes.Replace(yaml, []byte("orders: 100000"), []byte("orders: 5000000"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := realRunReport(40, 1, 1000, 0, "")
+	other.File = bigger
+	otherCal := filepath.Join(dir, "other", reports.JSONFile)
+	writeReport(t, filepath.Dir(otherCal), other)
+	stdout.Reset()
+	stderr.Reset()
+	out2 := filepath.Join(dir, "val2")
+	note := "note: calibration " + otherCal + ": measured on other data than ci-gate simulates: data.orders 5000000 (simulated: 100000)"
+	if code := realMain([]string{"simulate", "../../scenarios/ci-gate.yaml", "--against", runs, "--cores", "2", "--calibrate", otherCal, "--no-progress", "--out", out2}, &stdout, &stderr); code != exitOK ||
+		!strings.Contains(stdout.String(), note) {
+		t.Errorf("a calibration on other data: exit %d, stderr %q; want %q:\n%s", code, stderr.String(), note, stdout.String())
+	}
+	if data, err := os.ReadFile(filepath.Join(out2, simval.JSONFile)); err != nil || !strings.Contains(string(data), `"calibration_notes": [`) || !strings.Contains(string(data), "data.orders 5000000") {
+		t.Errorf("validate.json lacks the calibration note (err %v):\n%s", err, data)
+	}
 }
 
 // TestSimulateAgainstBadInput: each is exit 2 naming what is wrong, and an
@@ -210,13 +237,14 @@ func TestSimulateAgainstBadInput(t *testing.T) {
 		want string
 	}{
 		"missing dir":        {[]string{"simulate", sc, "--against", filepath.Join(dir, "nosuch")}, "--against " + filepath.Join(dir, "nosuch") + ": no such file or directory"},
-		"one report":         {[]string{"simulate", sc, "--against", one}, "--against " + one + ": 1 run reports (run-N/report.json); want at least 2"},
+		"one report":         {[]string{"simulate", sc, "--against", one}, "--against " + one + ": 1 run reports (run-N/report.json) and no sweep.json; want at least 2 runs (noisysim run SCENARIO --repeat N --out " + one + " writes them) or a real sweep (noisysim sweep SCENARIO --vary KEY=LO..HI --out " + one + " writes sweep.json)"},
 		"another shape":      {[]string{"simulate", sc, "--against", shape}, "--against " + filepath.Join(shape, "run-2", "report.json") + ": the report (scenario \"ci-gate\") is of another scenario's shape: no service times for class report"},
 		"a simulated report": {[]string{"simulate", sc, "--against", simulated}, filepath.Join(simulated, "run-2", "report.json") + " is a simulated report"},
 		"another scenario":   {[]string{"simulate", sc, "--against", named}, filepath.Join(named, "run-2", "report.json") + ` is a run of scenario "noisy-neighbor", not "ci-gate"`},
 		"a configuration":    {[]string{"simulate", sc, "--against", onlyNaive}, filepath.Join(onlyNaive, "run-2", "report.json") + ` has no configuration "isolated"`},
 		"existing out":       {[]string{"simulate", sc, "--against", good, "--out", existing}, filepath.Join(existing, simval.MarkdownFile) + ": file already exists; noisysim does not overwrite it"},
-		"check alone":        {[]string{"simulate", sc, "--calibrate", filepath.Join(good, "run-1", "report.json"), "--check"}, "--check needs --against DIR"},
+		"check alone":        {[]string{"simulate", sc, "--calibrate", filepath.Join(good, "run-1", "report.json"), "--check"}, "--check needs --against DIR (noisysim run --repeat N --out DIR's runs, or noisysim sweep --out DIR's sweep)"},
+		"empty against":      {[]string{"simulate", sc, "--against", "", "--calibrate", filepath.Join(good, "run-1", "report.json")}, "simulate: --against: empty (want a directory: what noisysim run --repeat N --out DIR or noisysim sweep --out DIR wrote)"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := realMain(tc.args, &stdout, &stderr)
@@ -294,7 +322,7 @@ func TestSimulateAgainstSweep(t *testing.T) {
 		"SIMULATED vs REAL SWEEP: ci-gate, the sweep in " + filepath.Join(same, "sweep.json"),
 		"--vary classes.lookup.rate=200..300:2", "4 real trials", "configuration naive:", "configuration isolated:",
 		"excluded as DISTURBED (real trial and its simulation out of the medians): 1 of 4 real trials", "classes.lookup.rate=300 seed 43",
-		"8 of 8 figures within 25%", "written: " + filepath.Join(out, simval.JSONFile),
+		"quiet p99: 4 of 4 within 25%", "throughput: 4 of 4 within 25%", "written: " + filepath.Join(out, simval.JSONFile),
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
@@ -311,8 +339,10 @@ func TestSimulateAgainstSweep(t *testing.T) {
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Rows) != 4 || res.Figures != 8 || res.Outside != 0 || len(res.Excluded) != 1 || res.CalibrationSeed != 41 {
-		t.Fatalf("validate.json: %d rows, %d figures, %d outside, %d excluded, calibration seed %d", len(res.Rows), res.Figures, res.Outside, len(res.Excluded), res.CalibrationSeed)
+	if all := (simval.Tally{Judged: 4, Within: 4}); len(res.Rows) != 4 || res.QuietP99 != all || res.Throughput != all || len(res.Excluded) != 1 || res.CalibrationSeed != 41 ||
+		len(res.CalibrationNotes) != 0 || len(res.Notes) != 0 {
+		t.Fatalf("validate.json: %d rows, quiet p99 %+v, throughput %+v, %d excluded, calibration seed %d, notes %q %q",
+			len(res.Rows), res.QuietP99, res.Throughput, len(res.Excluded), res.CalibrationSeed, res.CalibrationNotes, res.Notes)
 	}
 	for _, r := range res.Rows {
 		want := 2
@@ -351,17 +381,164 @@ func TestSimulateAgainstSweep(t *testing.T) {
 	stdout.Reset()
 	stderr.Reset()
 	code := realMain([]string{"simulate", sc, "--against", off, "--calibrate", cal, "--check", "--no-progress"}, &stdout, &stderr)
-	if code != exitAssertion || !strings.Contains(stderr.String(), "1 of 8 figures of the simulated sweep not within 25% of the real sweep's (--check)") {
-		t.Errorf("--check: exit %d, stderr %q; want 99", code, stderr.String())
+	if code != exitAssertion || !strings.Contains(stderr.String(), "the simulated sweep not within 25% of the real sweep's (--check): throughput: 1 of 4") ||
+		strings.Contains(stderr.String(), "quiet p99:") {
+		t.Errorf("--check: exit %d, stderr %q; want 99 for the throughput alone", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "0.50x     NO") || !strings.Contains(stdout.String(), "7 of 8 figures within 25%") {
-		t.Errorf("stdout lacks the throughput at 0.50x outside:\n%s", stdout.String())
+	if !strings.Contains(stdout.String(), "0.50x     NO") || !strings.Contains(stdout.String(), "quiet p99: 4 of 4 within 25%") ||
+		!strings.Contains(stdout.String(), "throughput: 3 of 4 within 25%") {
+		t.Errorf("stdout lacks the throughput at 0.50x outside, counted apart from the quiet p99:\n%s", stdout.String())
 	}
 	// --only: the one configuration.
 	stdout.Reset()
 	if code := realMain([]string{"simulate", sc, "--against", off, "--calibrate", cal, "--only", "naive", "--check", "--no-progress"}, &stdout, &stderr); code != exitOK ||
-		strings.Contains(stdout.String(), "configuration isolated") || !strings.Contains(stdout.String(), "4 of 4 figures within 25%") {
+		strings.Contains(stdout.String(), "configuration isolated") || !strings.Contains(stdout.String(), "quiet p99: 2 of 2 within 25%") {
 		t.Errorf("--only naive: exit %d:\n%s", code, stdout.String())
+	}
+	// The quiet p99 off by 2 at rate 200 (the throughput as simulated):
+	// --check exits 99 for the quiet p99 alone.
+	d = realSweep(t, cal)
+	for i := range d.Points[0].Trials {
+		for j := range d.Points[0].Trials[i].Configurations {
+			d.Points[0].Trials[i].Configurations[j].QuietP99 *= 2
+		}
+	}
+	quiet := writeSweepDoc(t, filepath.Join(dir, "quiet"), d)
+	stdout.Reset()
+	stderr.Reset()
+	code = realMain([]string{"simulate", sc, "--against", quiet, "--calibrate", cal, "--check", "--no-progress"}, &stdout, &stderr)
+	if code != exitAssertion || !strings.Contains(stderr.String(), "(--check): quiet p99: 2 of 4") || strings.Contains(stderr.String(), "throughput:") ||
+		!strings.Contains(stdout.String(), "quiet p99: 2 of 4 within 25%") || !strings.Contains(stdout.String(), "throughput: 4 of 4 within 25%") {
+		t.Errorf("quiet p99 off: exit %d, stderr %q; want 99 for the quiet p99 alone\n%s", code, stderr.String(), stdout.String())
+	}
+}
+
+// TestSimulateAgainstSweepNotes: what the comparison cannot vouch for is
+// said on the terminal and in validate.json and validate.md: a
+// calibration run DISTURBED or on other data (harness.CalibrationNotes, as
+// the run-vs-run comparison), a sweep.json recording no scenario shape
+// ("cannot tell"); a point whose every real trial is DISTURBED is unjudged,
+// listed and in neither count, so --check passes, unless no point at all
+// could be judged.
+func TestSimulateAgainstSweepNotes(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal", reports.JSONFile)
+	writeReport(t, filepath.Dir(cal), realRunReport(41, 1, 1000, 0, ""))
+	d := realSweep(t, cal)
+	d.Shape = nil
+	for j := range d.Points[1].Trials {
+		tr := &d.Points[1].Trials[j]
+		tr.Disturbed = true
+		for i := range tr.Configurations {
+			tr.Configurations[i].QuietP99 *= 10
+		}
+	}
+	sw := writeSweepDoc(t, filepath.Join(dir, "sweep"), d)
+	// A calibration of the same service times, DISTURBED and on 50 times
+	// the orders.
+	sc := "../../scenarios/ci-gate.yaml"
+	text, err := os.ReadFile(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigger := filepath.Join(dir, "bigger.yaml")
+	if err := os.WriteFile(bigger, bytes.Replace(text, []byte("orders: 100000"), []byte("orders: 5000000"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noisy := realRunReport(41, 1, 1000, 0, "solo (isolated)")
+	noisy.File = bigger
+	noisyCal := filepath.Join(dir, "noisy", reports.JSONFile)
+	writeReport(t, filepath.Dir(noisyCal), noisy)
+	out := filepath.Join(dir, "val")
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"simulate", sc, "--against", sw, "--calibrate", noisyCal, "--check", "--out", out, "--no-progress"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d, want 0 (the off point unjudged)\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	wants := []string{
+		"note: calibration " + noisyCal + ": DISTURBED windows (other work on its machine) solo (isolated): noisysim stood still 300 ms",
+		"note: calibration " + noisyCal + ": measured on other data than ci-gate simulates: data.orders 5000000 (simulated: 100000)",
+		"note: sweep.json records no shape of its scenario (a sweep of an older noisysim): whether ci-gate's phases are those the sweep ran cannot tell",
+		"unjudged (every real trial DISTURBED; in neither count): 2 of 4 points and configurations",
+	}
+	for _, want := range append(wants, "quiet p99: 2 of 2 within 25%", "  naive classes.lookup.rate=300\n", "unjudged (no undisturbed trial)") {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, simval.MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append(wants, "- isolated classes.lookup.rate=300") {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("validate.md lacks %q:\n%s", want, md)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(out, simval.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res simval.SweepResult
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(append(res.CalibrationNotes, res.Notes...), "\n")
+	if len(res.CalibrationNotes) != 2 || len(res.Notes) != 1 || !strings.Contains(notes, "data.orders 5000000") || !strings.Contains(notes, "cannot tell") ||
+		res.QuietP99 != (simval.Tally{Judged: 2, Within: 2, Unjudged: 2}) {
+		t.Errorf("validate.json: calibration_notes %q, notes %q, quiet p99 %+v", res.CalibrationNotes, res.Notes, res.QuietP99)
+	}
+
+	// Every point unjudged: --check has nothing to pass on and fails.
+	for i := range d.Points {
+		for j := range d.Points[i].Trials {
+			d.Points[i].Trials[j].Disturbed = true
+		}
+	}
+	allOff := writeSweepDoc(t, filepath.Join(dir, "all-disturbed"), d)
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"simulate", sc, "--against", allOff, "--calibrate", cal, "--check", "--no-progress"}, &stdout, &stderr); code != exitAssertion ||
+		!strings.Contains(stderr.String(), "no point of the real sweep could be judged") {
+		t.Errorf("every trial DISTURBED, --check: exit %d, want %d naming it\nstdout:\n%s\nstderr:\n%s", code, exitAssertion, stdout.String(), stderr.String())
+	}
+}
+
+// hookBuffer is a syncBuffer that calls onWrite with each write's text.
+type hookBuffer struct {
+	syncBuffer
+	onWrite func(string)
+}
+
+func (b *hookBuffer) Write(p []byte) (int, error) {
+	n, err := b.syncBuffer.Write(p)
+	b.onWrite(string(p))
+	return n, err
+}
+
+// TestSimulateAgainstSweepInterrupted: SIGINT during the simulations
+// stops them (exit 1), says nothing is written, and writes nothing.
+func TestSimulateAgainstSweepInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal", reports.JSONFile)
+	writeReport(t, filepath.Dir(cal), realRunReport(41, 1, 1000, 0, ""))
+	sw := writeSweepDoc(t, filepath.Join(dir, "sweep"), realSweep(t, cal))
+	out := filepath.Join(dir, "val")
+	var stdout syncBuffer
+	var once sync.Once
+	// realMain is still running (and handling SIGINT) when its first
+	// progress line is written.
+	stderr := &hookBuffer{onWrite: func(s string) {
+		if strings.Contains(s, "noisysim: simulated ") {
+			once.Do(func() { syscall.Kill(os.Getpid(), syscall.SIGINT) })
+		}
+	}}
+	code := realMain([]string{"simulate", "../../scenarios/ci-gate.yaml", "--against", sw, "--calibrate", cal, "--out", out}, &stdout, stderr)
+	if code != exitError || !strings.Contains(stderr.String(), "noisysim: interrupt: stopping: nothing is written") ||
+		strings.Contains(stderr.String(), "the reports of it are written") {
+		t.Errorf("SIGINT: exit %d, want 1 saying nothing is written:\n%s", code, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, simval.JSONFile)); !os.IsNotExist(err) {
+		t.Errorf("validate.json written by an interrupted validation (err %v)", err)
 	}
 }
 
@@ -371,22 +548,65 @@ func TestSimulateAgainstSweepBadInput(t *testing.T) {
 	dir := t.TempDir()
 	cal := filepath.Join(dir, "cal", reports.JSONFile)
 	writeReport(t, filepath.Dir(cal), realRunReport(41, 1, 1000, 0, ""))
+	sc := "../../scenarios/ci-gate.yaml"
+	ciGate, err := scenario.Load(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	good := func() *sweep.Doc {
 		d := &sweep.Doc{Version: sweep.Version, Scenario: "ci-gate", File: "../../scenarios/ci-gate.yaml", Trials: 1, Search: "grid", Complete: true,
-			Vary: []sweep.VaryDoc{{Spec: "classes.lookup.rate=200..300:2", Key: "classes.lookup.rate", Value: 200, Integer: true}}}
+			Vary:  []sweep.VaryDoc{{Spec: "classes.lookup.rate=200..300:2", Key: "classes.lookup.rate", Value: 200, Integer: true}},
+			Shape: sweep.ShapeOf(ciGate)}
 		for _, x := range []float64{200, 300} {
+			var cs []sweep.ConfigTrial
+			for _, name := range []string{"naive", "isolated"} {
+				cs = append(cs, sweep.ConfigTrial{Name: name, QuietClass: "lookup", QuietP99: 2, SoloP99: 1, QuietOverSolo: 2, Throughput: 300})
+			}
 			d.Points = append(d.Points, sweep.Point{Values: map[string]float64{"classes.lookup.rate": x},
-				Trials: []sweep.Trial{{Seed: 42, Configurations: []sweep.ConfigTrial{{Name: "naive"}, {Name: "isolated"}}}}})
+				Trials: []sweep.Trial{{Seed: 42, Configurations: cs}}})
 		}
 		return d
 	}
-	sc := "../../scenarios/ci-gate.yaml"
+	// ci-gate with a longer run phase: another shape than the sweep's.
+	longer := filepath.Join(dir, "longer.yaml")
+	text, err := os.ReadFile(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(longer, bytes.Replace(text, []byte("run: 10s"), []byte("run: 12s"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := func(d *sweep.Doc, i, j, k int) *sweep.ConfigTrial { return &d.Points[i].Trials[j].Configurations[k] }
 	cases := map[string]struct {
-		edit  func(*sweep.Doc)
-		file  string // sweep.json's text instead of the doc
-		extra []string
-		want  string
+		edit     func(*sweep.Doc)
+		file     string // sweep.json's text instead of the doc
+		scenario string // in place of sc
+		extra    []string
+		want     string
 	}{
+		"no quiet class":       {edit: func(d *sweep.Doc) { conf(d, 1, 0, 1).QuietClass = "" }, want: "sweep.json: points[1].trials[0].configurations[1].quiet_class: missing"},
+		"another quiet class":  {edit: func(d *sweep.Doc) { conf(d, 0, 0, 0).QuietClass = "nosuch" }, want: `sweep.json: points[0].trials[0].configurations[0].quiet_class "nosuch": ci-gate has no such class (it has lookup, page, report)`},
+		"no configurations":    {edit: func(d *sweep.Doc) { d.Points[1].Trials[0].Configurations = nil }, want: "sweep.json: points[1].trials[0].configurations: empty"},
+		"a configuration gone": {edit: func(d *sweep.Doc) { d.Points[1].Trials[0].Configurations = d.Points[1].Trials[0].Configurations[:1] }, want: `sweep.json: points[1].trials[0].configurations: no configuration "isolated", a configuration of ci-gate`},
+		"another configuration": {edit: func(d *sweep.Doc) { d.Shape = nil; conf(d, 0, 0, 1).Name = "tuned" },
+			want: `sweep.json: points[0].trials[0].configurations[1].name "tuned": ci-gate has no such configuration (it has naive, isolated)`},
+		"a point twice": {edit: func(d *sweep.Doc) { d.Points[1].Values = map[string]float64{"classes.lookup.rate": 200} },
+			want: "sweep.json: points[1].values: the same point as points[0] (classes.lookup.rate=200)"},
+		"a value missing": {edit: func(d *sweep.Doc) { d.Points[0].Values = map[string]float64{} }, want: "sweep.json: points[0].values: no value of the varied key classes.lookup.rate"},
+		"a seed twice": {edit: func(d *sweep.Doc) {
+			d.Trials = 2
+			for i := range d.Points {
+				d.Points[i].Trials = append(d.Points[i].Trials, d.Points[i].Trials[0])
+			}
+		}, want: "sweep.json: points[0].trials[1].seed 42: the same as points[0].trials[0]'s"},
+		"a zero p99":            {edit: func(d *sweep.Doc) { conf(d, 1, 0, 0).QuietP99 = 0 }, want: "sweep.json: points[1].trials[0].configurations[0].quiet_p99_ms 0: want > 0"},
+		"a negative p99":        {edit: func(d *sweep.Doc) { conf(d, 1, 0, 0).QuietP99 = -3 }, want: "sweep.json: points[1].trials[0].configurations[0].quiet_p99_ms -3: want > 0"},
+		"a zero throughput":     {edit: func(d *sweep.Doc) { conf(d, 0, 0, 1).Throughput = 0 }, want: "sweep.json: points[0].trials[0].configurations[1].throughput_per_s 0: want > 0"},
+		"negative throughput":   {edit: func(d *sweep.Doc) { conf(d, 0, 0, 1).Throughput = -5 }, want: "sweep.json: points[0].trials[0].configurations[1].throughput_per_s -5: want > 0"},
+		"another phase":         {scenario: longer, want: `sweep.json: shape.phases[3]: the sweep's "run 10s", the scenario's "run 12s" (the scenario changed since the sweep?)`},
+		"edited shape":          {edit: func(d *sweep.Doc) { d.Shape.Configurations = []string{"naive"} }, want: "sweep.json: shape.configurations: the sweep's 1 (naive), the scenario's 2 (naive, isolated)"},
+		"edited fingerprint":    {edit: func(d *sweep.Doc) { d.Shape.Fingerprint = "0000" }, want: "sweep.json: shape.fingerprint 0000: not that of the shape recorded beside it"},
+		"empty against":         {extra: []string{"--against="}, want: "simulate: --against: empty"},
 		"no calibration":        {extra: []string{"--calibrate="}, want: "(a sweep) needs --calibrate report.json: a real run's report of " + sc + ", at a seed other than the sweep's trials'"},
 		"simulated":             {edit: func(d *sweep.Doc) { d.Simulated = "x.json" }, want: "sweep.json: simulated: a simulated sweep"},
 		"another scenario":      {edit: func(d *sweep.Doc) { d.Scenario = "noisy-neighbor" }, want: `sweep.json: scenario: a sweep of scenario "noisy-neighbor", not "ci-gate"`},
@@ -423,7 +643,11 @@ func TestSimulateAgainstSweepBadInput(t *testing.T) {
 				writeSweepDoc(t, sw, d)
 			}
 			var stdout, stderr bytes.Buffer
-			args := append([]string{"simulate", sc, "--against", sw, "--calibrate", cal}, tc.extra...)
+			file := sc
+			if tc.scenario != "" {
+				file = tc.scenario
+			}
+			args := append([]string{"simulate", file, "--against", sw, "--calibrate", cal}, tc.extra...)
 			code := realMain(args, &stdout, &stderr)
 			want := tc.want
 			if strings.HasPrefix(want, "sweep.json") {

@@ -47,7 +47,8 @@ and says so relative to the scenario's own value (headroom).
 With --out DIR, sweep.json, sweep.md and sweep.html (a plot of the quiet
 p99 / solo p99 against the first key, knees marked) are rewritten after
 every trial: an interrupted sweep keeps its finished trials, and --resume
-continues it.
+continues it (refused, exit 2, when the file's phases, configurations or
+classes changed since: sweep.json records them as "shape").
 The cluster is started once and reused for every point (per point when a
 key is under backend).
 

@@ -8,8 +8,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -104,6 +107,11 @@ type Config struct {
 	// MemWarmup is the time after which the RSS must stay flat. 0 means
 	// DefaultMemWarmup (or a tenth of MemDuration if that is shorter).
 	MemWarmup time.Duration
+	// MemProfile, if not "", is the prefix of the heap profiles the memory
+	// step writes: MemProfile-warmup.pprof at the first sample at or after
+	// MemWarmup and MemProfile-end.pprof at the end of its run (compare
+	// them with go tool pprof -diff_base).
+	MemProfile string
 	// Orders is the number of rows of the data set. 0 means DefaultOrders.
 	Orders int
 	// Seed seeds the populations and schedules.
@@ -144,7 +152,8 @@ func (c *Config) fill() error {
 	flags := map[string]string{"Duration": "--duration", "PoolSize": "--pool", "Threads": "--threads", "Tenants": "--tenants",
 		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
 		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every",
-		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs"}
+		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs",
+		"MemProfile": "--memprofile"}
 	bad := func(field string, v any, why string) {
 		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
 	}
@@ -198,6 +207,12 @@ func (c *Config) fill() error {
 	}
 	if c.SampleEvery <= 0 {
 		bad("SampleEvery", c.SampleEvery, "must be > 0")
+	}
+	if c.MemProfile != "" {
+		// Found now, not when the warm-up's profile is due minutes later.
+		if fi, err := os.Stat(filepath.Dir(c.MemProfile)); err != nil || !fi.IsDir() {
+			bad("MemProfile", c.MemProfile, "the prefix's directory does not exist")
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -444,8 +459,9 @@ const (
 
 // openLoop runs dataset lookups for the first tenants tenants in classes
 // classes at rate ops/s for d along via. tick, if not nil, is called every
-// cfg.SampleEvery while the run lasts.
-func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params, via path, tenants, classes int, rate float64, d time.Duration, tick func(elapsed time.Duration)) (OpenLoopRun, error) {
+// cfg.SampleEvery while the run lasts (final false) and once when it has
+// ended (final true), from one goroutine at a time, with the run's recorder.
+func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params, via path, tenants, classes int, rate float64, d time.Duration, tick func(elapsed time.Duration, final bool, rec *metrics.Recorder)) (OpenLoopRun, error) {
 	out := OpenLoopRun{Offered: rate}
 	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: tenants}, cfg.Seed)
 	if err != nil {
@@ -471,6 +487,16 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 	if err != nil {
 		return out, err
 	}
+	// Every series of the population up front: its rare tenants would
+	// otherwise keep adding series (and the recorder's memory) for as long
+	// as the run lasts.
+	keys := make([]metrics.Key, 0, len(pop.Tenants)*len(specs))
+	for _, t := range pop.Tenants {
+		for _, c := range specs {
+			keys = append(keys, metrics.Key{Tenant: t.ID, Class: c.Name})
+		}
+	}
+	rec.Reserve(keys...)
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return out, fmt.Errorf("bench: %w", err)
@@ -529,15 +555,23 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 		_, err = stack.Query(ctx, pools.Interactive, strconv.Itoa(op.Tenant), sql, args...)
 		return err
 	}
+	// The sampler calls tick every cfg.SampleEvery from the start (warming
+	// the pool included), and once more at the end of the run, while its
+	// pool and recorder are still live.
+	stopSampler := func() {}
 	if tick != nil {
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
-		defer wg.Wait()
-		defer close(stop)
+		t0 := time.Now()
+		stopSampler = sync.OnceFunc(func() {
+			close(stop)
+			wg.Wait()
+			tick(time.Since(t0), true, rec)
+		})
+		defer stopSampler()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t0 := time.Now()
 			t := time.NewTicker(cfg.SampleEvery)
 			defer t.Stop()
 			for {
@@ -545,7 +579,7 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 				case <-stop:
 					return
 				case <-t.C:
-					tick(time.Since(t0))
+					tick(time.Since(t0), false, rec)
 				}
 			}
 		}()
@@ -564,6 +598,7 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 	cpu0 := selfCPU()
 	stats, err := workload.RunOpenLoopSource(ctx, src, exec, rec, olc)
 	out.CPU = selfCPU() - cpu0
+	stopSampler()
 	if err != nil {
 		return out, fmt.Errorf("bench: open loop: %w", err)
 	}
@@ -690,40 +725,90 @@ type MemoryRun struct {
 	Rate             float64
 	Duration         time.Duration
 	Run              OpenLoopRun
-	Samples          []MemorySample
+	// Samples are taken every Config.SampleEvery from the start of the
+	// run, and once at its end.
+	Samples []MemorySample
 	// MaxRSS is the largest RSS sampled (bytes).
 	MaxRSS uint64
 	// WarmRSS is the first RSS sampled at or after the warm-up and LastRSS
 	// the last one; Growth is LastRSS / WarmRSS (flat: close to 1).
 	WarmRSS, LastRSS uint64
 	Growth           float64
+	// Profiles are the heap profiles written (Config.MemProfile): at the
+	// warm-up's sample and at the end of the run.
+	Profiles []string
 }
 
-// MemorySample is one sample of the process's memory.
+// MemorySample is one sample of the process's memory. The Heap and Stack
+// fields are runtime.MemStats' of the same names (bytes).
 type MemorySample struct {
 	Elapsed time.Duration
 	// RSS is the process's resident set size (bytes, /proc/self/status
 	// VmRSS); 0 where /proc is not available.
 	RSS uint64
-	// HeapInuse is the Go heap in use (bytes, runtime.MemStats).
-	HeapInuse uint64
+	// HeapInuse is the Go heap in use: spans holding at least one object,
+	// live or not yet swept. HeapAlloc is the bytes of the objects in it
+	// (live and unswept garbage), HeapSys the heap's address space from the
+	// OS, HeapIdle its spans holding no object, HeapReleased the part of
+	// HeapIdle returned to the OS (not in RSS).
+	HeapInuse, HeapAlloc, HeapSys, HeapIdle, HeapReleased uint64
+	// StackInuse is the goroutine stacks' spans.
+	StackInuse uint64
+	// NumGC is the number of GC cycles completed since the process began.
+	NumGC uint32
+	// Goroutines is the number of goroutines alive.
+	Goroutines int
+	// Series is the number of tenant × class series the run's recorder
+	// holds (each series keeps two histograms).
+	Series int
+}
+
+// sampleMemory returns the process's memory at elapsed.
+func sampleMemory(elapsed time.Duration) MemorySample {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return MemorySample{Elapsed: elapsed, RSS: rss(), HeapInuse: ms.HeapInuse, HeapAlloc: ms.HeapAlloc, HeapSys: ms.HeapSys,
+		HeapIdle: ms.HeapIdle, HeapReleased: ms.HeapReleased, StackInuse: ms.StackInuse, NumGC: ms.NumGC,
+		Goroutines: runtime.NumGoroutine()}
 }
 
 func memory(ctx context.Context, dsn string, cfg Config, params dataset.Params) (MemoryRun, error) {
 	m := MemoryRun{Tenants: cfg.MemTenants, Classes: cfg.MemClasses, Rate: cfg.MemRate, Duration: cfg.MemDuration}
 	debug.FreeOSMemory() // start from what this step needs, not what earlier steps left
-	sample := func(elapsed time.Duration) {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		s := MemorySample{Elapsed: elapsed, RSS: rss(), HeapInuse: ms.HeapInuse}
+	var profErr error
+	profile := func(name string) {
+		if cfg.MemProfile == "" || profErr != nil {
+			return
+		}
+		path := cfg.MemProfile + "-" + name + ".pprof"
+		if profErr = writeHeapProfile(path); profErr == nil {
+			m.Profiles = append(m.Profiles, path)
+		}
+	}
+	warm := false
+	sample := func(elapsed time.Duration, final bool, rec *metrics.Recorder) {
+		s := sampleMemory(elapsed)
+		s.Series = rec.Len()
 		m.Samples = append(m.Samples, s)
-		cfg.Logger.Info("memory", "elapsed", elapsed.Round(time.Second), "rss_mb", s.RSS>>20, "heap_mb", s.HeapInuse>>20)
+		cfg.Logger.Info("memory", "elapsed", elapsed.Round(time.Second), "rss_mb", s.RSS>>20, "heap_inuse_mb", s.HeapInuse>>20,
+			"heap_alloc_mb", s.HeapAlloc>>20, "heap_idle_mb", s.HeapIdle>>20, "heap_released_mb", s.HeapReleased>>20,
+			"stack_mb", s.StackInuse>>20, "gc", s.NumGC, "goroutines", s.Goroutines, "series", s.Series)
+		if !warm && elapsed >= cfg.MemWarmup {
+			warm = true
+			profile("warmup")
+		}
+		if final {
+			profile("end")
+		}
 	}
 	cfg.Logger.Info("memory step", "tenants", cfg.MemTenants, "classes", cfg.MemClasses, "rate", cfg.MemRate, "duration", cfg.MemDuration)
 	var err error
 	m.Run, err = openLoop(ctx, dsn, cfg, params, viaStack, cfg.MemTenants, cfg.MemClasses, cfg.MemRate, cfg.MemDuration, sample)
 	if err != nil {
 		return m, err
+	}
+	if profErr != nil {
+		return m, fmt.Errorf("bench: memory profile (--memprofile): %w", profErr)
 	}
 	for _, s := range m.Samples {
 		m.MaxRSS = max(m.MaxRSS, s.RSS)
@@ -736,6 +821,21 @@ func memory(ctx context.Context, dsn string, cfg Config, params dataset.Params) 
 		m.Growth = float64(m.LastRSS) / float64(m.WarmRSS)
 	}
 	return m, nil
+}
+
+// writeHeapProfile writes the heap profile (as of the last GC: inuse_space,
+// inuse_objects and the allocations since the start) to path, for go tool
+// pprof.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // orDefault sets *v to d when *v is its type's zero value.

@@ -1,8 +1,12 @@
 package bench_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +28,7 @@ func TestRunShort(t *testing.T) {
 	res, err := bench.Run(t.Context(), primary.DSN(), bench.Config{
 		Duration: time.Second, SearchStep: time.Second, SearchSteps: 3, FixedRate: 500, Tenants: 5, Orders: 2000,
 		MemTenants: 100, MemClasses: 3, MemRate: 300, MemDuration: 2 * time.Second, SampleEvery: 500 * time.Millisecond,
+		MemWarmup: time.Second, MemProfile: filepath.Join(t.TempDir(), "mem"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +79,41 @@ func TestRunShort(t *testing.T) {
 	if len(m.Samples) < 3 || m.MaxRSS == 0 || m.Run.Completed < 300 || m.Run.Errors != 0 {
 		t.Errorf("memory: %d samples, max RSS %d, run %+v", len(m.Samples), m.MaxRSS, m.Run)
 	}
+	// Every sample reads the runtime and the recorder; the last is taken
+	// at the end of the run, with every series that recorded (at most
+	// tenants × classes: the reserved ones that did not are not counted).
+	for i, s := range m.Samples {
+		if s.HeapAlloc == 0 || s.HeapSys < s.HeapInuse || s.HeapIdle < s.HeapReleased || s.StackInuse == 0 || s.Goroutines == 0 ||
+			s.Series < 1 || s.Series > 300 || (i > 0 && (s.NumGC < m.Samples[i-1].NumGC || s.Series < m.Samples[i-1].Series)) {
+			t.Errorf("memory sample %d: %+v", i, s)
+		}
+	}
+	if last := m.Samples[len(m.Samples)-1]; last.Elapsed < 2*time.Second || m.LastRSS != last.RSS {
+		t.Errorf("last memory sample %+v at %v, LastRSS %d: want the run's end", last, last.Elapsed, m.LastRSS)
+	}
+	if m.WarmRSS == 0 || m.Growth != float64(m.LastRSS)/float64(m.WarmRSS) {
+		t.Errorf("memory growth %v, warm %d, last %d", m.Growth, m.WarmRSS, m.LastRSS)
+	}
+	// --memprofile: a heap profile at the warm-up and one at the end.
+	if len(m.Profiles) != 2 || !strings.HasSuffix(m.Profiles[0], "mem-warmup.pprof") || !strings.HasSuffix(m.Profiles[1], "mem-end.pprof") {
+		t.Fatalf("memory profiles %v, want mem-warmup.pprof and mem-end.pprof", m.Profiles)
+	}
+	for _, p := range m.Profiles {
+		// pprof's format: gzipped protocol buffers naming the sample types.
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(f)
+		var b []byte
+		if err == nil {
+			b, err = io.ReadAll(zr)
+		}
+		f.Close()
+		if err != nil || !bytes.Contains(b, []byte("inuse_space")) {
+			t.Errorf("heap profile %s: %v, %d bytes without inuse_space", p, err, len(b))
+		}
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -91,6 +131,7 @@ func TestConfigErrors(t *testing.T) {
 		{"negative sustain p99", bench.Config{SustainP99: -time.Millisecond}, "--sustain-p99"},
 		{"too few orders", bench.Config{Orders: 10}, "--orders"},
 		{"negative procs", bench.Config{Procs: -1}, "--procs"},
+		{"memory profile in no directory", bench.Config{MemProfile: "/nonexistent-dir/mem"}, "--memprofile"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()

@@ -14,10 +14,13 @@
 // (/proc/stat: user, nice, system, irq, softirq), minus the time of the
 // processes of the run's tree (/proc/PID/stat: utime, stime and the reaped
 // children's cutime, cstime, so that short-lived children count), is the
-// foreign CPU; steal is /proc/stat's steal column. Of the run's own CPU, the
-// root process's own time (utime, stime) is noisysim's (its load generator),
-// the rest its servers' and other children's. Figures are averages over the
-// window, in CPUs.
+// foreign CPU; steal is /proc/stat's steal column. A window is disturbed
+// when the foreign CPU and the steal pass MaxForeignCPU, or the steal
+// alone passes MaxStealShare of the CPU the machine ran: a hypervisor that
+// withholds the CPUs the run wants delays it as a busy neighbour would.
+// Of the run's own CPU, the root process's own time (utime, stime) is
+// noisysim's (its load generator), the rest its servers' and other
+// children's. Figures are averages over the window, in CPUs.
 //
 // An average hides a pause: a second in which the whole machine stood
 // still (a hypervisor that did not schedule it, a kernel busy reclaiming
@@ -47,6 +50,12 @@ import (
 // disturbed.
 const DefaultMaxForeignCPU = 0.5
 
+// DefaultMaxStealShare is the default bound on steal: a window in which a
+// hypervisor took more than 5% of the CPU the machine ran (and at least
+// reports.MinStealCPU) is disturbed. On a machine of its own steal is 0; a
+// quiet virtual machine shows about 1%.
+const DefaultMaxStealShare = 0.05
+
 // userHZ is the unit of /proc's tick counters (USER_HZ, 100 on Linux).
 const userHZ = 100
 
@@ -68,6 +77,10 @@ const (
 type Options struct {
 	// MaxForeignCPU is the threshold in CPUs; 0 means DefaultMaxForeignCPU.
 	MaxForeignCPU float64
+	// MaxStealShare is the bound on steal as a share of the CPU the
+	// machine ran (reports.StealDisturbs); 0 means DefaultMaxStealShare,
+	// negative judges the steal by MaxForeignCPU alone.
+	MaxStealShare float64
 	// Root is the pid whose process tree is the run's own; 0 means this
 	// process.
 	Root int
@@ -111,6 +124,9 @@ type stalls struct {
 func New(opts Options) *Guard {
 	if opts.MaxForeignCPU <= 0 {
 		opts.MaxForeignCPU = DefaultMaxForeignCPU
+	}
+	if opts.MaxStealShare == 0 {
+		opts.MaxStealShare = DefaultMaxStealShare
 	}
 	if opts.Root == 0 {
 		opts.Root = os.Getpid()
@@ -166,6 +182,10 @@ func (g *Guard) late(due time.Time, d time.Duration) {
 // MaxForeignCPU returns the threshold in use.
 func (g *Guard) MaxForeignCPU() float64 { return g.opts.MaxForeignCPU }
 
+// MaxStealShare returns the steal bound in use; 0 when steal is judged by
+// MaxForeignCPU alone.
+func (g *Guard) MaxStealShare() float64 { return max(g.opts.MaxStealShare, 0) }
+
 // MaxStall returns the stall bound in use; 0 when the meter is off.
 func (g *Guard) MaxStall() time.Duration { return max(g.opts.MaxStall, 0) }
 
@@ -219,7 +239,7 @@ func (g *Guard) closeLocked(now time.Time, end snapshot) {
 	}
 	secs := now.Sub(g.began).Seconds()
 	w := measure(g.cur, secs, g.start, end)
-	w.Disturbed = w.ForeignCPU+w.StealCPU > g.opts.MaxForeignCPU
+	w.Disturbed = w.ForeignCPU+w.StealCPU > g.opts.MaxForeignCPU || reports.StealDisturbs(w, g.opts.MaxStealShare)
 	if s := g.stalls; s.n > 0 {
 		w.Stalls = s.n
 		w.StalledMs = ms(s.total)

@@ -248,3 +248,45 @@ func TestNoisysimCPUApart(t *testing.T) {
 		t.Errorf("own CPU %.2f − noisysim CPU %.2f: the child burner's CPU is counted as noisysim's", w.OwnCPU, w.NoisysimCPU)
 	}
 }
+
+// Steal disturbs a window when it takes more than MaxStealShare of the CPU
+// the machine ran, though far below MaxForeignCPU; the same steal beside
+// much more work does not; a negative share leaves steal to MaxForeignCPU.
+func TestStealShare(t *testing.T) {
+	cases := []struct {
+		name        string
+		busy, steal int64 // ticks added during the window
+		share       float64
+		want        bool
+	}{
+		{"steal a third of what ran", 20, 10, 0, true},
+		{"steal 1% of what ran", 990, 10, 0, false},
+		{"no steal", 20, 0, 0, false},
+		{"steal judged by MaxForeignCPU alone", 20, 10, -1, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			proc := t.TempDir()
+			stat := func(busy, steal int64) {
+				line := "cpu  " + strconv.FormatInt(busy, 10) + " 0 0 100000 0 0 0 " + strconv.FormatInt(steal, 10) + " 0 0\n"
+				if err := os.WriteFile(proc+"/stat", []byte(line), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stat(1000, 50)
+			// A large MaxForeignCPU: only the share can disturb.
+			g := New(Options{Proc: proc, MaxForeignCPU: 1000, MaxStealShare: c.share, MaxStall: -1})
+			g.Begin("w")
+			stat(1000+c.busy, 50+c.steal)
+			time.Sleep(50 * time.Millisecond)
+			w := g.End()[0]
+			if w.Disturbed != c.want {
+				t.Errorf("busy +%d, steal +%d ticks (share %.2f of %.2f CPU): disturbed %v, want %v", c.busy, c.steal, w.StealShare(), w.ForeignCPU+w.StealCPU, w.Disturbed, c.want)
+			}
+			m := &reports.Machine{MaxForeignCPU: g.MaxForeignCPU(), MaxStealShare: g.MaxStealShare()}
+			if why := m.Why(w); c.want != strings.Contains(why, "hypervisor took") {
+				t.Errorf("Why = %q; want it to name the hypervisor's steal: %v", why, c.want)
+			}
+		})
+	}
+}

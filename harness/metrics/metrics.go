@@ -75,9 +75,12 @@ type Key struct {
 // number of distinct values, not with the range.
 type Recorder struct {
 	cfg Config
-	// mu guards series; a series once made stays.
+	// mu guards series and reserved; a series once made stays. reserved
+	// holds the series Reserve made that nothing has been recorded into
+	// yet: get moves one into series on its first result.
 	mu       sync.RWMutex
 	series   map[Key]*series
+	reserved map[Key]*series
 	recorded atomic.Int64
 	// version counts the results recorded into series, each after it is
 	// in its series: Summary's cache is of one version.
@@ -165,9 +168,42 @@ func (r *Recorder) get(k Key) *series {
 	if s := r.series[k]; s != nil {
 		return s
 	}
-	s = &series{key: k, latency: r.newHist(), service: r.newHist(), tick: -1}
+	if s = r.reserved[k]; s != nil {
+		delete(r.reserved, k)
+	} else {
+		s = r.newSeries(k)
+	}
 	r.series[k] = s
 	return s
+}
+
+func (r *Recorder) newSeries(k Key) *series {
+	return &series{key: k, latency: r.newHist(), service: r.newHist(), tick: -1}
+}
+
+// Reserve makes the series of keys now (about 0.8 KB each, their two
+// histograms empty) instead of when each first records, so that a run
+// which knows its tenants and classes up front holds their memory from its
+// start: a power-law population's rare tenants otherwise keep adding series
+// for as long as the run lasts. A reserved series that nothing was
+// recorded into is in no summary, export, interval or Len, as if never
+// made; reserving a key that has one already changes nothing.
+func (r *Recorder) Reserve(keys ...Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.reserved == nil {
+		r.reserved = make(map[Key]*series, len(keys))
+	}
+	// Size the map of recorded series for every key too, so that it does
+	// not grow (and copy itself) as they first record.
+	series := make(map[Key]*series, len(r.series)+len(r.reserved)+len(keys))
+	maps.Copy(series, r.series)
+	r.series = series
+	for _, k := range keys {
+		if r.series[k] == nil && r.reserved[k] == nil {
+			r.reserved[k] = r.newSeries(k)
+		}
+	}
 }
 
 // clamp returns d in ns clamped into [Lowest, Highest] and whether it was
@@ -307,6 +343,14 @@ type Totals struct {
 	Errors, Dropped, Incomplete int64
 	// Discarded counts results discarded as warm-up.
 	Discarded int64
+}
+
+// Len returns the number of series (tenant × class keys) recorded so far
+// (reserved series that nothing was recorded into are not counted).
+func (r *Recorder) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.series)
 }
 
 // Totals returns the counts so far.

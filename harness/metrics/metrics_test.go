@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -350,5 +351,77 @@ func TestSummariesKeptUntilTheNextResult(t *testing.T) {
 	}
 	if m, n := r.MergedAs("quiet", quiet), r.Merged(quiet); m.Count != n.Count || m.P99 != n.P99 {
 		t.Errorf("MergedAs %+v, Merged %+v: want the same", m, n)
+	}
+}
+
+// TestReserve: reserved series that record nothing are in no summary,
+// export, interval or Len; those that do record report exactly what an
+// unreserved recorder reports for the same results.
+func TestReserve(t *testing.T) {
+	ms := time.Millisecond
+	results := []workload.Result{
+		result(1, "a", 0, 0, 2*ms, nil), result(1, "a", 10*ms, ms, 3*ms, nil),
+		result(2, "b", 1200*ms, 0, 5*ms, errors.New("boom")), result(7, "a", 0, 0, ms, nil), // 7 is not reserved
+	}
+	results = append(results, workload.Result{Op: workload.Op{Tenant: 3, Class: "a", At: 5 * ms},
+		Intended: t0.Add(5 * ms), End: t0.Add(5 * ms), Err: workload.ErrDropped})
+	plain := newRecorder(t, metrics.Config{Interval: time.Second})
+	reserved := newRecorder(t, metrics.Config{Interval: time.Second})
+	var keys []metrics.Key
+	for tenant := 1; tenant <= 5; tenant++ {
+		for _, c := range []string{"a", "b"} {
+			keys = append(keys, metrics.Key{Tenant: tenant, Class: c})
+		}
+	}
+	reserved.Reserve(keys...)
+	if n := reserved.Len(); n != 0 {
+		t.Fatalf("Len after Reserve = %d, want 0", n)
+	}
+	if s := reserved.Summary(); len(s) != 0 {
+		t.Fatalf("Summary after Reserve = %+v, want none", s)
+	}
+	if h := reserved.LatencyHistogram(keys[0]); h != nil {
+		t.Errorf("LatencyHistogram of a reserved, empty series = %v, want nil", h)
+	}
+	for _, r := range results {
+		plain.Record(r)
+		reserved.Record(r)
+	}
+	reserved.Reserve(keys...) // again: changes nothing
+	if got, want := reserved.Len(), plain.Len(); got != want || want != 4 {
+		t.Errorf("Len = %d, want %d (4)", got, want)
+	}
+	if got, want := reserved.Summary(), plain.Summary(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Summary\n got %+v\nwant %+v", got, want)
+	}
+	if got, want := reserved.Intervals(), plain.Intervals(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Intervals\n got %+v\nwant %+v", got, want)
+	}
+	if got, want := len(reserved.Export()), len(plain.Export()); got != want {
+		t.Errorf("Export: %d series, want %d", got, want)
+	}
+	if got, want := reserved.Merged(nil), plain.Merged(nil); !reflect.DeepEqual(got, want) {
+		t.Errorf("Merged\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// BenchmarkReserve: the heap a reserved series costs (bytes/series), the
+// figure Reserve's doc quotes.
+func BenchmarkReserve(b *testing.B) {
+	const n = 30000
+	keys := make([]metrics.Key, n)
+	for i := range keys {
+		keys[i] = metrics.Key{Tenant: i / 3, Class: []string{"a", "b", "c"}[i%3]}
+	}
+	var before, after runtime.MemStats
+	for b.Loop() {
+		rec := newRecorder(b, metrics.Config{Interval: -1})
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		rec.Reserve(keys...)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/series")
+		runtime.KeepAlive(rec)
 	}
 }

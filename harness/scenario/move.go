@@ -102,8 +102,10 @@ func (p *Promote) Move() *MoveTenant {
 // Validate checks the trigger and the move it fires.
 func (p *Promote) Validate(s *Scenario) []ActionProblem {
 	ps := p.Move().Validate(s)
-	if !(p.Threshold > 0 && p.Threshold <= 1) {
-		ps = append(ps, ActionProblem{Key: "threshold", Msg: "must be in (0, 1], got " + fmtFloat(p.Threshold)})
+	// The policy fires when the share is above the threshold: a share is
+	// at most 1, so a threshold of 1 would never fire.
+	if !(p.Threshold > 0 && p.Threshold < 1) {
+		ps = append(ps, ActionProblem{Key: "threshold", Msg: "must be in (0, 1): the policy fires when the tenant's share of DB time is above it, got " + fmtFloat(p.Threshold)})
 	}
 	if p.Window <= 0 {
 		ps = append(ps, ActionProblem{Key: "window", Msg: fmt.Sprintf("must be a duration > 0, got %s", p.Window)})

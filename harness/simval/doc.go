@@ -25,7 +25,12 @@
 // its sweep.json with the same sweep run again in virtual time (the same
 // points and seeds), leaves the trials marked disturbed out of both medians,
 // and judges quiet_p99_ms (the simulated p99 of each real trial's
-// quiet_class) and throughput_per_s; quiet_over_solo is shown, not judged.
+// quiet_class) and throughput_per_s, each counted apart (a Tally: an open
+// loop's throughput matches by construction); a point whose every trial is
+// disturbed is unjudged, in neither count; quiet_over_solo is shown, not
+// judged. CheckSweep first refuses a sweep.json that does not fit the
+// scenario (its recorded shape, a trial's configurations, quiet class and
+// figures, duplicate points and seeds), each problem naming its field.
 //
 // Example:
 //

@@ -138,10 +138,13 @@ type Result struct {
 	// Against is the directory of the real runs; Calibration the report the
 	// simulations drew their service times from, CalibrationSeed its seed
 	// and CalibrationDisturbed its DISTURBED windows, if any.
-	Against              string `json:"against"`
-	Calibration          string `json:"calibration"`
-	CalibrationSeed      int64  `json:"calibration_seed"`
-	CalibrationDisturbed string `json:"calibration_disturbed,omitempty"`
+	// CalibrationNotes say what of the calibration carries into the
+	// simulated figures (harness.CalibrationNotes).
+	Against              string   `json:"against"`
+	Calibration          string   `json:"calibration"`
+	CalibrationSeed      int64    `json:"calibration_seed"`
+	CalibrationDisturbed string   `json:"calibration_disturbed,omitempty"`
+	CalibrationNotes     []string `json:"calibration_notes,omitempty"`
 	// Window is the quiet_p99 window the figures are of.
 	Window    string  `json:"window"`
 	Tolerance float64 `json:"tolerance"`
@@ -310,10 +313,17 @@ func (r *Result) header() []string {
 		fmt.Sprintf("figures of the %q window (quiet_p99's); medians over the real runs not DISTURBED and the simulations of the same seeds; within %.0f%%: simulated/real median in [%.2f, %.2f]",
 			r.Window, 100*r.Tolerance, 1-r.Tolerance, 1+r.Tolerance),
 	}
-	if r.CalibrationDisturbed != "" {
-		lines = append(lines, "the calibration run was DISTURBED: "+r.CalibrationDisturbed)
+	return append(lines, noteLines(r.CalibrationNotes)...)
+}
+
+// noteLines returns a line per note: "note: …". A validation's header says
+// so what of its calibration (or of its input) carries into its verdict.
+func noteLines(notes []string) []string {
+	var out []string
+	for _, n := range notes {
+		out = append(out, "note: "+n)
 	}
-	return lines
+	return out
 }
 
 // exclusions returns a line per configuration with runs excluded, then one
@@ -454,16 +464,25 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	return writeMarkdownEnd(w, &b, r.exclusions(), r.verdict())
 }
 
-// writeMarkdownEnd ends a Markdown validation in b with its exclusions (an
-// indented line becomes a list item) and its verdict, and writes b to w.
-func writeMarkdownEnd(w io.Writer, b *strings.Builder, exclusions []string, verdict string) error {
-	for _, l := range exclusions {
-		if strings.HasPrefix(l, "  ") {
-			l = "- " + strings.TrimSpace(l)
+// writeMarkdownEnd ends a Markdown validation in b with its exclusions
+// and its verdict's lines (in both, an indented line becomes a list item),
+// and writes b to w.
+func writeMarkdownEnd(w io.Writer, b *strings.Builder, exclusions []string, verdict ...string) error {
+	list := func(lines []string) {
+		for _, l := range lines {
+			if strings.HasPrefix(l, "  ") {
+				l = "- " + strings.TrimSpace(l)
+			}
+			b.WriteString(l + "\n")
 		}
-		b.WriteString(l + "\n")
 	}
-	b.WriteString("\n" + verdict + "\n")
+	list(exclusions)
+	for i, l := range verdict {
+		if i == 0 || !strings.HasPrefix(l, "  ") {
+			b.WriteString("\n")
+		}
+		list([]string{l})
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

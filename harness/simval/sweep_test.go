@@ -50,8 +50,8 @@ func TestCompareSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Rows) != 2 || res.Figures != 4 || res.Outside != 0 || res.Trials != 6 {
-		t.Fatalf("sim = real: %d rows, %d figures, %d outside, %d trials; want 2, 4, 0, 6", len(res.Rows), res.Figures, res.Outside, res.Trials)
+	if all := (Tally{Judged: 2, Within: 2}); len(res.Rows) != 2 || res.QuietP99 != all || res.Throughput != all || res.Trials != 6 {
+		t.Fatalf("sim = real: %d rows, quiet p99 %+v, throughput %+v, %d trials; want 2 rows, 2 of 2 within each, 6 trials", len(res.Rows), res.QuietP99, res.Throughput, res.Trials)
 	}
 	r := res.Rows[1]
 	if r.Values["rate"] != 20 || r.QuietP99.Real != (Spread{Median: 22, Min: 21, Max: 23, N: 3}) || r.QuietP99.Sim != r.QuietP99.Real ||
@@ -67,8 +67,8 @@ func TestCompareSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outside != 4 || len(res.Excluded) != 1 || res.Excluded[0].Seed != 3 || res.Excluded[0].Values["rate"] != 20 {
-		t.Errorf("off by 1.3x: outside %d, excluded %+v; want 4, seed 3 at 20", res.Outside, res.Excluded)
+	if res.QuietP99.Outside() != 2 || res.Throughput.Outside() != 2 || len(res.Excluded) != 1 || res.Excluded[0].Seed != 3 || res.Excluded[0].Values["rate"] != 20 {
+		t.Errorf("off by 1.3x: quiet p99 %+v, throughput %+v, excluded %+v; want 2 outside each, seed 3 at 20", res.QuietP99, res.Throughput, res.Excluded)
 	}
 	r = res.Rows[1]
 	if r.Trials != 3 || r.Excluded != 1 || r.Throughput.Real != (Spread{Median: 30, Min: 20, Max: 40, N: 2}) || r.Throughput.Sim.Median != 39 ||
@@ -85,15 +85,15 @@ func TestCompareSweep(t *testing.T) {
 	}
 	for _, want := range []string{"configuration c:", "rate  trials  quiet class", "20    2 of 3  lookup", "1.30x", "NO",
 		"excluded as DISTURBED (real trial and its simulation out of the medians): 1 of 6 real trials", "  rate=20 seed 3",
-		"0 of 4 figures within 25%"} {
+		"quiet p99: 0 of 2 within 25%", "throughput: 0 of 2 within 25%"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
 	}
 	// 1.2x is within.
 	res, _ = CompareSweep(d, simOf(d, 1.2), "", DefaultTolerance)
-	if res.Outside != 0 {
-		t.Errorf("1.2x: %d outside, want 0", res.Outside)
+	if res.Outside() != 0 {
+		t.Errorf("1.2x: %d outside, want 0", res.Outside())
 	}
 
 	// A real trial with no simulation, a simulation without the
@@ -104,5 +104,87 @@ func TestCompareSweep(t *testing.T) {
 	sims[0].Figures = map[string]Figures{"other": {}}
 	if _, err := CompareSweep(d, sims, "", DefaultTolerance); err == nil || !strings.Contains(err.Error(), `points[0].trials[0] (rate=10, seed 1): the simulation has no configuration "c"`) {
 		t.Errorf("a configuration not simulated: %v", err)
+	}
+}
+
+// TestCompareSweepCounts: the quiet p99 and the throughput are counted
+// apart (an open loop's throughput matches by construction and must not
+// carry a quiet p99 that misses), and a point whose every real trial is
+// DISTURBED is unjudged: listed, in neither count.
+func TestCompareSweepCounts(t *testing.T) {
+	d := sweepDoc()
+	// The throughput as real, the quiet p99 twice it.
+	sims := simOf(d, 1)
+	for i := range sims {
+		f := sims[i].Figures["c"]
+		f.QuietP99 = map[string]float64{"lookup": 2 * f.QuietP99["lookup"]}
+		sims[i].Figures["c"] = f
+	}
+	res, err := CompareSweep(d, sims, "", DefaultTolerance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.QuietP99 != (Tally{Judged: 2, Within: 0}) || res.Throughput != (Tally{Judged: 2, Within: 2}) {
+		t.Errorf("quiet p99 %+v, throughput %+v; want 0 of 2 and 2 of 2 within", res.QuietP99, res.Throughput)
+	}
+	var text bytes.Buffer
+	if err := WriteSweepText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"quiet p99: 0 of 2 within 25%", "throughput: 2 of 2 within 25%"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if strings.Contains(text.String(), "figures within") {
+		t.Errorf("text still counts quiet p99 and throughput together:\n%s", text.String())
+	}
+
+	// Every trial at 20 DISTURBED: that row is unjudged, not outside.
+	for j := range d.Points[1].Trials {
+		d.Points[1].Trials[j].Disturbed = true
+	}
+	res, err = CompareSweep(d, simOf(d, 1.3), "", DefaultTolerance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Tally{Judged: 1, Unjudged: 1}); res.QuietP99 != want || res.Throughput != want || res.Outside() != 2 {
+		t.Errorf("at 20 all DISTURBED: quiet p99 %+v, throughput %+v, outside %d; want %+v each, 2 outside", res.QuietP99, res.Throughput, res.Outside(), want)
+	}
+	text.Reset()
+	if err := WriteSweepText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"quiet p99: 0 of 1 within 25%", "unjudged (no undisturbed trial)",
+		"unjudged (every real trial DISTURBED; in neither count): 1 of 2 points and configurations\n  c rate=20\n"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	var md bytes.Buffer
+	if err := WriteSweepMarkdown(&md, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "\nquiet p99: 0 of 1 within 25%") || !strings.Contains(md.String(), "- c rate=20\n") {
+		t.Errorf("markdown lacks the counts or the unjudged list:\n%s", md.String())
+	}
+}
+
+// TestCompareSweepErrors: a trial is named "points[i].trials[j] (values,
+// seed S)", or "(seed S)" at a point without values; a simulation without
+// the real trial's quiet class is an error, not a 0 ms figure.
+func TestCompareSweepErrors(t *testing.T) {
+	d := sweepDoc()
+	sims := simOf(d, 1)
+	sims[0].Figures["c"] = Figures{QuietP99: map[string]float64{"page": 1}, Throughput: 10}
+	if _, err := CompareSweep(d, sims, "", DefaultTolerance); err == nil ||
+		!strings.Contains(err.Error(), `points[0].trials[0].configurations[0].quiet_class "lookup" (rate=10, seed 1): the simulation has no quiet p99 of that class`) {
+		t.Errorf("a simulation without the quiet class: %v", err)
+	}
+	d.Points = d.Points[:1]
+	d.Points[0].Values = nil
+	_, err := CompareSweep(d, nil, "", DefaultTolerance)
+	if err == nil || !strings.Contains(err.Error(), "points[0].trials[0] (seed 1): ") {
+		t.Errorf("a point without values: %v", err)
 	}
 }

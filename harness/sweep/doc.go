@@ -31,6 +31,9 @@ type Doc struct {
 	// Simulated, when set, names the calibration report of a sweep run in
 	// virtual time (noisysim sweep --simulate): every figure is simulated.
 	Simulated string `json:"simulated,omitempty"`
+	// Shape is the scenario's shape the trials ran (ShapeOf); nil in a
+	// sweep.json written before noisysim recorded it.
+	Shape *Shape `json:"shape,omitempty"`
 }
 
 func (d *Doc) specs() []string {

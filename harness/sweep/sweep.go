@@ -133,7 +133,7 @@ func New(src *Source, varies []Vary, opts Options) (*Sweep, error) {
 			return nil, err
 		}
 	}
-	sw.doc = Doc{Version: Version, Scenario: base.Name, File: src.File, Trials: opts.Trials}
+	sw.doc = Doc{Version: Version, Scenario: base.Name, File: src.File, Trials: opts.Trials, Shape: ShapeOf(base)}
 	for i, v := range varies {
 		sw.doc.Vary = append(sw.doc.Vary, VaryDoc{Spec: v.String(), Key: v.Key, Value: sw.keys[i].Value, Integer: sw.keys[i].Int,
 			LoadFactor: sw.keys[i].LoadFactor})
@@ -153,6 +153,11 @@ func (sw *Sweep) takePrior(p *Doc) error {
 	for i := range p.Vary {
 		if p.Vary[i].Spec != sw.doc.Vary[i].Spec {
 			return badf("--resume: the sweep in the directory varies %v, not %v", p.specs(), sw.doc.specs())
+		}
+	}
+	if p.Shape != nil {
+		if diff := p.Shape.Diff(sw.doc.Shape); len(diff) > 0 {
+			return badf("--resume: the sweep in the directory ran another shape of %s: %s", sw.doc.File, strings.Join(diff, "; "))
 		}
 	}
 	for _, pt := range p.Points {

@@ -3,6 +3,7 @@ package sweep_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -434,5 +435,44 @@ func TestCalibratedRate(t *testing.T) {
 	sw, _ = sweep.New(src, []sweep.Vary{vr}, sweep.Options{Run: fakeRun(&runs)})
 	if err := sw.Knees(context.Background()); !errors.Is(err, sweep.ErrBadInput) {
 		t.Errorf("no Calibrate: %v, want ErrBadInput", err)
+	}
+}
+
+// TestShape: a sweep records its scenario's shape (phases, configurations,
+// classes, fingerprint); Diff names each element that differs; --resume of
+// a sweep of another shape is refused.
+func TestShape(t *testing.T) {
+	src := load(t)
+	v, _ := sweep.ParseVary("classes.report.rate=12..24:2")
+	runs := 0
+	sw, err := sweep.New(src, []sweep.Vary{v}, sweep.Options{Run: fakeRun(&runs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sw.Doc().Shape
+	if got == nil || len(got.Phases) == 0 || !slices.Equal(got.Configurations, []string{"naive", "isolated"}) || len(got.Fingerprint) != 16 {
+		t.Fatalf("shape %+v, want phases, naive and isolated, a 16-digit fingerprint", got)
+	}
+	if diff := got.Diff(got); diff != nil {
+		t.Errorf("a shape differs from itself: %q", diff)
+	}
+	other := *got
+	other.Phases = slices.Clone(got.Phases)
+	other.Phases[len(other.Phases)-1] = "run 99s"
+	diff := got.Diff(&other)
+	if want := fmt.Sprintf("shape.phases[%d]: the sweep's %q, the scenario's \"run 99s\"", len(got.Phases)-1, got.Phases[len(got.Phases)-1]); len(diff) != 1 || diff[0] != want {
+		t.Errorf("diff %q, want %q", diff, want)
+	}
+	edited := *got
+	edited.Fingerprint = "0123456789abcdef"
+	if diff := edited.Diff(got); len(diff) != 1 || !strings.Contains(diff[0], "shape.fingerprint 0123456789abcdef: not that of the shape recorded beside it") {
+		t.Errorf("an edited fingerprint: %q", diff)
+	}
+	// --resume: the interrupted sweep ran other configurations.
+	prior := *sw.Doc()
+	prior.Shape = &sweep.Shape{Phases: got.Phases, Configurations: []string{"naive"}, Classes: got.Classes}
+	if _, err := sweep.New(src, []sweep.Vary{v}, sweep.Options{Run: fakeRun(&runs), Prior: &prior}); err == nil ||
+		!strings.Contains(err.Error(), "--resume: the sweep in the directory ran another shape of ../../scenarios/noisy-neighbor.yaml: shape.configurations: the sweep's 1 (naive), the scenario's 2 (naive, isolated)") {
+		t.Errorf("--resume of another shape: %v", err)
 	}
 }
