@@ -174,7 +174,13 @@ func (m *Machine) Why(w WindowLoad) string {
 	}
 	var why []string
 	if m.MaxForeignCPU > 0 && w.ForeignCPU+w.StealCPU > m.MaxForeignCPU {
-		why = append(why, fmt.Sprintf("%.2f CPU used outside the run (above %.2f)", w.ForeignCPU+w.StealCPU, m.MaxForeignCPU))
+		if w.StealCPU > 0 {
+			// The bound is on their sum: say both parts, so that the
+			// steal named below is not read as added twice.
+			why = append(why, fmt.Sprintf("%.2f CPU used outside the run (%.2f by other work, %.2f stolen; above %.2f)", w.ForeignCPU+w.StealCPU, w.ForeignCPU, w.StealCPU, m.MaxForeignCPU))
+		} else {
+			why = append(why, fmt.Sprintf("%.2f CPU used outside the run (above %.2f)", w.ForeignCPU, m.MaxForeignCPU))
+		}
 	}
 	if StealDisturbs(w, m.MaxStealShare) {
 		why = append(why, fmt.Sprintf("the hypervisor took %.2f CPU, %.0f%% of the CPU the machine ran (above %.0f%%)", w.StealCPU, 100*w.StealShare(), 100*m.MaxStealShare))

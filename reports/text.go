@@ -695,13 +695,13 @@ func seq(n int) []int {
 	return out
 }
 
-// stealBound returns ", steal above 5% of the CPU run" when the guard
+// stealBound returns ", steal above 5% of the CPU the machine ran" when the guard
 // judged steal.
 func stealBound(m *Machine) string {
 	if m.MaxStealShare <= 0 {
 		return ""
 	}
-	return fmt.Sprintf(", steal above %.0f%% of the CPU run", 100*m.MaxStealShare)
+	return fmt.Sprintf(", steal above %.0f%% of the CPU the machine ran", 100*m.MaxStealShare)
 }
 
 // stallBound returns ", or a stall of 250 ms" when the stall meter ran.
