@@ -208,10 +208,26 @@ func (c *Config) fill() error {
 	if c.SampleEvery <= 0 {
 		bad("SampleEvery", c.SampleEvery, "must be > 0")
 	}
+	if c.SkipThroughput && c.MemDuration < 0 {
+		bad("MemDuration", c.MemDuration, "with the throughput steps skipped (--skip-throughput), skipping the memory step too leaves nothing to measure")
+	}
 	if c.MemProfile != "" {
 		// Found now, not when the warm-up's profile is due minutes later.
-		if fi, err := os.Stat(filepath.Dir(c.MemProfile)); err != nil || !fi.IsDir() {
+		dir := filepath.Dir(c.MemProfile)
+		switch fi, err := os.Stat(dir); {
+		case err != nil || !fi.IsDir():
 			bad("MemProfile", c.MemProfile, "the prefix's directory does not exist")
+		case c.MemDuration < 0:
+			bad("MemProfile", c.MemProfile, "the memory step is skipped (--memory-duration negative): no profile would be written")
+		default:
+			// Writable? A file of its own, removed at once.
+			f, err := os.CreateTemp(dir, ".noisysim-memprofile-*")
+			if err != nil {
+				bad("MemProfile", c.MemProfile, "its directory is not writable: "+err.Error())
+				break
+			}
+			f.Close()
+			os.Remove(f.Name())
 		}
 	}
 	return errors.Join(errs...)

@@ -132,6 +132,9 @@ func TestConfigErrors(t *testing.T) {
 		{"too few orders", bench.Config{Orders: 10}, "--orders"},
 		{"negative procs", bench.Config{Procs: -1}, "--procs"},
 		{"memory profile in no directory", bench.Config{MemProfile: "/nonexistent-dir/mem"}, "--memprofile"},
+		{"memory profile in a directory not writable", bench.Config{MemProfile: "/proc/mem"}, "not writable"},
+		{"memory profile of a skipped memory step", bench.Config{MemProfile: filepath.Join(t.TempDir(), "mem"), MemDuration: -1}, "no profile would be written"},
+		{"both steps skipped", bench.Config{SkipThroughput: true, MemDuration: -1}, "nothing to measure"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
