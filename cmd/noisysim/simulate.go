@@ -37,8 +37,8 @@ the quiet (all) p99 of each quiet class, the achieved rate and the
 rejections of the quiet_p99 window: the real runs' median and spread, the
 simulated median and spread, their ratio and whether it is within 25%, then
 the ratio per seed. A real run whose machine guard marked a window of a
-configuration DISTURBED is left out of that configuration's medians (its
-simulation too), and counted. Notes on the calibration (DISTURBED windows,
+configuration DISTURBED, or that was cut short (incomplete), is left out
+of that configuration's medians (its simulation too), and counted. Notes on the calibration (DISTURBED windows,
 a run cut short or failed, other data than SCENARIO's) are printed as note:
 lines and written to the validation. --out DIR2 writes validate.json and
 validate.md there (never over existing ones). Exit codes with --against: 0,

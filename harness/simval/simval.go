@@ -123,12 +123,14 @@ func (f Figure) Name() string {
 	return f.Kind
 }
 
-// Exclusion is a real run left out of one configuration's medians.
+// Exclusion is a real run left out of one configuration's medians: DISTURBED
+// or incomplete (cut short).
 type Exclusion struct {
 	Run           string `json:"run"`
 	Seed          int64  `json:"seed"`
 	Configuration string `json:"configuration"`
-	// Why lists the DISTURBED windows and why each was.
+	// Why lists the DISTURBED windows and why each was, and why the run
+	// is incomplete, if it is.
 	Why string `json:"why"`
 }
 
@@ -180,7 +182,13 @@ func Compare(runs []Run, tolerance float64) *Result {
 		excluded[i] = map[string]bool{}
 		for _, c := range configs {
 			figs[i][c] = pair{real[c], sim[c]}
-			if why := disturbed(r.Real.Machine, c, configs); why != "" {
+			why := disturbed(r.Real.Machine, c, configs)
+			if r.Real.Incomplete != "" {
+				// A run cut short measured part of its windows: its
+				// figures are not the scenario's.
+				why = strings.TrimPrefix(why+"; ", "; ") + "incomplete: " + r.Real.Incomplete
+			}
+			if why != "" {
 				excluded[i][c] = true
 				res.Excluded = append(res.Excluded, Exclusion{Run: r.Name, Seed: r.Seed, Configuration: c, Why: why})
 			}
@@ -330,7 +338,7 @@ func noteLines(notes []string) []string {
 // per excluded run.
 func (r *Result) exclusions() []string {
 	if len(r.Excluded) == 0 {
-		return []string{fmt.Sprintf("excluded: none of the %d real runs was DISTURBED", len(r.Runs))}
+		return []string{fmt.Sprintf("excluded: none of the %d real runs was DISTURBED or incomplete", len(r.Runs))}
 	}
 	n := map[string]int{}
 	var order []string
@@ -344,7 +352,7 @@ func (r *Result) exclusions() []string {
 	for _, c := range order {
 		parts = append(parts, fmt.Sprintf("%s %d of %d", c, n[c], len(r.Runs)))
 	}
-	lines := []string{"excluded as DISTURBED (real run and its simulation out of the medians): " + strings.Join(parts, ", ")}
+	lines := []string{"excluded as DISTURBED or incomplete (real run and its simulation out of the medians): " + strings.Join(parts, ", ")}
 	for _, e := range r.Excluded {
 		lines = append(lines, fmt.Sprintf("  %s (seed %d) %s: %s", e.Run, e.Seed, e.Configuration, e.Why))
 	}

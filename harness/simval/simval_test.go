@@ -67,7 +67,7 @@ func TestCompare(t *testing.T) {
 	if err := WriteText(&text, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1.50 ms", "1.00–2.00 ms (2)", "1.47x", "(0.00x)", "excluded as DISTURBED (real run and its simulation out of the medians): c 3 of 5",
+	for _, want := range []string{"1.50 ms", "1.00–2.00 ms (2)", "1.47x", "(0.00x)", "excluded as DISTURBED or incomplete (real run and its simulation out of the medians): c 3 of 5",
 		"1 of 3 figures NOT within 25%"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
@@ -109,5 +109,24 @@ func TestWriteDirNeverOverwrites(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, JSONFile)); !os.IsNotExist(err) {
 		t.Errorf("%s written beside an existing %s", JSONFile, MarkdownFile)
+	}
+}
+
+// TestCompareIncomplete: a real run cut short (interrupted) measured part
+// of its windows: it is left out of the medians as a DISTURBED one is, and
+// the exclusion says why.
+func TestCompareIncomplete(t *testing.T) {
+	cut := rep(900, 10, 0, "")
+	cut.Incomplete = "interrupted during run of c"
+	runs := []Run{
+		{Name: "run-2", Seed: 2, Real: rep(1, 100, 0, ""), Sim: rep(1, 100, 0, "")},
+		{Name: "run-3", Seed: 3, Real: cut, Sim: rep(1, 100, 0, "")},
+	}
+	res := Compare(runs, DefaultTolerance)
+	if len(res.Excluded) != 1 || res.Excluded[0].Run != "run-3" || !strings.Contains(res.Excluded[0].Why, "incomplete: interrupted during run of c") {
+		t.Errorf("excluded %+v, want run-3 as incomplete", res.Excluded)
+	}
+	if p99 := res.Figures[0]; p99.Real.N != 1 || p99.Real.Median != 1 || !p99.Within {
+		t.Errorf("quiet p99 %+v: want the complete run's alone, within", p99)
 	}
 }
