@@ -44,8 +44,9 @@ func (e *SweepError) Unwrap() error { return ErrBadSweep }
 //   - each trial has configurations, each a configuration of is, once;
 //     a trial of a point run without --only has all of is's;
 //   - each configuration of a trial has a quiet_class, a class of is, with
-//     quiet_p99_ms > 0, throughput_per_s > 0, and solo_p99_ms and
-//     quiet_over_solo not below 0.
+//     quiet_p99_ms > 0, throughput_per_s > 0, and solo_p99_ms,
+//     quiet_over_solo, target_rate_per_s, rejected and errors not below 0;
+//     a point run with only holds that configuration alone.
 //
 // Errors: a *SweepError (wrapping ErrBadSweep) listing every problem.
 func CheckSweep(d *sweep.Doc, file, name string, is *sweep.Shape) (notes []string, err error) {
@@ -120,6 +121,18 @@ func CheckSweep(d *sweep.Doc, file, name string, is *sweep.Shape) (notes []strin
 				}
 				if c.QuietOverSolo < 0 {
 					bad("%s.quiet_over_solo %v: want >= 0", cat, c.QuietOverSolo)
+				}
+				if c.TargetRate < 0 {
+					bad("%s.target_rate_per_s %v: want >= 0", cat, c.TargetRate)
+				}
+				if c.Rejected < 0 {
+					bad("%s.rejected %d: want >= 0", cat, c.Rejected)
+				}
+				if c.Errors < 0 {
+					bad("%s.errors %d: want >= 0", cat, c.Errors)
+				}
+				if p.Only != "" && c.Name != p.Only {
+					bad("%s.name %q: the point ran only %q (points[%d].only)", cat, c.Name, p.Only, i)
 				}
 			}
 			if p.Only == "" {
