@@ -712,6 +712,9 @@ func stallBound(m *Machine) string {
 	return fmt.Sprintf(", or a stall of %.0f ms", m.MaxStallMs)
 }
 
+// Plural returns e.g. "1 verdict", "2 verdicts".
+func Plural(n int, noun string) string { return plural(n, noun) }
+
 // plural returns e.g. "1 verdict", "2 verdicts".
 func plural(n int, noun string) string {
 	if n == 1 {

@@ -154,7 +154,7 @@ func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun) {
 			disturbed++
 		}
 	}
-	fmt.Fprintf(w, "\n== %d runs of %s (seeds %d..%d) ==\n", len(runs), sc.Name, runs[0].seed, runs[len(runs)-1].seed)
+	fmt.Fprintf(w, "\n== %s of %s (seeds %d..%d) ==\n", reports.Plural(len(runs), "run"), sc.Name, runs[0].seed, runs[len(runs)-1].seed)
 	marginal := 0
 	for _, r := range runs {
 		if r.marginal > 0 {

@@ -316,8 +316,8 @@ func yesNo(f Figure) string {
 // header returns the lines above the table.
 func (r *Result) header() []string {
 	lines := []string{
-		fmt.Sprintf("SIMULATED vs REAL: %s, %d runs of %s simulated at their seeds, calibrated on %s (seed %d)",
-			r.Scenario, len(r.Runs), r.Against, r.Calibration, r.CalibrationSeed),
+		fmt.Sprintf("SIMULATED vs REAL: %s, %s of %s simulated at their seeds, calibrated on %s (seed %d)",
+			r.Scenario, reports.Plural(len(r.Runs), "run"), r.Against, r.Calibration, r.CalibrationSeed),
 		fmt.Sprintf("figures of the %q window (quiet_p99's); medians over the real runs not DISTURBED and the simulations of the same seeds; within %.0f%%: simulated/real median in [%.2f, %.2f]",
 			r.Window, 100*r.Tolerance, 1-r.Tolerance, 1+r.Tolerance),
 	}
