@@ -49,8 +49,8 @@ simulated report among them, an --out holding a validation, --against "".
 With --against SWEEPDIR (a directory holding a real sweep's sweep.json,
 what noisysim sweep --out SWEEPDIR wrote; it is taken before run-N), it
 checks the model against the sweep: --calibrate is then required (a real
-run's report.json of the scenario, at a seed other than the sweep's
-trials'), and the same sweep (its --vary specs, points, trials and seeds,
+run's report.json of the scenario, best at a seed other than the sweep's
+trials': one of theirs gets a note), and the same sweep (its --vary specs, points, trials and seeds,
 and --only) is run again in virtual time, as sweep --simulate does. Per
 configuration, a table with a row per point gives the real trials' median
 and min-max of quiet_p99_ms (each trial's quiet_class; the simulated p99 is
