@@ -20,6 +20,11 @@ const maxProblems = 3
 // summed up on one line (its first problems and how many more), wrapping
 // ErrInvalid. The file system's error is returned as it is.
 func ReadFile(path string) (*Report, error) {
+	// A FIFO or a device would block the read (a signal cannot end a
+	// blocked open): only a regular file is read.
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file (%s), not a noisysim report.json", path, FileKind(fi))
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -98,4 +103,20 @@ func summarize(err error) error {
 		return err
 	}
 	return &problemsError{errs: j.Unwrap()}
+}
+
+// FileKind names what a file that is not regular is: "a directory", "a
+// FIFO", "a device", "a socket" or "a special file".
+func FileKind(fi os.FileInfo) string {
+	switch m := fi.Mode(); {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
 }

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestReadFileErrors: a file that is not a report.json is named with the
@@ -56,5 +58,24 @@ func TestReadFileErrors(t *testing.T) {
 	}
 	if r, err := ReadFile(filepath.Join("testdata", "report.json.golden")); err != nil || r.Scenario == "" {
 		t.Errorf("the golden report: %v", err)
+	}
+}
+
+// A FIFO in place of report.json is refused at once, not read (the read
+// would block until a writer came).
+func TestReadFileFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := ReadFile(path); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("err = %v, want not a regular file", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadFile of a FIFO blocked")
 	}
 }

@@ -189,6 +189,11 @@ func (d *Doc) WriteFile(dir string) error {
 
 // ReadFile reads dir/sweep.json.
 func ReadFile(dir string) (*Doc, error) {
+	// A FIFO or a device would block the read (a signal cannot end a
+	// blocked open): only a regular file is read.
+	if fi, err := os.Stat(filepath.Join(dir, JSONFile)); err == nil && !fi.Mode().IsRegular() {
+		return nil, badf("%s: not a regular file (%s), not a sweep", filepath.Join(dir, JSONFile), reports.FileKind(fi))
+	}
 	data, err := os.ReadFile(filepath.Join(dir, JSONFile))
 	if err != nil {
 		return nil, err
