@@ -169,18 +169,7 @@ func TestSimulateAgainst(t *testing.T) {
 	}
 	// A calibration on other data: said on the terminal and in
 	// validate.json, as a sweep's validation says it.
-	yaml, err := os.ReadFile("../../scenarios/ci-gate.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bigger := filepath.Join(dir, "bigger.yaml")
-	if err := os.WriteFile(bigger, bytes.Replace(yaml, []byte("orders: 100000"), []byte("orders: 5000000"), 1), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	other := realRunReport(40, 1, 1000, 0, "")
-	other.File = bigger
-	otherCal := filepath.Join(dir, "other", reports.JSONFile)
-	writeReport(t, filepath.Dir(otherCal), other)
+	otherCal := calibrationOnMoreOrders(t, dir, "other", 40, "")
 	stdout.Reset()
 	stderr.Reset()
 	out2 := filepath.Join(dir, "val2")
@@ -437,18 +426,7 @@ func TestSimulateAgainstSweepNotes(t *testing.T) {
 	// A calibration of the same service times, DISTURBED and on 50 times
 	// the orders.
 	sc := "../../scenarios/ci-gate.yaml"
-	text, err := os.ReadFile(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bigger := filepath.Join(dir, "bigger.yaml")
-	if err := os.WriteFile(bigger, bytes.Replace(text, []byte("orders: 100000"), []byte("orders: 5000000"), 1), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	noisy := realRunReport(41, 1, 1000, 0, "solo (isolated)")
-	noisy.File = bigger
-	noisyCal := filepath.Join(dir, "noisy", reports.JSONFile)
-	writeReport(t, filepath.Dir(noisyCal), noisy)
+	noisyCal := calibrationOnMoreOrders(t, dir, "noisy", 41, "solo (isolated)")
 	out := filepath.Join(dir, "val")
 	var stdout, stderr bytes.Buffer
 	if code := realMain([]string{"simulate", sc, "--against", sw, "--calibrate", noisyCal, "--check", "--out", out, "--no-progress"}, &stdout, &stderr); code != exitOK {
@@ -676,4 +654,24 @@ func TestSimulateAgainstSweepBadInput(t *testing.T) {
 		!strings.Contains(stderr.String(), filepath.Join(unreadable, "sweep.json")) {
 		t.Errorf("unreadable: exit %d, stderr %q", code, stderr.String())
 	}
+}
+
+// calibrationOnMoreOrders writes dir/name/report.json: a real run of
+// ci-gate (seed, disturbed as realRunReport) from a copy of the scenario
+// with 50 times its orders, and returns its path.
+func calibrationOnMoreOrders(t *testing.T, dir, name string, seed int64, disturbed string) string {
+	t.Helper()
+	text, err := os.ReadFile("../../scenarios/ci-gate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigger := filepath.Join(dir, name+"-bigger.yaml")
+	if err := os.WriteFile(bigger, bytes.Replace(text, []byte("orders: 100000"), []byte("orders: 5000000"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep := realRunReport(seed, 1, 1000, 0, disturbed)
+	rep.File = bigger
+	path := filepath.Join(dir, name, reports.JSONFile)
+	writeReport(t, filepath.Dir(path), rep)
+	return path
 }
