@@ -200,15 +200,22 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 		return err
 	}
 	var vs []sweep.Vary
+	grid := 1 // the points the specs give
 	for i, v := range real.Vary {
 		pv, err := sweep.ParseVary(v.Spec)
 		if err != nil {
 			return fmt.Errorf("simulate: --against %s: vary[%d].spec: %w", path, i, err)
 		}
-		if _, err := src.Lookup(pv.Key); err != nil {
+		k, err := src.Lookup(pv.Key)
+		if err != nil {
 			return fmt.Errorf("simulate: --against %s: vary[%d].key %q is not a numeric key of %s (a sweep of another file, %s?): %w", path, i, pv.Key, file, real.File, err)
 		}
 		vs = append(vs, pv)
+		grid *= len(pv.Values(k.Int))
+	}
+	if len(real.Points) != grid {
+		return usagef("simulate: --against %s: points: %d, but a complete sweep of its vary specs (%s) has %d (a point removed or added by hand?)",
+			path, len(real.Points), specsText(real.Vary), grid)
 	}
 	base, err := src.Scenario(nil)
 	if err != nil {
@@ -362,4 +369,13 @@ func checkSweepAgainst(path string, real *sweep.Doc, sc *scenario.Scenario, only
 		return "", usagef("simulate: --against %s: points[0].only %q: %s has no such configuration", path, ran, sc.Name)
 	}
 	return ran, nil
+}
+
+// specsText returns a sweep's --vary specs, joined by ", ".
+func specsText(vs []sweep.VaryDoc) string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Spec)
+	}
+	return strings.Join(out, ", ")
 }

@@ -581,6 +581,7 @@ func TestSimulateAgainstSweepBadInput(t *testing.T) {
 		"a negative p99":       {edit: func(d *sweep.Doc) { conf(d, 1, 0, 0).QuietP99 = -3 }, want: "sweep.json: points[1].trials[0].configurations[0].quiet_p99_ms -3: want > 0"},
 		"a zero throughput":    {edit: func(d *sweep.Doc) { conf(d, 0, 0, 1).Throughput = 0 }, want: "sweep.json: points[0].trials[0].configurations[1].throughput_per_s 0: want > 0"},
 		"negative throughput":  {edit: func(d *sweep.Doc) { conf(d, 0, 0, 1).Throughput = -5 }, want: "sweep.json: points[0].trials[0].configurations[1].throughput_per_s -5: want > 0"},
+		"a point removed":      {edit: func(d *sweep.Doc) { d.Points = d.Points[:1] }, want: "sweep.json: points: 1, but a complete sweep of its vary specs ("},
 		"negative rejections":  {edit: func(d *sweep.Doc) { conf(d, 0, 0, 1).Rejected = -10 }, want: "sweep.json: points[0].trials[0].configurations[1].rejected -10: want >= 0"},
 		"negative errors":      {edit: func(d *sweep.Doc) { conf(d, 0, 0, 0).Errors = -3 }, want: "sweep.json: points[0].trials[0].configurations[0].errors -3: want >= 0"},
 		"negative target rate": {edit: func(d *sweep.Doc) { conf(d, 1, 0, 0).TargetRate = -1 }, want: "sweep.json: points[1].trials[0].configurations[0].target_rate_per_s -1: want >= 0"},
