@@ -69,10 +69,12 @@ sweep.json not readable or not a sweep (file:line:col), a simulated sweep,
 one of another scenario name, a knee search or an interrupted sweep, a
 --vary key SCENARIO does not have, trial seeds SCENARIO's seed does not
 give, a scenario shape (phases, configurations, classes) other than the
-one sweep.json records, a point twice or without a varied key's value, a
-seed twice in a point, a trial with no configurations or one SCENARIO does
-not have, a missing or unknown quiet_class, quiet_p99_ms or
-throughput_per_s not above 0; no --calibrate.
+one sweep.json records, more or fewer points than its --vary specs give,
+a point twice or without a varied key's value, a seed twice in a point, a
+trial with no configurations, one SCENARIO does not have or one beside the
+point's only, a missing or unknown quiet_class, quiet_p99_ms or
+throughput_per_s not above 0, a negative rejected, errors or
+target_rate_per_s; no --calibrate.
 
 Exit codes: 0 every assertion held, 99 one failed, 2 bad input (an invalid
 scenario, one the simulator does not model, a --calibrate file that is not a
