@@ -88,7 +88,8 @@ type Options struct {
 	// NoWait returns a *HeldError at once when the lock is taken, instead
 	// of waiting.
 	NoWait bool
-	// OnWait, when not nil, is called once if Acquire has to wait.
+	// OnWait, when not nil, is called when Acquire has to wait, and again
+	// each time another process holds the lock.
 	OnWait func(Holder)
 	// Poll is how often a waiting Acquire tries again; 0 means 200 ms.
 	Poll time.Duration
@@ -110,6 +111,7 @@ func Acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
 		opts.Poll = 200 * time.Millisecond
 	}
 	waited := false
+	var last Holder // the holder OnWait was last told of
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -124,12 +126,17 @@ func Acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
 			f.Close()
 			return nil, &HeldError{Path: path, Holder: h}
 		}
-		if !waited {
-			waited = true
-			if opts.OnWait != nil {
-				opts.OnWait(readHolder(path))
+		if opts.OnWait != nil {
+			// Once when the wait begins, and again each time another
+			// process takes the lock first: a wait behind a test suite
+			// names the package that holds it now.
+			h := readHolder(path)
+			if !waited || h.PID != 0 && h.PID != last.PID {
+				opts.OnWait(h)
+				last = h
 			}
 		}
+		waited = true
 		select {
 		case <-ctx.Done():
 			f.Close()

@@ -152,3 +152,53 @@ func TestHolderGone(t *testing.T) {
 		t.Fatalf("Acquire = %v, want the holder named as exited", err)
 	}
 }
+
+// A waiter is told of each holder in turn: when another process takes the
+// lock first, OnWait names it.
+func TestWaitNamesEachHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	h := hold(t, path)
+	waited := make(chan Holder, 4)
+	got := make(chan error, 1)
+	go func() {
+		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(h Holder) { waited <- h }})
+		if err == nil {
+			defer l.Release()
+		}
+		got <- err
+	}()
+	next := func() Holder {
+		select {
+		case w := <-waited:
+			return w
+		case err := <-got:
+			t.Fatalf("Acquire returned %v while the lock was held", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Acquire did not report its wait")
+		}
+		return Holder{}
+	}
+	if w := next(); w.PID != h.Process.Pid {
+		t.Fatalf("waiting on %+v, want pid %d", w, h.Process.Pid)
+	}
+	// Another holder's record, as a process that took the lock writes it.
+	other := os.Getppid()
+	if err := os.WriteFile(path, []byte("pid "+strconv.Itoa(other)+"\nwhat other\nsince 2026-01-02T03:04:05Z\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if w := next(); w.PID != other || w.What != "other" {
+		t.Errorf("after the holder changed: %+v, want pid %d, what other", w, other)
+	}
+	h.Process.Signal(syscall.SIGKILL)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire still waits 10 s after the holder was killed")
+	}
+	if len(waited) != 0 {
+		t.Errorf("OnWait called again with the same holder: %+v", <-waited)
+	}
+}
