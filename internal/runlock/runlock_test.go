@@ -31,6 +31,21 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// waitFor acquires the lock at path in the background, polling every
+// 10 ms: waited receives each holder OnWait is told of, got Acquire's
+// error once it returns (the lock is released at once).
+func waitFor(path string) (waited chan Holder, got chan error) {
+	waited, got = make(chan Holder, 4), make(chan error, 1)
+	go func() {
+		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(h Holder) { waited <- h }})
+		if err == nil {
+			defer l.Release()
+		}
+		got <- err
+	}()
+	return waited, got
+}
+
 // hold starts another process holding the lock at path.
 func hold(t *testing.T, path string) *exec.Cmd {
 	t.Helper()
@@ -68,15 +83,7 @@ func TestNoWaitNamesTheHolder(t *testing.T) {
 func TestWaitThenAcquireAfterKill(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock")
 	h := hold(t, path)
-	waited := make(chan Holder, 1)
-	got := make(chan error, 1)
-	go func() {
-		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(h Holder) { waited <- h }})
-		if err == nil {
-			defer l.Release()
-		}
-		got <- err
-	}()
+	waited, got := waitFor(path)
 	select {
 	case w := <-waited:
 		if w.PID != h.Process.Pid {
@@ -158,15 +165,7 @@ func TestHolderGone(t *testing.T) {
 func TestWaitNamesEachHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock")
 	h := hold(t, path)
-	waited := make(chan Holder, 4)
-	got := make(chan error, 1)
-	go func() {
-		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(h Holder) { waited <- h }})
-		if err == nil {
-			defer l.Release()
-		}
-		got <- err
-	}()
+	waited, got := waitFor(path)
 	next := func() Holder {
 		select {
 		case w := <-waited:
