@@ -76,14 +76,7 @@ func TestSimulateAgainst(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d, want 0 without --check\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
-	data, err := os.ReadFile(filepath.Join(out, simval.JSONFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res simval.Result
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readValidation[simval.Result](t, out)
 	if !slices.Equal(res.Runs, []string{"run-2", "run-3", "run-10"}) || res.CalibrationSeed != 41 || res.Calibration != filepath.Join(runs, "run-1", reports.JSONFile) {
 		t.Fatalf("runs %v, calibration %s seed %d: want run-2, run-3, run-10 calibrated on run-1 (seed 41)", res.Runs, res.Calibration, res.CalibrationSeed)
 	}
@@ -320,14 +313,7 @@ func TestSimulateAgainstSweep(t *testing.T) {
 	if !strings.Contains(stderr.String(), "simulated classes.lookup.rate=300 trial 2/2 (seed 43)") {
 		t.Errorf("stderr lacks the progress:\n%s", stderr.String())
 	}
-	data, err := os.ReadFile(filepath.Join(out, simval.JSONFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res simval.SweepResult
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readValidation[simval.SweepResult](t, out)
 	if all := (simval.Tally{Judged: 4, Within: 4}); len(res.Rows) != 4 || res.QuietP99 != all || res.Throughput != all || len(res.Excluded) != 1 || res.CalibrationSeed != 41 ||
 		len(res.CalibrationNotes) != 0 || len(res.Notes) != 0 {
 		t.Fatalf("validate.json: %d rows, quiet p99 %+v, throughput %+v, %d excluded, calibration seed %d, notes %q %q",
@@ -347,6 +333,10 @@ func TestSimulateAgainstSweep(t *testing.T) {
 	}
 
 	// --out never over a validation: exit 2, the files as they were.
+	data, err := os.ReadFile(filepath.Join(out, simval.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	stdout.Reset()
 	stderr.Reset()
 	if code := realMain([]string{"simulate", sc, "--against", same, "--calibrate", cal, "--out", out}, &stdout, &stderr); code != exitUsage ||
@@ -452,14 +442,7 @@ func TestSimulateAgainstSweepNotes(t *testing.T) {
 			t.Errorf("validate.md lacks %q:\n%s", want, md)
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(out, simval.JSONFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res simval.SweepResult
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readValidation[simval.SweepResult](t, out)
 	notes := strings.Join(append(res.CalibrationNotes, res.Notes...), "\n")
 	if len(res.CalibrationNotes) != 2 || len(res.Notes) != 1 || !strings.Contains(notes, "data.orders 5000000") || !strings.Contains(notes, "cannot tell") ||
 		res.QuietP99 != (simval.Tally{Judged: 2, Within: 2, Unjudged: 2}) {
@@ -675,4 +658,19 @@ func calibrationOnMoreOrders(t *testing.T, dir, name string, seed int64, disturb
 	path := filepath.Join(dir, name, reports.JSONFile)
 	writeReport(t, filepath.Dir(path), rep)
 	return path
+}
+
+// readValidation decodes out's validate.json into a T (simval.Result or
+// simval.SweepResult).
+func readValidation[T any](t *testing.T, out string) T {
+	t.Helper()
+	var res T
+	data, err := os.ReadFile(filepath.Join(out, simval.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
