@@ -218,6 +218,30 @@ func checkOutDir(cmd, out string, repeat int) error {
 	if out == "" {
 		return nil
 	}
+	if err := checkOutWritable(cmd, out); err != nil {
+		return err
+	}
+	dirs := []string{out}
+	if repeat > 1 {
+		dirs = dirs[:0]
+		for i := 1; i <= repeat; i++ {
+			dirs = append(dirs, filepath.Join(out, "run-"+strconv.Itoa(i)))
+		}
+	}
+	for _, d := range dirs {
+		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile, harness.SegmentFile, harness.HistogramLogFile} {
+			existing := filepath.Join(d, name)
+			if _, err := os.Lstat(existing); err == nil {
+				return usagef("%s: --out %s: %s holds a report already; noisysim does not overwrite it (give another --out, or remove it)", cmd, out, existing)
+			}
+		}
+	}
+	return nil
+}
+
+// checkOutWritable checks that out, or its nearest existing parent, is a
+// directory noisysim can create files in (exit 2 naming it otherwise).
+func checkOutWritable(cmd, out string) error {
 	for p := out; ; p = filepath.Dir(p) {
 		st, err := os.Stat(p)
 		if err == nil {
@@ -236,21 +260,6 @@ func checkOutDir(cmd, out string, repeat int) error {
 		}
 		if p == filepath.Dir(p) {
 			break
-		}
-	}
-	dirs := []string{out}
-	if repeat > 1 {
-		dirs = dirs[:0]
-		for i := 1; i <= repeat; i++ {
-			dirs = append(dirs, filepath.Join(out, "run-"+strconv.Itoa(i)))
-		}
-	}
-	for _, d := range dirs {
-		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile, harness.SegmentFile, harness.HistogramLogFile} {
-			existing := filepath.Join(d, name)
-			if _, err := os.Lstat(existing); err == nil {
-				return usagef("%s: --out %s: %s holds a report already; noisysim does not overwrite it (give another --out, or remove it)", cmd, out, existing)
-			}
 		}
 	}
 	return nil
