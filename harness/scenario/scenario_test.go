@@ -544,6 +544,12 @@ func TestValidateMore(t *testing.T) {
 			"5:43 tenants.exponent: must be a number, got \"abc\"",
 			"5:58 tenants.dominant_share: must be a number, got a list",
 		}},
+		// yaml.v3 would decode 10.7 into an int as 10, and -.inf as the lowest int64.
+		{"fractions in integer keys", head + shared + "tenants: {count: 10.7}\nassertions: {quiet_p99: {min_samples: 1e2}, quiet_p99_ab: {blocks: 2.5}}\ndata: {orders: -.inf}\n", []string{
+			"5:11 tenants.count: must be an integer, got 10.7",
+			"6:60 assertions.quiet_p99_ab.blocks: must be an integer, got 2.5",
+			"7:8 data.orders: must be an integer, got -.inf",
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
