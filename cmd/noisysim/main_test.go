@@ -132,6 +132,9 @@ func TestRunTraceRefusesExistingFile(t *testing.T) {
 		{[]string{"run", "--out", existing, "--only", "nope", "../../scenarios/ci-gate.yaml"}, "trace.jsonl is a file, not a directory"},
 		{[]string{"run", "--out", filepath.Join(existing, "out"), "--only", "nope", "../../scenarios/ci-gate.yaml"}, "trace.jsonl is a file, not a directory"},
 		{[]string{"run", "--trace", filepath.Join(existing+".dir", "t.jsonl"), "--only", "nope", "../../scenarios/ci-gate.yaml"}, "no directory " + existing + ".dir"},
+		// Before --out and its run-N directories are looked at: 10^12 of them took the machine's memory.
+		{[]string{"run", "--repeat", "2000", "--out", existing, "../../scenarios/ci-gate.yaml"}, "--repeat 2000: want 1..1000"},
+		{[]string{"run", "--repeat", "-1", "--out", filepath.Join(existing+".dir", "runs"), "../../scenarios/ci-gate.yaml"}, "--repeat -1: want 1..1000"},
 	} {
 		var out, errOut bytes.Buffer
 		if got := realMain(tc.args, &out, &errOut); got != 2 || !strings.Contains(errOut.String(), tc.msg) {

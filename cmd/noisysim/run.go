@@ -104,6 +104,11 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err := checkTop("run", *top); err != nil {
 		return err
 	}
+	// Before checkOutDir, which looks at each run's directory: a --repeat
+	// of millions would take the machine's memory there.
+	if *repeat < 1 || *repeat > maxRepeat {
+		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
+	}
 	if err := checkOutDir("run", *out, *repeat); err != nil {
 		return err
 	}
@@ -147,9 +152,6 @@ func runRun(ctx context.Context, a *app, args []string) error {
 
 	if math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0) {
 		return usagef("run: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
-	}
-	if *repeat < 1 || *repeat > maxRepeat {
-		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
 	}
 	if *noWait && *allowConcurrent {
 		return usagef("run: --no-wait and --allow-concurrent exclude each other")
