@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -267,6 +268,26 @@ func checkOutWritable(cmd, out string) error {
 	return nil
 }
 
+// writeReports writes rep's files into dir (--out, or a run-i under it),
+// never over a report: checkOutDir found none at the start, but another
+// run given the same --out (one that waited for the machine, or ran with
+// --allow-concurrent) may have written one since. Then this run's files go
+// to a new directory beside dir, and the usage error (exit 2) names both.
+func writeReports(dir string, rep *reports.Report) error {
+	err := reports.WriteNewDir(dir, rep)
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	alt, aerr := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".")
+	if aerr == nil {
+		aerr = reports.WriteNewDir(alt, rep)
+	}
+	if aerr != nil {
+		return usagef("--out %s: another run wrote its report there while this one ran; noisysim does not overwrite it, and could not write this run's reports beside it: %v", dir, aerr)
+	}
+	return usagef("--out %s: another run wrote its report there while this one ran; noisysim does not overwrite it: this run's reports are in %s", dir, alt)
+}
+
 // execFlags are the run flags execScenario acts on, as noisysim run's
 // flags of the same names; top 0 means reports.DefaultTopQuiet, repeat 0
 // once, and maxForeign is --max-foreign-cpu (negative: no guard).
@@ -394,7 +415,7 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		return errors.Join(err, werr)
 	}
 	if f.out != "" {
-		if werr := reports.WriteDir(f.out, rep); werr != nil {
+		if werr := writeReports(f.out, rep); werr != nil {
 			return errors.Join(err, werr)
 		}
 		if !f.segment.Whole() && err == nil {
