@@ -202,3 +202,22 @@ func TestWriteReportsOutTaken(t *testing.T) {
 		t.Errorf("--out holds %d entries, want only the other run's report.json", len(entries))
 	}
 }
+
+// --max-foreign-cpu 0 is refused (exit 2): the guard takes 0 as its
+// default, so it judged windows at 0.5 CPU while the header said 0.50 and
+// the user had asked for none; NaN and infinities are refused too.
+func TestMaxForeignCPUZero(t *testing.T) {
+	sc := "../../scenarios/ci-gate.yaml"
+	for _, args := range [][]string{
+		{"run", "--max-foreign-cpu", "0", sc},
+		{"run", "--max-foreign-cpu=-0", sc},
+		{"run", "--max-foreign-cpu", "NaN", sc},
+		{"sweep", sc, "--vary", "classes.lookup.rate=10..20", "--max-foreign-cpu", "0"},
+		{"citus", "hot-shard", "--max-foreign-cpu", "0"},
+	} {
+		var out, errOut bytes.Buffer
+		if got := realMain(args, &out, &errOut); got != exitUsage || !strings.Contains(errOut.String(), "--max-foreign-cpu") || !strings.Contains(errOut.String(), "want a number of CPUs > 0") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying what --max-foreign-cpu takes", args, got, errOut.String())
+		}
+	}
+}

@@ -84,7 +84,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the report says so)")
 	repeat := fs.Int("repeat", 1, "run the scenario N times with seeds seed, seed+1, …; print the verdict counts and each configuration's quiet (all) p99 / limit as a distribution")
-	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
+	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed, > 0; negative: no guard")
 	strict := fs.Bool("strict", false, "exit 1 when the run passed but a verdict is marginal (its limit inside the p99's 95% confidence interval)")
 	priority := fs.Bool("priority", false, "move noisysim into a cpu group of its own with 8 times the default CPU weight once its servers run (where cgroups can be written): its servers cannot starve it, but its wake-ups preempt them")
 	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
@@ -151,8 +151,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		}
 	}
 
-	if math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0) {
-		return usagef("run: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
+	if badMaxForeign(*maxForeign) {
+		return usagef("run: --max-foreign-cpu %v: %s", *maxForeign, wantMaxForeign)
 	}
 	if *noWait && *allowConcurrent {
 		return usagef("run: --no-wait and --allow-concurrent exclude each other")
@@ -267,6 +267,16 @@ func checkOutWritable(cmd, out string) error {
 	}
 	return nil
 }
+
+// badMaxForeign reports whether v cannot be a --max-foreign-cpu: not a
+// finite number, or 0, which the guard would take as its default (0.5):
+// a user asking for no foreign CPU at all would get half a CPU, silently.
+func badMaxForeign(v float64) bool {
+	return math.IsNaN(v) || math.IsInf(v, 0) || v == 0
+}
+
+// wantMaxForeign says what --max-foreign-cpu takes.
+const wantMaxForeign = "want a number of CPUs > 0 (e.g. 0.05; negative: no guard)"
 
 // writeReports writes rep's files into dir (--out, or a run-i under it),
 // never over a report: checkOutDir found none at the start, but another
