@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -104,6 +105,11 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if err := checkTop("run", *top); err != nil {
 		return err
 	}
+	// Before checkOutDir, which looks at each run's directory: a --repeat
+	// of millions would take the machine's memory there.
+	if *repeat < 1 || *repeat > maxRepeat {
+		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
+	}
 	if err := checkOutDir("run", *out, *repeat); err != nil {
 		return err
 	}
@@ -147,9 +153,6 @@ func runRun(ctx context.Context, a *app, args []string) error {
 
 	if math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0) {
 		return usagef("run: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
-	}
-	if *repeat < 1 || *repeat > maxRepeat {
-		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
 	}
 	if *noWait && *allowConcurrent {
 		return usagef("run: --no-wait and --allow-concurrent exclude each other")
@@ -263,6 +266,26 @@ func checkOutWritable(cmd, out string) error {
 		}
 	}
 	return nil
+}
+
+// writeReports writes rep's files into dir (--out, or a run-i under it),
+// never over a report: checkOutDir found none at the start, but another
+// run given the same --out (one that waited for the machine, or ran with
+// --allow-concurrent) may have written one since. Then this run's files go
+// to a new directory beside dir, and the usage error (exit 2) names both.
+func writeReports(dir string, rep *reports.Report) error {
+	err := reports.WriteNewDir(dir, rep)
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	alt, aerr := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".")
+	if aerr == nil {
+		aerr = reports.WriteNewDir(alt, rep)
+	}
+	if aerr != nil {
+		return usagef("--out %s: another run wrote its report there while this one ran; noisysim does not overwrite it, and could not write this run's reports beside it: %v", dir, aerr)
+	}
+	return usagef("--out %s: another run wrote its report there while this one ran; noisysim does not overwrite it: this run's reports are in %s", dir, alt)
 }
 
 // execFlags are the run flags execScenario acts on, as noisysim run's
@@ -392,7 +415,7 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		return errors.Join(err, werr)
 	}
 	if f.out != "" {
-		if werr := reports.WriteDir(f.out, rep); werr != nil {
+		if werr := writeReports(f.out, rep); werr != nil {
 			return errors.Join(err, werr)
 		}
 		if !f.segment.Whole() && err == nil {
