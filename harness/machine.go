@@ -18,6 +18,7 @@ import (
 // watchMachine starts the disturbance guard unless Options turn it off.
 func (r *runner) watchMachine() {
 	if r.opts.MaxForeignCPU < 0 {
+		r.note("no disturbance guard (max foreign CPU %g): other work, steal and stalls were not measured, and no window is marked DISTURBED", r.opts.MaxForeignCPU)
 		return
 	}
 	var own []string

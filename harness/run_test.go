@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,9 +60,18 @@ func TestRunSmall(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+			// The closed model's run goes without the guard, and says so.
+			maxForeign := 0.0
+			if model != "" {
+				maxForeign = -1
+			}
+			rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c, MaxForeignCPU: maxForeign})
 			if err != nil {
 				t.Fatal(err)
+			}
+			guardOff := slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, "no disturbance guard") })
+			if guardOff != (maxForeign < 0) || maxForeign < 0 && rep.Machine != nil && len(rep.Machine.Windows) > 0 {
+				t.Errorf("max foreign CPU %g: notes %q, machine %+v; want the guard's absence noted, and no windows judged, exactly when it is off", maxForeign, rep.Notes, rep.Machine)
 			}
 			if len(rep.Configurations) != 1 {
 				t.Fatalf("%d configurations, want 1", len(rep.Configurations))
