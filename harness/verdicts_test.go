@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -190,6 +191,31 @@ func TestPlanSamples(t *testing.T) {
 	}
 	if all.Reaching != all.Pairs || len(all.TooFew) != 0 {
 		t.Errorf("check_top all: %d of %d reach", all.Reaching, all.Pairs)
+	}
+}
+
+// check_top refuses a min_samples no phase up to MaxSizedPhase reaches, at
+// the key's file:line:col, also one whose length would overflow a duration.
+func TestPlanSamplesOutOfReach(t *testing.T) {
+	for _, tc := range []struct{ name, min string }{
+		{"above an hour", "100000000"},
+		{"beyond a duration", "9223372036854775807"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := scenario.Parse([]byte(strings.Replace(sampled, "100CHECK", tc.min+", check_top: 1", 1)), "sampled.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = PlanSamples(sc)
+			if !errors.Is(err, scenario.ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			for _, want := range []string{"sampled.yaml:12:", "assertions.quiet_p99.check_top", "longer than 1h0m0s", "min_samples " + tc.min} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v, want it to name %q", err, want)
+				}
+			}
+		})
 	}
 }
 

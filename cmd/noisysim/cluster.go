@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/backend/local"
@@ -285,6 +286,10 @@ func clusterDown(ctx context.Context, a *app, args []string) error {
 	swept := b.Sweep()
 	for _, d := range swept {
 		fmt.Fprintf(a.stdout, "removed %s, left by a noisysim that did not tear down\n", d)
+	}
+	for _, g := range harness.SweepPriorityGroups() {
+		fmt.Fprintf(a.stdout, "removed cpu group %s, left by a noisysim run --priority that did not tear down\n", g)
+		swept = append(swept, g)
 	}
 	if *dir == "" {
 		kept, err := local.KeptClusters(*baseDir)

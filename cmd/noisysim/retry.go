@@ -148,7 +148,7 @@ func writeAttempt(dir, logDir string, rep *reports.Report) error {
 			}
 		}
 	}
-	return reports.WriteDir(dir, rep)
+	return writeReports(dir, rep)
 }
 
 // checkRetries returns a usage error if --retry-disturbed n is out of
