@@ -93,6 +93,33 @@ func TestCalibrationRate(t *testing.T) {
 	}
 }
 
+// A load_factor that makes a rate above what noisysim sends is bad input,
+// at the key's file:line:col (exit 2); it was a run error (exit 1) naming
+// no key.
+func TestCalibratedRateTooHigh(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`name: cal
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 100}
+  - {name: report, isolation_class: heavy, query: report, senders: dominant,
+     load_factor: 1e300}
+configurations:
+  - {name: naive, mode: shared, expect: fail, shared: {pool_size: 25}}
+`), "cal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := sc.Class("report")
+	times := []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
+	err = checkCalibratedRate(sc, 1, calibration(c, calPool{size: 25, name: "naive shared pool"}, times, time.Second))
+	if !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(err.Error(), "cal.yaml:5:6: classes[1].load_factor: ") || !strings.Contains(err.Error(), "give a smaller load_factor") {
+		t.Errorf("got %v, want ErrInvalid at cal.yaml:5:6 naming classes[1].load_factor", err)
+	}
+	c.LoadFactor = 3
+	if err := checkCalibratedRate(sc, 1, calibration(c, calPool{size: 25}, times, time.Second)); err != nil {
+		t.Errorf("load_factor 3: %v", err)
+	}
+}
+
 // The pool a calibrated class is set against is the largest shared pool,
 // whichever configuration --only keeps.
 func TestCalibrationPool(t *testing.T) {
