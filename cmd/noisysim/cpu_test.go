@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -269,5 +270,37 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cluster down removes the cpu group of a run --priority killed by SIGKILL
+// (noisysim-gen-<pid> of a pid that no longer runs), as the next run
+// --priority would, and leaves the group of a noisysim that runs.
+func TestClusterDownSweepsPriorityGroups(t *testing.T) {
+	needCgroups(t)
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(h.Root, "noisysim-gen-"+strconv.Itoa(gone.Process.Pid))
+	live := filepath.Join(h.Root, "noisysim-gen-"+strconv.Itoa(os.Getpid()))
+	for _, d := range []string{dead, live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Skipf("skipping: cannot create a cpu group: %v", err)
+		}
+		t.Cleanup(func() { os.Remove(d) })
+	}
+	var out, errOut bytes.Buffer
+	code := realMain([]string{"cluster", "down", "--base-dir", t.TempDir()}, &out, &errOut)
+	if code != exitOK || !strings.Contains(out.String(), "removed cpu group "+dead) {
+		t.Errorf("cluster down: exit %d, stdout %q, stderr %q; want exit 0 naming %s", code, out.String(), errOut.String(), dead)
+	}
+	assertGone(t, dead)
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the group of a noisysim that runs: %v", err)
 	}
 }
