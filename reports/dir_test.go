@@ -27,14 +27,7 @@ func TestWriteDir(t *testing.T) {
 	if err := WriteDir(dir, r); err != nil {
 		t.Fatal(err)
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
+	names := dirNames(t, dir)
 	if want := []string{JUnitFile, HTMLFile, JSONFile, MarkdownFile}; !slices.Equal(names, want) {
 		t.Errorf("files %v, want exactly %v (no temporary files left)", names, want)
 	}

@@ -127,6 +127,28 @@ func TestClusterUpCPUSIGKILLThenDown(t *testing.T) {
 	assertGone(t, g)
 }
 
+// cluster down right after a SIGKILL, while the dead noisysim's servers
+// are still ending, waits for them and removes the cluster; it left the
+// directory and the cpu groups for a later start.
+func TestClusterUpCPUSIGKILLThenDownAtOnce(t *testing.T) {
+	needPostgres(t)
+	needCgroups(t)
+	base := privateBase(t)
+	c := startCLI(t, nil, "cluster", "up", "--node-cpu", "0.4", "--base-dir", base)
+	c.waitLine(t, "Press Ctrl-C")
+	dir := c.clusterDir(t)
+	g := cpuGroupDir(t, dir)
+	pids := clusterPIDs(t, dir)
+	c.cmd.Process.Kill()
+	c.wait(t)
+	var out, errOut bytes.Buffer
+	if code := realMain([]string{"cluster", "down", "--base-dir", base}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "removed "+dir) {
+		t.Errorf("cluster down at once after SIGKILL: exit %d, stdout %q, stderr %q; want exit 0 removing %s", code, out.String(), errOut.String(), dir)
+	}
+	assertNothingLeft(t, base, []string{dir}, pids)
+	assertGone(t, g)
+}
+
 func TestClusterKeepCPUDown(t *testing.T) {
 	needPostgres(t)
 	needCgroups(t)
