@@ -501,6 +501,12 @@ type TenantRow struct {
 	// plot), on the merged quiet rows only (QuietAll, SoloQuietAll and
 	// Window.QuietAll).
 	Percentiles []Percentile `json:"percentiles,omitempty"`
+	// SigFigs is the significant decimal digits of the histogram P50,
+	// P99, ServiceP99 and Percentiles come from: 2 (within 1%) for a
+	// tenant's row of a run, 3 (within 0.1%) for the merged quiet rows,
+	// recorded apart from the tenants' (see REPORT.md); 0 when the row has
+	// no request or comes from a report written before it was recorded.
+	SigFigs int `json:"sig_figs,omitempty"`
 }
 
 // Percentile is one point of a distribution: the response time in ms at
