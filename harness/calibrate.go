@@ -63,8 +63,8 @@ func (r *runner) calibrate(ctx context.Context) error {
 			return fmt.Errorf("%w: calibrate class %s: %w", ErrRun, c.Name, err)
 		}
 		cal := calibration(c, pool, times, took)
-		if !(cal.Rate > 0) || cal.Rate > workload.MaxRate {
-			return fmt.Errorf("%w: calibrate class %s: rate %g/s from a service time of %.3f ms is outside (0, %g]", ErrRun, c.Name, cal.Rate, cal.ServiceMean, workload.MaxRate)
+		if err := checkCalibratedRate(r.sc, i, cal); err != nil {
+			return err
 		}
 		rates[c.Name] = cal.Rate
 		r.calibrated = append(r.calibrated, cal)
@@ -74,6 +74,21 @@ func (r *runner) calibrate(ctx context.Context) error {
 		return nil
 	}
 	return r.schedule(rates)
+}
+
+// checkCalibratedRate returns an error if the rate calibrated for
+// classes[i] is not one noisysim can send: above workload.MaxRate, the
+// load_factor is too large for the class's service time (bad input, at the
+// key's file:line:col); not above 0, the run went wrong (ErrRun).
+func checkCalibratedRate(sc *scenario.Scenario, i int, cal reports.Calibration) error {
+	switch {
+	case cal.Rate > workload.MaxRate:
+		return fmt.Errorf("%w: %s: %g × pool %d / service time %.3f ms is a rate of %.3g/s, above the %.0g/s noisysim sends: give a smaller load_factor",
+			scenario.ErrInvalid, sc.Where(fmt.Sprintf("classes[%d].load_factor", i)), cal.LoadFactor, cal.Pool, cal.ServiceMean, cal.Rate, workload.MaxRate)
+	case !(cal.Rate > 0):
+		return fmt.Errorf("%w: calibrate class %s: rate %g/s from a service time of %.3f ms is outside (0, %g]", ErrRun, cal.Class, cal.Rate, cal.ServiceMean, workload.MaxRate)
+	}
+	return nil
 }
 
 // classQuery names what class c runs: its query kind, script or "sql".

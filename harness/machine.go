@@ -65,9 +65,23 @@ func (r *runner) prioritize() (undo func()) {
 	}
 }
 
+// SweepPriorityGroups removes the empty noisysim-gen-<pid> cpu groups of
+// --priority runs that no longer run (killed by SIGKILL, say), as the next
+// such run does, and returns their paths; nil where cgroups cannot be
+// read. noisysim cluster down calls it.
+func SweepPriorityGroups() []string {
+	h, err := cgroup.Detect()
+	if err != nil {
+		return nil
+	}
+	return sweepPriorityGroups(h)
+}
+
 // sweepPriorityGroups removes the empty noisysim-gen-<pid> groups of
-// noisysim processes that no longer run (killed by SIGKILL, say).
-func sweepPriorityGroups(h cgroup.Hierarchy) {
+// noisysim processes that no longer run (killed by SIGKILL, say) and
+// returns the paths it removed.
+func sweepPriorityGroups(h cgroup.Hierarchy) []string {
+	var removed []string
 	entries, _ := os.ReadDir(h.Root)
 	for _, e := range entries {
 		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), priorityPrefix))
@@ -77,8 +91,12 @@ func sweepPriorityGroups(h cgroup.Hierarchy) {
 		if syscall.Kill(pid, 0) == nil {
 			continue // it runs (or its pid was reused: left for later)
 		}
-		os.Remove(filepath.Join(h.Root, e.Name())) // an rmdir: only when empty
+		path := filepath.Join(h.Root, e.Name())
+		if os.Remove(path) == nil { // an rmdir: only when empty
+			removed = append(removed, path)
+		}
 	}
+	return removed
 }
 
 // guardWindow names the guard's window for a phase, "" for a phase that is

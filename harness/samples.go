@@ -177,8 +177,8 @@ func planSamples(pop workload.Population, specs []workload.ClassSpec, sc *scenar
 		}
 		for _, i := range slices.Compact([]int{wi, bi}) {
 			if phases[i].Until != "" {
-				return nil, phases, fmt.Errorf("%w: %s: assertions.quiet_p99.check_top: phase %s ends on an event (until %s), so check_top cannot size it: give it a length",
-					scenario.ErrInvalid, sc.File, phases[i].Name, phases[i].Until)
+				return nil, phases, fmt.Errorf("%w: %s: phase %s ends on an event (until %s), so check_top cannot size it: give it a length",
+					scenario.ErrInvalid, sc.Where("assertions.quiet_p99.check_top"), phases[i].Name, phases[i].Until)
 			}
 			from := phases[i].Length
 			if err := sizePhase(pop, specs, sc, phases, i, top, need); err != nil {
@@ -239,12 +239,14 @@ func sizePhase(pop workload.Population, specs []workload.ClassSpec, sc *scenario
 		if fewest > 0 {
 			grow = max(1.1*float64(need)/float64(fewest), 1.05)
 		}
-		next := time.Duration(float64(phases[i].Length.Duration()) * grow).Round(100 * time.Millisecond)
-		if next > MaxSizedPhase {
-			return fmt.Errorf("%w: %s: assertions.quiet_p99.check_top: %s: tenant %d's %s requests need phase %s longer than %s to reach min_samples %d (it has %d in %s)",
-				scenario.ErrInvalid, sc.File, sc.Assertions.QuietP99.CheckTop, short.tenant, short.class, phases[i].Name, MaxSizedPhase, need, fewest, phases[i].Length)
+		// Compared before the conversion: a min_samples near the int64 range
+		// grows the length past what a time.Duration holds.
+		grown := float64(phases[i].Length.Duration()) * grow
+		if grown > float64(MaxSizedPhase) {
+			return fmt.Errorf("%w: %s: %s: tenant %d's %s requests need phase %s longer than %s to reach min_samples %d (it has %d in %s)",
+				scenario.ErrInvalid, sc.Where("assertions.quiet_p99.check_top"), sc.Assertions.QuietP99.CheckTop, short.tenant, short.class, phases[i].Name, MaxSizedPhase, need, fewest, phases[i].Length)
 		}
-		phases[i].Length = scenario.Duration(next)
+		phases[i].Length = scenario.Duration(time.Duration(grown).Round(100 * time.Millisecond))
 	}
-	return fmt.Errorf("%w: %s: assertions.quiet_p99.check_top: phase %s did not reach min_samples %d for the top tenants", scenario.ErrInvalid, sc.File, phases[i].Name, need)
+	return fmt.Errorf("%w: %s: phase %s did not reach min_samples %d for the top tenants", scenario.ErrInvalid, sc.Where("assertions.quiet_p99.check_top"), phases[i].Name, need)
 }

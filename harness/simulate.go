@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -426,8 +427,18 @@ func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibr
 	cfg.Classes = map[string]sim.Class{}
 	for _, cl := range r.sc.Classes {
 		rt := routes[cl.IsolationClass]
-		cfg.Classes[cl.Name] = sim.Class{Limiter: rt.limiter, Pools: rt.pools, Nodes: rt.nodes, Place: t.place,
+		class := sim.Class{Limiter: rt.limiter, Pools: rt.pools, Nodes: rt.nodes, Place: t.place,
 			Service: cal.samplers[cl.Name], Overhead: cal.overhead[cl.Name], Timeout: rt.timeout}
+		if f, ok := cal.rows[cl.Name]; ok && len(r.sc.Data.Setup) == 0 && r.sc.Data.Orders > 0 {
+			tenants, orders := r.pop.Tenants, float64(r.sc.Data.Orders)
+			class.Scale = func(tenant int) float64 {
+				if tenant < 1 || tenant > len(tenants) {
+					return 1
+				}
+				return f.scale(tenants[tenant-1].Share * orders)
+			}
+		}
+		cfg.Classes[cl.Name] = class
 	}
 	return cfg
 }
@@ -788,6 +799,119 @@ type Calibration struct {
 	// targets are the calibration's quiet p99s the interference is fitted
 	// to, by configuration and class.
 	targets map[string]map[string]float64
+	// rows holds, per class whose work grows with the sending tenant's
+	// rows (fitRows), how: each call's draw is scaled by its tenant's.
+	rows map[string]rowsFit
+}
+
+// rowsFit is how a class's database time per call grows with the sending
+// tenant's rows of the data set: a + b × rows (ms). ref is the rows the
+// class's sampler stands for: its calibration tenants' mix, by calls.
+type rowsFit struct {
+	a, b, ref float64
+}
+
+// scale is a call's factor over the sampler's draw for a tenant of rows.
+func (f rowsFit) scale(rows float64) float64 { return (f.a + f.b*rows) / (f.a + f.b*f.ref) }
+
+// Rows-fit bounds: at least minRowsTenants tenants with calls of the class,
+// a weighted R² of at least minRowsR2, and the work at the most rows at
+// least minRowsGrowth times that at the fewest; otherwise the class's work
+// is taken as the same for every tenant (lookups by key).
+const (
+	minRowsTenants = 3
+	minRowsR2      = 0.5
+	minRowsGrowth  = 2.0
+)
+
+// fitRows fits class's database time per call against the sending
+// tenant's rows in rep, a real run of calSc on the built-in data set
+// (tenant t holds share(t) × data.orders orders, as it sends share(t) of
+// the traffic): for each tenant, its calls of the class that ended without
+// error in the judged window, in the configuration where its time per call
+// was least (the least shared); a weighted least-squares line over the
+// tenants (weights: calls). ref is the rows of the tenants whose baseline
+// calls the sampler was drawn from, weighted by those calls. ok is false
+// for a data set of the user's own (data.setup), when the bounds above are
+// not met, or without such calls.
+func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f rowsFit, r2 float64, tenants int, ok bool) {
+	if len(calSc.Data.Setup) > 0 || calSc.Data.Orders <= 0 {
+		return f, 0, 0, false
+	}
+	pop, err := population(calSc)
+	if err != nil {
+		return f, 0, 0, false
+	}
+	rowsOf := func(tenant string) (float64, bool) {
+		id, err := strconv.Atoi(tenant)
+		if err != nil || id < 1 || id > pop.Len() {
+			return 0, false
+		}
+		return pop.Tenants[id-1].Share * float64(calSc.Data.Orders), true
+	}
+	type point struct{ x, y, w float64 }
+	best := map[string]point{}
+	for _, cfg := range rep.Configurations {
+		for _, row := range cfg.Tenants {
+			n := row.Count - row.Errors - row.Incomplete
+			x, known := rowsOf(row.Tenant)
+			if row.Class != class || n <= 0 || !(row.DBTime > 0) || !known {
+				continue
+			}
+			y := row.DBTime / float64(n)
+			if p, seen := best[row.Tenant]; !seen || y < p.y {
+				best[row.Tenant] = point{x, y, float64(n)}
+			}
+		}
+	}
+	if len(best) < minRowsTenants {
+		return f, 0, len(best), false
+	}
+	var sw, sx, sy float64
+	for _, p := range best {
+		sw, sx, sy = sw+p.w, sx+p.w*p.x, sy+p.w*p.y
+	}
+	mx, my := sx/sw, sy/sw
+	var sxx, sxy, syy float64
+	for _, p := range best {
+		sxx += p.w * (p.x - mx) * (p.x - mx)
+		sxy += p.w * (p.x - mx) * (p.y - my)
+		syy += p.w * (p.y - my) * (p.y - my)
+	}
+	if sxx <= 0 || syy <= 0 || sxy <= 0 {
+		return f, 0, len(best), false
+	}
+	f.b = sxy / sxx
+	f.a = my - f.b*mx
+	r2 = sxy * sxy / (sxx * syy)
+	if f.a <= 0 {
+		// A line through the origin: work in proportion to the rows.
+		var sxx0, sxy0 float64
+		for _, p := range best {
+			sxx0, sxy0 = sxx0+p.w*p.x*p.x, sxy0+p.w*p.x*p.y
+		}
+		f.a, f.b = 0, sxy0/sxx0
+	}
+	lo, hi := math.Inf(1), 0.0
+	for _, p := range best {
+		lo, hi = min(lo, p.x), max(hi, p.x)
+	}
+	if r2 < minRowsR2 || f.a+f.b*hi < minRowsGrowth*(f.a+f.b*lo) {
+		return f, r2, len(best), false
+	}
+	var cw, cx float64
+	for _, cfg := range rep.Configurations {
+		for _, row := range cfg.Solo {
+			if x, known := rowsOf(row.Tenant); known && row.Class == class && row.Count > 0 {
+				cw, cx = cw+float64(row.Count), cx+float64(row.Count)*x
+			}
+		}
+	}
+	if cw == 0 || f.a+f.b*cx/cw <= 0 {
+		return f, r2, len(best), false
+	}
+	f.ref = cx / cw
+	return f, r2, len(best), true
 }
 
 // Calibrate reads the service-time distribution of each of sc's classes from
@@ -964,6 +1088,26 @@ func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (
 		}
 	}
 	cal.interference, cal.interferenceFrom, cal.targets = fitInterference(rep, sc, machine, kOf)
+	// Work that grows with the tenant's rows, fitted on the calibration's
+	// own tenants (its scenario file when readable here, else the
+	// simulated scenario's tenants and data stand for them).
+	calSc := sc
+	if rep.File != "" {
+		if loaded, err := scenario.Load(rep.File); err == nil {
+			calSc = loaded
+		}
+	}
+	cal.rows = map[string]rowsFit{}
+	for _, c := range sc.Classes {
+		if _, quiet := sums[c.Name]; !quiet || c.Senders == scenario.SendersDominant {
+			continue
+		}
+		if f, r2, tenants, ok := fitRows(rep, calSc, c.Name); ok {
+			cal.rows[c.Name] = f
+			cal.source[c.Name] += fmt.Sprintf("; each call scaled by its tenant's rows: (%.3g ms + %.3g ms per 1,000 rows) over the same at %.0f rows (the calibration's mix), fitted on %d tenants' database time per call (R² %.2f)",
+				f.a, 1000*f.b, f.ref, tenants, r2)
+		}
+	}
 	if len(missing) > 0 {
 		var in []string
 		for c := range have {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
+	"github.com/noisysim/noisysim/workload"
 )
 
 const simScenario = `
@@ -369,6 +371,69 @@ func TestSimulateInterferenceFitBySimulation(t *testing.T) {
 	for _, c := range rep.Configurations {
 		if p := c.QuietAll[0].P99; c.Name == "isolated" && (p < 0.75*5 || p > 1.25*5) {
 			t.Errorf("isolated quiet p99 %.2f ms at seed 5, want within 25%% of the calibration's 5 ms", p)
+		}
+	}
+}
+
+// TestSimulateWorkGrowsWithRows: a class every tenant sends whose database
+// time per call grows with the sending tenant's rows (a report over its own
+// orders) is scaled per tenant by a line fitted on the calibration's
+// tenants, so the dominant tenant's reports take what its rows take, not
+// the quiet tenants' mix; a class whose time does not grow (lookups by key)
+// is drawn the same for every tenant.
+func TestSimulateWorkGrowsWithRows(t *testing.T) {
+	text := strings.Replace(simScenario, "{name: report, isolation_class: heavy, query: report, load_factor: 3, senders: dominant}",
+		"{name: report, isolation_class: heavy, query: report, rate: 2}", 1)
+	text = strings.Replace(text, "tenants: {count: 20, dominant_share: 0.6}", "tenants: {count: 20, dominant_share: 0.6}\ndata: {orders: 10000}", 1)
+	sc, err := scenario.Parse([]byte(text), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 20, DominantShare: 0.6}, sc.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const msPerRow = 0.01 // a report: 10 ms per 1,000 of the tenant's orders
+	rows := func(id int) float64 { return pop.Tenants[id-1].Share * 10000 }
+	cal := calibrationReport()
+	cal.Calibrations = nil
+	cal.Dominant = "1"
+	c := &cal.Configurations[0]
+	var cw, cx float64
+	for id := 2; id <= 5; id++ {
+		c.Solo = append(c.Solo, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 10})
+		cw, cx = cw+10, cx+10*rows(id)
+	}
+	ref := msPerRow * cx / cw
+	var ps []reports.Percentile
+	for _, p := range []float64{0, 50, 99, 100} {
+		ps = append(ps, reports.Percentile{P: p, Ms: ref * (0.95 + p/1000)})
+	}
+	c.SoloQuietAll = append(c.SoloQuietAll, reports.TenantRow{Tenant: reports.QuietAll, Class: "report", Count: 40, Max: ref * 1.05, Percentiles: ps})
+	for id := 1; id <= 5; id++ {
+		c.Tenants = append(c.Tenants,
+			reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 20, DBTime: 20 * msPerRow * rows(id)},
+			reports.TenantRow{Tenant: strconv.Itoa(id), Class: "lookup", Count: 100, DBTime: 100 * 1.5})
+	}
+	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rep.Simulated.Classes {
+		scaled := strings.Contains(s.From, "scaled by its tenant's rows")
+		if scaled != (s.Class == "report") {
+			t.Errorf("class %s drawn from %q: scaled per tenant %v, want %v", s.Class, s.From, scaled, s.Class == "report")
+		}
+	}
+	want := msPerRow * rows(1) // 60 ms: tenant 1 holds 6,000 of the 10,000 orders
+	for _, cf := range rep.Configurations {
+		if cf.Name != "isolated" {
+			continue
+		}
+		for _, row := range cf.Tenants {
+			if row.Tenant == "1" && row.Class == "report" && (row.P50 < 0.8*want || row.P50 > 1.25*want) {
+				t.Errorf("tenant 1's reports: p50 %.1f ms, want about %.0f ms (its rows), not the quiet mix's %.1f ms", row.P50, want, ref)
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -89,6 +90,33 @@ func TestCalibrationRate(t *testing.T) {
 	}
 	if offered := got.Rate * got.ServiceMean / 1000; math.Abs(offered-120) > 1e-9 {
 		t.Errorf("offered concurrency %g, want 120 (3 × 40)", offered)
+	}
+}
+
+// A load_factor that makes a rate above what noisysim sends is bad input,
+// at the key's file:line:col (exit 2); it was a run error (exit 1) naming
+// no key.
+func TestCalibratedRateTooHigh(t *testing.T) {
+	sc, err := scenario.Parse([]byte(`name: cal
+classes:
+  - {name: lookup, isolation_class: interactive, query: lookup, rate: 100}
+  - {name: report, isolation_class: heavy, query: report, senders: dominant,
+     load_factor: 1e300}
+configurations:
+  - {name: naive, mode: shared, expect: fail, shared: {pool_size: 25}}
+`), "cal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := sc.Class("report")
+	times := []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
+	err = checkCalibratedRate(sc, 1, calibration(c, calPool{size: 25, name: "naive shared pool"}, times, time.Second))
+	if !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(err.Error(), "cal.yaml:5:6: classes[1].load_factor: ") || !strings.Contains(err.Error(), "give a smaller load_factor") {
+		t.Errorf("got %v, want ErrInvalid at cal.yaml:5:6 naming classes[1].load_factor", err)
+	}
+	c.LoadFactor = 3
+	if err := checkCalibratedRate(sc, 1, calibration(c, calPool{size: 25}, times, time.Second)); err != nil {
+		t.Errorf("load_factor 3: %v", err)
 	}
 }
 
@@ -190,6 +218,31 @@ func TestPlanSamples(t *testing.T) {
 	}
 	if all.Reaching != all.Pairs || len(all.TooFew) != 0 {
 		t.Errorf("check_top all: %d of %d reach", all.Reaching, all.Pairs)
+	}
+}
+
+// check_top refuses a min_samples no phase up to MaxSizedPhase reaches, at
+// the key's file:line:col, also one whose length would overflow a duration.
+func TestPlanSamplesOutOfReach(t *testing.T) {
+	for _, tc := range []struct{ name, min string }{
+		{"above an hour", "100000000"},
+		{"beyond a duration", "9223372036854775807"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := scenario.Parse([]byte(strings.Replace(sampled, "100CHECK", tc.min+", check_top: 1", 1)), "sampled.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = PlanSamples(sc)
+			if !errors.Is(err, scenario.ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			for _, want := range []string{"sampled.yaml:12:", "assertions.quiet_p99.check_top", "longer than 1h0m0s", "min_samples " + tc.min} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err = %v, want it to name %q", err, want)
+				}
+			}
+		})
 	}
 }
 

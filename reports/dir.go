@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,21 @@ const (
 // "write report: ...": ErrInvalid if r does not pass Validate, else the
 // file system's error.
 func WriteDir(dir string, r *Report) error {
+	return writeDir(dir, r, writeAtomic)
+}
+
+// WriteNewDir writes as WriteDir, but never over a report: when dir holds
+// one of WriteDir's files already, or another process writes one there
+// meanwhile, it returns an error matching os.ErrExist (wrapped as "write
+// report: ...") and leaves what is there as it was. Each file is linked
+// into place, which fails on an existing name, JSONFile first: of two
+// writers racing for one dir, one writes all its files, the other none.
+func WriteNewDir(dir string, r *Report) error {
+	return writeDir(dir, r, writeNew)
+}
+
+// writeDir renders r's files and writes each into dir with put.
+func writeDir(dir string, r *Report, put func(path string, data []byte) error) error {
 	files := []struct {
 		name   string
 		render func(io.Writer, *Report) error
@@ -41,20 +57,55 @@ func WriteDir(dir string, r *Report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write report: %w", err)
 	}
+	var written []string
 	for i := range files {
-		if err := writeAtomic(filepath.Join(dir, files[i].name), files[i].buf.Bytes()); err != nil {
+		path := filepath.Join(dir, files[i].name)
+		if err := put(path, files[i].buf.Bytes()); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				// Only WriteNewDir's put fails so: take back what this
+				// call placed, the other writer's files stay.
+				for _, w := range written {
+					os.Remove(w)
+				}
+			}
 			return fmt.Errorf("write report: %w", err)
 		}
+		written = append(written, path)
 	}
 	return nil
 }
 
-// writeAtomic writes data to a temporary file beside path and renames it to
-// path. On error the temporary file is removed.
-func writeAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+// writeNew writes data to a temporary file beside path and links it to
+// path, failing with an error matching os.ErrExist when path exists.
+func writeNew(path string, data []byte) error {
+	tmp, err := writeTemp(path, data)
 	if err != nil {
 		return err
+	}
+	defer os.Remove(tmp)
+	return os.Link(tmp, path)
+}
+
+// writeAtomic writes data to a temporary file beside path and renames it to
+// path. On error the temporary file is removed.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := writeTemp(path, data)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// writeTemp writes data, synced and with mode 0644, to a new temporary
+// file beside path and returns its name. On error nothing is left.
+func writeTemp(path string, data []byte) (name string, err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return "", err
 	}
 	defer func() {
 		if err != nil {
@@ -63,16 +114,16 @@ func writeAtomic(path string, data []byte) (err error) {
 		}
 	}()
 	if _, err = f.Write(data); err != nil {
-		return err
+		return "", err
 	}
 	if err = f.Chmod(0o644); err != nil {
-		return err
+		return "", err
 	}
 	if err = f.Sync(); err != nil {
-		return err
+		return "", err
 	}
 	if err = f.Close(); err != nil {
-		return err
+		return "", err
 	}
-	return os.Rename(f.Name(), path)
+	return f.Name(), nil
 }

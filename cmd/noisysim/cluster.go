@@ -13,6 +13,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/cgroup"
 	"github.com/noisysim/noisysim/harness/backend/local"
@@ -61,6 +62,23 @@ root, no writable cgroup cpu controller) up exits 2, or with
 	}
 	usage(a.stderr)
 	return usagef("cluster: unknown subcommand %q", args[0])
+}
+
+// clusterRoles are the roles of the nodes each topology of cluster up
+// starts.
+var clusterRoles = map[backend.Topology][]backend.Role{
+	backend.TopologySingle:    {backend.RolePrimary},
+	backend.TopologyReplica:   {backend.RolePrimary, backend.RoleReplica},
+	backend.TopologyPrimaries: {backend.RolePrimary},
+	local.TopologyCitus:       {backend.RoleCoordinator, backend.RoleWorker},
+}
+
+func roleNames(roles []backend.Role) []string {
+	out := make([]string, len(roles))
+	for i, r := range roles {
+		out[i] = string(r)
+	}
+	return out
 }
 
 // roleCPUFlag collects repeated --role-cpu role=cpus.
@@ -162,6 +180,10 @@ func clusterUp(ctx context.Context, a *app, args []string) error {
 	for _, r := range slices.Sorted(maps.Keys(roleCPU)) {
 		if err := cgroup.CheckCPU(roleCPU[r]); err != nil {
 			return usagef("cluster up: --role-cpu %s: %v", r, err)
+		}
+		if roles, ok := clusterRoles[spec.Topology]; ok && !slices.Contains(roles, r) {
+			return usagef("cluster up: --role-cpu %s: topology %s has no %s node (its nodes' roles: %s): the budget would apply to nothing",
+				r, spec.Topology, r, strings.Join(roleNames(roles), ", "))
 		}
 	}
 	if len(settings) > 0 {
@@ -285,6 +307,10 @@ func clusterDown(ctx context.Context, a *app, args []string) error {
 	swept := b.Sweep()
 	for _, d := range swept {
 		fmt.Fprintf(a.stdout, "removed %s, left by a noisysim that did not tear down\n", d)
+	}
+	for _, g := range harness.SweepPriorityGroups() {
+		fmt.Fprintf(a.stdout, "removed cpu group %s, left by a noisysim run --priority that did not tear down\n", g)
+		swept = append(swept, g)
 	}
 	if *dir == "" {
 		kept, err := local.KeptClusters(*baseDir)

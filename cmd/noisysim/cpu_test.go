@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -121,6 +122,28 @@ func TestClusterUpCPUSIGKILLThenDown(t *testing.T) {
 	}
 	if o, _ := down.output(); !strings.Contains(o, "did not tear down") {
 		t.Errorf("cluster down does not say what it removed:\n%s", o)
+	}
+	assertNothingLeft(t, base, []string{dir}, pids)
+	assertGone(t, g)
+}
+
+// cluster down right after a SIGKILL, while the dead noisysim's servers
+// are still ending, waits for them and removes the cluster; it left the
+// directory and the cpu groups for a later start.
+func TestClusterUpCPUSIGKILLThenDownAtOnce(t *testing.T) {
+	needPostgres(t)
+	needCgroups(t)
+	base := privateBase(t)
+	c := startCLI(t, nil, "cluster", "up", "--node-cpu", "0.4", "--base-dir", base)
+	c.waitLine(t, "Press Ctrl-C")
+	dir := c.clusterDir(t)
+	g := cpuGroupDir(t, dir)
+	pids := clusterPIDs(t, dir)
+	c.cmd.Process.Kill()
+	c.wait(t)
+	var out, errOut bytes.Buffer
+	if code := realMain([]string{"cluster", "down", "--base-dir", base}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "removed "+dir) {
+		t.Errorf("cluster down at once after SIGKILL: exit %d, stdout %q, stderr %q; want exit 0 removing %s", code, out.String(), errOut.String(), dir)
 	}
 	assertNothingLeft(t, base, []string{dir}, pids)
 	assertGone(t, g)
@@ -269,5 +292,37 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// cluster down removes the cpu group of a run --priority killed by SIGKILL
+// (noisysim-gen-<pid> of a pid that no longer runs), as the next run
+// --priority would, and leaves the group of a noisysim that runs.
+func TestClusterDownSweepsPriorityGroups(t *testing.T) {
+	needCgroups(t)
+	h, err := cgroup.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(h.Root, "noisysim-gen-"+strconv.Itoa(gone.Process.Pid))
+	live := filepath.Join(h.Root, "noisysim-gen-"+strconv.Itoa(os.Getpid()))
+	for _, d := range []string{dead, live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Skipf("skipping: cannot create a cpu group: %v", err)
+		}
+		t.Cleanup(func() { os.Remove(d) })
+	}
+	var out, errOut bytes.Buffer
+	code := realMain([]string{"cluster", "down", "--base-dir", t.TempDir()}, &out, &errOut)
+	if code != exitOK || !strings.Contains(out.String(), "removed cpu group "+dead) {
+		t.Errorf("cluster down: exit %d, stdout %q, stderr %q; want exit 0 naming %s", code, out.String(), errOut.String(), dead)
+	}
+	assertGone(t, dead)
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the group of a noisysim that runs: %v", err)
 	}
 }

@@ -134,8 +134,8 @@ func citusHotShard(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	switch {
-	case math.IsNaN(x.maxForeign) || math.IsInf(x.maxForeign, 0):
-		return usagef("citus hot-shard: --max-foreign-cpu %v: want a number of CPUs", x.maxForeign)
+	case badMaxForeign(x.maxForeign):
+		return usagef("citus hot-shard: --max-foreign-cpu %v: %s", x.maxForeign, wantMaxForeign)
 	case x.noWait && x.allowConcurrent:
 		return usagef("citus hot-shard: --no-wait and --allow-concurrent exclude each other")
 	}

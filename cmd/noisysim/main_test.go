@@ -15,6 +15,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/isolation/directory"
+	"github.com/noisysim/noisysim/reports"
 )
 
 func TestExitCode(t *testing.T) {
@@ -132,6 +133,9 @@ func TestRunTraceRefusesExistingFile(t *testing.T) {
 		{[]string{"run", "--out", existing, "--only", "nope", "../../scenarios/ci-gate.yaml"}, "trace.jsonl is a file, not a directory"},
 		{[]string{"run", "--out", filepath.Join(existing, "out"), "--only", "nope", "../../scenarios/ci-gate.yaml"}, "trace.jsonl is a file, not a directory"},
 		{[]string{"run", "--trace", filepath.Join(existing+".dir", "t.jsonl"), "--only", "nope", "../../scenarios/ci-gate.yaml"}, "no directory " + existing + ".dir"},
+		// Before --out and its run-N directories are looked at: 10^12 of them took the machine's memory.
+		{[]string{"run", "--repeat", "2000", "--out", existing, "../../scenarios/ci-gate.yaml"}, "--repeat 2000: want 1..1000"},
+		{[]string{"run", "--repeat", "-1", "--out", filepath.Join(existing+".dir", "runs"), "../../scenarios/ci-gate.yaml"}, "--repeat -1: want 1..1000"},
 	} {
 		var out, errOut bytes.Buffer
 		if got := realMain(tc.args, &out, &errOut); got != 2 || !strings.Contains(errOut.String(), tc.msg) {
@@ -159,5 +163,61 @@ func TestMergeScenarioFlagMissing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "m")); err == nil {
 		t.Errorf("merge --scenario missing created --out")
+	}
+}
+
+// An --out another run wrote its report into while this one ran (the same
+// --out given to a run that waited for the machine, or ran beside it) is
+// not written over: this run's reports go to a new directory beside it,
+// and the exit is 2 naming both.
+func TestWriteReportsOutTaken(t *testing.T) {
+	base := t.TempDir()
+	out := filepath.Join(base, "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(out, reports.JSONFile)
+	if err := os.WriteFile(theirs, []byte("the other run's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &reports.Report{Scenario: "s", Seed: 1, ScheduleHash: "abc", Backend: "local single",
+		Configurations: []reports.Configuration{{Name: "naive", Passed: true}}}
+	err := writeReports(out, r)
+	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--out "+out+": another run wrote its report there") {
+		t.Fatalf("got %v (exit %d), want exit 2 naming --out", err, exitCode(err))
+	}
+	if b, _ := os.ReadFile(theirs); string(b) != "the other run's\n" {
+		t.Errorf("the other run's report.json now holds %.40q", b)
+	}
+	alts, _ := filepath.Glob(filepath.Join(base, "out.*"))
+	if len(alts) != 1 || !strings.Contains(err.Error(), "this run's reports are in "+alts[0]) {
+		t.Fatalf("directories beside --out: %v; error %v", alts, err)
+	}
+	for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile} {
+		if _, err := os.Stat(filepath.Join(alts[0], name)); err != nil {
+			t.Errorf("this run's %s: %v", name, err)
+		}
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 1 {
+		t.Errorf("--out holds %d entries, want only the other run's report.json", len(entries))
+	}
+}
+
+// --max-foreign-cpu 0 is refused (exit 2): the guard takes 0 as its
+// default, so it judged windows at 0.5 CPU while the header said 0.50 and
+// the user had asked for none; NaN and infinities are refused too.
+func TestMaxForeignCPUZero(t *testing.T) {
+	sc := "../../scenarios/ci-gate.yaml"
+	for _, args := range [][]string{
+		{"run", "--max-foreign-cpu", "0", sc},
+		{"run", "--max-foreign-cpu=-0", sc},
+		{"run", "--max-foreign-cpu", "NaN", sc},
+		{"sweep", sc, "--vary", "classes.lookup.rate=10..20", "--max-foreign-cpu", "0"},
+		{"citus", "hot-shard", "--max-foreign-cpu", "0"},
+	} {
+		var out, errOut bytes.Buffer
+		if got := realMain(args, &out, &errOut); got != exitUsage || !strings.Contains(errOut.String(), "--max-foreign-cpu") || !strings.Contains(errOut.String(), "want a number of CPUs > 0") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying what --max-foreign-cpu takes", args, got, errOut.String())
+		}
 	}
 }

@@ -47,7 +47,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 				// Interrupted: what it measured is written, as by a
 				// single run, marked incomplete.
 				dir := filepath.Join(out, "run-"+strconv.Itoa(i+1))
-				if werr := reports.WriteDir(dir, rep); werr != nil {
+				if werr := writeReports(dir, rep); werr != nil {
 					return errors.Join(err, werr)
 				}
 				fmt.Fprintf(a.stdout, "run %d/%d  seed %d  INCOMPLETE: partial reports written to %s\n", i+1, n, one.Seed, dir)
@@ -66,7 +66,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 		fmt.Fprintf(a.stdout, "run %d/%d  seed %d  %s%s\n", i+1, n, one.Seed, passFail(rep.Passed), marginWords(sc, r))
 		if out != "" {
 			dir := filepath.Join(out, "run-"+strconv.Itoa(i+1))
-			if err := reports.WriteDir(dir, rep); err != nil {
+			if err := writeReports(dir, rep); err != nil {
 				return err
 			}
 		}

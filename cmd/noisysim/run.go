@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -83,7 +84,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs (the report says so)")
 	repeat := fs.Int("repeat", 1, "run the scenario N times with seeds seed, seed+1, …; print the verdict counts and each configuration's quiet (all) p99 / limit as a distribution")
-	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
+	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed, > 0; negative: no guard")
 	strict := fs.Bool("strict", false, "exit 1 when the run passed but a verdict is marginal (its limit inside the p99's 95% confidence interval)")
 	priority := fs.Bool("priority", false, "move noisysim into a cpu group of its own with 8 times the default CPU weight once its servers run (where cgroups can be written): its servers cannot starve it, but its wake-ups preempt them")
 	keep := fs.Bool("keep", false, "leave the run's schema (data.schema) and roles on the database at the end; the next run removes them")
@@ -103,6 +104,11 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	}
 	if err := checkTop("run", *top); err != nil {
 		return err
+	}
+	// Before checkOutDir, which looks at each run's directory: a --repeat
+	// of millions would take the machine's memory there.
+	if *repeat < 1 || *repeat > maxRepeat {
+		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
 	}
 	if err := checkOutDir("run", *out, *repeat); err != nil {
 		return err
@@ -145,11 +151,8 @@ func runRun(ctx context.Context, a *app, args []string) error {
 		}
 	}
 
-	if math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0) {
-		return usagef("run: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
-	}
-	if *repeat < 1 || *repeat > maxRepeat {
-		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
+	if badMaxForeign(*maxForeign) {
+		return usagef("run: --max-foreign-cpu %v: %s", *maxForeign, wantMaxForeign)
 	}
 	if *noWait && *allowConcurrent {
 		return usagef("run: --no-wait and --allow-concurrent exclude each other")
@@ -218,6 +221,30 @@ func checkOutDir(cmd, out string, repeat int) error {
 	if out == "" {
 		return nil
 	}
+	if err := checkOutWritable(cmd, out); err != nil {
+		return err
+	}
+	dirs := []string{out}
+	if repeat > 1 {
+		dirs = dirs[:0]
+		for i := 1; i <= repeat; i++ {
+			dirs = append(dirs, filepath.Join(out, "run-"+strconv.Itoa(i)))
+		}
+	}
+	for _, d := range dirs {
+		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile, harness.SegmentFile, harness.HistogramLogFile} {
+			existing := filepath.Join(d, name)
+			if _, err := os.Lstat(existing); err == nil {
+				return usagef("%s: --out %s: %s holds a report already; noisysim does not overwrite it (give another --out, or remove it)", cmd, out, existing)
+			}
+		}
+	}
+	return nil
+}
+
+// checkOutWritable checks that out, or its nearest existing parent, is a
+// directory noisysim can create files in (exit 2 naming it otherwise).
+func checkOutWritable(cmd, out string) error {
 	for p := out; ; p = filepath.Dir(p) {
 		st, err := os.Stat(p)
 		if err == nil {
@@ -238,22 +265,37 @@ func checkOutDir(cmd, out string, repeat int) error {
 			break
 		}
 	}
-	dirs := []string{out}
-	if repeat > 1 {
-		dirs = dirs[:0]
-		for i := 1; i <= repeat; i++ {
-			dirs = append(dirs, filepath.Join(out, "run-"+strconv.Itoa(i)))
-		}
-	}
-	for _, d := range dirs {
-		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile, harness.SegmentFile, harness.HistogramLogFile} {
-			existing := filepath.Join(d, name)
-			if _, err := os.Lstat(existing); err == nil {
-				return usagef("%s: --out %s: %s holds a report already; noisysim does not overwrite it (give another --out, or remove it)", cmd, out, existing)
-			}
-		}
-	}
 	return nil
+}
+
+// badMaxForeign reports whether v cannot be a --max-foreign-cpu: not a
+// finite number, or 0, which the guard would take as its default (0.5):
+// a user asking for no foreign CPU at all would get half a CPU, silently.
+func badMaxForeign(v float64) bool {
+	return math.IsNaN(v) || math.IsInf(v, 0) || v == 0
+}
+
+// wantMaxForeign says what --max-foreign-cpu takes.
+const wantMaxForeign = "want a number of CPUs > 0 (e.g. 0.05; negative: no guard)"
+
+// writeReports writes rep's files into dir (--out, or a run-i under it),
+// never over a report: checkOutDir found none at the start, but another
+// run given the same --out (one that waited for the machine, or ran with
+// --allow-concurrent) may have written one since. Then this run's files go
+// to a new directory beside dir, and the usage error (exit 2) names both.
+func writeReports(dir string, rep *reports.Report) error {
+	err := reports.WriteNewDir(dir, rep)
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	alt, aerr := os.MkdirTemp(filepath.Dir(dir), filepath.Base(dir)+".")
+	if aerr == nil {
+		aerr = reports.WriteNewDir(alt, rep)
+	}
+	if aerr != nil {
+		return usagef("--out %s: another run wrote its report there while this one ran; noisysim does not overwrite it, and could not write this run's reports beside it: %v", dir, aerr)
+	}
+	return usagef("--out %s: another run wrote its report there while this one ran; noisysim does not overwrite it: this run's reports are in %s", dir, alt)
 }
 
 // execFlags are the run flags execScenario acts on, as noisysim run's
@@ -383,7 +425,7 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		return errors.Join(err, werr)
 	}
 	if f.out != "" {
-		if werr := reports.WriteDir(f.out, rep); werr != nil {
+		if werr := writeReports(f.out, rep); werr != nil {
 			return errors.Join(err, werr)
 		}
 		if !f.segment.Whole() && err == nil {

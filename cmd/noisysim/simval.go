@@ -62,7 +62,9 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 		if err := simval.Existing(f.out); err != nil {
 			return usagef("simulate: --out %s: %v; noisysim does not overwrite it (give another --out, or remove it)", f.out, err)
 		}
-		if err := checkOutDir("simulate", f.out, 1); err != nil {
+		// validate.json and validate.md only: a directory that holds a
+		// run's reports (the calibration's own) takes them beside it.
+		if err := checkOutWritable("simulate", f.out); err != nil {
 			return err
 		}
 	}
@@ -237,7 +239,9 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 		if err := simval.Existing(f.out); err != nil {
 			return usagef("simulate: --out %s: %v; noisysim does not overwrite it (give another --out, or remove it)", f.out, err)
 		}
-		if err := checkOutDir("simulate", f.out, 1); err != nil {
+		// validate.json and validate.md only: a directory that holds a
+		// run's reports (the calibration's own) takes them beside it.
+		if err := checkOutWritable("simulate", f.out); err != nil {
 			return err
 		}
 	}

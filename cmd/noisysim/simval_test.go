@@ -165,7 +165,13 @@ func TestSimulateAgainst(t *testing.T) {
 	otherCal := calibrationOnMoreOrders(t, dir, "other", 40, "")
 	stdout.Reset()
 	stderr.Reset()
-	out2 := filepath.Join(dir, "val2")
+	// --out the calibration's own directory: validate.json and
+	// validate.md go beside its report, which stays as it was.
+	out2 := filepath.Dir(otherCal)
+	calBefore, err := os.ReadFile(otherCal)
+	if err != nil {
+		t.Fatal(err)
+	}
 	note := "note: calibration " + otherCal + ": measured on other data than ci-gate simulates: data.orders 5000000 (simulated: 100000)"
 	if code := realMain([]string{"simulate", "../../scenarios/ci-gate.yaml", "--against", runs, "--cores", "2", "--calibrate", otherCal, "--no-progress", "--out", out2}, &stdout, &stderr); code != exitOK ||
 		!strings.Contains(stdout.String(), note) {
@@ -173,6 +179,9 @@ func TestSimulateAgainst(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(out2, simval.JSONFile)); err != nil || !strings.Contains(string(data), `"calibration_notes": [`) || !strings.Contains(string(data), "data.orders 5000000") {
 		t.Errorf("validate.json lacks the calibration note (err %v):\n%s", err, data)
+	}
+	if calAfter, err := os.ReadFile(otherCal); err != nil || !bytes.Equal(calAfter, calBefore) {
+		t.Errorf("the calibration's report.json beside --out's validation changed (err %v)", err)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +83,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs")
 	simulate := fs.Bool("simulate", false, "sweep in virtual time: each trial is noisysim simulate (no database), calibrated by --calibrate")
 	calibrate := fs.String("calibrate", "", "with --simulate: a real run's report.json to draw service times from")
-	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed; negative: no guard")
+	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed, > 0; negative: no guard")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
 		return err
@@ -112,8 +111,8 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		return usagef("sweep: --simulate needs --calibrate report.json (a real run's report of a scenario with the same classes)")
 	case !*simulate && *calibrate != "":
 		return usagef("sweep: --calibrate is for --simulate")
-	case math.IsNaN(*maxForeign) || math.IsInf(*maxForeign, 0):
-		return usagef("sweep: --max-foreign-cpu %v: want a number of CPUs", *maxForeign)
+	case badMaxForeign(*maxForeign):
+		return usagef("sweep: --max-foreign-cpu %v: %s", *maxForeign, wantMaxForeign)
 	}
 	var vs []sweep.Vary
 	for _, s := range varies {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
@@ -95,6 +96,12 @@ func Parse(data []byte, file string) (*Scenario, error) {
 			if ok {
 				bad[badField] = true
 			}
+		}
+	}
+	for _, p := range s.ix.fractions() {
+		if !underAny(p.Field, bad) {
+			problems = append(problems, p)
+			bad[p.Field] = true
 		}
 	}
 	s.applyDefaults()
@@ -349,6 +356,45 @@ func (ix *index) decodeProblem(msg string) (p Problem, bad string, ok bool) {
 		}
 	}
 	return Problem{Line: line, Col: col, Msg: rest}, "", false
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// fractions returns a problem for each integer key written as a number
+// that is not a whole one: yaml.v3 decodes 10.7 into an int as 10 and
+// -.inf as the lowest int64, silently. Whole numbers written as floats
+// (1e2) are left to decode. Types that decode themselves are skipped.
+func (ix *index) fractions() []Problem {
+	var out []Problem
+	for _, e := range ix.all {
+		v := e.value
+		if v.Kind == yaml.AliasNode && v.Alias != nil {
+			v = v.Alias
+		}
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!float" {
+			continue
+		}
+		t := typeAt(e.path)
+		if t == nil || reflect.PointerTo(t).Implements(unmarshalerType) {
+			continue
+		}
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		default:
+			continue
+		}
+		var f float64
+		if err := v.Decode(&f); err == nil && !math.IsInf(f, 0) && f == math.Trunc(f) {
+			continue
+		}
+		n := v
+		if e.key != nil {
+			n = e.key
+		}
+		out = append(out, Problem{Line: n.Line, Col: n.Column, Field: e.path, Msg: "must be an integer, got " + describe(v)})
+	}
+	return out
 }
 
 // deepest returns the entry with the longest path among those matching ok.

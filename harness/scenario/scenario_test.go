@@ -437,17 +437,23 @@ func TestValidateMore(t *testing.T) {
 			"8:3 backend.topology: replica needs backend.replica_dsn",
 			"9:3 backend.settings: only for kind local",
 		}},
-		{"node cpu", head + shared + "backend:\n  node_cpu: 0.005\n  node_cpu_roles: {leader: 1, replica: .nan, worker: 2000}\n", []string{
+		{"node cpu", head + shared + "backend:\n  node_cpu: 0.005\n  node_cpu_roles: {leader: 1, replica: .nan, primary: 2000}\n  topology: replica\n", []string{
 			"6:3 backend.node_cpu: bad CPU budget: 0.005 CPU is below the minimum 0.01 CPU",
 			"7:20 backend.node_cpu_roles.leader: unknown node role \"leader\"",
 			"7:31 backend.node_cpu_roles.replica: bad CPU budget: NaN is not a number of CPUs",
-			"7:46 backend.node_cpu_roles.worker: bad CPU budget: 2000 CPU is above the maximum 1024",
+			"7:46 backend.node_cpu_roles.primary: bad CPU budget: 2000 CPU is above the maximum 1024",
+		}},
+		// A budget or cores for a role the topology starts no node of would apply to nothing.
+		{"roles the topology lacks", head + shared + "backend:\n  node_cpu_roles: {replica: 0.5, shard: 1, primary: 1}\n  node_cores: {worker: \"0\"}\n", []string{
+			"6:20 backend.node_cpu_roles.replica: topology single has no replica node (its nodes' roles: primary)",
+			"6:34 backend.node_cpu_roles.shard: topology single has no shard node (its nodes' roles: primary)",
+			"7:16 backend.node_cores.worker: topology single has no worker node (its nodes' roles: primary)",
 		}},
 		{"node cpu on external", head + shared + "backend: {kind: external, primary_dsn: x, node_cpu: 0.5, node_cpu_roles: {primary: 1}}\n", []string{
 			"5:43 backend.node_cpu: only for kind local or docker",
 			"5:58 backend.node_cpu_roles: only for kind local or docker",
 		}},
-		{"node cores", head + shared + "backend:\n  node_cores: {leader: \"0\", replica: \"1-0\", primary: \"4096\"}\n  generator_cores: x\n", []string{
+		{"node cores", head + shared + "backend:\n  node_cores: {leader: \"0\", replica: \"1-0\", primary: \"4096\"}\n  generator_cores: x\n  topology: replica\n", []string{
 			"6:16 backend.node_cores.leader: unknown node role \"leader\"",
 			"6:29 backend.node_cores.replica: bad CPU list: \"1-0\": range 1-0 runs backwards",
 			"6:45 backend.node_cores.primary: bad CPU list: \"4096\": core 4096 is beyond the kernel's 1024",
@@ -543,6 +549,12 @@ func TestValidateMore(t *testing.T) {
 			"5:11 tenants.count: must be an integer, got 99999999999999999999999",
 			"5:43 tenants.exponent: must be a number, got \"abc\"",
 			"5:58 tenants.dominant_share: must be a number, got a list",
+		}},
+		// yaml.v3 would decode 10.7 into an int as 10, and -.inf as the lowest int64.
+		{"fractions in integer keys", head + shared + "tenants: {count: 10.7}\nassertions: {quiet_p99: {min_samples: 1e2}, quiet_p99_ab: {blocks: 2.5}}\ndata: {orders: -.inf}\n", []string{
+			"5:11 tenants.count: must be an integer, got 10.7",
+			"6:60 assertions.quiet_p99_ab.blocks: must be an integer, got 2.5",
+			"7:8 data.orders: must be an integer, got -.inf",
 		}},
 	}
 	for _, tc := range tests {

@@ -116,6 +116,29 @@ func (c *checker) present(field string) bool { return c.s.ix.has(field) }
 
 // oneOf checks that v is one of want; noun names the kind of value in the
 // message ("backend kind").
+// topologyRoles are the roles of the nodes each topology starts
+// (shard is another name for the primaries of topology shards).
+var topologyRoles = map[backend.Topology][]backend.Role{
+	backend.TopologySingle:  {backend.RolePrimary},
+	backend.TopologyReplica: {backend.RolePrimary, backend.RoleReplica},
+	TopologyShards:          {backend.RolePrimary, backend.RoleShard},
+	TopologyCitus:           {backend.RoleCoordinator, backend.RoleWorker},
+}
+
+// roleInTopology adds a problem at field when topology starts no node of
+// role r: a budget or cores given to no node would be ignored silently.
+func roleInTopology(c *checker, field string, topology backend.Topology, r backend.Role) {
+	roles, ok := topologyRoles[topology]
+	if !ok || slices.Contains(roles, r) {
+		return
+	}
+	names := make([]string, len(roles))
+	for i, x := range roles {
+		names[i] = string(x)
+	}
+	c.add(field, "topology %s has no %s node (its nodes' roles: %s): it would apply to nothing", topology, r, strings.Join(names, ", "))
+}
+
 func oneOf[T ~string](c *checker, field, noun string, v T, want ...T) bool {
 	if slices.Contains(want, v) {
 		return true
@@ -249,16 +272,20 @@ func (c *checker) backend(b *Backend) {
 	cpuRoles := slices.Sorted(maps.Keys(b.NodeCPURoles))
 	for _, r := range cpuRoles {
 		f := "backend.node_cpu_roles." + string(r)
-		oneOf(c, f, "node role", r, backend.RolePrimary, backend.RoleReplica,
-			backend.RoleCoordinator, backend.RoleWorker, backend.RoleShard)
+		if oneOf(c, f, "node role", r, backend.RolePrimary, backend.RoleReplica,
+			backend.RoleCoordinator, backend.RoleWorker, backend.RoleShard) && b.Kind != BackendExternal {
+			roleInTopology(c, f, b.Topology, r)
+		}
 		if err := cgroup.CheckCPU(b.NodeCPURoles[r]); err != nil {
 			c.add(f, "%v", err)
 		}
 	}
 	for _, r := range slices.Sorted(maps.Keys(b.NodeCores)) {
 		f := "backend.node_cores." + string(r)
-		oneOf(c, f, "node role", r, backend.RolePrimary, backend.RoleReplica,
-			backend.RoleCoordinator, backend.RoleWorker, backend.RoleShard)
+		if oneOf(c, f, "node role", r, backend.RolePrimary, backend.RoleReplica,
+			backend.RoleCoordinator, backend.RoleWorker, backend.RoleShard) && b.Kind != BackendExternal {
+			roleInTopology(c, f, b.Topology, r)
+		}
 		checkCores(c, f, b.NodeCores[r], b.NodeCPUOptional)
 	}
 	if b.GeneratorCores != "" {

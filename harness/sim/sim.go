@@ -17,7 +17,7 @@ import (
 var ErrInvalid = errors.New("invalid simulation")
 
 // ModelName names the model in reports.
-const ModelName = "open-loop arrivals → per-tenant limiter (cap, FIFO queue, max wait) → FIFO pool (size, acquire timeout) → node processor sharing over its cores, slowed by the machine's other busy cores (calibrated interference), work drawn from calibrated service times (their overhead share off the cores)"
+const ModelName = "open-loop arrivals → per-tenant limiter (cap, FIFO queue, max wait) → FIFO pool (size, acquire timeout) → node processor sharing over its cores, slowed by the machine's other busy cores (calibrated interference), work drawn from calibrated service times (their overhead share off the cores), scaled per tenant where it grows with the tenant's rows"
 
 // Sampler draws one call's work: its service time on a node alone.
 type Sampler func(r *rand.Rand) time.Duration
@@ -96,6 +96,11 @@ type Class struct {
 	// Service draws a call's service time alone: its work on the node and,
 	// with Overhead, a delay beside it.
 	Service Sampler
+	// Scale, when not nil, multiplies each draw of a tenant's call: a
+	// query whose work grows with the tenant's rows (a report over its
+	// own orders) takes longer for a larger tenant. A result ≤ 0 counts
+	// as 1.
+	Scale func(tenant int) float64
 	// Overhead is the share of each drawn service time the call spends
 	// off the node's cores, holding its connection: the round trip, the
 	// driver and the client's own CPU of a real call, which take as long
@@ -822,6 +827,11 @@ func (s *state) startWork(c *call) {
 	c.state = stRunning
 	c.start = s.now
 	d := float64(c.class.Service(c.class.rng))
+	if c.class.Scale != nil {
+		if f := c.class.Scale(c.op.Tenant); f > 0 {
+			d *= f
+		}
+	}
 	w := max(d*(1-c.class.Overhead), 1)
 	c.delay = int64(d * c.class.Overhead)
 	c.finish = n.v + w

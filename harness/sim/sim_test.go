@@ -331,3 +331,31 @@ func TestInvalidConfig(t *testing.T) {
 		}
 	}
 }
+
+// A class's Scale multiplies each draw of a tenant's call: calls one at a
+// time, each alone on its node, take their tenant's multiple of the draw.
+func TestClassScale(t *testing.T) {
+	src := workload.Schedule{Duration: time.Second}
+	for i := range 3 {
+		src.Ops = append(src.Ops, workload.Op{Seq: int64(i), Tenant: i + 1, Class: "q", At: time.Duration(i) * 100 * time.Millisecond})
+	}
+	got := map[int]time.Duration{}
+	cfg := sim.Config{
+		Nodes: []sim.Node{{Name: "n", Cores: 1}},
+		Pools: []sim.Pool{{Name: "p", Size: 10}},
+		Classes: map[string]sim.Class{"q": {Limiter: -1, Pools: []int{0}, Nodes: []int{0}, Service: sim.Constant(10 * time.Millisecond),
+			Scale: func(tenant int) float64 { return []float64{0, 4, 1, -1}[tenant] }}},
+	}
+	_, err := sim.Run(context.Background(), src.Source(), cfg, workload.RecorderFunc(func(r workload.Result) {
+		got[r.Op.Tenant] = r.Latency()
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]time.Duration{1: 40 * time.Millisecond, 2: 10 * time.Millisecond, 3: 10 * time.Millisecond}
+	for tenant, w := range want {
+		if got[tenant] != w {
+			t.Errorf("tenant %d: %v, want %v (Scale 4, 1, and -1 counted as 1): %v", tenant, got[tenant], w, got)
+		}
+	}
+}

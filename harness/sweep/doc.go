@@ -96,8 +96,9 @@ type ConfigTrial struct {
 	TargetRate float64 `json:"target_rate_per_s"`
 	// QuietP99 and SoloP99 (ms) are the merged quiet tenants' p99 of
 	// QuietClass, the class with the largest QuietP99/SoloP99
-	// (QuietOverSolo), with and without the noise; SoloP99 is 0 when the
-	// scenario has no solo phase.
+	// (QuietOverSolo) among those quiet_p99 judged for the quiet tenants
+	// together (every class when it judged none), with and without the
+	// noise; SoloP99 is 0 when the scenario has no solo phase.
 	QuietClass    string          `json:"quiet_class,omitempty"`
 	QuietP99      float64         `json:"quiet_p99_ms"`
 	SoloP99       float64         `json:"solo_p99_ms"`

@@ -443,8 +443,20 @@ func trialOf(rep *reports.Report, seed int64) Trial {
 			}
 		}
 		ct.Failed = slices.Compact(slices.Sorted(slices.Values(ct.Failed)))
-		// The quiet tenants' worst class: its p99 against its solo p99.
+		// The quiet tenants' worst class: its p99 against its solo p99,
+		// among the classes quiet_p99 judged (a class with too few
+		// samples to judge, as the quiet tenants' rare reports, would
+		// otherwise stand for the point with a p99 no verdict rests on).
+		judged := map[string]bool{}
+		for _, a := range rep.Assertions {
+			if a.Name == harness.AssertQuietP99 && a.Configuration == c.Name && a.Tenant == reports.QuietAll && !a.Skipped {
+				judged[a.Class] = true
+			}
+		}
 		for _, q := range c.QuietAll {
+			if len(judged) > 0 && !judged[q.Class] {
+				continue
+			}
 			for _, s := range c.SoloQuietAll {
 				if s.Class == q.Class && s.P99 > 0 && q.P99/s.P99 > ct.QuietOverSolo {
 					ct.QuietP99, ct.SoloP99, ct.QuietOverSolo, ct.QuietClass = q.P99, s.P99, q.P99/s.P99, q.Class

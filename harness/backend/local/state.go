@@ -293,6 +293,31 @@ func (b *Backend) StopKept(ctx context.Context, dir string) error {
 // removed. Start sweeps too.
 func (b *Backend) Sweep() []string { return b.sweep(b.baseDir) }
 
+// leftoverServersWait is how long a sweep waits for the servers of a
+// cluster whose noisysim died to end: each got the parent-death signal (an
+// immediate shutdown), and a start right after a kill -9 finds them still
+// ending.
+const leftoverServersWait = 5 * time.Second
+
+// serversEnd reports whether no node's postmaster runs, waiting up to wait
+// for them to end.
+func serversEnd(nodes []nodeState, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for {
+		running := false
+		for _, n := range nodes {
+			running = running || isPostmasterOf(n.PID, n.DataDir)
+		}
+		if !running {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func (b *Backend) sweep(base string) (removed []string) {
 	defer sweepCPU(base)
 	dirs, _ := filepath.Glob(filepath.Join(base, "noisysim-*"))
@@ -314,7 +339,7 @@ func (b *Backend) sweep(base string) (removed []string) {
 				}
 			}
 		}
-		if running {
+		if running && !serversEnd(st.Nodes, leftoverServersWait) {
 			continue
 		}
 		if err := st.Cgroup.remove(); err != nil {
