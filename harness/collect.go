@@ -158,6 +158,7 @@ func (r *runner) rows(sums []metrics.Summary, shares map[string]*pools.Window) [
 			ErrorsByClass: s.ErrorsByClass,
 			Dropped:       s.Dropped, Incomplete: s.Incomplete,
 			P50: ms(s.P50), P99: ms(s.P99), Max: ms(s.Max), ServiceP99: ms(s.ServiceP99),
+			SigFigs: s.SigFigs,
 		}
 		if sh, ok := shares[tenant]; ok {
 			row.DBTimeShare = sh.Share
@@ -189,7 +190,7 @@ func (r *runner) quietRows(rec *metrics.Recorder, shares map[string]*pools.Windo
 	var out []reports.TenantRow
 	for _, class := range r.quietClasses() {
 		for _, g := range groups {
-			m := rec.MergedAs(g.label+"\x00"+class, func(t int, c string) bool { return g.in(t) && c == class })
+			m := quietMerged(rec, g, class)
 			if g.label != reports.QuietAll && m.Count == 0 {
 				continue
 			}
@@ -216,6 +217,46 @@ func (r *runner) quietRows(rec *metrics.Recorder, shares map[string]*pools.Windo
 type quietGroup struct {
 	label string
 	in    func(tenant int) bool
+}
+
+// aggregate is g's tenants' series of class, named as rec's aggregate
+// and merge of them.
+func (g quietGroup) aggregate(class string) metrics.Aggregate {
+	return metrics.Aggregate{Name: g.label + "\x00" + class, In: func(t int, c string) bool { return g.in(t) && c == class }}
+}
+
+// quietMerged returns the Summary of g's tenants' series of class: rec's
+// aggregate of them when it records one (at its SigFigs), else their
+// series merged (at its SeriesSigFigs).
+func quietMerged(rec *metrics.Recorder, g quietGroup, class string) metrics.Summary {
+	a := g.aggregate(class)
+	if m, ok := rec.Aggregate(a.Name); ok {
+		return m
+	}
+	return rec.MergedAs(a.Name, a.In)
+}
+
+// windowMetrics is the metrics configuration of a timeline's windows: the
+// tenant × class series at metrics.TenantSigFigs (2 significant digits,
+// which bounds their memory, see metrics.TenantSigFigs) and quiet (all)
+// of each quiet class recorded apart at metrics.DefaultSigFigs (3), so that
+// the merged quiet rows, their interval series and the quiet_p99 verdicts
+// on them keep the precision they had. Every series keeps 3 digits where
+// an aggregate cannot be recorded apart: the agents of a segmented run or
+// a run whose histograms are written out (noisysim merge rebuilds
+// quiet (all) from the series) and topology citus (its worker groups are
+// known only once the noise starts).
+func (r *runner) windowMetrics() metrics.Config {
+	cfg := metrics.Config{Classify: errorClass}
+	if !r.opts.Segment.Whole() || r.opts.OnWindows != nil || r.citus != nil {
+		return cfg
+	}
+	cfg.SeriesSigFigs = metrics.TenantSigFigs
+	all := r.quietGroups()[0]
+	for _, class := range r.quietClasses() {
+		cfg.Aggregates = append(cfg.Aggregates, all.aggregate(class))
+	}
+	return cfg
 }
 
 // quietGroups returns the merged quiet rows' groups: all quiet tenants,
@@ -361,7 +402,11 @@ func intervals(rec *metrics.Recorder, key func(int) string, top []int) []reports
 			iv.Class = class
 			out = append(out, conv(key(scenario.DominantTenant), iv))
 		}
-		for _, iv := range rec.MergedIntervals(func(t int, c string) bool { return t != scenario.DominantTenant && c == class }) {
+		ivs, ok := rec.AggregateIntervals(quietAll + "\x00" + class)
+		if !ok {
+			ivs = rec.MergedIntervals(func(t int, c string) bool { return t != scenario.DominantTenant && c == class })
+		}
+		for _, iv := range ivs {
 			iv.Class = class
 			out = append(out, conv(quietAll, iv))
 		}
@@ -410,7 +455,7 @@ func (r *runner) p99Samples(rec *metrics.Recorder) []p99Sample {
 	}
 	for _, class := range r.quietClasses() {
 		for _, g := range r.quietGroups() {
-			m := rec.MergedAs(g.label+"\x00"+class, func(t int, c string) bool { return g.in(t) && c == class })
+			m := quietMerged(rec, g, class)
 			if g.label == quietAll || m.Count > 0 {
 				ps = append(ps, p99Sample{Tenant: g.label, Class: class, Count: m.Count, P99: m.P99, CI: m.P99CI})
 			}

@@ -111,15 +111,32 @@ func (r *runner) guardWindow(phase, config string) string {
 	switch {
 	case phase == PhaseStart || phase == PhaseLoad:
 		return ""
+	case phase == "hot-shard" && (config == "load" || config == "warmup"):
+		return ""
+	}
+	return windowName(phase, config)
+}
+
+// windowName names the guard's window of a measured phase of a
+// configuration: "run (naive)", "solo" for a phase outside any
+// configuration, the configuration's name for a hot-shard window. An
+// assertion's Window and Baseline map to the windows it was judged over
+// through it (judgedOver).
+func windowName(phase, config string) string {
+	switch {
 	case phase == "hot-shard":
-		if config == "load" || config == "warmup" {
-			return ""
-		}
 		return config
 	case config == "":
 		return phase
 	}
 	return phase + " (" + config + ")"
+}
+
+// judgedOver reports whether a was judged over the guard window w, as its
+// window (window) or as its baseline (baseline); name maps an assertion's
+// phase and configuration to the guard's window name.
+func judgedOver(a reports.Assertion, w string, name func(phase, config string) string) (window, baseline bool) {
+	return a.Window != "" && name(a.Window, a.Configuration) == w, a.Baseline != "" && name(a.Baseline, a.Configuration) == w
 }
 
 // machineReport puts the nodes' CPU budgets, the concurrency note and the
@@ -219,10 +236,11 @@ func stallDecides(w reports.WindowLoad, as []reports.Assertion, name func(phase,
 		if a.Skipped || a.Unit == "" {
 			continue // counts are not moved by a stall
 		}
-		if a.Baseline != "" && name(a.Baseline, a.Configuration) == w.Window {
+		window, baseline := judgedOver(a, w.Window, name)
+		if baseline {
 			return true
 		}
-		if a.Window == "" || name(a.Window, a.Configuration) != w.Window {
+		if !window {
 			continue
 		}
 		if a.Unit != "ms" {

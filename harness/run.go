@@ -567,14 +567,19 @@ func (r *runner) judge(rep *reports.Report, sc *scenario.Scenario, only string) 
 	rep.Marginal = marginal(rep.Assertions)
 	rep.Passed = true
 	for _, a := range rep.Assertions {
-		if a.Passed {
-			continue
+		c, ok := sc.Configuration(a.Configuration)
+		if failsVerdict(a, ok && c.Expect == scenario.ExpectFail, only) {
+			rep.Passed = false
 		}
-		if c, ok := sc.Configuration(a.Configuration); ok && c.Expect == scenario.ExpectFail && only == "" && a.Name != AssertControlFails {
-			continue
-		}
-		rep.Passed = false
 	}
+}
+
+// failsVerdict reports whether a, an assertion of a configuration that is
+// a control (expect: fail) or not, fails the run's verdict: it failed, and
+// it is not one of a control's own failures (which its control_fails
+// expects), unless only one configuration ran (only, as Options.Only).
+func failsVerdict(a reports.Assertion, control bool, only string) bool {
+	return !a.Passed && !(control && only == "" && a.Name != AssertControlFails)
 }
 
 // interrupted returns, for a run whose ctx ended (the first Ctrl-C), rep

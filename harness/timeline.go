@@ -288,7 +288,7 @@ func (tr *timelineRun) shares(i int) map[string]*pools.Window {
 func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st *stack, faults *faultRun, w *checkedWriter) (*timelineRun, error) {
 	tr := &timelineRun{ex: &executor{r: r, stack: st}, faults: faults}
 	for i := range r.steps {
-		rec, err := metrics.New(metrics.Config{Classify: errorClass})
+		rec, err := metrics.New(r.windowMetrics())
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRun, err)
 		}

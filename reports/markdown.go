@@ -46,7 +46,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 	if r.Incomplete != "" {
 		p("| Result | **INCOMPLETE**: %s; what was measured until then, no verdict%s |\n", md(r.Incomplete), simulated)
 	} else {
-		p("| Result | **%s**%s |\n", passFail(r.Passed), simulated)
+		p("| Result | **%s**%s%s |\n", passFail(r.Passed), md(AttemptsWords(r)), simulated)
 	}
 	if l := simulatedLine(r); l != "" {
 		p("| Simulated | %s |\n", md(l))
@@ -80,6 +80,7 @@ func writeMarkdown(w *bufio.Writer, r *Report) {
 	}
 	writeReplayMarkdown(w, r)
 	writeMachine(p, r.Machine)
+	writeAttempts(p, r)
 
 	p("| Configuration | Expect | Assertions | Met expectation |\n|---|---|---|---|\n")
 	for _, c := range r.Configurations {

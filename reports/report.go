@@ -110,6 +110,73 @@ type Report struct {
 	// Simulated is set when the figures come from noisysim simulate (a
 	// model run in virtual time, no database), not from a real run.
 	Simulated *Simulation `json:"simulated,omitempty"`
+	// Attempts are the runs of the scenario noisysim run
+	// --retry-disturbed made, in order, the last being this report's
+	// own; nil without it (and in an interrupted report, the attempts
+	// before the interrupted one).
+	Attempts []Attempt `json:"attempts,omitempty"`
+}
+
+// Attempt is one run of a scenario under noisysim run --retry-disturbed,
+// which runs a scenario again, with the same seed, when it failed on a
+// window the machine disturbed.
+type Attempt struct {
+	// Attempt numbers it from 1.
+	Attempt int   `json:"attempt"`
+	Seed    int64 `json:"seed"`
+	Passed  bool  `json:"passed"`
+	// Failed are the failed assertions that failed its verdict.
+	Failed []Assertion `json:"failed,omitempty"`
+	// Disturbed are its disturbed windows, in run order.
+	Disturbed []DisturbedWindow `json:"disturbed,omitempty"`
+	// Retried is true when the scenario was run again after it: it failed
+	// and a check of Failed was judged over a window of Disturbed
+	// (Judged).
+	Retried bool `json:"retried,omitempty"`
+	// Reports is the directory its reports were written to
+	// (OUT/attempt-K); empty for the last attempt, whose reports are this
+	// report, and without --out.
+	Reports string `json:"reports,omitempty"`
+}
+
+// DisturbedWindow is a disturbed window of an Attempt.
+type DisturbedWindow struct {
+	Window string `json:"window"`
+	// Why is Machine.Why of the window, e.g. "the hypervisor took 0.12
+	// CPU, 9% of the CPU the machine ran (above 5%)".
+	Why string `json:"why"`
+	// Judged is true when a failed check of the attempt was judged over
+	// the window (or which windows it rests on cannot be told): its
+	// failure may be the machine's.
+	Judged bool `json:"judged,omitempty"`
+}
+
+// FailedDisturbed reports whether a failed with a check judged over a
+// disturbed window.
+func (a Attempt) FailedDisturbed() bool {
+	if a.Passed {
+		return false
+	}
+	for _, w := range a.Disturbed {
+		if w.Judged {
+			return true
+		}
+	}
+	return false
+}
+
+// DisturbedEveryAttempt reports whether r was run with --retry-disturbed
+// and every attempt failed on a window the machine disturbed.
+func (r *Report) DisturbedEveryAttempt() bool {
+	if len(r.Attempts) == 0 {
+		return false
+	}
+	for _, a := range r.Attempts {
+		if !a.FailedDisturbed() {
+			return false
+		}
+	}
+	return true
 }
 
 // Simulation says how a simulated report's figures were made.
@@ -434,6 +501,12 @@ type TenantRow struct {
 	// plot), on the merged quiet rows only (QuietAll, SoloQuietAll and
 	// Window.QuietAll).
 	Percentiles []Percentile `json:"percentiles,omitempty"`
+	// SigFigs is the significant decimal digits of the histogram P50,
+	// P99, ServiceP99 and Percentiles come from: 2 (within 1%) for a
+	// tenant's row of a run, 3 (within 0.1%) for the merged quiet rows,
+	// recorded apart from the tenants' (see REPORT.md); 0 when the row has
+	// no request or comes from a report written before it was recorded.
+	SigFigs int `json:"sig_figs,omitempty"`
 }
 
 // Percentile is one point of a distribution: the response time in ms at

@@ -659,14 +659,29 @@ func (t *textWriter) verdict() {
 		t.p("RESULT: INCOMPLETE (%s)\n", t.r.Incomplete)
 		return
 	}
+	result := passFail(t.r.Passed) + AttemptsWords(t.r)
 	if why := t.r.Machine.DisturbedWhy(); why != "" {
-		t.p("RESULT: %s, DISTURBED (%s); the figures may not be the system's own\n", passFail(t.r.Passed), why)
+		t.p("RESULT: %s, DISTURBED (%s); the figures may not be the system's own\n", result, why)
 	} else {
-		t.p("RESULT: %s\n", passFail(t.r.Passed))
+		t.p("RESULT: %s\n", result)
 	}
 	if n := len(t.r.Marginal); n > 0 {
 		t.p("MARGINAL: %s could go either way (listed above); noisysim run --strict fails on them\n", plural(n, "verdict"))
 	}
+}
+
+// AttemptsWords returns " after K attempts" for a report of noisysim run
+// --retry-disturbed, with "(the machine was disturbed in every attempt …)"
+// when each failed on a window the machine disturbed; "" without it.
+func AttemptsWords(r *Report) string {
+	if len(r.Attempts) == 0 {
+		return ""
+	}
+	s := " after " + plural(len(r.Attempts), "attempt")
+	if r.DisturbedEveryAttempt() {
+		s += " (the machine was disturbed in every attempt: the failure may be the machine's, not the system's)"
+	}
+	return s
 }
 
 // dash returns f() if ok, else "-".

@@ -701,3 +701,70 @@ func TestTextSideBySideNamesBaseline(t *testing.T) {
 		t.Errorf("side by side header %q, want %q", side.header, want)
 	}
 }
+
+// A run of --retry-disturbed says its attempts: "after K attempts" in the
+// verdict line (and that the machine was disturbed in every attempt when
+// each failed on a window it disturbed), a line per attempt in Markdown,
+// and the list in report.json.
+func TestAttemptsSaid(t *testing.T) {
+	failed := Assertion{Name: "quiet_p99", Window: "run", Baseline: "solo", Configuration: "isolated", Tenant: QuietAll, Class: "lookup",
+		Observed: 9.1, Limit: 3.2, Unit: "ms", Op: "<="}
+	stolen := DisturbedWindow{Window: "run (isolated)", Why: "the hypervisor took 0.12 CPU, 9% of the CPU the machine ran (above 5%)", Judged: true}
+	for _, tc := range []struct {
+		name     string
+		attempts []Attempt
+		want     string
+		every    bool
+	}{
+		{"disturbed in every attempt", []Attempt{
+			{Attempt: 1, Seed: 42, Failed: []Assertion{failed}, Disturbed: []DisturbedWindow{stolen}, Retried: true, Reports: "out/attempt-1"},
+			{Attempt: 2, Seed: 42, Failed: []Assertion{failed}, Disturbed: []DisturbedWindow{stolen}},
+		}, "RESULT: FAIL after 2 attempts (the machine was disturbed in every attempt: the failure may be the machine's, not the system's)", true},
+		{"the last attempt undisturbed", []Attempt{
+			{Attempt: 1, Seed: 42, Failed: []Assertion{failed}, Disturbed: []DisturbedWindow{stolen}, Retried: true},
+			{Attempt: 2, Seed: 42, Failed: []Assertion{failed}, Disturbed: []DisturbedWindow{{Window: "solo (naive)", Why: "0.90 CPU used outside the run (above 0.50)"}}},
+		}, "RESULT: FAIL after 2 attempts\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := failingReport(3)
+			r.Attempts = tc.attempts
+			out := string(renderText(t, r, TextOptions{}))
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("text lacks %q:\n%s", tc.want, out)
+			}
+			if r.DisturbedEveryAttempt() != tc.every {
+				t.Errorf("DisturbedEveryAttempt = %v, want %v", !tc.every, tc.every)
+			}
+			line := tc.attempts[0].Line()
+			for _, want := range []string{"attempt 1 (seed 42): FAIL on a disturbed machine: failed isolated quiet_p99 quiet (all)/lookup (observed 9.10 ms, want <= 3.20 ms)",
+				"disturbed run (isolated): the hypervisor took 0.12 CPU"} {
+				if !strings.Contains(line, want) {
+					t.Errorf("attempt line %q lacks %q", line, want)
+				}
+			}
+			if l := tc.attempts[1].Line(); !tc.every && !strings.Contains(l, "FAIL: failed") || !strings.Contains(l, "attempt 2") {
+				t.Errorf("last attempt's line: %q", l)
+			}
+			var md, js bytes.Buffer
+			if err := WriteMarkdown(&md, r); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(md.String(), "after 2 attempts") || !strings.Contains(md.String(), "- attempt 2 (seed 42): FAIL") {
+				t.Errorf("Markdown lacks the attempts:\n%s", md.String())
+			}
+			if err := WriteJSON(&js, r); err != nil {
+				t.Fatal(err)
+			}
+			back, err := ReadJSON(&js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(back.Attempts) != 2 || !back.Attempts[0].Retried || back.Attempts[0].Disturbed[0] != stolen || back.Attempts[1].Failed[0].Observed != 9.1 {
+				t.Errorf("report.json attempts read back: %+v", back.Attempts)
+			}
+		})
+	}
+	if r := failingReport(3); strings.Contains(string(renderText(t, r, TextOptions{})), "attempt") {
+		t.Errorf("a run without --retry-disturbed speaks of attempts")
+	}
+}

@@ -60,7 +60,7 @@ func runMerge(ctx context.Context, a *app, args []string) error {
 		fs.Usage()
 		return usagef("merge: no agents' output directories given")
 	}
-	if err := checkOutDir("merge", *out, 1); err != nil {
+	if err := checkOutDir("merge", *out, 1, 0); err != nil {
 		return err
 	}
 	if *file != "" {

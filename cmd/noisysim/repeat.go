@@ -27,20 +27,29 @@ type repeatRun struct {
 	disturbed bool
 	margins   map[string]float64 // configuration → quiet (all) p99 / its limit
 	marginal  int                // marginal verdicts
-	err       error
+	attempts  int                // --retry-disturbed: the attempts it took (0: not asked)
+	// disturbedEvery: it failed on a disturbed machine in every attempt.
+	disturbedEvery bool
+	err            error
 }
 
 // runRepeat runs sc n times, seed sc.Seed, sc.Seed+1, …, prints a line per
 // run, then the verdict counts and each configuration's margin (its quiet
 // (all) p99 over its limit) as a distribution. With out, run i's reports go
-// to out/run-i, an interrupted run's marked incomplete. It returns errAssertionFailed (exit 99) if any run failed,
+// to out/run-i, an interrupted run's marked incomplete. Each run is
+// retried on its own as retry says (--retry-disturbed), its earlier
+// attempts' reports in out/run-i/attempt-K. It returns errAssertionFailed (exit 99) if any run failed,
 // and stops at the first run that could not complete.
-func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.Options, n int, out string, strict bool) error {
+func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.Options, n int, out string, strict bool, retry retried) error {
 	base := sc.Seed
 	var runs []repeatRun
 	for i := range n {
 		one := sc.WithSeed(base + int64(i))
-		rep, err := harness.Run(ctx, one, opts)
+		retry.label = fmt.Sprintf("run %d/%d  ", i+1, n)
+		if out != "" {
+			retry.out = filepath.Join(out, "run-"+strconv.Itoa(i+1))
+		}
+		rep, err := retry.run(ctx, one, opts)
 		if err != nil {
 			err = fmt.Errorf("run %d of %d (seed %d): %w", i+1, n, one.Seed, err)
 			if rep != nil && rep.Incomplete != "" && out != "" {
@@ -61,9 +70,9 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 			return err
 		}
 		r := repeatRun{seed: one.Seed, passed: rep.Passed, disturbed: len(rep.Machine.Disturbed()) > 0, margins: margins(rep),
-			marginal: len(rep.Marginal)}
+			marginal: len(rep.Marginal), attempts: len(rep.Attempts), disturbedEvery: rep.DisturbedEveryAttempt()}
 		runs = append(runs, r)
-		fmt.Fprintf(a.stdout, "run %d/%d  seed %d  %s%s\n", i+1, n, one.Seed, passFail(rep.Passed), marginWords(sc, r))
+		fmt.Fprintf(a.stdout, "run %d/%d  seed %d  %s%s%s\n", i+1, n, one.Seed, passFail(rep.Passed), reports.AttemptsWords(rep), marginWords(sc, r))
 		if out != "" {
 			dir := filepath.Join(out, "run-"+strconv.Itoa(i+1))
 			if err := writeReports(dir, rep); err != nil {
@@ -79,7 +88,11 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 	marginalRuns := 0
 	for _, r := range runs {
 		if !r.passed {
-			return fmt.Errorf("%w: scenario %s: %d of %d runs failed", errAssertionFailed, sc.Name, countFailed(runs), n)
+			every := ""
+			if runs[0].attempts > 0 {
+				every = "; " + retriesWords(runs)
+			}
+			return fmt.Errorf("%w: scenario %s: %d of %d runs failed%s", errAssertionFailed, sc.Name, countFailed(runs), n, every)
 		}
 		if r.marginal > 0 {
 			marginalRuns++
@@ -162,6 +175,9 @@ func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun) {
 		}
 	}
 	fmt.Fprintf(w, "verdicts: %d PASS, %d FAIL; %d disturbed; %d with marginal verdicts\n", len(runs)-failed, failed, disturbed, marginal)
+	if runs[0].attempts > 0 {
+		fmt.Fprintf(w, "retries (--retry-disturbed): %s\n", retriesWords(runs))
+	}
 	fmt.Fprintf(w, "quiet (all) p99 / its limit (above 1 fails the bound; a control expected to fail wants it well above):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "configuration\texpect\tmin\tp50\tmax\tall (seed order)")

@@ -64,6 +64,17 @@ judge (those reaching min_samples in both its phases). A verdict whose limit
 lies inside its p99's 95% confidence interval is reported as marginal;
 --strict makes a passed run with a marginal verdict exit 1.
 
+With --retry-disturbed N, a run that failed is run again with the same
+seed, up to N more times, while a check that failed it was judged over a
+DISTURBED window (its window or baseline; for control_fails, its
+control's; any disturbed window when a failed check names none): a
+failure on undisturbed windows is final at once, a passed run is never
+run again. Each retried attempt is said in one line, its reports go to
+OUT/attempt-K with --out, the verdict is the last attempt's ("after K
+attempts"), and report.json lists the attempts. It exits 99 when the
+last attempt failed, as without it, also when the machine was disturbed
+in every attempt (the verdict line says so).
+
 Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
 usage (also: the schema or a role exists and is not noisysim's), 1 any
 other error (also: --strict and a marginal verdict).
@@ -93,6 +104,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	metricsRemote := fs.Bool("metrics-remote", false, "let --metrics-addr be a non-loopback address (the metrics are then open to the network)")
 	segment := fs.String("segment", "", "run only slice i of N of every class's and tenant's schedule (1-based: 1/3, 2/3, 3/3), as one of N agents; needs --out, where the histograms go for noisysim merge")
 	startAt := fs.String("start-at", "", "start the first configuration's timeline at this wall-clock time (RFC 3339, e.g. 2026-01-02T15:04:05Z), after the data set is loaded: agents given the same time send together")
+	retries := fs.Int("retry-disturbed", 0, "run a failed scenario again, with the same seed, up to N more times (0..10) while a check that failed it was judged over a window the machine disturbed (DISTURBED); a failure on undisturbed windows is final at once, a passed run is never run again; the verdict is the last attempt's")
 	metricsTop := fs.Int("metrics-top", live.DefaultTopTenants, "tenants with their own tenant label in the live metrics (tenants 1..N); the other quiet tenants share the label \""+live.OtherQuiet+"\"")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
@@ -110,7 +122,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if *repeat < 1 || *repeat > maxRepeat {
 		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
 	}
-	if err := checkOutDir("run", *out, *repeat); err != nil {
+	if err := checkOutDir("run", *out, *repeat, min(max(*retries, 0), maxRetries)); err != nil {
 		return err
 	}
 	if *trace != "" {
@@ -168,6 +180,9 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	var f execFlags
 	segmentSet := false
 	fs.Visit(func(f *flag.Flag) { segmentSet = segmentSet || f.Name == "segment" })
+	if err := checkRetries(*retries, segmentSet, *trace != ""); err != nil {
+		return err
+	}
 	if segmentSet {
 		seg, err := workload.ParseSegment(*segment)
 		if err != nil {
@@ -205,7 +220,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	return execScenario(ctx, a, sc, execFlags{
 		segment: f.segment, scenarioHash: f.scenarioHash, startAt: f.startAt,
 		only: *only, out: *out, noProgress: *noProgress, top: *top, noWait: *noWait, allowConcurrent: *allowConcurrent,
-		repeat: *repeat, maxForeign: *maxForeign, strict: *strict, keep: *keep, trace: *trace, priority: *priority,
+		repeat: *repeat, retries: *retries, maxForeign: *maxForeign, strict: *strict, keep: *keep, trace: *trace, priority: *priority,
 		metricsAddr: *metricsAddr, metricsRemote: *metricsRemote, metricsTop: *metricsTop,
 	})
 }
@@ -214,10 +229,11 @@ func runRun(ctx context.Context, a *app, args []string) error {
 // written to, created if missing) cannot be one: the path, or a directory
 // above it, is a file; the nearest existing directory is not writable; or
 // it holds a report already (report.json, or run-I/report.json of runs
-// 1..repeat when repeat > 1): noisysim never overwrites a report, as sweep
+// 1..repeat when repeat > 1, and attempt-K/report.json of attempts
+// 1..retries in each): noisysim never overwrites a report, as sweep
 // never overwrites a sweep.json. It is checked before a run rather than
 // found when the reports are written.
-func checkOutDir(cmd, out string, repeat int) error {
+func checkOutDir(cmd, out string, repeat, retries int) error {
 	if out == "" {
 		return nil
 	}
@@ -229,6 +245,11 @@ func checkOutDir(cmd, out string, repeat int) error {
 		dirs = dirs[:0]
 		for i := 1; i <= repeat; i++ {
 			dirs = append(dirs, filepath.Join(out, "run-"+strconv.Itoa(i)))
+		}
+	}
+	for _, d := range dirs[:len(dirs):len(dirs)] {
+		for k := 1; k <= retries; k++ {
+			dirs = append(dirs, attemptDir(d, k))
 		}
 	}
 	for _, d := range dirs {
@@ -308,6 +329,7 @@ type execFlags struct {
 	priority                      bool
 	metricsRemote                 bool
 	top, repeat, metricsTop       int
+	retries                       int // --retry-disturbed
 	maxForeign                    float64
 	// segment, when not whole, runs one agent's slice and writes its
 	// histograms (harness.WriteSegment) into out; scenarioHash names the
@@ -392,8 +414,9 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 	if metrics != nil {
 		opts.Observer = metrics
 	}
+	retry := retried{retries: f.retries, out: f.out, w: a.stdout}
 	if f.repeat > 1 {
-		return runRepeat(ctx, a, sc, opts, f.repeat, f.out, f.strict)
+		return runRepeat(ctx, a, sc, opts, f.repeat, f.out, f.strict, retry)
 	}
 	var tf *traceFile
 	if f.trace != "" {
@@ -402,10 +425,10 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		}
 		opts.Trace = tf
 	}
-	rep, err := harness.Run(ctx, sc, opts)
-	if rep != nil {
-		rep.Version = version()
+	if prog != nil {
+		retry.before = prog.finish
 	}
+	rep, err := retry.run(ctx, sc, opts)
 	if tf != nil {
 		if cerr := tf.finish(rep == nil); cerr != nil && err == nil {
 			err = cerr
@@ -459,7 +482,7 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		return nil
 	}
 	if !rep.Passed {
-		return fmt.Errorf("%w: scenario %s (see the assertions above)", errAssertionFailed, sc.Name)
+		return fmt.Errorf("%w: scenario %s%s (see the assertions above)", errAssertionFailed, sc.Name, reports.AttemptsWords(rep))
 	}
 	if f.strict && len(rep.Marginal) > 0 {
 		return fmt.Errorf("%w: scenario %s passed with %d marginal verdicts (listed above)", errStrict, sc.Name, len(rep.Marginal))

@@ -134,7 +134,7 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	if err := checkTop("simulate", *top); err != nil {
 		return err
 	}
-	if err := checkOutDir("simulate", *out, 1); err != nil {
+	if err := checkOutDir("simulate", *out, 1, 0); err != nil {
 		return err
 	}
 	sc, err := scenario.Load(file)

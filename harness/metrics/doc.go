@@ -3,7 +3,9 @@
 // includes queueing; the recorder never applies a second coordinated-omission
 // correction such as RecordCorrectedValue) and service time beside it, with
 // errors counted by class, drops and incomplete ops counted, warm-up
-// discarded, and a time series of per-interval snapshots.
+// discarded, and a time series of per-interval snapshots. Series may keep
+// fewer significant digits (Config.SeriesSigFigs) than aggregates of them
+// recorded apart (Config.Aggregates), which keep Config.SigFigs.
 //
 // Use one Recorder per configuration and phase (naive, isolated, solo
 // baseline), and read it after the run:

@@ -61,15 +61,31 @@ func (r *Recorder) Export() []Series {
 	return out
 }
 
-// Add merges e into the key's state, as if the results e was made of had
-// been recorded here: histograms are merged bucket by bucket (lossless for
-// histograms of the same bounds), counts added, maxima kept. Intervals of
-// the same tick are merged into one.
+// Add merges e into the key's state and its aggregates', as if the results
+// e was made of had been recorded here: histograms are merged bucket by
+// bucket (lossless for histograms of the same bounds and significant
+// digits), counts added, maxima kept. Intervals of the same tick are merged
+// into one.
 //
 // Errors: a histogram whose values do not fit the Recorder's bounds
-// (Config.Lowest..Highest, SigFigs), naming the key.
+// (Config.Lowest..Highest), naming the key.
 func (r *Recorder) Add(e Series) error {
 	s := r.get(e.Key)
+	for _, t := range append([]*series{s}, s.aggs...) {
+		if err := r.addSeries(t, e); err != nil {
+			return err
+		}
+	}
+	r.recorded.Add(e.Count + e.Dropped)
+	r.errs.Add(e.Errors)
+	r.dropped.Add(e.Dropped)
+	r.incompl.Add(e.Incomplete)
+	r.version.Add(1)
+	return nil
+}
+
+// addSeries merges e into s, under its lock.
+func (r *Recorder) addSeries(s *series, e Series) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	merge := func(dst, src *hdr.PackedHistogram, what string) error {
@@ -101,10 +117,6 @@ func (r *Recorder) Add(e Series) error {
 		}
 		s.errorsBy[c] += n
 	}
-	r.recorded.Add(e.Count + e.Dropped)
-	r.errs.Add(e.Errors)
-	r.dropped.Add(e.Dropped)
-	r.incompl.Add(e.Incomplete)
 
 	// Every interval of an added series is closed: reopen, merge, close.
 	byTick := map[int64]*IntervalSnapshot{}
@@ -121,7 +133,7 @@ func (r *Recorder) Add(e Series) error {
 	for _, iv := range e.Intervals {
 		m := byTick[iv.Tick]
 		if m == nil {
-			m = &IntervalSnapshot{Tick: iv.Tick, Tenant: e.Tenant, Class: e.Class, hist: r.newHist()}
+			m = &IntervalSnapshot{Tick: iv.Tick, Tenant: s.key.Tenant, Class: s.key.Class, hist: r.newHist(s.figs)}
 			if r.cfg.Interval > 0 {
 				m.Start = time.Duration(iv.Tick) * r.cfg.Interval
 			}

@@ -24,6 +24,15 @@ const (
 	// DefaultSigFigs is the number of significant decimal digits kept: 3,
 	// i.e. values are resolved to within 0.1%.
 	DefaultSigFigs = 3
+	// TenantSigFigs is the Config.SeriesSigFigs of noisysim's runs and
+	// bench: 2, values resolved to within 1%. A tenant × class series'
+	// percentiles rest on its own few ops, whose confidence interval is
+	// far wider than 1% (a p99 of 1,000 samples: ranks 984..995, see
+	// QuantileCI). A series' populated buckets are then at most 128 per
+	// doubling of latency (about 425 per decade), against 1,024 (about
+	// 3,400) at 3 digits, where a tenant with few ops lands in a bucket of
+	// its own with almost every op.
+	TenantSigFigs = 2
 	// DefaultInterval is the interval of the time series: 1 s.
 	DefaultInterval = time.Second
 	// DefaultErrorClass is the error class when Config.Classify is nil.
@@ -45,6 +54,17 @@ type Config struct {
 	// SigFigs is the number of significant decimal digits the histograms
 	// keep, 1..5. 0 means DefaultSigFigs.
 	SigFigs int
+	// SeriesSigFigs is the number of significant decimal digits of each
+	// tenant × class series' histograms (response time, service time and
+	// intervals), 1..SigFigs; Aggregates keep SigFigs. 0 means SigFigs.
+	// Merged, Summary and the interval snapshots of series are at this
+	// precision; Summary.SigFigs says which a summary has.
+	SeriesSigFigs int
+	// Aggregates are sets of series recorded, besides each into its own
+	// series, into histograms of their own at SigFigs: what a merge of
+	// series at fewer SeriesSigFigs would give at their precision only.
+	// Names must be distinct and not empty.
+	Aggregates []Aggregate
 	// Interval is the width of the time-series intervals. 0 means
 	// DefaultInterval; negative means no time series.
 	Interval time.Duration
@@ -64,6 +84,18 @@ type Key struct {
 	Class  string
 }
 
+// Aggregate is a set of series recorded together (Config.Aggregates), such
+// as all quiet tenants' ops of one class: Recorder.Aggregate returns its
+// Summary, Recorder.AggregateIntervals its time series.
+type Aggregate struct {
+	// Name names the aggregate, e.g. "quiet (all)/interactive".
+	Name string
+	// In reports whether the series of tenant and class is in the
+	// aggregate; it is called once per key, when its series is made. nil
+	// means every series.
+	In func(tenant int, class string) bool
+}
+
 // Recorder keeps an HdrHistogram of response times (latency from the
 // intended start) and one of service times per tenant × class, plus counts of
 // errors by class, drops and incomplete ops, and a time series per interval.
@@ -72,7 +104,10 @@ type Key struct {
 // read lock and each series has its own lock.
 //
 // Histograms are sparse (hdrhistogram PackedHistogram): memory grows with the
-// number of distinct values, not with the range.
+// number of distinct values, not with the range, and is bounded by the
+// buckets of Config.SeriesSigFigs. Each op of a series in one of
+// Config.Aggregates is also recorded into the aggregate's own histograms,
+// at Config.SigFigs.
 type Recorder struct {
 	cfg Config
 	// mu guards series and reserved; a series once made stays. reserved
@@ -89,10 +124,13 @@ type Recorder struct {
 	sumAt     int64 // version+1 of sums; 0: none
 	sums      []Summary
 	merged    map[string]memo // MergedAs's, by name
+	aggSums   map[string]memo // Aggregate's, by name
 	errs      atomic.Int64
 	dropped   atomic.Int64
 	incompl   atomic.Int64
 	discarded atomic.Int64
+	// aggs are the Config.Aggregates' series, by name; their Key is zero.
+	aggs map[string]*series
 }
 
 var _ workload.Recorder = (*Recorder)(nil)
@@ -102,6 +140,8 @@ type series struct {
 	key              Key
 	mu               sync.Mutex
 	latency, service *hdr.PackedHistogram
+	figs             int       // the histograms' significant digits
+	aggs             []*series // the aggregates this series is in
 	count, errors    int64
 	errorsBy         map[string]int64
 	dropped, incompl int64
@@ -130,6 +170,9 @@ func New(cfg Config) (*Recorder, error) {
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
 	}
+	if cfg.SeriesSigFigs == 0 {
+		cfg.SeriesSigFigs = cfg.SigFigs
+	}
 	var errs []error
 	if cfg.Lowest < 0 || cfg.Highest < 0 {
 		errs = append(errs, fmt.Errorf("Lowest %v and Highest %v must be > 0", cfg.Lowest, cfg.Highest))
@@ -138,6 +181,18 @@ func New(cfg Config) (*Recorder, error) {
 	}
 	if cfg.SigFigs < 1 || cfg.SigFigs > 5 {
 		errs = append(errs, fmt.Errorf("SigFigs %d must be in 1..5", cfg.SigFigs))
+	} else if cfg.SeriesSigFigs < 1 || cfg.SeriesSigFigs > cfg.SigFigs {
+		errs = append(errs, fmt.Errorf("SeriesSigFigs %d must be in 1..SigFigs (%d)", cfg.SeriesSigFigs, cfg.SigFigs))
+	}
+	names := map[string]bool{}
+	for i, a := range cfg.Aggregates {
+		switch {
+		case a.Name == "":
+			errs = append(errs, fmt.Errorf("Aggregates[%d]: Name is empty", i))
+		case names[a.Name]:
+			errs = append(errs, fmt.Errorf("Aggregates[%d]: Name %q is another aggregate's", i, a.Name))
+		}
+		names[a.Name] = true
 	}
 	if cfg.Warmup < 0 {
 		errs = append(errs, fmt.Errorf("Warmup %v must be ≥ 0", cfg.Warmup))
@@ -145,14 +200,22 @@ func New(cfg Config) (*Recorder, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("new recorder: %w: %w", ErrInvalid, err)
 	}
-	return &Recorder{cfg: cfg, series: map[Key]*series{}}, nil
+	r := &Recorder{cfg: cfg, series: map[Key]*series{}}
+	if len(cfg.Aggregates) > 0 {
+		r.cfg.Aggregates = slices.Clone(cfg.Aggregates)
+		r.aggs = make(map[string]*series, len(cfg.Aggregates))
+		for _, a := range cfg.Aggregates {
+			r.aggs[a.Name] = &series{latency: r.newHist(cfg.SigFigs), service: r.newHist(cfg.SigFigs), figs: cfg.SigFigs, tick: -1}
+		}
+	}
+	return r, nil
 }
 
 // Config returns the configuration with defaults filled in.
 func (r *Recorder) Config() Config { return r.cfg }
 
-func (r *Recorder) newHist() *hdr.PackedHistogram {
-	return hdr.NewPacked(int64(r.cfg.Lowest), int64(r.cfg.Highest), r.cfg.SigFigs)
+func (r *Recorder) newHist(figs int) *hdr.PackedHistogram {
+	return hdr.NewPacked(int64(r.cfg.Lowest), int64(r.cfg.Highest), figs)
 }
 
 // get returns the series of k, creating it.
@@ -178,7 +241,14 @@ func (r *Recorder) get(k Key) *series {
 }
 
 func (r *Recorder) newSeries(k Key) *series {
-	return &series{key: k, latency: r.newHist(), service: r.newHist(), tick: -1}
+	figs := r.cfg.SeriesSigFigs
+	s := &series{key: k, latency: r.newHist(figs), service: r.newHist(figs), figs: figs, tick: -1}
+	for _, a := range r.cfg.Aggregates {
+		if a.In == nil || a.In(k.Tenant, k.Class) {
+			s.aggs = append(s.aggs, r.aggs[a.Name])
+		}
+	}
+	return s
 }
 
 // Reserve makes the series of keys now (about 0.8 KB each, their two
@@ -247,9 +317,17 @@ func (r *Recorder) Record(res workload.Result) {
 	}
 	r.recorded.Add(1)
 
-	lat := res.Latency()
 	s := r.get(Key{Tenant: res.Op.Tenant, Class: res.Op.Class})
-	defer r.version.Add(1) // after the unlock below: the result is in s
+	defer r.version.Add(1) // after add below: the result is in s and its aggregates
+	r.add(s, res, dropped, incomplete, class)
+	for _, a := range s.aggs {
+		r.add(a, res, dropped, incomplete, class)
+	}
+}
+
+// add records res into s, under its lock.
+func (r *Recorder) add(s *series, res workload.Result, dropped, incomplete bool, class string) {
+	lat := res.Latency()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	iv := r.interval(s, res.Op.At+lat)
@@ -315,7 +393,7 @@ func (r *Recorder) interval(s *series, end time.Duration) *IntervalSnapshot {
 		}
 		s.tick = tick
 		s.cur = &IntervalSnapshot{Tick: tick, Start: time.Duration(tick) * r.cfg.Interval,
-			Tenant: s.key.Tenant, Class: s.key.Class, hist: r.newHist()}
+			Tenant: s.key.Tenant, Class: s.key.Class, hist: r.newHist(s.figs)}
 	}
 	return s.cur
 }
@@ -389,6 +467,11 @@ type Summary struct {
 	// the same histogram, capped at Max: the distribution's percentile
 	// plot.
 	Spectrum []time.Duration
+	// SigFigs is the significant decimal digits of the histograms the
+	// percentiles come from: Config.SeriesSigFigs for a series or a merge
+	// of series, Config.SigFigs for an aggregate; 0 when nothing was
+	// recorded.
+	SigFigs int
 }
 
 // SpectrumPercentiles are the percentiles of Summary.Spectrum: the
@@ -417,7 +500,8 @@ func (r *Recorder) Summary() []Summary {
 
 // Merged returns one Summary over every key for which filter returns true
 // (nil means all), e.g. all quiet tenants of a class. Histograms are merged,
-// not their percentiles. Tenant and Class are 0 and "".
+// not their percentiles, at Config.SeriesSigFigs: an Aggregate of the same
+// keys has Config.SigFigs. Tenant and Class are 0 and "".
 func (r *Recorder) Merged(filter func(tenant int, class string) bool) Summary {
 	var picked []*series
 	for _, s := range r.all() {
@@ -434,6 +518,55 @@ func (r *Recorder) Merged(filter func(tenant int, class string) bool) Summary {
 		}
 	}()
 	return summarize(Key{}, picked)
+}
+
+// Aggregate returns the Summary of the aggregate named name
+// (Config.Aggregates), recorded at Config.SigFigs; false when the Recorder
+// has no aggregate of that name. Tenant and Class are 0 and "". Like
+// Summary's, it is kept until the next result is recorded.
+func (r *Recorder) Aggregate(name string) (Summary, bool) {
+	a := r.aggs[name]
+	if a == nil {
+		return Summary{}, false
+	}
+	r.sumMu.Lock()
+	v := r.version.Load()
+	if m, ok := r.aggSums[name]; ok && m.at == v+1 {
+		r.sumMu.Unlock()
+		return m.sum, true
+	}
+	r.sumMu.Unlock()
+	a.mu.Lock()
+	sum := summarize(Key{}, []*series{a})
+	a.mu.Unlock()
+	r.sumMu.Lock()
+	if r.aggSums == nil {
+		r.aggSums = map[string]memo{}
+	}
+	r.aggSums[name] = memo{at: v + 1, sum: sum}
+	r.sumMu.Unlock()
+	return sum, true
+}
+
+// AggregateIntervals returns the interval snapshots of the aggregate named
+// name, sorted by tick, at Config.SigFigs (as MergedIntervals of its series
+// would, at theirs); false when the Recorder has no aggregate of that name.
+// The last one may still be growing. A result recorded after one that
+// ended in a later interval goes into the aggregate's open interval, as in
+// a series: results recorded out of order at an interval's edge may fall in
+// the next interval of the aggregate where their series kept them.
+func (r *Recorder) AggregateIntervals(name string) ([]IntervalSnapshot, bool) {
+	a := r.aggs[name]
+	if a == nil {
+		return nil, false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := slices.Clone(a.closed)
+	if a.cur != nil {
+		out = append(out, r.finish(*a.cur, false))
+	}
+	return out, true
 }
 
 // memo is a Summary of one version.
@@ -514,6 +647,7 @@ func summarize(k Key, ss []*series) Summary {
 	if lat == nil || sum.Count == 0 {
 		return sum
 	}
+	sum.SigFigs = int(lat.SignificantFigures())
 	p := lat.ValueAtPercentilesSlice([]float64{50, 90, 99, 99.9})
 	// A percentile is its bucket's highest equivalent value, which may lie
 	// just above the exact maximum: cap it there.
@@ -583,8 +717,9 @@ func (r *Recorder) Intervals() []IntervalSnapshot {
 }
 
 // MergedIntervals merges, tick by tick, the snapshots of the keys for which
-// filter returns true (nil means all): their histograms are merged and their
-// counts added. Tenant and Class are 0 and "".
+// filter returns true (nil means all): their histograms are merged (at
+// Config.SeriesSigFigs) and their counts added. Tenant and Class are 0 and
+// "".
 func (r *Recorder) MergedIntervals(filter func(tenant int, class string) bool) []IntervalSnapshot {
 	byTick := map[int64]*IntervalSnapshot{}
 	for _, iv := range r.Intervals() {
@@ -593,7 +728,7 @@ func (r *Recorder) MergedIntervals(filter func(tenant int, class string) bool) [
 		}
 		m := byTick[iv.Tick]
 		if m == nil {
-			m = &IntervalSnapshot{Tick: iv.Tick, Start: iv.Start, hist: r.newHist()}
+			m = &IntervalSnapshot{Tick: iv.Tick, Start: iv.Start, hist: r.newHist(r.cfg.SeriesSigFigs)}
 			byTick[iv.Tick] = m
 		}
 		m.hist.Merge(iv.hist)

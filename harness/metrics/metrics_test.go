@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -130,7 +132,7 @@ func TestRecorderOutcomes(t *testing.T) {
 	one := got[0]
 	want := metrics.Summary{Tenant: 1, Class: "interactive", Count: 6, Errors: 3,
 		ErrorsByClass: map[string]int64{"rejected": 2, "other": 1}, Dropped: 1, Incomplete: 2,
-		Max: 900 * ms, Mean: (3*ms + 3*ms + 900*ms + 800*ms) / 6, ServiceMax: 700 * ms}
+		Max: 900 * ms, Mean: (3*ms + 3*ms + 900*ms + 800*ms) / 6, ServiceMax: 700 * ms, SigFigs: 3}
 	// Six samples: the p99's interval has no upper bound (Hi is the
 	// largest sample), its lower bound is the 5th sample.
 	if ci := one.P99CI; ci.HiBounded || !ci.LoBounded || ci.LoRank != 5 || ci.Hi != 900*ms || !within(ci.Lo, 800*ms) {
@@ -424,4 +426,147 @@ func BenchmarkReserve(b *testing.B) {
 		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "bytes/series")
 		runtime.KeepAlive(rec)
 	}
+}
+
+// spread returns n latencies spread over 1 ms .. 100 ms, log-uniform in
+// a fixed order that is not sorted.
+func spread(n int) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		j := (i * 7919) % n // a permutation: 7919 is prime and no n here is its multiple
+		out[i] = time.Duration(float64(time.Millisecond) * math.Pow(100, float64(j)/float64(n)))
+	}
+	return out
+}
+
+// TestAggregateKeepsSigFigs: with the series at 2 significant digits, an
+// aggregate of them holds what a merge of 3-digit series held (the same
+// percentiles, spectrum, confidence interval and interval series), while
+// each series and a merge of them are at 2 digits; Add feeds aggregates
+// as Record does.
+func TestAggregateKeepsSigFigs(t *testing.T) {
+	quiet := func(tenant int, class string) bool { return tenant != 1 && class == "page" }
+	coarse := newRecorder(t, metrics.Config{SeriesSigFigs: metrics.TenantSigFigs,
+		Aggregates: []metrics.Aggregate{{Name: "quiet", In: quiet}, {Name: "all"}}})
+	fine := newRecorder(t, metrics.Config{})
+	coarse.Reserve(metrics.Key{Tenant: 7, Class: "page"}) // reserved before any result: in the aggregate all the same
+	lats := spread(20_000)
+	for i, d := range lats {
+		// Recorded in the order they end, as a run records them: each
+		// goes in the same interval of its series and of the aggregate.
+		end := 100*time.Millisecond + time.Duration(i)*time.Millisecond
+		res := result(1+i%200, []string{"page", "report"}[i%3/2], end-d, d/10, d-d/10, nil)
+		coarse.Record(res)
+		fine.Record(res)
+	}
+	want := fine.Merged(quiet)
+	got, ok := coarse.Aggregate("quiet")
+	if !ok {
+		t.Fatal(`Aggregate("quiet") not found`)
+	}
+	if want.SigFigs != 3 || got.SigFigs != 3 {
+		t.Errorf("SigFigs: aggregate %d, 3-digit merge %d, want 3", got.SigFigs, want.SigFigs)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("aggregate\n got %+v\nwant %+v (the merge of 3-digit series)", got, want)
+	}
+	merged := coarse.Merged(quiet)
+	if merged.SigFigs != 2 || merged.Count != want.Count {
+		t.Errorf("Merged of 2-digit series: SigFigs %d count %d, want 2 and %d", merged.SigFigs, merged.Count, want.Count)
+	}
+	// The exact p99 of the quiet ops: the aggregate is within 0.1% of it.
+	var quietLats []time.Duration
+	for i, d := range lats {
+		if quiet(1+i%200, []string{"page", "report"}[i%3/2]) {
+			quietLats = append(quietLats, d)
+		}
+	}
+	slices.Sort(quietLats)
+	exact := quietLats[int(math.Ceil(0.99*float64(len(quietLats))))-1]
+	if !within(got.P99, exact) {
+		t.Errorf("aggregate p99 %v, exact %v: not within 0.1%%", got.P99, exact)
+	}
+	for _, s := range coarse.Summary() {
+		if s.SigFigs != 2 {
+			t.Fatalf("series %d/%s SigFigs %d, want 2", s.Tenant, s.Class, s.SigFigs)
+		}
+	}
+	if all, _ := coarse.Aggregate("all"); all.Count != int64(len(lats)) {
+		t.Errorf(`Aggregate("all") count %d, want %d`, all.Count, len(lats))
+	}
+	if _, ok := coarse.Aggregate("nope"); ok {
+		t.Error(`Aggregate("nope") found`)
+	}
+	ivs, _ := coarse.AggregateIntervals("quiet")
+	if wantIvs := fine.MergedIntervals(quiet); len(ivs) == 0 || !reflect.DeepEqual(ivFigures(ivs), ivFigures(wantIvs)) {
+		t.Errorf("aggregate intervals %d, want the %d of the 3-digit merge, the same figures", len(ivs), len(wantIvs))
+	}
+
+	// Add: the fine recorder's series into a coarse one with an aggregate.
+	added := newRecorder(t, metrics.Config{SeriesSigFigs: 2, Aggregates: []metrics.Aggregate{{Name: "quiet", In: quiet}}})
+	for _, e := range fine.Export() {
+		if err := added.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := added.Aggregate("quiet"); !reflect.DeepEqual(got, want) {
+		t.Errorf("aggregate after Add\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestSeriesBucketsBounded: a series of 10,000 distinct latencies over
+// 1..100 ms populates at most 128 buckets per doubling at 2 significant
+// digits, where at 3 nearly every latency has a bucket of its own.
+func TestSeriesBucketsBounded(t *testing.T) {
+	k := metrics.Key{Tenant: 3, Class: "c"}
+	populated := func(figs int) int32 {
+		rec := newRecorder(t, metrics.Config{SeriesSigFigs: figs, Interval: -1})
+		for i, d := range spread(10_000) {
+			rec.Record(result(k.Tenant, k.Class, time.Duration(i), 0, d, nil))
+		}
+		return rec.LatencyHistogram(k).Populated()
+	}
+	bound := int32(128 * math.Ceil(math.Log2(100)+1))
+	if n := populated(metrics.TenantSigFigs); n > bound {
+		t.Errorf("2 digits: %d buckets populated, want ≤ %d", n, bound)
+	}
+	if n := populated(3); n < 5000 {
+		t.Errorf("3 digits: %d buckets populated, want ≥ 5000 (distinct latencies)", n)
+	}
+}
+
+// TestAggregateConfigErrors: bad SeriesSigFigs and aggregate names are
+// ErrInvalid naming the field.
+func TestAggregateConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  metrics.Config
+		want string
+	}{
+		{"series finer than aggregates", metrics.Config{SeriesSigFigs: 4}, "SeriesSigFigs 4"},
+		{"negative series digits", metrics.Config{SigFigs: 2, SeriesSigFigs: -1}, "SeriesSigFigs -1"},
+		{"unnamed aggregate", metrics.Config{Aggregates: []metrics.Aggregate{{}}}, "Aggregates[0]: Name is empty"},
+		{"duplicate aggregate", metrics.Config{Aggregates: []metrics.Aggregate{{Name: "a"}, {Name: "a"}}}, `Aggregates[1]: Name "a"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := metrics.New(tc.cfg)
+			if !errors.Is(err, metrics.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New: %v, want ErrInvalid naming %q", err, tc.want)
+			}
+		})
+	}
+	if c := newRecorder(t, metrics.Config{SigFigs: 4}).Config(); c.SeriesSigFigs != 4 {
+		t.Errorf("SeriesSigFigs 0 with SigFigs 4 gives %d, want 4", c.SeriesSigFigs)
+	}
+}
+
+// ivFigures returns the figures of every snapshot (not the histograms'
+// internal layout).
+func ivFigures(ivs []metrics.IntervalSnapshot) []metrics.IntervalSnapshot {
+	out := make([]metrics.IntervalSnapshot, len(ivs))
+	for i, iv := range ivs {
+		out[i] = metrics.IntervalSnapshot{Tick: iv.Tick, Start: iv.Start, Count: iv.Count,
+			Errors: iv.Errors, Dropped: iv.Dropped, Incomplete: iv.Incomplete, P50: iv.P50, P99: iv.P99, Max: iv.Max}
+	}
+	return out
 }

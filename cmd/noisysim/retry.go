@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/noisysim/noisysim/harness"
+	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
+)
+
+// maxRetries bounds --retry-disturbed: a machine disturbed through eleven
+// runs in a row will not be quiet for the twelfth.
+const maxRetries = 10
+
+// attemptDir is where attempt k's reports go under out (out/attempt-k).
+func attemptDir(out string, k int) string {
+	return filepath.Join(out, "attempt-"+strconv.Itoa(k))
+}
+
+// retried is a run of noisysim run --retry-disturbed: how it ran sc (the
+// same seed every time), where the attempts before the last one write
+// their reports, and where it says each of them.
+type retried struct {
+	retries int    // --retry-disturbed: the runs after the first at most
+	out     string // the run's --out ("" none): earlier attempts go to out/attempt-K
+	// label prefixes each attempt's line, e.g. "run 2/5 " in a --repeat
+	// series; before, when not nil, is called before a line is written
+	// (to end a progress display).
+	label  string
+	before func()
+	w      io.Writer
+}
+
+// run runs sc through the engine, and again with the same seed while it
+// fails on a window the machine disturbed (harness.RetryOf) and retries
+// remain. An earlier attempt's reports go to out/attempt-K, its service
+// logs with them, and it is said in one line. It returns the last
+// attempt's report and error; with retries, the report lists every
+// attempt (Report.Attempts). An attempt that ends in an error (an
+// interruption) ends the series there: its report, if any, lists the
+// attempts before it.
+func (t retried) run(ctx context.Context, sc *scenario.Scenario, opts harness.Options) (*reports.Report, error) {
+	var attempts []reports.Attempt
+	for k := 1; ; k++ {
+		rep, err := harness.Run(ctx, sc, opts)
+		if rep != nil {
+			rep.Version = version()
+		}
+		if t.retries == 0 || rep == nil {
+			return rep, err
+		}
+		if err != nil {
+			rep.Attempts = attempts
+			return rep, err
+		}
+		r := harness.RetryOf(rep, opts.Only)
+		at := attemptOf(k, rep, r)
+		attempts = append(attempts, at)
+		rep.Attempts = attempts
+		if rep.Passed || !r.Again() || k > t.retries {
+			return rep, nil
+		}
+		at.Retried = true
+		if t.out != "" {
+			at.Reports = attemptDir(t.out, k)
+		}
+		attempts[len(attempts)-1] = at
+		if t.out != "" {
+			if err := writeAttempt(at.Reports, opts.ServiceLogDir, rep); err != nil {
+				return nil, err
+			}
+		}
+		if t.before != nil {
+			t.before()
+		}
+		where := ""
+		if at.Reports != "" {
+			where = "; reports in " + at.Reports
+		}
+		fmt.Fprintf(t.w, "%s%s; running it again (%d of %d retries)%s\n", t.label, at.Line(), k, t.retries, where)
+		if err := ctx.Err(); err != nil {
+			// Interrupted between two attempts: the last one's reports
+			// are written, the next is not started.
+			return nil, fmt.Errorf("interrupted before attempt %d: %w", k+1, err)
+		}
+	}
+}
+
+// attemptOf is attempt k of a series, whose report is rep and whose
+// retry decision is r.
+func attemptOf(k int, rep *reports.Report, r harness.Retry) reports.Attempt {
+	at := reports.Attempt{Attempt: k, Seed: rep.Seed, Passed: rep.Passed}
+	if !rep.Passed {
+		at.Failed = r.Failed
+	}
+	judged := map[string]bool{}
+	for _, w := range r.Disturbed {
+		judged[w.Window] = true
+	}
+	for _, w := range rep.Machine.Disturbed() {
+		at.Disturbed = append(at.Disturbed, reports.DisturbedWindow{Window: w.Window, Why: rep.Machine.Why(w), Judged: judged[w.Window]})
+	}
+	return at
+}
+
+// writeAttempt writes an earlier attempt's reports into dir, and moves the
+// service logs it wrote into logDir (the run's --out) there too, so the
+// next attempt's do not replace them; the report names them where they
+// went. Nothing existing is overwritten.
+func writeAttempt(dir, logDir string, rep *reports.Report) error {
+	for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+			return fmt.Errorf("write attempt: %s holds a report already; noisysim does not overwrite it", filepath.Join(dir, name))
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write attempt: %w", err)
+	}
+	if logDir != "" {
+		moved := map[string]string{}
+		logs, _ := filepath.Glob(filepath.Join(logDir, "service-*.log"))
+		for _, from := range logs {
+			to := filepath.Join(dir, filepath.Base(from))
+			if _, err := os.Lstat(to); err == nil {
+				return fmt.Errorf("write attempt: %s exists; noisysim does not overwrite it", to)
+			}
+			if err := os.Rename(from, to); err != nil {
+				return fmt.Errorf("write attempt: %w", err)
+			}
+			moved[from] = to
+		}
+		for i := range rep.Configurations {
+			if s := rep.Configurations[i].Service; s != nil {
+				logs := append([]string(nil), s.Logs...)
+				for j, l := range logs {
+					if to, ok := moved[l]; ok {
+						logs[j] = to
+					}
+				}
+				cp := *s
+				cp.Logs = logs
+				rep.Configurations[i].Service = &cp
+			}
+		}
+	}
+	return writeReports(dir, rep)
+}
+
+// checkRetries returns a usage error if --retry-disturbed n is out of
+// range or cannot go with the other flags.
+func checkRetries(n int, segment, trace bool) error {
+	switch {
+	case n < 0 || n > maxRetries:
+		return usagef("run: --retry-disturbed %d: want 0..%d (the runs after the first at most)", n, maxRetries)
+	case n > 0 && segment:
+		return usagef("run: --retry-disturbed runs the whole scenario again: not with --segment (the verdict is noisysim merge's)")
+	case n > 0 && trace:
+		return usagef("run: --trace records one run: not with --retry-disturbed")
+	}
+	return nil
+}
+
+// retriesWords says a --repeat series' retries, e.g. "2 runs retried on
+// a disturbed machine (3 more attempts); 1 failed on a disturbed machine
+// in every attempt".
+func retriesWords(runs []repeatRun) string {
+	n, extra, every := 0, 0, 0
+	for _, r := range runs {
+		if r.attempts > 1 {
+			n++
+			extra += r.attempts - 1
+		}
+		if r.disturbedEvery {
+			every++
+		}
+	}
+	return fmt.Sprintf("%s retried on a disturbed machine (%s more); %d failed on a disturbed machine in every attempt",
+		reports.Plural(n, "run"), reports.Plural(extra, "attempt"), every)
+}
