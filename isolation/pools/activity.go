@@ -110,5 +110,5 @@ func Housekeeping(query string) bool {
 	case tagSQL, tagLocalSQL, resetSQL:
 		return true
 	}
-	return slices.Contains(queryReset, query)
+	return slices.Contains(queryReset, query) || slices.Contains(resetCommands, query)
 }

@@ -3,10 +3,12 @@ package pools
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/noisysim/noisysim/harness/backend"
@@ -200,3 +202,143 @@ ANALYZE bench_orders`
 
 // lookupSQL is the data set's point lookup (the lookup query) on it.
 const lookupSQL = "SELECT id, created_at, amount, status, customer FROM bench_orders WHERE tenant_id = $1 AND id = $2"
+
+// BenchmarkQueryReset measures what Query's reset costs and each of its
+// commands: "SELECT 1" through Stack.Query with its reset (queryReset),
+// with the eight commands of resetCommands instead, with the eight minus
+// each one in turn, and with no reset; the same flights sent straight on a
+// pgconn (tag, statement and reset, one Sync, no Stack around them); and
+// WithConn with its reset (resetSQL) and with queryReset's commands joined
+// instead. A bare pgxpool pool is the baseline. The variants run in turn
+// in blocks of 50 calls, as in BenchmarkQueryRatio. It reports each
+// variant's median µs per call, its median over the bare pool's, and each
+// command's cost: the eight commands' median minus the median of the
+// seven without it. Only the full resets keep the guarantees.
+func BenchmarkQueryReset(b *testing.B) {
+	c := localtest.Start(b, backend.Spec{})
+	primary, _ := backend.First(c, backend.RolePrimary)
+	ctx := context.Background()
+
+	bare, err := pgxpool.New(ctx, primary.DSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bare.Close()
+	type variant struct {
+		name string
+		call func() error
+	}
+	variants := []variant{{"pgxpool", func() error { _, err := bare.Exec(ctx, "SELECT 1"); return err }}}
+	withReset := func(name string, reset []string) {
+		s, err := New(ctx, onePool(primary.DSN(), 1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(s.Close)
+		s.queryReset = reset
+		variants = append(variants, variant{name, func() error { _, err := s.Query(ctx, Interactive, "t", "SELECT 1"); return err }})
+	}
+	withReset("query", queryReset)
+	withReset("query-unfolded", resetCommands)
+	withReset("query-noreset", nil)
+	for i, r := range resetCommands {
+		withReset("query-minus-"+resetShort[r], slices.Delete(slices.Clone(resetCommands), i, i+1))
+	}
+	// WithConn's reset: the commands joined in one simple-protocol query.
+	withConn := func(name string, reset []string) {
+		s, err := New(ctx, onePool(primary.DSN(), 1))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(s.Close)
+		sql := strings.Join(reset, "; ")
+		s.reset = func(ctx context.Context, c *pgx.Conn) error { _, err := c.Exec(ctx, sql); return err }
+		variants = append(variants, variant{name, func() error {
+			_, err := s.WithConn(ctx, Interactive, "t", func(ctx context.Context, conn *pgx.Conn) error {
+				_, err := conn.Exec(ctx, "SELECT 1")
+				return err
+			})
+			return err
+		}})
+	}
+	withConn("withconn", resetCommands)
+	withConn("withconn-folded", queryReset)
+
+	// The flights alone: one connection, every statement prepared.
+	conn, err := pgx.Connect(ctx, primary.DSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	prep := func(qs ...string) []*pgconn.StatementDescription {
+		var sds []*pgconn.StatementDescription
+		for _, q := range qs {
+			sd, err := conn.Prepare(ctx, q, q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sds = append(sds, sd)
+		}
+		return sds
+	}
+	head := prep(tagLocalSQL, "SELECT 1")
+	flight := func(name string, reset []string) {
+		sds := prep(reset...)
+		tag := [][]byte{[]byte(TagPrefix + "t")}
+		variants = append(variants, variant{name, func() error {
+			bt := &pgconn.Batch{}
+			bt.ExecStatement(head[0], tag, nil, nil)
+			bt.ExecStatement(head[1], nil, nil, nil)
+			for _, sd := range sds {
+				bt.ExecStatement(sd, nil, nil, nil)
+			}
+			mrr := conn.PgConn().ExecBatch(ctx, bt)
+			for mrr.NextResult() {
+				if _, err := mrr.ResultReader().Close(); err != nil {
+					return err
+				}
+			}
+			return mrr.Close()
+		}})
+	}
+	flight("flight", queryReset)
+	flight("flight-unfolded", resetCommands)
+	flight("flight-noreset", nil)
+
+	const block = 50
+	times := make([][]time.Duration, len(variants))
+	for b.Loop() {
+		for i, v := range variants {
+			for range block {
+				t0 := time.Now()
+				if err := v.call(); err != nil {
+					b.Fatal(err)
+				}
+				times[i] = append(times[i], time.Since(t0))
+			}
+		}
+	}
+	med := map[string]time.Duration{}
+	for i, v := range variants {
+		d := slices.Clone(times[i])
+		slices.Sort(d)
+		med[v.name] = d[len(d)/2]
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	for _, v := range variants {
+		b.ReportMetric(us(med[v.name]), v.name+"-µs")
+		if v.name != "pgxpool" {
+			b.ReportMetric(float64(med[v.name])/float64(med["pgxpool"]), v.name+"/pgxpool")
+		}
+	}
+	for _, r := range resetCommands {
+		b.ReportMetric(us(med["query-unfolded"]-med["query-minus-"+resetShort[r]]), "cost-"+resetShort[r]+"-µs")
+	}
+}
+
+// resetShort names each of resetCommands in benchmark metrics.
+var resetShort = map[string]string{
+	"RESET ALL": "reset-all", "CLOSE ALL": "close-all", "SET SESSION AUTHORIZATION DEFAULT": "session-auth",
+	"RESET ROLE": "reset-role", "UNLISTEN *": "unlisten", "SELECT pg_advisory_unlock_all()": "unlock-all",
+	"DISCARD TEMP": "discard-temp", "DISCARD SEQUENCES": "discard-seq",
+}

@@ -759,12 +759,26 @@ func setTag(ctx context.Context, c *pgx.Conn, tenant string) error {
 	return err
 }
 
-// resetSQL restores the session to its state at login: what DISCARD ALL
-// does except DEALLOCATE ALL and DISCARD PLANS, so pgx's prepared-statement
-// cache stays valid. RESET ALL brings back the role's ALTER ROLE settings
-// and the startup application_name (the pool's AppName). It is
-// queryReset's commands in one string, in the same order.
-var resetSQL = strings.Join(queryReset, "; ")
+// resetCommands restore the session to its state at login: what DISCARD
+// ALL does except DEALLOCATE ALL and DISCARD PLANS, so pgx's
+// prepared-statement cache stays valid, and RESET ROLE. RESET ALL brings
+// back the role's ALTER ROLE settings and the startup application_name
+// (the pool's AppName); it comes first, so that no setting the borrower
+// changed (statement_timeout, lock_timeout) applies to the rest. Each
+// undoes a kind of session state no other does (TestResetEachCommandNeeded)
+// but RESET ROLE: on PostgreSQL 15, SET SESSION AUTHORIZATION DEFAULT also
+// brings back the role at login (TestResetRestoresLoginRole). RESET ROLE
+// stays as PostgreSQL documents the way back to that role; in queryReset
+// it costs nothing.
+var resetCommands = []string{
+	"RESET ALL", "CLOSE ALL", "SET SESSION AUTHORIZATION DEFAULT", "RESET ROLE",
+	"UNLISTEN *", "SELECT pg_advisory_unlock_all()", "DISCARD TEMP", "DISCARD SEQUENCES",
+}
+
+// resetSQL is WithConn's reset: resetCommands in one simple-protocol
+// query. Parsed and planned on every call, the separate commands cost less
+// there than queryReset's SELECT of three functions (BenchmarkQueryReset).
+var resetSQL = strings.Join(resetCommands, "; ")
 
 func resetSession(ctx context.Context, c *pgx.Conn) error {
 	_, err := c.Exec(ctx, resetSQL) // no arguments: one simple-protocol round trip
@@ -806,14 +820,18 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, resetDone bool) 
 	conn.Release()
 }
 
-// queryReset is the session reset, one command each: Query runs them
-// after its statement, in the statement's transaction, each prepared once
-// per connection (prepareReset); resetSQL joins them for WithConn's reset.
-// RESET ALL comes first, so that no setting the borrower changed
-// (statement_timeout, lock_timeout) applies to the rest.
+// queryReset is resetCommands as Query runs them after its statement, in
+// the statement's transaction, each prepared once per connection
+// (prepareReset): SET SESSION AUTHORIZATION DEFAULT, RESET ROLE and the
+// advisory unlock go in one SELECT. set_config with a NULL value resets a
+// setting as SET ... DEFAULT and RESET do (the same call of PostgreSQL's
+// set_config_option, to the value at login), so the SELECT does what the
+// three commands do with one Bind and Execute instead of three, each with
+// its own Describe for the two that return no rows.
 var queryReset = []string{
-	"RESET ALL", "CLOSE ALL", "SET SESSION AUTHORIZATION DEFAULT", "RESET ROLE",
-	"UNLISTEN *", "SELECT pg_advisory_unlock_all()", "DISCARD TEMP", "DISCARD SEQUENCES",
+	"RESET ALL", "CLOSE ALL",
+	"SELECT set_config('session_authorization', NULL, false), set_config('role', NULL, false), pg_advisory_unlock_all()",
+	"UNLISTEN *", "DISCARD TEMP", "DISCARD SEQUENCES",
 }
 
 // resetPreparedKey holds, in a connection's CustomData, the set of Query's
