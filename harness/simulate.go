@@ -429,7 +429,7 @@ func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibr
 		rt := routes[cl.IsolationClass]
 		class := sim.Class{Limiter: rt.limiter, Pools: rt.pools, Nodes: rt.nodes, Place: t.place,
 			Service: cal.samplers[cl.Name], Overhead: cal.overhead[cl.Name], Timeout: rt.timeout}
-		if f, ok := cal.rows[cl.Name]; ok && len(r.sc.Data.Setup) == 0 && r.sc.Data.Orders > 0 {
+		if f, ok := cal.rows[cl.Name]; ok && r.sc.Data.Builtin() && r.sc.Data.Orders > 0 {
 			tenants, orders := r.pop.Tenants, float64(r.sc.Data.Orders)
 			class.Scale = func(tenant int) float64 {
 				if tenant < 1 || tenant > len(tenants) {
@@ -833,14 +833,15 @@ const (
 // tenants (weights: calls). ref is the rows of the tenants whose baseline
 // calls the sampler was drawn from, weighted by those calls. ok is false
 // for a data set of the user's own (data.setup), when the bounds above are
-// not met, or without such calls.
-func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f rowsFit, r2 float64, tenants int, ok bool) {
-	if len(calSc.Data.Setup) > 0 || calSc.Data.Orders <= 0 {
-		return f, 0, 0, false
+// not met, or without such calls: why then says which, and is empty
+// for a fit.
+func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f rowsFit, r2 float64, tenants int, why string) {
+	if !calSc.Data.Builtin() || calSc.Data.Orders <= 0 {
+		return f, 0, 0, "the calibration ran on a data set of its own (data.setup or data.existing)"
 	}
 	pop, err := population(calSc)
 	if err != nil {
-		return f, 0, 0, false
+		return f, 0, 0, fmt.Sprintf("the calibration's tenants: %v", err)
 	}
 	rowsOf := func(tenant string) (float64, bool) {
 		id, err := strconv.Atoi(tenant)
@@ -865,7 +866,7 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 		}
 	}
 	if len(best) < minRowsTenants {
-		return f, 0, len(best), false
+		return f, 0, len(best), fmt.Sprintf("%d of the calibration's tenants (fewer than %d) had %s calls that ended without error in the judged window, with database time", len(best), minRowsTenants, class)
 	}
 	var sw, sx, sy float64
 	for _, p := range best {
@@ -879,7 +880,7 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 		syy += p.w * (p.y - my) * (p.y - my)
 	}
 	if sxx <= 0 || syy <= 0 || sxy <= 0 {
-		return f, 0, len(best), false
+		return f, 0, len(best), fmt.Sprintf("the database time per call of %d tenants does not grow with their rows", len(best))
 	}
 	f.b = sxy / sxx
 	f.a = my - f.b*mx
@@ -896,8 +897,11 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 	for _, p := range best {
 		lo, hi = min(lo, p.x), max(hi, p.x)
 	}
-	if r2 < minRowsR2 || f.a+f.b*hi < minRowsGrowth*(f.a+f.b*lo) {
-		return f, r2, len(best), false
+	if r2 < minRowsR2 {
+		return f, r2, len(best), fmt.Sprintf("R² %.2f on %d tenants, below %g", r2, len(best), minRowsR2)
+	}
+	if f.a+f.b*hi < minRowsGrowth*(f.a+f.b*lo) {
+		return f, r2, len(best), fmt.Sprintf("%.3g ms per call at %.0f rows, %.3g ms at %.0f: less than %g× growth", f.a+f.b*lo, lo, f.a+f.b*hi, hi, minRowsGrowth)
 	}
 	var cw, cx float64
 	for _, cfg := range rep.Configurations {
@@ -908,10 +912,51 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 		}
 	}
 	if cw == 0 || f.a+f.b*cx/cw <= 0 {
-		return f, r2, len(best), false
+		return f, r2, len(best), fmt.Sprintf("no %s calls of known tenants in the calibration's solo rows, whose mix the draws stand for", class)
 	}
 	f.ref = cx / cw
-	return f, r2, len(best), true
+	return f, r2, len(best), ""
+}
+
+// calibrationScenario returns the scenario rep, a calibration report, ran:
+// its scenario file (Report.File) when it is readable here and of rep's
+// scenario, else sc at rep's seed when that gives rep's schedule_hash (the
+// same tenants, shares, rates and seed), else nil and why.
+func calibrationScenario(rep *reports.Report, sc *scenario.Scenario, cal *Calibration) (*scenario.Scenario, string) {
+	if rep.File != "" {
+		if f, err := scenario.Load(rep.File); err == nil && f.Name == rep.Scenario {
+			return f, ""
+		}
+	}
+	c := sc.WithSeed(rep.Seed)
+	if rep.ScheduleHash != "" && scheduleHash(c, cal) == rep.ScheduleHash {
+		return c, ""
+	}
+	return nil, fmt.Sprintf("the calibration's scenario file %q is not readable here and the simulated scenario at its seed %d has another schedule, so the calibration's tenants' rows are not known",
+		rep.File, rep.Seed)
+}
+
+// scheduleHash is the schedule_hash a run of sc would have with its
+// calibrated classes' rates set from cal, as Simulate sets them; "" when
+// sc cannot be planned.
+func scheduleHash(sc *scenario.Scenario, cal *Calibration) string {
+	r := &runner{sc: sc, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if err := r.plan(); err != nil {
+		return ""
+	}
+	rates := map[string]float64{}
+	for name, pool := range calibrationPools(sc) {
+		c, _ := sc.Class(name)
+		if w := cal.wall[name]; c != nil && w > 0 {
+			rates[name] = c.LoadFactor * float64(pool.size) / w.Seconds()
+		}
+	}
+	if len(rates) > 0 {
+		if err := r.schedule(rates); err != nil {
+			return ""
+		}
+	}
+	return r.hash
 }
 
 // Calibrate reads the service-time distribution of each of sc's classes from
@@ -1089,24 +1134,40 @@ func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (
 	}
 	cal.interference, cal.interferenceFrom, cal.targets = fitInterference(rep, sc, machine, kOf)
 	// Work that grows with the tenant's rows, fitted on the calibration's
-	// own tenants (its scenario file when readable here, else the
-	// simulated scenario's tenants and data stand for them).
-	calSc := sc
-	if rep.File != "" {
-		if loaded, err := scenario.Load(rep.File); err == nil {
-			calSc = loaded
-		}
-	}
+	// own tenants: its scenario file when readable here, else the
+	// simulated scenario at the calibration's seed when that is the
+	// schedule the calibration ran (the same tenants and shares). Without
+	// either the calibration's tenants' rows are not known, and another
+	// scenario's shares (a sweep point's dominant_share) would put each
+	// tenant's measured time at rows it did not hold.
 	cal.rows = map[string]rowsFit{}
+	var calSc *scenario.Scenario
+	var noFit string
 	for _, c := range sc.Classes {
 		if _, quiet := sums[c.Name]; !quiet || c.Senders == scenario.SendersDominant {
 			continue
 		}
-		if f, r2, tenants, ok := fitRows(rep, calSc, c.Name); ok {
-			cal.rows[c.Name] = f
-			cal.source[c.Name] += fmt.Sprintf("; each call scaled by its tenant's rows: (%.3g ms + %.3g ms per 1,000 rows) over the same at %.0f rows (the calibration's mix), fitted on %d tenants' database time per call (R² %.2f)",
-				f.a, 1000*f.b, f.ref, tenants, r2)
+		if calSc == nil && noFit == "" {
+			switch {
+			case !sc.Data.Builtin():
+				noFit = "the simulated data set is the scenario's own (data.setup or data.existing): its rows per tenant are not known"
+			case sc.Data.Orders <= 0:
+				noFit = "the simulated scenario has no data.orders"
+			default:
+				calSc, noFit = calibrationScenario(rep, sc, cal)
+			}
 		}
+		f, r2, tenants, why := rowsFit{}, 0.0, 0, noFit
+		if calSc != nil {
+			f, r2, tenants, why = fitRows(rep, calSc, c.Name)
+		}
+		if why != "" {
+			cal.source[c.Name] += "; drawn the same for every tenant (no fit to the tenant's rows: " + why + ")"
+			continue
+		}
+		cal.rows[c.Name] = f
+		cal.source[c.Name] += fmt.Sprintf("; each call scaled by its tenant's rows: (%.3g ms + %.3g ms per 1,000 rows) over the same at %.0f rows (the calibration's mix), fitted on %d tenants' database time per call (R² %.2f)",
+			f.a, 1000*f.b, f.ref, tenants, r2)
 	}
 	if len(missing) > 0 {
 		var in []string

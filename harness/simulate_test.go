@@ -415,6 +415,12 @@ func TestSimulateWorkGrowsWithRows(t *testing.T) {
 			reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 20, DBTime: 20 * msPerRow * rows(id)},
 			reports.TenantRow{Tenant: strconv.Itoa(id), Class: "lookup", Count: 100, DBTime: 100 * 1.5})
 	}
+	// The calibration ran this scenario at its seed: the same schedule.
+	ran, err := harness.Simulate(context.Background(), sc.WithSeed(cal.Seed), harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal.ScheduleHash = ran.ScheduleHash
 	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -435,5 +441,121 @@ func TestSimulateWorkGrowsWithRows(t *testing.T) {
 				t.Errorf("tenant 1's reports: p50 %.1f ms, want about %.0f ms (its rows), not the quiet mix's %.1f ms", row.P50, want, ref)
 			}
 		}
+	}
+}
+
+// TestSimulateRowsFitNeedsCalibrationTenants: the rows fit places each
+// calibration tenant's measured time at the rows it held in the
+// calibration run. A scenario at another dominant_share (a sweep point)
+// whose calibration file is not readable here has other shares: it is
+// not fitted on them but drawn the same for every tenant, and the class's
+// line says why; with the calibration's file readable, it is fitted on the
+// calibration's tenants and scaled to the simulated tenant's rows. A
+// simulated data set of the scenario's own (data.setup) is never said to
+// be scaled.
+func TestSimulateRowsFitNeedsCalibrationTenants(t *testing.T) {
+	base := strings.Replace(simScenario, "{name: report, isolation_class: heavy, query: report, load_factor: 3, senders: dominant}",
+		"{name: report, isolation_class: heavy, query: report, rate: 2}", 1)
+	base = strings.Replace(base, "tenants: {count: 20, dominant_share: 0.6}", "tenants: {count: 20, dominant_share: 0.6}\ndata: {orders: 10000}", 1)
+	calText := strings.Replace(base, "seed: 5", "seed: 4", 1)
+	calSc, err := scenario.Parse([]byte(calText), "cal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 20, DominantShare: 0.6}, calSc.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const msPerRow = 0.01
+	rows := func(id int) float64 { return pop.Tenants[id-1].Share * 10000 }
+	cal := calibrationReport()
+	cal.Calibrations = nil
+	cal.Dominant = "1"
+	c := &cal.Configurations[0]
+	var cw, cx float64
+	for id := 2; id <= 5; id++ {
+		c.Solo = append(c.Solo, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 10})
+		cw, cx = cw+10, cx+10*rows(id)
+	}
+	ref := msPerRow * cx / cw
+	var ps []reports.Percentile
+	for _, p := range []float64{0, 50, 99, 100} {
+		ps = append(ps, reports.Percentile{P: p, Ms: ref * (0.95 + p/1000)})
+	}
+	c.SoloQuietAll = append(c.SoloQuietAll, reports.TenantRow{Tenant: reports.QuietAll, Class: "report", Count: 40, Max: ref * 1.05, Percentiles: ps})
+	for id := 1; id <= 5; id++ {
+		c.Tenants = append(c.Tenants, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 20, DBTime: 20 * msPerRow * rows(id)})
+	}
+	ran, err := harness.Simulate(context.Background(), calSc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal.ScheduleHash = ran.ScheduleHash
+
+	point, err := scenario.Parse([]byte(strings.Replace(base, "dominant_share: 0.6", "dominant_share: 0.3", 1)), "point.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	simPop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 20, DominantShare: 0.3}, point.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simulate := func(sc *scenario.Scenario, cal *reports.Report) (from string, p50 float64) {
+		t.Helper()
+		rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range rep.Simulated.Classes {
+			if s.Class == "report" {
+				from = s.From
+			}
+		}
+		for _, cf := range rep.Configurations {
+			for _, row := range cf.Tenants {
+				if cf.Name == "isolated" && row.Tenant == "1" && row.Class == "report" {
+					p50 = row.P50
+				}
+			}
+		}
+		return from, p50
+	}
+
+	cal.File = filepath.Join(t.TempDir(), "missing.yaml")
+	from, p50 := simulate(point, cal)
+	if strings.Contains(from, "scaled by its tenant's rows") || !strings.Contains(from, "drawn the same for every tenant") {
+		t.Errorf("calibration file unreadable, another schedule: report drawn from %q, want drawn the same for every tenant and why", from)
+	}
+	if p50 < 0.8*ref || p50 > 1.25*ref {
+		t.Errorf("calibration file unreadable: tenant 1's reports p50 %.2f ms, want the unscaled mix's %.2f ms", p50, ref)
+	}
+
+	cal.File = filepath.Join(t.TempDir(), "cal.yaml")
+	if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from, p50 = simulate(point, cal)
+	want := msPerRow * simPop.Tenants[0].Share * 10000
+	if !strings.Contains(from, "scaled by its tenant's rows") {
+		t.Errorf("calibration file readable: report drawn from %q, want scaled by its tenant's rows", from)
+	}
+	if p50 < 0.8*want || p50 > 1.25*want {
+		t.Errorf("calibration file readable: tenant 1's reports p50 %.2f ms, want about %.2f ms (its rows at share %.2f)", p50, want, simPop.Tenants[0].Share)
+	}
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "x.sql"), []byte("select 1;"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	own := strings.Replace(calText, "data: {orders: 10000}", "data: {setup: [x.sql]}", 1)
+	for _, q := range []string{"lookup", "report"} {
+		own = strings.Replace(own, "query: "+q, "sql: \"select 1\"", 1)
+	}
+	setup, err := scenario.Parse([]byte(own), filepath.Join(dir, "setup.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from, _ = simulate(setup, cal); strings.Contains(from, "scaled by its tenant's rows") || !strings.Contains(from, "data.setup") {
+		t.Errorf("data.setup: report drawn from %q, want not scaled (its rows per tenant are not known) and why", from)
 	}
 }
