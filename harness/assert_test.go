@@ -48,6 +48,21 @@ func TestQuietP99(t *testing.T) {
 	}
 }
 
+// TestQuietP99SamePhase: a window judged against itself could never fail
+// (factor >= 1): every pair is skipped and says why, none passed.
+func TestQuietP99SamePhase(t *testing.T) {
+	rule := p99Rule{Factor: 1.5, Slack: 5 * time.Millisecond, MinSamples: 50}
+	run := []p99Sample{
+		{Tenant: "2", Class: "lookup", Count: 100, P99: 8 * time.Millisecond},
+		{Tenant: quietAll, Class: "lookup", Count: 400, P99: 7 * time.Millisecond},
+	}
+	for _, a := range quietP99("isolated", rule, "run", "run", run, run) {
+		if !a.Skipped || a.Detail != "window and baseline are the same phase (run): nothing to compare it with" {
+			t.Errorf("tenant %s: skipped %v, detail %q; want skipped, saying the phase is its own baseline", a.Tenant, a.Skipped, a.Detail)
+		}
+	}
+}
+
 func TestCountAssert(t *testing.T) {
 	for _, tc := range []struct {
 		op             string

@@ -24,7 +24,8 @@ const maxTooFew = 200
 // lengthened them), as the run plans it: the seeded schedule's arrivals
 // per pair in the check's window and baseline. It returns nil for a
 // scenario without the check (hot shard), or whose window or baseline
-// lasts until its actions end (until), or whose users set the
+// lasts until its actions end (until), or is the same phase (nothing is
+// judged), or whose users set the
 // pace (load.model closed). Errors wrap scenario.ErrInvalid: check_top
 // cannot be met within MaxSizedPhase.
 func PlanSamples(sc *scenario.Scenario) (*reports.QuietPlan, error) {
@@ -46,6 +47,9 @@ func plansSamples(sc *scenario.Scenario) bool {
 	// A phase with until lasts as long as its actions: its arrivals are
 	// not known before the run.
 	window, baseline := sc.Assertions.QuietP99.QuietWindows()
+	if window == baseline {
+		return false // judged against itself: every pair is skipped
+	}
 	for _, name := range []string{window, baseline} {
 		if p, ok := sc.Phase(name); ok && p.Until != "" {
 			return false
