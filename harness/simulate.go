@@ -919,21 +919,30 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 }
 
 // calibrationScenario returns the scenario rep, a calibration report, ran:
-// its scenario file (Report.File) when it is readable here and of rep's
-// scenario, else sc at rep's seed when that gives rep's schedule_hash (the
-// same tenants, shares, rates and seed), else nil and why.
+// its scenario file (Report.File) when it is readable here, of rep's
+// scenario and, at rep's seed, of rep's schedule_hash (not edited since:
+// the same tenants, shares, rates; a report without a hash is taken at its
+// word), else sc at rep's seed when that gives rep's schedule_hash, else
+// nil and why.
 func calibrationScenario(rep *reports.Report, sc *scenario.Scenario, cal *Calibration) (*scenario.Scenario, string) {
+	file := "is not readable here"
 	if rep.File != "" {
 		if f, err := scenario.Load(rep.File); err == nil && f.Name == rep.Scenario {
-			return f, ""
+			if rep.ScheduleHash == "" {
+				return f, ""
+			}
+			if f = f.WithSeed(rep.Seed); scheduleHash(f, cal) == rep.ScheduleHash {
+				return f, ""
+			}
+			file = "no longer gives the run's schedule (edited since)"
 		}
 	}
 	c := sc.WithSeed(rep.Seed)
 	if rep.ScheduleHash != "" && scheduleHash(c, cal) == rep.ScheduleHash {
 		return c, ""
 	}
-	return nil, fmt.Sprintf("the calibration's scenario file %q is not readable here and the simulated scenario at its seed %d has another schedule, so the calibration's tenants' rows are not known",
-		rep.File, rep.Seed)
+	return nil, fmt.Sprintf("the calibration's scenario file %q %s and the simulated scenario at its seed %d has another schedule, so the calibration's tenants' rows are not known",
+		rep.File, file, rep.Seed)
 }
 
 // scheduleHash is the schedule_hash a run of sc would have with its

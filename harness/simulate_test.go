@@ -450,7 +450,8 @@ func TestSimulateWorkGrowsWithRows(t *testing.T) {
 // whose calibration file is not readable here has other shares: it is
 // not fitted on them but drawn the same for every tenant, and the class's
 // line says why; with the calibration's file readable, it is fitted on the
-// calibration's tenants and scaled to the simulated tenant's rows. A
+// calibration's tenants and scaled to the simulated tenant's rows, unless
+// that file was edited since the run (another schedule). A
 // simulated data set of the scenario's own (data.setup) is never said to
 // be scaled.
 func TestSimulateRowsFitNeedsCalibrationTenants(t *testing.T) {
@@ -541,6 +542,19 @@ func TestSimulateRowsFitNeedsCalibrationTenants(t *testing.T) {
 	}
 	if p50 < 0.8*want || p50 > 1.25*want {
 		t.Errorf("calibration file readable: tenant 1's reports p50 %.2f ms, want about %.2f ms (its rows at share %.2f)", p50, want, simPop.Tenants[0].Share)
+	}
+
+	// The calibration's file edited since the run (another share):
+	// not the tenants the calibration measured.
+	edited := strings.Replace(calText, "dominant_share: 0.6", "dominant_share: 0.3", 1)
+	if err := os.WriteFile(cal.File, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if from, _ = simulate(point, cal); strings.Contains(from, "scaled by its tenant's rows") || !strings.Contains(from, "edited since") {
+		t.Errorf("calibration file edited since the run: report drawn from %q, want drawn the same for every tenant and why", from)
+	}
+	if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
+		t.Fatal(err)
 	}
 
 	dir := t.TempDir()
