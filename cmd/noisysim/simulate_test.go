@@ -145,6 +145,14 @@ func TestSweepSimulate(t *testing.T) {
 	if !strings.Contains(stdout.String(), "SIMULATED: every figure from noisysim simulate") {
 		t.Errorf("the table does not say it is simulated:\n%s", stdout.String())
 	}
+	// How each class is drawn is said once while it stays the same, as
+	// simulate says it, before the first trial.
+	for _, class := range []string{"lookup", "report"} {
+		line := "simulated " + class + ": the model draws"
+		if n := strings.Count(stdout.String(), line); n != 1 || strings.Index(stdout.String(), line) > strings.Index(stdout.String(), "trial 1/2") {
+			t.Errorf("%q said %d times (want once, before the first trial):\n%s", line, n, stdout.String())
+		}
+	}
 	d, err := sweep.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

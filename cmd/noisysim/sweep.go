@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
@@ -305,8 +306,24 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 // time, as noisysim simulate: service times drawn from cal (read from
 // calFile), nodes without a CPU budget of cores cores (0: this machine's).
 func simulateSweep(a *app, cal *reports.Report, calFile string, cores float64) (sweep.RunFunc, func(context.Context, *scenario.Scenario) (*reports.Report, error)) {
+	// How each class is drawn (a rows fit made or not, the
+	// interference) can change from point to point: said when first
+	// seen, before the trial it applies to, as simulate says it.
+	var mu sync.Mutex
+	said := map[string]bool{}
 	run := func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
-		return harness.Simulate(ctx, sc, harness.SimulateOptions{Only: only, Calibration: cal, CalibrationFile: calFile, Cores: cores, Logger: a.log})
+		rep, err := harness.Simulate(ctx, sc, harness.SimulateOptions{Only: only, Calibration: cal, CalibrationFile: calFile, Cores: cores, Logger: a.log})
+		if err == nil {
+			mu.Lock()
+			for _, l := range reports.SimulatedLines(rep) {
+				if !said[l] {
+					said[l] = true
+					fmt.Fprintf(a.stdout, "simulated %s\n", l)
+				}
+			}
+			mu.Unlock()
+		}
+		return rep, err
 	}
 	calibrate := func(ctx context.Context, sc *scenario.Scenario) (*reports.Report, error) {
 		return harness.Simulate(ctx, sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: calFile, Cores: cores, Logger: a.log, CalibrateOnly: true})
