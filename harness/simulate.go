@@ -806,13 +806,21 @@ type Calibration struct {
 
 // rowsFit is how a class's database time per call grows with the sending
 // tenant's rows of the data set: a + b × rows (ms). ref is the rows the
-// class's sampler stands for: its calibration tenants' mix, by calls.
+// class's sampler stands for: its calibration tenants' mix, by calls. lo
+// is the fewest rows of a tenant it was fitted on.
 type rowsFit struct {
-	a, b, ref float64
+	a, b, ref, lo float64
 }
 
 // scale is a call's factor over the sampler's draw for a tenant of rows.
-func (f rowsFit) scale(rows float64) float64 { return (f.a + f.b*rows) / (f.a + f.b*f.ref) }
+// Below lo the line is not followed: a query has a cost of its own the
+// line, often through the origin, leaves out, so a tenant of a few rows
+// (10,000 tenants on the calibration's orders) is drawn as the smallest
+// calibration tenant, not near 0; above it the line goes on (the tenant
+// that grows is the question).
+func (f rowsFit) scale(rows float64) float64 {
+	return (f.a + f.b*max(rows, f.lo)) / (f.a + f.b*f.ref)
+}
 
 // Rows-fit bounds: at least minRowsTenants tenants with calls of the class,
 // a weighted R² of at least minRowsR2, and the work at the most rows at
@@ -914,7 +922,7 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 	if cw == 0 || f.a+f.b*cx/cw <= 0 {
 		return f, r2, len(best), fmt.Sprintf("no %s calls of known tenants in the calibration's solo rows, whose mix the draws stand for", class)
 	}
-	f.ref = cx / cw
+	f.ref, f.lo = cx/cw, lo
 	return f, r2, len(best), ""
 }
 
@@ -1175,8 +1183,8 @@ func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (
 			continue
 		}
 		cal.rows[c.Name] = f
-		cal.source[c.Name] += fmt.Sprintf("; each call scaled by its tenant's rows: (%.3g ms + %.3g ms per 1,000 rows) over the same at %.0f rows (the calibration's mix), fitted on %d tenants' database time per call (R² %.2f)",
-			f.a, 1000*f.b, f.ref, tenants, r2)
+		cal.source[c.Name] += fmt.Sprintf("; each call scaled by its tenant's rows (taken as at least %.0f, the calibration's smallest tenant's): (%.3g ms + %.3g ms per 1,000 rows) over the same at %.0f rows (the calibration's mix), fitted on %d tenants' database time per call (R² %.2f)",
+			f.lo, f.a, 1000*f.b, f.ref, tenants, r2)
 	}
 	if len(missing) > 0 {
 		var in []string

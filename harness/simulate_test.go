@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -571,5 +572,84 @@ func TestSimulateRowsFitNeedsCalibrationTenants(t *testing.T) {
 	}
 	if from, _ = simulate(setup, cal); strings.Contains(from, "scaled by its tenant's rows") || !strings.Contains(from, "data.setup") {
 		t.Errorf("data.setup: report drawn from %q, want not scaled (its rows per tenant are not known) and why", from)
+	}
+}
+
+// TestSimulateRowsFitFloor: a tenant with fewer rows than the calibration's
+// smallest (many more tenants on the same orders) is drawn as that
+// smallest tenant, not by the line extrapolated to near 0 ms.
+func TestSimulateRowsFitFloor(t *testing.T) {
+	base := strings.Replace(simScenario, "{name: report, isolation_class: heavy, query: report, load_factor: 3, senders: dominant}",
+		"{name: report, isolation_class: heavy, query: report, rate: 40}", 1)
+	base = strings.Replace(base, "tenants: {count: 20, dominant_share: 0.6}", "tenants: {count: 20, dominant_share: 0.6}\ndata: {orders: 10000}", 1)
+	calText := strings.Replace(base, "seed: 5", "seed: 4", 1)
+	calSc, err := scenario.Parse([]byte(calText), "cal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 20, DominantShare: 0.6}, calSc.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const msPerRow = 0.01
+	rows := func(id int) float64 { return pop.Tenants[id-1].Share * 10000 }
+	cal := calibrationReport()
+	cal.Calibrations = nil
+	cal.Dominant = "1"
+	c := &cal.Configurations[0]
+	var cw, cx float64
+	lo := math.Inf(1)
+	for id := 2; id <= 5; id++ {
+		c.Solo = append(c.Solo, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 10})
+		cw, cx = cw+10, cx+10*rows(id)
+	}
+	ref := msPerRow * cx / cw
+	var ps []reports.Percentile
+	for _, p := range []float64{0, 50, 99, 100} {
+		ps = append(ps, reports.Percentile{P: p, Ms: ref * (0.95 + p/1000)})
+	}
+	c.SoloQuietAll = append(c.SoloQuietAll, reports.TenantRow{Tenant: reports.QuietAll, Class: "report", Count: 40, Max: ref * 1.05, Percentiles: ps})
+	for id := 1; id <= 5; id++ {
+		lo = min(lo, rows(id))
+		c.Tenants = append(c.Tenants, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 20, DBTime: 20 * msPerRow * rows(id)})
+	}
+	cal.File = filepath.Join(t.TempDir(), "cal.yaml")
+	if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ran, err := harness.Simulate(context.Background(), calSc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal.ScheduleHash = ran.ScheduleHash
+
+	many, err := scenario.Parse([]byte(strings.Replace(base, "count: 20,", "count: 2000,", 1)), "many.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	manyPop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 2000, DominantShare: 0.6}, many.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := harness.Simulate(context.Background(), many, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := 0
+	for _, cf := range rep.Configurations {
+		for _, row := range cf.Tenants {
+			id, err := strconv.Atoi(row.Tenant)
+			if err != nil || cf.Name != "isolated" || row.Class != "report" || row.Count == 0 || manyPop.Tenants[id-1].Share*10000 > lo/4 {
+				continue
+			}
+			small++
+			if row.P50 < 0.8*msPerRow*lo {
+				t.Errorf("tenant %s (%.1f rows): report p50 %.3f ms, want at least about %.2f ms (the calibration's smallest tenant, %.0f rows)",
+					row.Tenant, manyPop.Tenants[id-1].Share*10000, row.P50, msPerRow*lo, lo)
+			}
+		}
+	}
+	if small == 0 {
+		t.Fatalf("no tenant with fewer than %.0f rows sent a report", lo/4)
 	}
 }
