@@ -262,7 +262,9 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 		}
 	}
 
-	run, calibrate := simulateSweep(a, cal, f.calibrate, f.cores)
+	// How each class is drawn, on stderr beside each trial's progress:
+	// stdout is the comparison.
+	run, calibrate := simulateSweep(a, cal, f.calibrate, f.cores, a.stderr, "noisysim: ")
 	var sims []simval.SweepTrial
 	var last map[string]simval.Figures
 	t0, t1 := time.Now(), time.Now()

@@ -322,6 +322,12 @@ func TestSimulateAgainstSweep(t *testing.T) {
 	if !strings.Contains(stderr.String(), "simulated classes.lookup.rate=300 trial 2/2 (seed 43)") {
 		t.Errorf("stderr lacks the progress:\n%s", stderr.String())
 	}
+	// How each class is drawn: on stderr, once while it stays the same;
+	// stdout is the comparison alone.
+	if n := strings.Count(stderr.String(), "noisysim: simulated lookup: the model draws"); n != 1 || strings.Contains(stdout.String(), "the model draws") {
+		t.Errorf("the lookup class's draws said %d times on stderr (want once), stdout has them: %v\nstderr:\n%s",
+			n, strings.Contains(stdout.String(), "the model draws"), stderr.String())
+	}
 	res := readValidation[simval.SweepResult](t, out)
 	if all := (simval.Tally{Judged: 4, Within: 4}); len(res.Rows) != 4 || res.QuietP99 != all || res.Throughput != all || len(res.Excluded) != 1 || res.CalibrationSeed != 41 ||
 		len(res.CalibrationNotes) != 0 || len(res.Notes) != 0 {

@@ -159,7 +159,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			return usagef("sweep: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
 		}
 	}
-	simRun, simCalibrate := simulateSweep(a, cal, *calibrate, 0)
+	simRun, simCalibrate := simulateSweep(a, cal, *calibrate, 0, a.stdout, "")
 	var hopts harness.Options // set below, once the input is checked
 	var startOnce func(context.Context) error
 	var started *teardownItem
@@ -305,7 +305,9 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 // simulateSweep returns a sweep's run and calibrate functions in virtual
 // time, as noisysim simulate: service times drawn from cal (read from
 // calFile), nodes without a CPU budget of cores cores (0: this machine's).
-func simulateSweep(a *app, cal *reports.Report, calFile string, cores float64) (sweep.RunFunc, func(context.Context, *scenario.Scenario) (*reports.Report, error)) {
+// How each class is drawn is written to w, each line after prefix, when
+// first seen.
+func simulateSweep(a *app, cal *reports.Report, calFile string, cores float64, w io.Writer, prefix string) (sweep.RunFunc, func(context.Context, *scenario.Scenario) (*reports.Report, error)) {
 	// How each class is drawn (a rows fit made or not, the
 	// interference) can change from point to point: said when first
 	// seen, before the trial it applies to, as simulate says it.
@@ -318,7 +320,7 @@ func simulateSweep(a *app, cal *reports.Report, calFile string, cores float64) (
 			for _, l := range reports.SimulatedLines(rep) {
 				if !said[l] {
 					said[l] = true
-					fmt.Fprintf(a.stdout, "simulated %s\n", l)
+					fmt.Fprintf(w, "%ssimulated %s\n", prefix, l)
 				}
 			}
 			mu.Unlock()
