@@ -541,7 +541,10 @@ func (r *runner) planReplay() error {
 		trd.onResult = func(res workload.Result) {
 			i := stepOf(r.steps, res.Op.At)
 			if p.results[i] == nil {
-				p.results[i], _ = metrics.New(metrics.Config{Classify: recordedClass}) // cannot fail: the defaults
+				// The precision the traced run's windows recorded at.
+				cfg := r.windowMetrics()
+				cfg.Classify = recordedClass
+				p.results[i], _ = metrics.New(cfg) // cannot fail: a window's own configuration
 			}
 			p.results[i].Record(res)
 			p.resultLines++

@@ -66,7 +66,7 @@ func TestValidateSaysSamples(t *testing.T) {
 	if code := realMain([]string{"validate", never}, &out, &errOut); code != exitUsage {
 		t.Errorf("unreachable check_top: exit %d, want 2", code)
 	}
-	if !strings.Contains(errOut.String(), "never.yaml: assertions.quiet_p99.check_top: all:") {
+	if !regexp.MustCompile(`never\.yaml:\d+:\d+: assertions\.quiet_p99\.check_top: all:`).MatchString(errOut.String()) {
 		t.Errorf("stderr does not name the file and check_top:\n%s", errOut.String())
 	}
 }
