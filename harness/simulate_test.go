@@ -376,27 +376,31 @@ func TestSimulateInterferenceFitBySimulation(t *testing.T) {
 	}
 }
 
-// TestSimulateWorkGrowsWithRows: a class every tenant sends whose database
-// time per call grows with the sending tenant's rows (a report over its own
-// orders) is scaled per tenant by a line fitted on the calibration's
-// tenants, so the dominant tenant's reports take what its rows take, not
-// the quiet tenants' mix; a class whose time does not grow (lookups by key)
-// is drawn the same for every tenant.
-func TestSimulateWorkGrowsWithRows(t *testing.T) {
+// rowsMsPerRow is a report's database time per row of its tenant in
+// rowsCalibration's report: 10 ms per 1,000 of the tenant's orders.
+const rowsMsPerRow = 0.01
+
+// rowsScenario is simScenario with a report every tenant sends at rate
+// (per second), on 10,000 orders.
+func rowsScenario(rate string) string {
 	text := strings.Replace(simScenario, "{name: report, isolation_class: heavy, query: report, load_factor: 3, senders: dominant}",
-		"{name: report, isolation_class: heavy, query: report, rate: 2}", 1)
-	text = strings.Replace(text, "tenants: {count: 20, dominant_share: 0.6}", "tenants: {count: 20, dominant_share: 0.6}\ndata: {orders: 10000}", 1)
-	sc, err := scenario.Parse([]byte(text), "simsmall.yaml")
+		"{name: report, isolation_class: heavy, query: report, rate: "+rate+"}", 1)
+	return strings.Replace(text, "tenants: {count: 20, dominant_share: 0.6}", "tenants: {count: 20, dominant_share: 0.6}\ndata: {orders: 10000}", 1)
+}
+
+// rowsCalibration is a calibration report of rowsScenario whose tenants
+// are pop's: tenants 1..5 each sent 20 reports of rowsMsPerRow per row it
+// holds, tenants 2..5 10 each in the baseline, whose mix (ref ms) the
+// quiet tenants' percentiles give. rows(id) is tenant id's rows; lo the
+// fewest of tenants 1..5.
+func rowsCalibration(t *testing.T, seed int64) (cal *reports.Report, rows func(id int) float64, ref, lo float64) {
+	t.Helper()
+	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 20, DominantShare: 0.6}, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 20, DominantShare: 0.6}, sc.Seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const msPerRow = 0.01 // a report: 10 ms per 1,000 of the tenant's orders
-	rows := func(id int) float64 { return pop.Tenants[id-1].Share * 10000 }
-	cal := calibrationReport()
+	rows = func(id int) float64 { return pop.Tenants[id-1].Share * 10000 }
+	cal = calibrationReport()
 	cal.Calibrations = nil
 	cal.Dominant = "1"
 	c := &cal.Configurations[0]
@@ -405,16 +409,35 @@ func TestSimulateWorkGrowsWithRows(t *testing.T) {
 		c.Solo = append(c.Solo, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 10})
 		cw, cx = cw+10, cx+10*rows(id)
 	}
-	ref := msPerRow * cx / cw
+	ref = rowsMsPerRow * cx / cw
 	var ps []reports.Percentile
 	for _, p := range []float64{0, 50, 99, 100} {
 		ps = append(ps, reports.Percentile{P: p, Ms: ref * (0.95 + p/1000)})
 	}
 	c.SoloQuietAll = append(c.SoloQuietAll, reports.TenantRow{Tenant: reports.QuietAll, Class: "report", Count: 40, Max: ref * 1.05, Percentiles: ps})
+	lo = math.Inf(1)
 	for id := 1; id <= 5; id++ {
-		c.Tenants = append(c.Tenants,
-			reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 20, DBTime: 20 * msPerRow * rows(id)},
-			reports.TenantRow{Tenant: strconv.Itoa(id), Class: "lookup", Count: 100, DBTime: 100 * 1.5})
+		lo = min(lo, rows(id))
+		c.Tenants = append(c.Tenants, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 20, DBTime: 20 * rowsMsPerRow * rows(id)})
+	}
+	return cal, rows, ref, lo
+}
+
+// TestSimulateWorkGrowsWithRows: a class every tenant sends whose database
+// time per call grows with the sending tenant's rows (a report over its own
+// orders) is scaled per tenant by a line fitted on the calibration's
+// tenants, so the dominant tenant's reports take what its rows take, not
+// the quiet tenants' mix; a class whose time does not grow (lookups by key)
+// is drawn the same for every tenant.
+func TestSimulateWorkGrowsWithRows(t *testing.T) {
+	sc, err := scenario.Parse([]byte(rowsScenario("2")), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, rows, ref, _ := rowsCalibration(t, sc.Seed)
+	c := &cal.Configurations[0]
+	for id := 1; id <= 5; id++ {
+		c.Tenants = append(c.Tenants, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "lookup", Count: 100, DBTime: 100 * 1.5})
 	}
 	// The calibration ran this scenario at its seed: the same schedule.
 	ran, err := harness.Simulate(context.Background(), sc.WithSeed(cal.Seed), harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
@@ -432,7 +455,7 @@ func TestSimulateWorkGrowsWithRows(t *testing.T) {
 			t.Errorf("class %s drawn from %q: scaled per tenant %v, want %v", s.Class, s.From, scaled, s.Class == "report")
 		}
 	}
-	want := msPerRow * rows(1) // 60 ms: tenant 1 holds 6,000 of the 10,000 orders
+	want := rowsMsPerRow * rows(1) // 60 ms: tenant 1 holds 6,000 of the 10,000 orders
 	for _, cf := range rep.Configurations {
 		if cf.Name != "isolated" {
 			continue
@@ -456,38 +479,13 @@ func TestSimulateWorkGrowsWithRows(t *testing.T) {
 // simulated data set of the scenario's own (data.setup) is never said to
 // be scaled.
 func TestSimulateRowsFitNeedsCalibrationTenants(t *testing.T) {
-	base := strings.Replace(simScenario, "{name: report, isolation_class: heavy, query: report, load_factor: 3, senders: dominant}",
-		"{name: report, isolation_class: heavy, query: report, rate: 2}", 1)
-	base = strings.Replace(base, "tenants: {count: 20, dominant_share: 0.6}", "tenants: {count: 20, dominant_share: 0.6}\ndata: {orders: 10000}", 1)
+	base := rowsScenario("2")
 	calText := strings.Replace(base, "seed: 5", "seed: 4", 1)
 	calSc, err := scenario.Parse([]byte(calText), "cal.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 20, DominantShare: 0.6}, calSc.Seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const msPerRow = 0.01
-	rows := func(id int) float64 { return pop.Tenants[id-1].Share * 10000 }
-	cal := calibrationReport()
-	cal.Calibrations = nil
-	cal.Dominant = "1"
-	c := &cal.Configurations[0]
-	var cw, cx float64
-	for id := 2; id <= 5; id++ {
-		c.Solo = append(c.Solo, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 10})
-		cw, cx = cw+10, cx+10*rows(id)
-	}
-	ref := msPerRow * cx / cw
-	var ps []reports.Percentile
-	for _, p := range []float64{0, 50, 99, 100} {
-		ps = append(ps, reports.Percentile{P: p, Ms: ref * (0.95 + p/1000)})
-	}
-	c.SoloQuietAll = append(c.SoloQuietAll, reports.TenantRow{Tenant: reports.QuietAll, Class: "report", Count: 40, Max: ref * 1.05, Percentiles: ps})
-	for id := 1; id <= 5; id++ {
-		c.Tenants = append(c.Tenants, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 20, DBTime: 20 * msPerRow * rows(id)})
-	}
+	cal, _, ref, _ := rowsCalibration(t, calSc.Seed)
 	ran, err := harness.Simulate(context.Background(), calSc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -537,7 +535,7 @@ func TestSimulateRowsFitNeedsCalibrationTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	from, p50 = simulate(point, cal)
-	want := msPerRow * simPop.Tenants[0].Share * 10000
+	want := rowsMsPerRow * simPop.Tenants[0].Share * 10000
 	if !strings.Contains(from, "scaled by its tenant's rows") {
 		t.Errorf("calibration file readable: report drawn from %q, want scaled by its tenant's rows", from)
 	}
@@ -579,40 +577,13 @@ func TestSimulateRowsFitNeedsCalibrationTenants(t *testing.T) {
 // smallest (many more tenants on the same orders) is drawn as that
 // smallest tenant, not by the line extrapolated to near 0 ms.
 func TestSimulateRowsFitFloor(t *testing.T) {
-	base := strings.Replace(simScenario, "{name: report, isolation_class: heavy, query: report, load_factor: 3, senders: dominant}",
-		"{name: report, isolation_class: heavy, query: report, rate: 40}", 1)
-	base = strings.Replace(base, "tenants: {count: 20, dominant_share: 0.6}", "tenants: {count: 20, dominant_share: 0.6}\ndata: {orders: 10000}", 1)
+	base := rowsScenario("40")
 	calText := strings.Replace(base, "seed: 5", "seed: 4", 1)
 	calSc, err := scenario.Parse([]byte(calText), "cal.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 20, DominantShare: 0.6}, calSc.Seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const msPerRow = 0.01
-	rows := func(id int) float64 { return pop.Tenants[id-1].Share * 10000 }
-	cal := calibrationReport()
-	cal.Calibrations = nil
-	cal.Dominant = "1"
-	c := &cal.Configurations[0]
-	var cw, cx float64
-	lo := math.Inf(1)
-	for id := 2; id <= 5; id++ {
-		c.Solo = append(c.Solo, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 10})
-		cw, cx = cw+10, cx+10*rows(id)
-	}
-	ref := msPerRow * cx / cw
-	var ps []reports.Percentile
-	for _, p := range []float64{0, 50, 99, 100} {
-		ps = append(ps, reports.Percentile{P: p, Ms: ref * (0.95 + p/1000)})
-	}
-	c.SoloQuietAll = append(c.SoloQuietAll, reports.TenantRow{Tenant: reports.QuietAll, Class: "report", Count: 40, Max: ref * 1.05, Percentiles: ps})
-	for id := 1; id <= 5; id++ {
-		lo = min(lo, rows(id))
-		c.Tenants = append(c.Tenants, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "report", Count: 20, DBTime: 20 * msPerRow * rows(id)})
-	}
+	cal, _, _, lo := rowsCalibration(t, calSc.Seed)
 	cal.File = filepath.Join(t.TempDir(), "cal.yaml")
 	if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
 		t.Fatal(err)
@@ -643,9 +614,9 @@ func TestSimulateRowsFitFloor(t *testing.T) {
 				continue
 			}
 			small++
-			if row.P50 < 0.8*msPerRow*lo {
+			if row.P50 < 0.8*rowsMsPerRow*lo {
 				t.Errorf("tenant %s (%.1f rows): report p50 %.3f ms, want at least about %.2f ms (the calibration's smallest tenant, %.0f rows)",
-					row.Tenant, manyPop.Tenants[id-1].Share*10000, row.P50, msPerRow*lo, lo)
+					row.Tenant, manyPop.Tenants[id-1].Share*10000, row.P50, rowsMsPerRow*lo, lo)
 			}
 		}
 	}
