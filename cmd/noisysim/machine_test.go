@@ -56,15 +56,7 @@ type machineReport struct {
 
 func readMachineReport(t *testing.T, dir string) machineReport {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r machineReport
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return readJSONFile[machineReport](t, filepath.Join(dir, "report.json"))
 }
 
 // Two measured runs at once: the second waits, or with --no-wait exits 2

@@ -198,13 +198,5 @@ type attemptsReport struct {
 
 func readAttempts(t *testing.T, dir string) attemptsReport {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r attemptsReport
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return readJSONFile[attemptsReport](t, filepath.Join(dir, "report.json"))
 }

@@ -679,8 +679,14 @@ func calibrationOnMoreOrders(t *testing.T, dir, name string, seed int64, disturb
 // simval.SweepResult).
 func readValidation[T any](t *testing.T, out string) T {
 	t.Helper()
+	return readJSONFile[T](t, filepath.Join(out, simval.JSONFile))
+}
+
+// readJSONFile decodes the JSON file at path into a T.
+func readJSONFile[T any](t *testing.T, path string) T {
+	t.Helper()
 	var res T
-	data, err := os.ReadFile(filepath.Join(out, simval.JSONFile))
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
