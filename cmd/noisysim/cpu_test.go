@@ -92,19 +92,28 @@ func TestClusterUpCPUSignals(t *testing.T) {
 	}
 }
 
+// killedClusterUp starts `cluster up --node-cpu 0.4` in a private base
+// directory and SIGKILLs it once the cluster is up: its base, the
+// cluster's directory, its cpu group and its servers' pids.
+func killedClusterUp(t *testing.T) (base, dir, group string, pids []int) {
+	t.Helper()
+	needPostgres(t)
+	needCgroups(t)
+	base = privateBase(t)
+	c := startCLI(t, nil, "cluster", "up", "--node-cpu", "0.4", "--base-dir", base)
+	c.waitLine(t, "Press Ctrl-C")
+	dir = c.clusterDir(t)
+	group = cpuGroupDir(t, dir)
+	pids = clusterPIDs(t, dir)
+	c.cmd.Process.Kill()
+	c.wait(t)
+	return base, dir, group, pids
+}
+
 // A SIGKILLed noisysim leaves its directory and its (empty) cpu groups;
 // `cluster down` removes both.
 func TestClusterUpCPUSIGKILLThenDown(t *testing.T) {
-	needPostgres(t)
-	needCgroups(t)
-	base := privateBase(t)
-	c := startCLI(t, nil, "cluster", "up", "--node-cpu", "0.4", "--base-dir", base)
-	c.waitLine(t, "Press Ctrl-C")
-	dir := c.clusterDir(t)
-	g := cpuGroupDir(t, dir)
-	pids := clusterPIDs(t, dir)
-	c.cmd.Process.Kill()
-	c.wait(t)
+	base, dir, g, pids := killedClusterUp(t)
 	deadline := time.Now().Add(5 * time.Second)
 	for len(procs(func(pid, _ int, _ string) bool { return contains(pids, pid) })) > 0 {
 		if time.Now().After(deadline) {
@@ -131,16 +140,7 @@ func TestClusterUpCPUSIGKILLThenDown(t *testing.T) {
 // are still ending, waits for them and removes the cluster; it left the
 // directory and the cpu groups for a later start.
 func TestClusterUpCPUSIGKILLThenDownAtOnce(t *testing.T) {
-	needPostgres(t)
-	needCgroups(t)
-	base := privateBase(t)
-	c := startCLI(t, nil, "cluster", "up", "--node-cpu", "0.4", "--base-dir", base)
-	c.waitLine(t, "Press Ctrl-C")
-	dir := c.clusterDir(t)
-	g := cpuGroupDir(t, dir)
-	pids := clusterPIDs(t, dir)
-	c.cmd.Process.Kill()
-	c.wait(t)
+	base, dir, g, pids := killedClusterUp(t)
 	var out, errOut bytes.Buffer
 	if code := realMain([]string{"cluster", "down", "--base-dir", base}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "removed "+dir) {
 		t.Errorf("cluster down at once after SIGKILL: exit %d, stdout %q, stderr %q; want exit 0 removing %s", code, out.String(), errOut.String(), dir)
