@@ -72,9 +72,8 @@ give, a scenario shape (phases, configurations, classes) other than the
 one sweep.json records, more or fewer points than its --vary specs give,
 a point twice or without a varied key's value, a seed twice in a point, a
 trial with no configurations, one SCENARIO does not have or one beside the
-point's only, an unknown quiet_class or none beside a quiet_p99_ms (a
-trial in which quiet_p99 skipped every class has neither: left out of the
-quiet p99 medians), quiet_p99_ms of a class or throughput_per_s not above 0, a negative rejected, errors or
+point's only, a missing or unknown quiet_class, quiet_p99_ms or
+throughput_per_s not above 0, a negative rejected, errors or
 target_rate_per_s; no --calibrate.
 
 Exit codes: 0 every assertion held, 99 one failed, 2 bad input (an invalid

@@ -441,7 +441,7 @@ func TestSimulateAgainstSweepNotes(t *testing.T) {
 		"note: calibration " + noisyCal + ": DISTURBED windows (other work on its machine) solo (isolated): noisysim stood still 300 ms",
 		"note: calibration " + noisyCal + ": measured on other data than ci-gate simulates: data.orders 5000000 (simulated: 100000)",
 		"note: sweep.json records no shape of its scenario (a sweep of an older noisysim): whether ci-gate's phases are those the sweep ran cannot tell",
-		"unjudged (every real trial DISTURBED, or quiet_p99 judged no class in those that were not; in neither count): 2 of 4 points and configurations",
+		"unjudged (every real trial DISTURBED; in neither count): 2 of 4 points and configurations",
 	}
 	for _, want := range append(wants, "quiet p99: 2 of 2 within 25%", "  naive classes.lookup.rate=300\n", "unjudged (no undisturbed trial)") {
 		if !strings.Contains(stdout.String(), want) {

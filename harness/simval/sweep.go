@@ -180,7 +180,7 @@ func CompareSweep(real *sweep.Doc, sims []SweepTrial, only string, tolerance flo
 					return nil, fmt.Errorf("points[%d].trials[%d] (%s): the simulation has no configuration %q",
 						i, j, trialText(real, p.Values, t.Seed), c)
 				}
-				if _, ok := sf.QuietP99[ct.QuietClass]; !ok && ct.QuietClass != "" {
+				if _, ok := sf.QuietP99[ct.QuietClass]; !ok {
 					return nil, fmt.Errorf("points[%d].trials[%d].configurations[%d].quiet_class %q (%s): the simulation has no quiet p99 of that class",
 						i, j, ix, ct.QuietClass, trialText(real, p.Values, t.Seed))
 				}
@@ -192,12 +192,8 @@ func CompareSweep(real *sweep.Doc, sims []SweepTrial, only string, tolerance flo
 					row.Excluded++
 					continue
 				}
-				rt, st = append(rt, ct.Throughput), append(st, sf.Throughput)
-				if ct.QuietClass == "" {
-					// quiet_p99 judged no class in the real trial.
-					continue
-				}
 				rq, sq = append(rq, ct.QuietP99), append(sq, sf.QuietP99[ct.QuietClass])
+				rt, st = append(rt, ct.Throughput), append(st, sf.Throughput)
 				if ct.QuietOverSolo > 0 {
 					rqs = append(rqs, ct.QuietOverSolo)
 				}
@@ -319,12 +315,8 @@ func (r *SweepResult) cells(row SweepRow) []string {
 		}
 		return fmt.Sprintf("%.2f×", s.Median)
 	}
-	quiet := judgedText(row.QuietP99)
-	if row.QuietP99.Unjudged() && row.Trials > row.Excluded {
-		quiet = "unjudged (quiet_p99 judged no class)"
-	}
 	return append(out, trials, class,
-		median(row.QuietP99.Real, "ms"), rangeOf(row.QuietP99.Real, "ms"), median(row.QuietP99.Sim, "ms"), ratioText(row.QuietP99.Ratio), quiet,
+		median(row.QuietP99.Real, "ms"), rangeOf(row.QuietP99.Real, "ms"), median(row.QuietP99.Sim, "ms"), ratioText(row.QuietP99.Ratio), judgedText(row.QuietP99),
 		median(row.Throughput.Real, "/s"), rangeOf(row.Throughput.Real, "/s"), median(row.Throughput.Sim, "/s"), ratioText(row.Throughput.Ratio), judgedText(row.Throughput),
 		qs(row.QuietOverSolo.Real), qs(row.QuietOverSolo.Sim))
 }
@@ -366,7 +358,7 @@ func (r *SweepResult) verdict() []string {
 		}
 	}
 	if len(unjudged) > 0 {
-		lines = append(lines, fmt.Sprintf("unjudged (every real trial DISTURBED, or quiet_p99 judged no class in those that were not; in neither count): %d of %d points and configurations", len(unjudged), len(r.Rows)))
+		lines = append(lines, fmt.Sprintf("unjudged (every real trial DISTURBED; in neither count): %d of %d points and configurations", len(unjudged), len(r.Rows)))
 		lines = append(lines, unjudged...)
 	}
 	return lines

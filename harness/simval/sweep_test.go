@@ -156,7 +156,7 @@ func TestCompareSweepCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"quiet p99: 0 of 1 within 25%", "unjudged (no undisturbed trial)",
-		"unjudged (every real trial DISTURBED, or quiet_p99 judged no class in those that were not; in neither count): 1 of 2 points and configurations\n  c rate=20\n"} {
+		"unjudged (every real trial DISTURBED; in neither count): 1 of 2 points and configurations\n  c rate=20\n"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
@@ -186,40 +186,5 @@ func TestCompareSweepErrors(t *testing.T) {
 	_, err := CompareSweep(d, nil, "", DefaultTolerance)
 	if err == nil || !strings.Contains(err.Error(), "points[0].trials[0] (seed 1): ") {
 		t.Errorf("a point without values: %v", err)
-	}
-}
-
-// TestCompareSweepNoQuietClass: a real trial in which quiet_p99 judged no
-// class (no quiet_class, no quiet p99) is left out of its point's quiet
-// p99 medians, not of its throughput's; a point with no such class in any
-// trial is unjudged for quiet p99 alone.
-func TestCompareSweepNoQuietClass(t *testing.T) {
-	d := sweepDoc()
-	for j := range d.Points[1].Trials {
-		c := &d.Points[1].Trials[j].Configurations[0]
-		if j == 0 {
-			c.QuietClass, c.QuietP99, c.SoloP99, c.QuietOverSolo = "", 0, 0, 0
-		}
-	}
-	for j := range d.Points[0].Trials {
-		c := &d.Points[0].Trials[j].Configurations[0]
-		c.QuietClass, c.QuietP99, c.SoloP99, c.QuietOverSolo = "", 0, 0, 0
-	}
-	res, err := CompareSweep(d, simOf(d, 1), "", DefaultTolerance)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.QuietP99 != (Tally{Judged: 1, Within: 1, Unjudged: 1}) || res.Throughput != (Tally{Judged: 2, Within: 2}) || len(res.Rows) != 2 {
-		t.Fatalf("quiet p99 %+v, throughput %+v, %d rows; want quiet p99 1 of 1 and 1 unjudged (one point has no quiet class), throughput 2 of 2", res.QuietP99, res.Throughput, len(res.Rows))
-	}
-	var text bytes.Buffer
-	if err := WriteSweepText(&text, res); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(text.String(), "unjudged (quiet_p99 judged no class)") {
-		t.Errorf("the point without a quiet class does not say why it is unjudged:\n%s", text.String())
-	}
-	if r := res.Rows[1]; r.QuietP99.Real.N != 2 || r.Throughput.Real.N != 3 {
-		t.Errorf("row at 20: quiet p99 over %d trials (want 2), throughput over %d (want 3)", r.QuietP99.Real.N, r.Throughput.Real.N)
 	}
 }

@@ -97,11 +97,8 @@ type ConfigTrial struct {
 	// QuietP99 and SoloP99 (ms) are the merged quiet tenants' p99 of
 	// QuietClass, the class with the largest QuietP99/SoloP99
 	// (QuietOverSolo) among those quiet_p99 judged for the quiet tenants
-	// together (every class when it has no row of the quiet tenants
-	// together), with and without the noise; SoloP99 is 0 when the
-	// scenario has no solo phase. When quiet_p99 skipped every class of
-	// the quiet tenants together (too few samples), QuietClass is empty
-	// and the three are 0: no class stands for the point.
+	// together (every class when it judged none), with and without the
+	// noise; SoloP99 is 0 when the scenario has no solo phase.
 	QuietClass    string          `json:"quiet_class,omitempty"`
 	QuietP99      float64         `json:"quiet_p99_ms"`
 	SoloP99       float64         `json:"solo_p99_ms"`

@@ -143,15 +143,12 @@ func rows(d *Doc) [][]string {
 			for _, sh := range s.TopDBTime {
 				shares = append(shares, fmt.Sprintf("%s %.0f%%", sh.Tenant, 100*sh.Share))
 			}
-			ratio, q99 := "-", "-"
-			if s.QuietP99.N > 0 {
-				q99 = fmt.Sprintf("%.1f", s.QuietP99.Median)
-			}
+			ratio := "-"
 			if s.QuietOverSolo.N > 0 {
 				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", s.QuietOverSolo.Median, s.QuietOverSolo.Min, s.QuietOverSolo.Max)
 			}
 			out = append(out, []string{pt, s.Name, fmt.Sprintf("%d/%d", s.Held, s.Trials),
-				fmt.Sprintf("%.0f", s.Throughput.Median), q99, ratio,
+				fmt.Sprintf("%.0f", s.Throughput.Median), fmt.Sprintf("%.1f", s.QuietP99.Median), ratio,
 				fmt.Sprintf("%.0f", s.Rejected.Median), fmt.Sprintf("%.0f", s.Errors.Median), strings.Join(shares, ", ")})
 		}
 	}

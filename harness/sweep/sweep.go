@@ -448,21 +448,10 @@ func trialOf(rep *reports.Report, seed int64) Trial {
 		// samples to judge, as the quiet tenants' rare reports, would
 		// otherwise stand for the point with a p99 no verdict rests on).
 		judged := map[string]bool{}
-		asserted := false
 		for _, a := range rep.Assertions {
-			if a.Name == harness.AssertQuietP99 && a.Configuration == c.Name && a.Tenant == reports.QuietAll {
-				asserted = true
-				if !a.Skipped {
-					judged[a.Class] = true
-				}
+			if a.Name == harness.AssertQuietP99 && a.Configuration == c.Name && a.Tenant == reports.QuietAll && !a.Skipped {
+				judged[a.Class] = true
 			}
-		}
-		if asserted && len(judged) == 0 {
-			// quiet_p99 skipped every class (too few samples): no
-			// class stands for the point, no quiet figure is kept.
-			ct.TopDBTime = c.TopDBTime[:min(TopShares, len(c.TopDBTime))]
-			t.Configurations = append(t.Configurations, ct)
-			continue
 		}
 		for _, q := range c.QuietAll {
 			if len(judged) > 0 && !judged[q.Class] {
@@ -514,9 +503,7 @@ func summarize(trials []Trial) []ConfigSummary {
 				if c.QuietOverSolo > 0 {
 					ratio = append(ratio, c.QuietOverSolo)
 				}
-				if c.QuietClass != "" {
-					q99 = append(q99, c.QuietP99)
-				}
+				q99 = append(q99, c.QuietP99)
 				rej = append(rej, float64(c.Rejected))
 				errs = append(errs, float64(c.Errors))
 				if s.TopDBTime == nil {

