@@ -93,15 +93,8 @@ func BenchmarkQuery(b *testing.B) {
 // the same statement (goal: Query ≤ 1.2). Each iteration is 50 calls of
 // each variant.
 func BenchmarkQueryRatio(b *testing.B) {
-	c := localtest.Start(b, backend.Spec{})
-	primary, _ := backend.First(c, backend.RolePrimary)
 	ctx := context.Background()
-
-	bare, err := pgxpool.New(ctx, primary.DSN())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bare.Close()
+	primary, bare := benchBarePool(b)
 	plain, err := New(ctx, onePool(primary.DSN(), 4))
 	if err != nil {
 		b.Fatal(err)
@@ -215,15 +208,8 @@ const lookupSQL = "SELECT id, created_at, amount, status, customer FROM bench_or
 // command's cost: the eight commands' median minus the median of the
 // seven without it. Only the full resets keep the guarantees.
 func BenchmarkQueryReset(b *testing.B) {
-	c := localtest.Start(b, backend.Spec{})
-	primary, _ := backend.First(c, backend.RolePrimary)
 	ctx := context.Background()
-
-	bare, err := pgxpool.New(ctx, primary.DSN())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bare.Close()
+	primary, bare := benchBarePool(b)
 	type variant struct {
 		name string
 		call func() error
@@ -341,4 +327,19 @@ var resetShort = map[string]string{
 	"RESET ALL": "reset-all", "CLOSE ALL": "close-all", "SET SESSION AUTHORIZATION DEFAULT": "session-auth",
 	"RESET ROLE": "reset-role", "UNLISTEN *": "unlisten", "SELECT pg_advisory_unlock_all()": "unlock-all",
 	"DISCARD TEMP": "discard-temp", "DISCARD SEQUENCES": "discard-seq",
+}
+
+// benchBarePool starts a local cluster for a benchmark and opens a bare
+// pgxpool pool on its primary, the baseline of the Stack's ratios; the
+// pool is closed when the benchmark ends.
+func benchBarePool(b *testing.B) (backend.Node, *pgxpool.Pool) {
+	b.Helper()
+	c := localtest.Start(b, backend.Spec{})
+	primary, _ := backend.First(c, backend.RolePrimary)
+	bare, err := pgxpool.New(context.Background(), primary.DSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(bare.Close)
+	return primary, bare
 }
