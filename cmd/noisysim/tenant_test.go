@@ -122,7 +122,8 @@ func TestRunTenantPromotion(t *testing.T) {
 	// be measured as the database's latency.
 	bin := noisysimBinary(t)
 	dir := filepath.Join(t.TempDir(), "report")
-	cmd := exec.Command(bin, "run", "--no-progress", "../../scenarios/tenant-promotion.yaml", "--out", dir)
+	// Retried as ci/gate.sh does when a check failed on a DISTURBED window.
+	cmd := exec.Command(bin, "run", "--no-progress", "--retry-disturbed", "2", "../../scenarios/tenant-promotion.yaml", "--out", dir)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -205,7 +206,8 @@ func TestRunTenantPromotion(t *testing.T) {
 // TestRunIncidentDrill runs scenarios/incident-drill.yaml end to end with
 // the built binary: exit 0; the promote policy moved the hot tenant to the
 // spare node, every acknowledged write was found there, and the quiet
-// tenants' p99 after the move passed against their solo baseline.
+// tenants' p99 after the move passed against their solo baseline (in one of
+// up to three attempts when the guard found the machine disturbed).
 func TestRunIncidentDrill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: end-to-end scenario run in -short mode")
@@ -215,7 +217,10 @@ func TestRunIncidentDrill(t *testing.T) {
 	}
 	bin := noisysimBinary(t)
 	dir := filepath.Join(t.TempDir(), "report")
-	cmd := exec.Command(bin, "run", "--no-progress", "../../scenarios/incident-drill.yaml", "--out", dir)
+	// As ci/gate.sh does: a quiet_p99 that failed on a window the guard
+	// marked DISTURBED (hypervisor steal on a shared host) runs again; a
+	// failure on undisturbed windows still fails at once.
+	cmd := exec.Command(bin, "run", "--no-progress", "--retry-disturbed", "2", "../../scenarios/incident-drill.yaml", "--out", dir)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
