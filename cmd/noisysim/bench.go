@@ -213,9 +213,9 @@ func printBench(w io.Writer, res bench.Result) {
 				best.Rate, msStr(best.CPUPerKOp), sustained, best.Offered, msStr(best.P99), best.Unstarted)
 			var ps []string
 			for _, p := range probes {
-				ps = append(ps, fmt.Sprintf("%.0f→%.0f %s", p.Offered, p.Rate, yesNo(p.Sustained)))
+				ps = append(ps, probeStr(p.Offered, p.Rate, p.Sustained, p.Retry))
 			}
-			fmt.Fprintf(w, "maximum    pgbench  probes offered→done sustained: %s\n", strings.Join(ps, ", "))
+			fmt.Fprintf(w, "maximum    pgbench  probes offered→done sustained (a missed probe runs again: \"again\"): %s\n", strings.Join(ps, ", "))
 		}
 		printMax := func(what string, best bench.OpenLoopRun, probes []bench.OpenLoopRun) {
 			if len(probes) == 0 {
@@ -229,16 +229,17 @@ func printBench(w io.Writer, res bench.Result) {
 				what, best.Rate, msStr(best.CPUPerKOp), sustained, best.Offered, msStr(best.P99), best.Dropped, best.Errors)
 			var ps []string
 			for _, p := range probes {
-				ps = append(ps, fmt.Sprintf("%.0f→%.0f %s", p.Offered, p.Rate, yesNo(p.Sustained)))
+				ps = append(ps, probeStr(p.Offered, p.Rate, p.Sustained, p.Retry))
 			}
-			fmt.Fprintf(w, "maximum    %-8s probes offered→done sustained: %s\n", what, strings.Join(ps, ", "))
+			fmt.Fprintf(w, "maximum    %-8s probes offered→done sustained (a missed probe runs again: \"again\"): %s\n", what, strings.Join(ps, ", "))
 		}
 		printMax("noisysim", res.NoisysimMax, res.NoisysimProbes)
 		if len(res.NoisysimProbes) > 0 {
-			fmt.Fprintf(w, "maximum    ratio    %9.2f        sustained ÷ pgbench's sustained, both open loops judged alike; goal ≥ 0.90: %s; client CPU per op %.2f × pgbench's\n",
-				res.MaxRatio, mark(res.MaxRatio >= 0.9), ratio(res.NoisysimMax.CPUPerKOp, res.PgBenchSustained.CPUPerKOp))
-			fmt.Fprintf(w, "maximum    ratio    %9.2f        sustained ÷ pgbench unthrottled (a closed loop, judged by no p99); client CPU per op %.2f × pgbench's\n",
-				res.UnthrottledRatio, ratio(res.NoisysimMax.CPUPerKOp, res.PgBenchMax.CPUPerKOp))
+			n := res.NoisysimMax
+			fmt.Fprintf(w, "maximum    ratio    %9.2f        sustained ÷ pgbench's sustained, both open loops judged alike; goal ≥ 0.90: %s; client CPU per op %.2f × pgbench's; context switches per op %.2f, pgbench's %.2f\n",
+				res.MaxRatio, mark(res.MaxRatio >= 0.9), ratio(n.CPUPerKOp, res.PgBenchSustained.CPUPerKOp), n.SwitchesPerOp, res.PgBenchSustained.SwitchesPerOp)
+			fmt.Fprintf(w, "maximum    ratio    %9.2f        sustained ÷ pgbench unthrottled (a closed loop, judged by no p99); client CPU per op %.2f × pgbench's; context switches per op pgbench's %.2f\n",
+				res.UnthrottledRatio, ratio(n.CPUPerKOp, res.PgBenchMax.CPUPerKOp), res.PgBenchMax.SwitchesPerOp)
 		}
 		printMax("stack", res.StackMax, res.StackProbes)
 		if len(res.StackProbes) > 0 {
@@ -273,6 +274,16 @@ func printBench(w io.Writer, res bench.Result) {
 		fmt.Fprintf(w, "memory     max RSS %.1f MB (goal < 500 MB: %s); last/after warm-up %.2f (goal ≤ 1.2: %s)\n",
 			mb(m.MaxRSS), mark(m.MaxRSS < bench.DefaultMemoryBudget), m.Growth, mark(m.Growth > 0 && m.Growth <= 1.2))
 	}
+}
+
+// probeStr is one probe of a search: "offered→done yes|no", "again" before
+// a probe repeating a missed one's rate.
+func probeStr(offered, done float64, sustained, retry bool) string {
+	s := fmt.Sprintf("%.0f→%.0f %s", offered, done, yesNo(sustained))
+	if retry {
+		s = "again " + s
+	}
+	return s
 }
 
 func msStr(d time.Duration) string {

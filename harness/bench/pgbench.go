@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -51,11 +52,17 @@ type PgBenchRun struct {
 	// start, as noisysim measures from the intended start.
 	P50, P99 time.Duration
 	// Sustained (a probe of the search for pgbench's sustained maximum
-	// only): P99 within Config.SustainP99, as for noisysim's probes.
-	Sustained bool
+	// only): P99 within Config.SustainP99, as for noisysim's probes;
+	// Retry as OpenLoopRun's.
+	Sustained, Retry bool
 	// CPU is the user and system CPU time of the pgbench process (its
 	// rusage at exit), and CPUPerKOp that per 1,000 transactions.
 	CPU, CPUPerKOp time.Duration
+	// Switches is the context switches of the pgbench process (its
+	// rusage at exit, voluntary and not), SwitchesPerOp that per
+	// transaction.
+	Switches      int64
+	SwitchesPerOp float64
 }
 
 // pgBench runs one script with pgbench.
@@ -116,6 +123,10 @@ func (p pgBench) run(ctx context.Context, d time.Duration, rate, sampling float6
 	}
 	out.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	out.CPUPerKOp = perKOp(out.CPU, out.Transactions)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		out.Switches = switches(ru)
+		out.SwitchesPerOp = perOp(out.Switches, out.Transactions)
+	}
 	if rate > 0 {
 		expected := rate * float64(secs)
 		out.Unstarted = max(0, int64(expected-3*math.Sqrt(expected))-out.Transactions)

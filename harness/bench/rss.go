@@ -34,11 +34,30 @@ func rss() uint64 {
 // threads; getrusage, the counters /proc/self/stat shows in clock ticks),
 // or 0 where it cannot be read.
 func selfCPU() time.Duration {
+	cpu, _ := selfUsage()
+	return cpu
+}
+
+// selfUsage returns selfCPU and the context switches of the process so far
+// (all threads, voluntary and not: getrusage's nvcsw + nivcsw).
+func selfUsage() (time.Duration, int64) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), switches(&ru)
+}
+
+// switches returns ru's context switches, voluntary (blocked: a read that
+// waits, a sleep) and not (preempted).
+func switches(ru *syscall.Rusage) int64 { return int64(ru.Nvcsw + ru.Nivcsw) }
+
+// perOp returns n per op, or 0 without ops.
+func perOp(n, ops int64) float64 {
+	if ops <= 0 {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return float64(n) / float64(ops)
 }
 
 // perKOp returns cpu per 1,000 of ops, or 0 without ops.
