@@ -381,7 +381,10 @@ func heldWords(t sweep.Trial) string {
 		if !c.Held {
 			w = c.Name + " FAILED " + strings.Join(c.Failed, ",")
 		}
-		if c.QuietOverSolo > 0 {
+		switch {
+		case c.QuietOverSolo > 0 && c.QuietUnjudged:
+			w += fmt.Sprintf(" (quiet/solo p99 %.2f× of %s, unjudged: quiet_p99 judged no class)", c.QuietOverSolo, c.QuietClass)
+		case c.QuietOverSolo > 0:
 			w += fmt.Sprintf(" (quiet/solo p99 %.2f×)", c.QuietOverSolo)
 		}
 		parts = append(parts, w)
