@@ -105,7 +105,7 @@ func TestRunLock(t *testing.T) {
 		o, e := waiter.output()
 		t.Fatalf("waiting run: exit %d\n%s\n%s", code, o, e)
 	}
-	if _, e := waiter.output(); !strings.Contains(e, "waiting for the measured run of pid "+pid) {
+	if _, e := waiter.output(); !strings.Contains(e, "waiting for the measured run of pid "+pid) || !strings.Contains(e, "to finish, 1st in line") {
 		t.Errorf("the waiting run does not say whom it waits for; stderr:\n%s", e)
 	}
 	wr := readMachineReportFromOut(t, waiter)

@@ -501,8 +501,8 @@ func measureLock(ctx context.Context, a *app, what string, noWait, allowConcurre
 		return func() {}, concurrent, nil
 	}
 	lock, err := runlock.Acquire(ctx, runlock.Path(), runlock.Options{What: what, NoWait: noWait,
-		OnWait: func(h runlock.Holder) {
-			fmt.Fprintf(a.stderr, "noisysim: waiting for the measured run of %s to finish (--no-wait exits instead, --allow-concurrent measures beside it)\n", h)
+		OnWait: func(w runlock.Wait) {
+			fmt.Fprintf(a.stderr, "noisysim: waiting for the measured run of %s to finish, %s (--no-wait exits instead, --allow-concurrent measures beside it)\n", w.Holder, w.InLine())
 		}})
 	if err != nil {
 		return nil, "", err

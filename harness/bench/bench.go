@@ -73,21 +73,25 @@ type Config struct {
 	// FixedRate is the rate (ops/s) both tools are held at in the
 	// fixed-rate step. 0 means DefaultFixedRate; negative skips the step.
 	FixedRate float64
-	// Overload bounds the search for noisysim's maximum: the highest rate
-	// tried is Overload × pgbench's. 0 means DefaultOverload; it must be
+	// Overload bounds the searches for the sustained maxima: the highest
+	// rate tried is Overload × pgbench's unthrottled rate. 0 means DefaultOverload; it must be
 	// > 1.
 	Overload float64
 	// SearchStep is the length of each probe of that search and
-	// SearchSteps the number of probes: the first at pgbench's rate, then
-	// bisecting between the highest rate sustained and the lowest not
-	// (from 0 and Overload × pgbench's), so the maximum is found to within
-	// Overload × pgbench's / 2^(SearchSteps−1). 0 means the defaults.
+	// SearchSteps the number of probes: the first at pgbench's unthrottled
+	// rate, then bisecting between the highest rate sustained and the
+	// lowest not (from 0 and Overload × pgbench's), so the maximum is found
+	// to within Overload × pgbench's / 2^(SearchSteps−1). pgbench's
+	// sustained maximum is searched alike, with -R and -T SearchStep
+	// (rounded to whole seconds). 0 means the defaults.
 	SearchStep  time.Duration
 	SearchSteps int
 	// SustainP99 is the p99 latency (from the intended start) above which
 	// a probe did not sustain its rate: ops queued for the pool faster than
-	// it served them. A probe sustains its rate when it also drops fewer
-	// than 0.1% of its arrivals. 0 means DefaultSustainP99.
+	// it served them. A probe of noisysim sustains its rate when it also
+	// drops fewer than 0.1% of its arrivals; pgbench's probes drop none
+	// (the transactions they leave unstarted count in their p99, see
+	// PgBenchRun.Unstarted). 0 means DefaultSustainP99.
 	SustainP99 time.Duration
 	// Procs is GOMAXPROCS while noisysim's open loops run (restored after
 	// each): fewer Ps leave a woken goroutine no idle P to wake a second
@@ -242,6 +246,14 @@ type Result struct {
 	Query string
 	// PgBenchMax is pgbench unthrottled (-M prepared -c PoolSize -j Threads).
 	PgBenchMax PgBenchRun
+	// PgBenchSustained is the highest rate pgbench sustained held at a
+	// rate (-R, its own open loop), found as noisysim's is (the same
+	// probes, the same criterion: see Config.SearchSteps and SustainP99),
+	// the best of PgBenchProbes; the lowest probe (Sustained false) when
+	// none sustained its rate. Its probes log a tenth of the transactions
+	// (--sampling-rate 0.1).
+	PgBenchSustained PgBenchRun
+	PgBenchProbes    []PgBenchRun
 	// NoisysimMax is the highest rate noisysim's open loop sustained
 	// alone (PoolSize workers, each holding one connection of a bare
 	// pgxpool pool: the generator), the
@@ -251,11 +263,14 @@ type Result struct {
 	// probe sustained its rate they hold the lowest probe (Sustained false).
 	NoisysimMax, StackMax OpenLoopRun
 	// NoisysimProbes and StackProbes are the probes of the searches, in
-	// the order they ran.
+	// the order they ran; pgbench's and noisysim's probes alternate.
 	NoisysimProbes, StackProbes []OpenLoopRun
-	// MaxRatio is NoisysimMax.Rate / PgBenchMax.Rate (goal ≥ 0.9);
-	// StackMaxRatio is StackMax.Rate / PgBenchMax.Rate.
-	MaxRatio, StackMaxRatio float64
+	// MaxRatio is NoisysimMax.Rate / PgBenchSustained.Rate (goal ≥ 0.9):
+	// both maxima sustained by an open loop and judged alike.
+	// UnthrottledRatio is NoisysimMax.Rate / PgBenchMax.Rate, against
+	// pgbench's closed loop, which no criterion judges; StackMaxRatio is
+	// StackMax.Rate / PgBenchSustained.Rate.
+	MaxRatio, UnthrottledRatio, StackMaxRatio float64
 	// PgBenchFixed, NoisysimFixed and StackFixed are held at
 	// Config.FixedRate.
 	PgBenchFixed              PgBenchRun
@@ -385,22 +400,50 @@ func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params 
 	pb := pgBench{bin: cfg.PgBench, dsn: pgbenchDSN, clients: cfg.PoolSize, threads: cfg.Threads, script: script}
 	var err error
 	log.Info("pgbench at its maximum", "duration", cfg.Duration)
-	if res.PgBenchMax, err = pb.run(ctx, cfg.Duration, 0); err != nil {
+	if res.PgBenchMax, err = pb.run(ctx, cfg.Duration, 0, 1); err != nil {
 		return err
 	}
-	if res.NoisysimProbes, res.NoisysimMax, err = search(ctx, dsn, cfg, params, viaWorkers, res.PgBenchMax.Rate); err != nil {
-		return err
+	// pgbench's sustained maximum and noisysim's are searched alike, their
+	// probes alternating so that a change in the machine's load moves both.
+	pgs, nss := newBisection(res.PgBenchMax.Rate, cfg.Overload), newBisection(res.PgBenchMax.Rate, cfg.Overload)
+	for range cfg.SearchSteps {
+		p, err := pb.run(ctx, cfg.SearchStep, pgs.rate, pgbenchSampling)
+		if err != nil {
+			return err
+		}
+		p.Sustained = p.P99 <= cfg.SustainP99
+		res.PgBenchProbes = append(res.PgBenchProbes, p)
+		log.Info("pgbench probe", "offered", math.Round(p.Offered), "rate", math.Round(p.Rate), "unstarted", p.Unstarted,
+			"p99_ms", float64(p.P99)/float64(time.Millisecond), "sustained", p.Sustained)
+		if pgs.next(p.Sustained) {
+			res.PgBenchSustained = p
+		}
+		r, err := probe(ctx, dsn, cfg, params, viaWorkers, nss.rate)
+		if err != nil {
+			return err
+		}
+		res.NoisysimProbes = append(res.NoisysimProbes, r)
+		if nss.next(r.Sustained) {
+			res.NoisysimMax = r
+		}
 	}
-	res.MaxRatio = res.NoisysimMax.Rate / res.PgBenchMax.Rate
+	if !res.PgBenchSustained.Sustained {
+		res.PgBenchSustained = res.PgBenchProbes[len(res.PgBenchProbes)-1] // the lowest tried
+	}
+	if !res.NoisysimMax.Sustained {
+		res.NoisysimMax = res.NoisysimProbes[len(res.NoisysimProbes)-1]
+	}
+	res.MaxRatio = res.NoisysimMax.Rate / res.PgBenchSustained.Rate
+	res.UnthrottledRatio = res.NoisysimMax.Rate / res.PgBenchMax.Rate
 	if res.StackProbes, res.StackMax, err = search(ctx, dsn, cfg, params, viaStack, res.PgBenchMax.Rate); err != nil {
 		return err
 	}
-	res.StackMaxRatio = res.StackMax.Rate / res.PgBenchMax.Rate
+	res.StackMaxRatio = res.StackMax.Rate / res.PgBenchSustained.Rate
 	if cfg.FixedRate < 0 {
 		return nil
 	}
 	log.Info("pgbench at a fixed rate", "rate", cfg.FixedRate)
-	if res.PgBenchFixed, err = pb.run(ctx, cfg.Duration, cfg.FixedRate); err != nil {
+	if res.PgBenchFixed, err = pb.run(ctx, cfg.Duration, cfg.FixedRate, 1); err != nil {
 		return err
 	}
 	log.Info("noisysim open loop at a fixed rate", "rate", cfg.FixedRate)
@@ -417,37 +460,63 @@ func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params 
 	return nil
 }
 
-// search finds the highest rate the open loop sustains (see
-// Config.SustainP99) along via: a probe of
-// cfg.SearchStep at pgbench's rate, then bisection between the highest rate
-// sustained so far (at first 0) and the lowest not (at first Overload ×
-// pgbench's), cfg.SearchSteps probes in all. An open loop offered more than
-// it can serve queues up to its MaxInFlight ops (through the stack, as many
-// goroutines on the pool, whose CPU is spent on them): its completion rate
-// then is not its capacity.
-func search(ctx context.Context, dsn string, cfg Config, params dataset.Params, via path, pgbenchRate float64) (probes []OpenLoopRun, best OpenLoopRun, err error) {
+// pgbenchSampling is the share of transactions pgbench's probes log.
+const pgbenchSampling = 0.1
+
+// bisection is the search for a maximum rate: the first probe at the
+// reference rate, then halfway between the highest rate sustained so far (at
+// first 0) and the lowest not (at first overload × the reference).
+type bisection struct{ lo, hi, rate float64 }
+
+func newBisection(ref, overload float64) *bisection {
+	return &bisection{hi: overload * ref, rate: ref}
+}
+
+// next takes the outcome of the probe at b.rate, moves b.rate to the next
+// probe's and reports whether that probe is the best sustained so far.
+func (b *bisection) next(sustained bool) (best bool) {
+	if sustained {
+		b.lo = b.rate
+	} else {
+		b.hi = b.rate
+	}
+	b.rate = (b.lo + b.hi) / 2
+	return sustained
+}
+
+// probe runs the open loop along via at rate for cfg.SearchStep and judges
+// whether it sustained its rate (see Config.SustainP99).
+func probe(ctx context.Context, dsn string, cfg Config, params dataset.Params, via path, rate float64) (OpenLoopRun, error) {
+	r, err := openLoop(ctx, dsn, cfg, params, via, cfg.Tenants, 1, rate, cfg.SearchStep, nil)
+	if err != nil {
+		return r, err
+	}
+	r.Sustained = r.DropShare < 0.001 && r.P99 <= cfg.SustainP99
 	what := "noisysim open loop"
 	if via == viaStack {
 		what += " through the stack"
 	}
-	lo, hi := 0.0, cfg.Overload*pgbenchRate
-	rate := pgbenchRate
+	cfg.Logger.Info(what+" probe", "offered", math.Round(rate), "rate", math.Round(r.Rate), "dropped", r.Dropped,
+		"p99_ms", float64(r.P99)/float64(time.Millisecond), "sustained", r.Sustained)
+	return r, nil
+}
+
+// search finds the highest rate the open loop sustains along via (see
+// Config.SustainP99) by a bisection of cfg.SearchSteps probes from
+// pgbench's rate. An open loop offered more than it can serve queues up to
+// its MaxInFlight ops (through the stack, as many goroutines on the pool,
+// whose CPU is spent on them): its completion rate then is not its capacity.
+func search(ctx context.Context, dsn string, cfg Config, params dataset.Params, via path, pgbenchRate float64) (probes []OpenLoopRun, best OpenLoopRun, err error) {
+	b := newBisection(pgbenchRate, cfg.Overload)
 	for range cfg.SearchSteps {
-		r, err := openLoop(ctx, dsn, cfg, params, via, cfg.Tenants, 1, rate, cfg.SearchStep, nil)
+		r, err := probe(ctx, dsn, cfg, params, via, b.rate)
 		if err != nil {
 			return probes, best, err
 		}
-		r.Sustained = r.DropShare < 0.001 && r.P99 <= cfg.SustainP99
 		probes = append(probes, r)
-		cfg.Logger.Info(what+" probe", "offered", math.Round(rate), "rate", math.Round(r.Rate), "dropped", r.Dropped,
-			"p99_ms", float64(r.P99)/float64(time.Millisecond), "sustained", r.Sustained)
-		if r.Sustained {
-			lo = rate
+		if b.next(r.Sustained) {
 			best = r
-		} else {
-			hi = rate
 		}
-		rate = (lo + hi) / 2
 	}
 	if !best.Sustained {
 		best = probes[len(probes)-1] // the lowest tried

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +34,36 @@ func TestRunShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.PgBenchMax.Rate <= 0 || res.NoisysimMax.Rate <= 0 || res.MaxRatio != res.NoisysimMax.Rate/res.PgBenchMax.Rate {
-		t.Errorf("maximum: pgbench %+v, noisysim %+v, ratio %v", res.PgBenchMax, res.NoisysimMax, res.MaxRatio)
+	if res.PgBenchMax.Rate <= 0 || res.NoisysimMax.Rate <= 0 || res.UnthrottledRatio != res.NoisysimMax.Rate/res.PgBenchMax.Rate {
+		t.Errorf("maximum: pgbench %+v, noisysim %+v, ratio %v", res.PgBenchMax, res.NoisysimMax, res.UnthrottledRatio)
+	}
+	if res.PgBenchSustained.Rate <= 0 || res.MaxRatio != res.NoisysimMax.Rate/res.PgBenchSustained.Rate ||
+		res.StackMaxRatio != res.StackMax.Rate/res.PgBenchSustained.Rate {
+		t.Errorf("sustained maximum: pgbench %+v, noisysim %+v, ratio %v, stack ratio %v", res.PgBenchSustained, res.NoisysimMax, res.MaxRatio, res.StackMaxRatio)
+	}
+	// pgbench's sustained maximum is searched as noisysim's: three probes
+	// held at a rate (-R, a tenth of them logged), the first at its
+	// unthrottled rate, then bisection; each judged by its p99.
+	if len(res.PgBenchProbes) != 3 || res.PgBenchProbes[0].Offered != res.PgBenchMax.Rate {
+		t.Fatalf("pgbench probes %+v, want 3, the first at its unthrottled %v", res.PgBenchProbes, res.PgBenchMax.Rate)
+	}
+	lo, hi, best := 0.0, 1.5*res.PgBenchMax.Rate, -1
+	for i, p := range res.PgBenchProbes {
+		if i > 0 && p.Offered != (lo+hi)/2 {
+			t.Errorf("pgbench probe %d offered %v, want (%v+%v)/2", i, p.Offered, lo, hi)
+		}
+		if p.Transactions <= 0 || p.P99 <= 0 || p.P50 > p.P99 || p.Sustained != (p.P99 <= bench.DefaultSustainP99) ||
+			p.Unstarted < 0 || !slices.Contains(p.Args, "-R") || !slices.Contains(p.Args, "--sampling-rate") {
+			t.Errorf("pgbench probe %d: %+v", i, p)
+		}
+		if p.Sustained {
+			lo, best = p.Offered, i
+		} else {
+			hi = p.Offered
+		}
+	}
+	if best >= 0 && (res.PgBenchSustained.Offered != res.PgBenchProbes[best].Offered || !res.PgBenchSustained.Sustained) {
+		t.Errorf("pgbench sustained maximum %+v, want probe %d", res.PgBenchSustained, best)
 	}
 	if res.PgBenchMax.CPU <= 0 || res.PgBenchMax.CPUPerKOp <= 0 {
 		t.Errorf("pgbench's client CPU: %+v", res.PgBenchMax)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
@@ -27,17 +28,31 @@ var ErrNoPgBench = errors.New("pgbench not available")
 type PgBenchRun struct {
 	// Args are pgbench's arguments (the DSN left out).
 	Args []string
+	// Offered is the rate pgbench was held at (-R), 0 when unthrottled.
+	Offered float64
 	// Rate is pgbench's tps (without initial connection time).
 	Rate         float64
 	Transactions int64
 	Failed       int64
+	// Unstarted estimates the transactions of pgbench's -R schedule
+	// that it had not started when its -T ran out (a generator that fell
+	// behind): Offered × -T, less three standard deviations of the Poisson
+	// count, less Transactions; 0 when none or unthrottled. They count in
+	// P50 and P99 at the largest latency logged, a lower bound (each
+	// would have waited behind every logged one), as noisysim's open loop
+	// waits for its queued ops and counts their latencies.
+	Unstarted int64
 	// LatencyAvg is pgbench's "latency average"; at a fixed rate it is
 	// measured from each transaction's scheduled start.
 	LatencyAvg time.Duration
-	// P50 and P99 come from the per-transaction log (fixed-rate runs
-	// only): each transaction's time plus its schedule lag, i.e. from its
-	// scheduled start, as noisysim measures from the intended start.
+	// P50 and P99 come from the per-transaction log (throttled runs
+	// only, all transactions or a --sampling-rate share of them): each
+	// transaction's time plus its schedule lag, i.e. from its scheduled
+	// start, as noisysim measures from the intended start.
 	P50, P99 time.Duration
+	// Sustained (a probe of the search for pgbench's sustained maximum
+	// only): P99 within Config.SustainP99, as for noisysim's probes.
+	Sustained bool
 	// CPU is the user and system CPU time of the pgbench process (its
 	// rusage at exit), and CPUPerKOp that per 1,000 transactions.
 	CPU, CPUPerKOp time.Duration
@@ -51,8 +66,10 @@ type pgBench struct {
 }
 
 // run runs pgbench for d, unthrottled when rate is 0 and held at rate
-// transactions/s otherwise (then with a per-transaction log for P50/P99).
-func (p pgBench) run(ctx context.Context, d time.Duration, rate float64) (PgBenchRun, error) {
+// transactions/s otherwise, then with a per-transaction log for P50/P99 of
+// every transaction (sampling 1) or of that share of them (pgbench's
+// --sampling-rate, so that writing the log costs pgbench little CPU).
+func (p pgBench) run(ctx context.Context, d time.Duration, rate, sampling float64) (PgBenchRun, error) {
 	dir, err := os.MkdirTemp("", "noisysim-bench-")
 	if err != nil {
 		return PgBenchRun{}, fmt.Errorf("bench: pgbench: %w", err)
@@ -62,12 +79,15 @@ func (p pgBench) run(ctx context.Context, d time.Duration, rate float64) (PgBenc
 	if err := os.WriteFile(script, []byte(p.script), 0o600); err != nil {
 		return PgBenchRun{}, fmt.Errorf("bench: pgbench: %w", err)
 	}
-	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(p.clients), "-j", strconv.Itoa(p.threads),
-		"-T", strconv.Itoa(max(1, int(d.Round(time.Second).Seconds())))}
+	secs := max(1, int(d.Round(time.Second).Seconds()))
+	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(p.clients), "-j", strconv.Itoa(p.threads), "-T", strconv.Itoa(secs)}
 	if rate > 0 {
 		args = append(args, "-R", strconv.FormatFloat(rate, 'f', -1, 64), "-l", "--log-prefix", filepath.Join(dir, "log"))
+		if sampling < 1 {
+			args = append(args, "--sampling-rate", strconv.FormatFloat(sampling, 'f', -1, 64))
+		}
 	}
-	out := PgBenchRun{Args: append(slices.Clone(args), "-f", "lookup.sql")}
+	out := PgBenchRun{Offered: rate, Args: append(slices.Clone(args), "-f", "lookup.sql")}
 	if rate > 0 {
 		out.Args = slices.DeleteFunc(out.Args, func(a string) bool { return strings.HasPrefix(a, dir) })
 		out.Args = slices.DeleteFunc(out.Args, func(a string) bool { return a == "--log-prefix" })
@@ -97,7 +117,9 @@ func (p pgBench) run(ctx context.Context, d time.Duration, rate float64) (PgBenc
 	out.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	out.CPUPerKOp = perKOp(out.CPU, out.Transactions)
 	if rate > 0 {
-		if err := readPgBenchLogs(dir, &out); err != nil {
+		expected := rate * float64(secs)
+		out.Unstarted = max(0, int64(expected-3*math.Sqrt(expected))-out.Transactions)
+		if err := readPgBenchLogs(dir, out.Unstarted, min(sampling, 1), &out); err != nil {
 			return out, fmt.Errorf("bench: pgbench log: %w", err)
 		}
 	}
@@ -149,8 +171,9 @@ func parsePgBench(s string, out *PgBenchRun) error {
 // readPgBenchLogs reads the per-transaction logs pgbench -l wrote in dir
 // (one per thread): "client_id transaction_no time script_no time_epoch
 // time_us schedule_lag", times in µs; a transaction's latency is time +
-// schedule_lag.
-func readPgBenchLogs(dir string, out *PgBenchRun) error {
+// schedule_lag. The logs hold a sampling share of the transactions;
+// unstarted transactions count at the largest latency logged.
+func readPgBenchLogs(dir string, unstarted int64, sampling float64, out *PgBenchRun) error {
 	files, err := filepath.Glob(filepath.Join(dir, "log.*"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no per-transaction log in %s", dir)
@@ -183,6 +206,9 @@ func readPgBenchLogs(dir string, out *PgBenchRun) error {
 	}
 	if h.TotalCount() == 0 {
 		return fmt.Errorf("per-transaction logs in %s hold no transaction", dir)
+	}
+	if n := int64(math.Round(float64(unstarted) * sampling)); n > 0 {
+		_ = h.RecordValues(h.Max(), n)
 	}
 	out.P50 = time.Duration(h.ValueAtQuantile(50)) * time.Microsecond
 	out.P99 = time.Duration(h.ValueAtQuantile(99)) * time.Microsecond

@@ -9,15 +9,27 @@
 // the kernel releases it when its holder exits, however it exits (kill -9
 // included), so a lock is never left stale. The holder writes its pid, what
 // it runs and since when into the file, for the runs that find it taken.
+//
+// Waiters take the lock in the order they began to wait. Each waiter holds
+// an flock on a ticket of its own in the queue directory beside the lock
+// file (QueueDir), named by the time it began to wait, so that tickets sort
+// by arrival; only the waiter whose ticket comes first tries the lock. A
+// ticket whose flock can be taken belongs to a waiter that died (the kernel
+// freed its flock), and whoever finds it removes it, so a dead waiter never
+// blocks the line. A waiter removes its own ticket once it holds the lock,
+// or when its wait ends (ctx).
 package runlock
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -68,14 +80,22 @@ func (h Holder) String() string {
 }
 
 // HeldError is returned by Acquire with NoWait when another run holds the
-// lock. It unwraps to ErrHeld.
+// lock, or when the lock is free but other runs wait for it. It unwraps to
+// ErrHeld.
 type HeldError struct {
 	Path   string
 	Holder Holder
+	// Next is true when the lock was free but runs wait in line for it:
+	// Holder is then the first of them, which takes it next.
+	Next bool
 }
 
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("another measured run holds the machine: %s (lock %s); wait for it (leave out --no-wait) or measure beside it with --allow-concurrent", e.Holder, e.Path)
+	who := e.Holder.String()
+	if e.Next {
+		who += ", first in line, taking the lock its last holder released"
+	}
+	return fmt.Sprintf("another measured run holds the machine: %s (lock %s); wait for it (leave out --no-wait) or measure beside it with --allow-concurrent", who, e.Path)
 }
 
 // Unwrap returns ErrHeld.
@@ -89,51 +109,94 @@ type Options struct {
 	// of waiting.
 	NoWait bool
 	// OnWait, when not nil, is called when Acquire has to wait, and again
-	// each time another process holds the lock.
-	OnWait func(Holder)
-	// Poll is how often a waiting Acquire tries again; 0 means 200 ms.
+	// each time another process holds the lock or the waiter's place in
+	// line changes.
+	OnWait func(Wait)
+	// Poll is how often a waiting Acquire looks at the line and the lock
+	// again; 0 means 200 ms.
 	Poll time.Duration
 }
+
+// Wait is what OnWait is told: who holds the lock, and the waiter's place
+// in line.
+type Wait struct {
+	Holder Holder
+	// Place is 1 for the waiter that takes the lock next, 2 for the one
+	// behind it, and so on.
+	Place int
+}
+
+// InLine says the place, e.g. "2nd in line".
+func (w Wait) InLine() string {
+	suffix := "th"
+	switch {
+	case w.Place%100 >= 11 && w.Place%100 <= 13:
+	case w.Place%10 == 1:
+		suffix = "st"
+	case w.Place%10 == 2:
+		suffix = "nd"
+	case w.Place%10 == 3:
+		suffix = "rd"
+	}
+	return strconv.Itoa(w.Place) + suffix + " in line"
+}
+
+// QueueDir is the directory of the tickets of the runs waiting for the lock
+// at path: path with ".queue" added.
+func QueueDir(path string) string { return path + ".queue" }
 
 // Lock is a held lock.
 type Lock struct {
 	f *os.File
 }
 
-// Acquire takes the lock at path, waiting for its holder unless
-// opts.NoWait. It returns ctx.Err() (wrapped) if ctx ends while waiting.
+// Acquire takes the lock at path, waiting for its holder and for the runs
+// that began to wait before it, unless opts.NoWait. It returns ctx.Err()
+// (wrapped) if ctx ends while waiting, and then leaves no ticket behind.
 func Acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
 	f, err := open(path)
 	if err != nil {
 		return nil, err
 	}
+	if opts.NoWait {
+		return tryNow(f, path, opts.What)
+	}
 	if opts.Poll <= 0 {
 		opts.Poll = 200 * time.Millisecond
 	}
+	t, err := enqueue(QueueDir(path), opts.What)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	defer t.remove()
 	waited := false
-	var last Holder // the holder OnWait was last told of
+	var last Wait // what OnWait was last told
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
+		ahead, err := line(QueueDir(path), t.name)
+		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
+			return nil, err
 		}
-		if opts.NoWait {
-			h := readHolder(path)
-			f.Close()
-			return nil, &HeldError{Path: path, Holder: h}
+		if len(ahead) == 0 {
+			err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, syscall.EWOULDBLOCK) {
+				f.Close()
+				return nil, fmt.Errorf("lock %s: %w", path, err)
+			}
 		}
 		if opts.OnWait != nil {
 			// Once when the wait begins, and again each time another
-			// process takes the lock first: a wait behind a test suite
-			// names the package that holds it now.
-			h := readHolder(path)
-			if !waited || h.PID != 0 && h.PID != last.PID {
-				opts.OnWait(h)
-				last = h
+			// process takes the lock or a waiter ahead leaves the line:
+			// a wait behind a test suite names the package that holds it
+			// now.
+			w := Wait{Holder: readHolder(path), Place: len(ahead) + 1}
+			if !waited || w.Place != last.Place || w.Holder.PID != 0 && w.Holder.PID != last.Holder.PID {
+				opts.OnWait(w)
+				last = w
 			}
 		}
 		waited = true
@@ -144,11 +207,160 @@ func Acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
 		case <-time.After(opts.Poll):
 		}
 	}
-	content := fmt.Sprintf("pid %d\nwhat %s\nsince %s\n", os.Getpid(), strings.ReplaceAll(opts.What, "\n", " "), time.Now().UTC().Format(time.RFC3339))
+	// The record is written before the ticket goes (deferred), so that the
+	// waiters behind, told of their new place, read the new holder.
+	writeHolder(f, opts.What)
+	return &Lock{f: f}, nil
+}
+
+// tryNow takes the lock open in f at once, or returns a *HeldError: when
+// another process holds it, or when it is free but runs wait for it (they
+// go first).
+func tryNow(f *os.File, path, what string) (*Lock, error) {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		h := readHolder(path)
+		f.Close()
+		return nil, &HeldError{Path: path, Holder: h}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	ahead, err := line(QueueDir(path), "")
+	if err == nil && len(ahead) > 0 {
+		b, _ := os.ReadFile(filepath.Join(QueueDir(path), ahead[0]))
+		f.Close() // releases the lock
+		return nil, &HeldError{Path: path, Holder: parseHolder(b), Next: true}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	writeHolder(f, what)
+	return &Lock{f: f}, nil
+}
+
+// writeHolder records the holder in the lock file it holds.
+func writeHolder(f *os.File, what string) {
+	content := fmt.Sprintf("pid %d\nwhat %s\nsince %s\n", os.Getpid(), strings.ReplaceAll(what, "\n", " "), time.Now().UTC().Format(time.RFC3339))
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(content), 0)
 	}
-	return &Lock{f: f}, nil
+}
+
+// ticketExt ends the name of every ticket in a queue directory.
+const ticketExt = ".ticket"
+
+// ticketSeq orders the tickets one process takes within a nanosecond.
+var ticketSeq atomic.Uint64
+
+// A ticket is a waiter's place in line: a file in the queue directory,
+// flocked by its waiter for as long as it waits.
+type ticket struct {
+	f    *os.File
+	dir  string
+	name string
+}
+
+// enqueue puts a ticket for a waiter that runs what at the end of the line
+// in dir, making dir when missing. Tickets are named by the wall-clock time
+// they are taken (nanoseconds, zero-padded), then pid and a sequence
+// number, so that they sort by arrival.
+func enqueue(dir, what string) (*ticket, error) {
+	if err := os.Mkdir(dir, 0o777); err == nil {
+		os.Chmod(dir, 0o777) // the umask took bits away; every user's waiters write here
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("make lock queue %s: %w", dir, err)
+	}
+	name := fmt.Sprintf("%020d-%d-%d%s", time.Now().UnixNano(), os.Getpid(), ticketSeq.Add(1), ticketExt)
+	p := filepath.Join(dir, name)
+	for range 10 {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if err != nil {
+			return nil, fmt.Errorf("take a ticket in lock queue %s: %w", dir, err)
+		}
+		if st, err := f.Stat(); err == nil && st.Mode().Perm() != 0o666 {
+			f.Chmod(0o666)
+		}
+		// Blocking: another waiter that listed the line between the
+		// create and this flock holds it for an instant, takes it for a
+		// dead waiter's and removes it.
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			os.Remove(p)
+			return nil, fmt.Errorf("lock ticket %s: %w", p, err)
+		}
+		if sameFile(f, p) {
+			fmt.Fprintf(f, "pid %d\nwhat %s\nsince %s\n", os.Getpid(), strings.ReplaceAll(what, "\n", " "), time.Now().UTC().Format(time.RFC3339))
+			return &ticket{f: f, dir: dir, name: name}, nil
+		}
+		f.Close() // removed as dead before it was locked: take it again
+	}
+	return nil, fmt.Errorf("take a ticket in lock queue %s: removed 10 times before it could be locked", dir)
+}
+
+// sameFile reports whether path still names the file open in f.
+func sameFile(f *os.File, path string) bool {
+	a, err1 := f.Stat()
+	b, err2 := os.Stat(path)
+	return err1 == nil && err2 == nil && os.SameFile(a, b)
+}
+
+// remove takes the ticket out of the line. It is idempotent.
+func (t *ticket) remove() {
+	if t.f == nil {
+		return
+	}
+	os.Remove(filepath.Join(t.dir, t.name))
+	t.f.Close()
+	t.f = nil
+}
+
+// line returns the names of the live tickets in dir that sort before mine
+// (all of them when mine is ""), in order, and removes the tickets of dead
+// waiters on its way. A missing dir is an empty line.
+func line(dir, mine string) ([]string, error) {
+	entries, err := os.ReadDir(dir) // sorted by name
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lock queue %s: %w", dir, err)
+	}
+	var ahead []string
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasSuffix(n, ticketExt) {
+			continue
+		}
+		if mine != "" && n >= mine {
+			break
+		}
+		if !removeIfDead(filepath.Join(dir, n)) {
+			ahead = append(ahead, n)
+		}
+	}
+	return ahead, nil
+}
+
+// removeIfDead removes the ticket at p if no waiter holds its flock, and
+// reports whether the ticket is gone. A ticket that cannot be opened for
+// another reason counts as live.
+func removeIfDead(p string) bool {
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return false
+	}
+	os.Remove(p)
+	return true
 }
 
 // Held returns the lock's holder and true when another process holds it.
@@ -196,23 +408,29 @@ func readHolder(path string) Holder {
 	for range 10 {
 		b, err := os.ReadFile(path)
 		if err == nil && len(b) > 0 {
-			for _, line := range strings.Split(string(b), "\n") {
-				k, v, _ := strings.Cut(line, " ")
-				switch k {
-				case "pid":
-					h.PID, _ = strconv.Atoi(v)
-				case "what":
-					h.What = v
-				case "since":
-					h.Since, _ = time.Parse(time.RFC3339, v)
-				}
-			}
-			if h.PID != 0 {
+			if h = parseHolder(b); h.PID != 0 {
 				h.Gone = errors.Is(syscall.Kill(h.PID, 0), syscall.ESRCH)
 				return h
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	return h
+}
+
+// parseHolder reads a record as writeHolder and enqueue write it.
+func parseHolder(b []byte) Holder {
+	var h Holder
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		switch k {
+		case "pid":
+			h.PID, _ = strconv.Atoi(v)
+		case "what":
+			h.What = v
+		case "since":
+			h.Since, _ = time.Parse(time.RFC3339, v)
+		}
 	}
 	return h
 }

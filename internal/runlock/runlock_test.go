@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +16,15 @@ import (
 )
 
 // The test binary run with RUNLOCK_HOLD=path takes the lock, says so and
-// holds it until killed.
+// holds it until killed; run with RUNLOCK_WAIT=path, it waits for the lock,
+// says "waiting N" with its place in line and goes on waiting.
 func TestMain(m *testing.M) {
+	if p := os.Getenv("RUNLOCK_WAIT"); p != "" {
+		_, err := Acquire(context.Background(), p, Options{What: "waiter", Poll: 10 * time.Millisecond,
+			OnWait: func(w Wait) { os.Stdout.WriteString("waiting " + strconv.Itoa(w.Place) + "\n") }})
+		os.Stderr.WriteString(fmt.Sprintf("Acquire returned %v while it should wait until killed\n", err))
+		os.Exit(3)
+	}
 	if p := os.Getenv("RUNLOCK_HOLD"); p != "" {
 		l, err := Acquire(context.Background(), p, Options{What: "holder"})
 		if err != nil {
@@ -37,7 +45,7 @@ func TestMain(m *testing.M) {
 func waitFor(path string) (waited chan Holder, got chan error) {
 	waited, got = make(chan Holder, 4), make(chan error, 1)
 	go func() {
-		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(h Holder) { waited <- h }})
+		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(w Wait) { waited <- w.Holder }})
 		if err == nil {
 			defer l.Release()
 		}
@@ -49,18 +57,39 @@ func waitFor(path string) (waited chan Holder, got chan error) {
 // hold starts another process holding the lock at path.
 func hold(t *testing.T, path string) *exec.Cmd {
 	t.Helper()
+	return child(t, "RUNLOCK_HOLD="+path, "held\n")
+}
+
+// child starts the test binary with env and returns once it printed want.
+func child(t *testing.T, env, want string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "RUNLOCK_HOLD="+path)
+	cmd.Env = append(os.Environ(), env)
+	cmd.Stderr = os.Stderr
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || line != "held\n" {
-		t.Fatalf("holder: %q, %v", line, err)
+	if err != nil || line != want {
+		t.Fatalf("child with %s: %q, %v; want %q", env, line, err, want)
 	}
 	return cmd
+}
+
+// tickets lists what the queue directory of the lock at path holds.
+func tickets(t *testing.T, path string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(QueueDir(path))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 func TestNoWaitNamesTheHolder(t *testing.T) {
@@ -76,6 +105,9 @@ func TestNoWaitNamesTheHolder(t *testing.T) {
 	}
 	if got, held := Held(path); !held || got.PID != h.Process.Pid {
 		t.Errorf("Held = %+v, %v; want pid %d", got, held, h.Process.Pid)
+	}
+	if left := tickets(t, path); len(left) != 0 {
+		t.Errorf("Acquire with NoWait left %v in the queue", left)
 	}
 }
 
@@ -114,6 +146,9 @@ func TestWaitCancelled(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire with ctx ending = %v, want DeadlineExceeded", err)
 	}
+	if left := tickets(t, path); len(left) != 0 {
+		t.Errorf("a cancelled wait left %v in the queue", left)
+	}
 }
 
 func TestReleaseFrees(t *testing.T) {
@@ -131,6 +166,9 @@ func TestReleaseFrees(t *testing.T) {
 	l2.Release()
 	if _, held := Held(path); held {
 		t.Error("Held after Release")
+	}
+	if left := tickets(t, path); len(left) != 0 {
+		t.Errorf("Acquire and Release left %v in the queue", left)
 	}
 }
 
@@ -199,5 +237,182 @@ func TestWaitNamesEachHolder(t *testing.T) {
 	}
 	if len(waited) != 0 {
 		t.Errorf("OnWait called again with the same holder: %+v", <-waited)
+	}
+}
+
+// Waiters take the lock in the order they began to wait, however often
+// each tries: the later ones here poll 16 times as often as the first,
+// which, first come first served, would take the lock before it.
+func TestWaitersInOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	h := hold(t, path)
+	const n = 4
+	order := make(chan int, n)
+	errs := make(chan error, n)
+	for i := range n {
+		told := make(chan Wait, 8)
+		poll := time.Duration(80>>i) * time.Millisecond // 80, 40, 20, 10 ms
+		go func() {
+			l, err := Acquire(context.Background(), path, Options{What: "waiter " + strconv.Itoa(i), Poll: poll,
+				OnWait: func(w Wait) {
+					select {
+					case told <- w:
+					default:
+					}
+				}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			order <- i
+			time.Sleep(50 * time.Millisecond) // long enough for each later waiter to try a few times
+			l.Release()
+		}()
+		// The next waiter starts once this one is in line.
+		select {
+		case w := <-told:
+			if w.Place != i+1 || w.Holder.PID != h.Process.Pid {
+				t.Errorf("waiter %d first told %+v (%s), want %s behind pid %d", i, w, w.InLine(), Wait{Place: i + 1}.InLine(), h.Process.Pid)
+			}
+		case err := <-errs:
+			t.Fatalf("waiter %d: %v", i, err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("waiter %d did not report its wait", i)
+		}
+	}
+	if got := len(tickets(t, path)); got != n {
+		t.Errorf("%d tickets in the queue with %d waiting", got, n)
+	}
+	h.Process.Signal(syscall.SIGKILL)
+	var got []int
+	for range n {
+		select {
+		case i := <-order:
+			got = append(got, i)
+		case err := <-errs:
+			t.Fatal(err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the waiters took the lock in the order %v, then none for 10 s", got)
+		}
+	}
+	if fmt.Sprint(got) != "[0 1 2 3]" {
+		t.Errorf("the waiters took the lock in the order %v, want the order they began to wait, [0 1 2 3]", got)
+	}
+	if left := tickets(t, path); len(left) != 0 {
+		t.Errorf("the queue holds %v once every waiter had the lock", left)
+	}
+}
+
+// A waiter killed by SIGKILL leaves its ticket, but not its place: the
+// waiter behind it moves up and takes the lock once the holder is gone.
+func TestKilledWaiterLeavesTheLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	h := hold(t, path)
+	dead := child(t, "RUNLOCK_WAIT="+path, "waiting 1\n")
+	told := make(chan Wait, 8)
+	got := make(chan error, 1)
+	go func() {
+		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(w Wait) {
+			select {
+			case told <- w:
+			default:
+			}
+		}})
+		if err == nil {
+			l.Release()
+		}
+		got <- err
+	}()
+	next := func() Wait {
+		t.Helper()
+		select {
+		case w := <-told:
+			return w
+		case err := <-got:
+			t.Fatalf("Acquire returned %v while the lock was held", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiter was not told of its place in 10 s")
+		}
+		return Wait{}
+	}
+	if w := next(); w.Place != 2 {
+		t.Fatalf("behind a waiting process: told %s, want 2nd in line", w.InLine())
+	}
+	dead.Process.Signal(syscall.SIGKILL)
+	dead.Wait()
+	if w := next(); w.Place != 1 || w.Holder.PID != h.Process.Pid {
+		t.Fatalf("after the waiter ahead was killed: told %+v (%s), want 1st in line behind pid %d", w, w.InLine(), h.Process.Pid)
+	}
+	h.Process.Signal(syscall.SIGKILL)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire still waits 10 s after the holder was killed")
+	}
+	if left := tickets(t, path); len(left) != 0 {
+		t.Errorf("the killed waiter's ticket is still in the queue: %v", left)
+	}
+}
+
+// With NoWait, a free lock that others wait for is not taken: they go
+// first, and the error names the first of them.
+func TestNoWaitYieldsToTheLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	// A waiter in line whose turn has come but that has not yet tried.
+	w, err := enqueue(QueueDir(path), "go test ./harness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.remove()
+	_, err = Acquire(t.Context(), path, Options{NoWait: true})
+	var he *HeldError
+	if !errors.As(err, &he) || !he.Next || he.Holder.PID != os.Getpid() || he.Holder.What != "go test ./harness" {
+		t.Fatalf("Acquire with NoWait and a waiter in line = %v (%+v), want *HeldError naming the waiter", err, he)
+	}
+	if !strings.Contains(err.Error(), "first in line") {
+		t.Errorf("the error does not say the run named waits first in line: %v", err)
+	}
+	if _, held := Held(path); held {
+		t.Error("NoWait kept the lock it gave up")
+	}
+	w.remove()
+	l, err := Acquire(t.Context(), path, Options{NoWait: true})
+	if err != nil {
+		t.Fatalf("Acquire with NoWait once the line is empty: %v", err)
+	}
+	l.Release()
+}
+
+// The queue directory and the tickets are writable by every user whatever
+// the umask: runs of different users wait in one line.
+func TestQueueWritableByAll(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	tk, err := enqueue(QueueDir(path), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.remove()
+	for p, want := range map[string]os.FileMode{QueueDir(path): 0o777, filepath.Join(QueueDir(path), tk.name): 0o666} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", p, st.Mode().Perm(), want)
+		}
+	}
+}
+
+func TestInLine(t *testing.T) {
+	for place, want := range map[int]string{1: "1st in line", 2: "2nd in line", 3: "3rd in line", 4: "4th in line",
+		11: "11th in line", 12: "12th in line", 13: "13th in line", 21: "21st in line", 102: "102nd in line", 111: "111th in line"} {
+		if got := (Wait{Place: place}).InLine(); got != want {
+			t.Errorf("place %d: %q, want %q", place, got, want)
+		}
 	}
 }

@@ -77,8 +77,8 @@ func Hold(pkg string) {
 	what := "go test ./" + pkg
 	start := time.Now()
 	l, err := runlock.Acquire(context.Background(), path, runlock.Options{What: what,
-		OnWait: func(h runlock.Holder) {
-			fmt.Fprintf(os.Stderr, "%s: waiting for the machine: %s holds %s\n", what, h, path)
+		OnWait: func(w runlock.Wait) {
+			fmt.Fprintf(os.Stderr, "%s: waiting for the machine: %s holds %s (%s)\n", what, w.Holder, path, w.InLine())
 		}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)

@@ -85,7 +85,7 @@ func TestHoldWaitsForTheHolder(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("the second binary failed (%v): the lock did not last while it ran", err)
 	}
-	if !strings.Contains(errOut.String(), "waiting for the machine: pid") || !strings.Contains(errOut.String(), "go test ./first") {
+	if !strings.Contains(errOut.String(), "waiting for the machine: pid") || !strings.Contains(errOut.String(), "go test ./first") || !strings.Contains(errOut.String(), "(1st in line)") {
 		t.Errorf("the waiting binary did not say whom it waits for:\n%s", errOut.String())
 	}
 }
