@@ -200,6 +200,10 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 			return nil, errs[i]
 		}
 	}
+	var beyond []map[string]*rowsBeyond
+	for _, run := range runs {
+		beyond = append(beyond, run.beyond)
+	}
 	for i := range sc.Configurations {
 		if errs[i] != nil {
 			return nil, errs[i]
@@ -210,6 +214,9 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		rep.Assertions = append(rep.Assertions, res.assertions...)
 	}
 	r.judge(rep, sc, opts.Only)
+	for _, n := range rowsBeyondNotes(cal, beyond) {
+		r.note("%s", n)
+	}
 	rep.Notes = r.notes
 	rep.Duration = time.Since(started).Seconds()
 	return rep, nil
@@ -549,6 +556,9 @@ type simulated struct {
 	stats    sim.Stats
 	duration time.Duration // the timeline's, virtual
 	notes    []string
+	// beyond counts, per class scaled by a rows fit, its calls by
+	// tenants above the fit's calibrated range.
+	beyond map[string]*rowsBeyond
 }
 
 // simulateTimeline runs the timeline under configuration c in the model.
@@ -606,6 +616,16 @@ func (r *runner) simulateTimeline(ctx context.Context, c *scenario.Configuration
 		}
 	}
 	ser := newSimSeries(r, tr)
+	sr.beyond = map[string]*rowsBeyond{}
+	var rowsOf []float64 // each tenant's rows, by id - 1
+	if len(cal.rows) > 0 && r.sc.Data.Builtin() && r.sc.Data.Orders > 0 {
+		for name := range cal.rows {
+			sr.beyond[name] = &rowsBeyond{tenants: map[int]bool{}}
+		}
+		for _, t := range r.pop.Tenants {
+			rowsOf = append(rowsOf, t.Share*float64(r.sc.Data.Orders))
+		}
+	}
 	rec := workload.RecorderFunc(func(res workload.Result) {
 		tr.windows[stepAt(res.Op.At)].rec.Record(res)
 	})
@@ -614,6 +634,17 @@ func (r *runner) simulateTimeline(ctx context.Context, c *scenario.Configuration
 		passTo(end)
 		prog.at(&r.steps[stepAt(end)], end)
 		ser.add(o, end)
+		if b := sr.beyond[o.Result.Op.Class]; b != nil {
+			b.calls++
+			if t := o.Result.Op.Tenant; t >= 1 && t <= len(rowsOf) && rowsOf[t-1] > cal.rows[o.Result.Op.Class].hi {
+				b.above++
+				b.tenants[t] = true
+				b.maxRows = max(b.maxRows, rowsOf[t-1])
+				if cal.rows[o.Result.Op.Class].capped(rowsOf[t-1]) {
+					b.capped++
+				}
+			}
+		}
 		if o.Node < 0 {
 			return
 		}
@@ -807,19 +838,100 @@ type Calibration struct {
 // rowsFit is how a class's database time per call grows with the sending
 // tenant's rows of the data set: a + b × rows (ms). ref is the rows the
 // class's sampler stands for: its calibration tenants' mix, by calls. lo
-// is the fewest rows of a tenant it was fitted on.
+// and hi are the fewest and the most rows of a tenant it was fitted on
+// (the calibrated range).
 type rowsFit struct {
-	a, b, ref, lo float64
+	a, b, ref, lo, hi float64
 }
 
+// maxRowsExtrapolation bounds the rows fit above its calibrated range: a
+// tenant with more rows than the calibration's largest (hi) is drawn at
+// most this many times hi's cost. The line was measured on a handful of
+// tenants up to hi; past it a query's plan and cache behaviour change (a
+// sort spilling to disk, a scan outgrowing shared_buffers) and the slope's
+// error grows with the distance, so the draws of a tenant 100× hi (10,000
+// tenants on other data) would be a guess no run measured. 4× covers what a
+// capacity question asks of one tenant's growth (a sweep of its data or
+// share to 2–4× today's) while keeping one extrapolated tenant from
+// drawing service times that swamp every other figure; the report's notes
+// say how many calls lay beyond hi and whether the cap applied.
+const maxRowsExtrapolation = 4.0
+
+// cost is the fitted database time per call (ms) of a tenant of rows:
+// below lo the line is not followed (a query has a cost of its own the
+// line, often through the origin, leaves out, so a tenant of a few rows is
+// drawn as the smallest calibration tenant, not near 0); above hi it is
+// followed up to maxRowsExtrapolation × hi's cost.
+func (f rowsFit) cost(rows float64) float64 {
+	c := f.a + f.b*max(rows, f.lo)
+	if rows > f.hi {
+		c = min(c, f.capCost())
+	}
+	return c
+}
+
+// capCost is the most a call is drawn at: maxRowsExtrapolation × the
+// calibration's largest tenant's cost.
+func (f rowsFit) capCost() float64 { return maxRowsExtrapolation * (f.a + f.b*f.hi) }
+
+// capped reports whether a tenant of rows is drawn at capCost, not on the
+// line.
+func (f rowsFit) capped(rows float64) bool { return rows > f.hi && f.a+f.b*rows > f.capCost() }
+
 // scale is a call's factor over the sampler's draw for a tenant of rows.
-// Below lo the line is not followed: a query has a cost of its own the
-// line, often through the origin, leaves out, so a tenant of a few rows
-// (10,000 tenants on the calibration's orders) is drawn as the smallest
-// calibration tenant, not near 0; above it the line goes on (the tenant
-// that grows is the question).
 func (f rowsFit) scale(rows float64) float64 {
-	return (f.a + f.b*max(rows, f.lo)) / (f.a + f.b*f.ref)
+	return f.cost(rows) / (f.a + f.b*f.ref)
+}
+
+// rowsBeyond counts one fitted class's simulated calls by tenants with
+// more rows than its fit's calibrated range (rowsFit.hi).
+type rowsBeyond struct {
+	// calls of the class, above of them by a tenant above hi, capped of
+	// those drawn at the cap (rowsFit.capped).
+	calls, above, capped int64
+	// tenants above hi that sent the class; maxRows the most rows of one.
+	tenants map[int]bool
+	maxRows float64
+}
+
+func (b *rowsBeyond) add(o *rowsBeyond) {
+	b.calls, b.above, b.capped = b.calls+o.calls, b.above+o.above, b.capped+o.capped
+	for t := range o.tenants {
+		b.tenants[t] = true
+	}
+	b.maxRows = max(b.maxRows, o.maxRows)
+}
+
+// rowsBeyondNotes says, for each class scaled by a rows fit, how many
+// simulated tenants and what share of its calls lay above the calibrated
+// range, how far above, and whether the cap applied; nothing for a class
+// whose tenants all lay within it. counts holds each configuration's.
+func rowsBeyondNotes(cal *Calibration, counts []map[string]*rowsBeyond) []string {
+	var out []string
+	for _, class := range slices.Sorted(maps.Keys(cal.rows)) {
+		f := cal.rows[class]
+		sum := &rowsBeyond{tenants: map[int]bool{}}
+		for _, c := range counts {
+			if b := c[class]; b != nil {
+				sum.add(b)
+			}
+		}
+		if sum.above == 0 {
+			continue
+		}
+		capWords := fmt.Sprintf("below the cap of %g× that tenant's cost (%.3g ms per call), not reached", maxRowsExtrapolation, f.capCost())
+		if sum.capped > 0 {
+			capWords = fmt.Sprintf("capped at %g× that tenant's cost (%.3g ms per call; the line gives %.3g ms at %.0f rows): the cap applied to %d calls",
+				maxRowsExtrapolation, f.capCost(), f.a+f.b*sum.maxRows, sum.maxRows, sum.capped)
+		}
+		tenants := fmt.Sprintf("%d simulated tenants", len(sum.tenants))
+		if len(sum.tenants) == 1 {
+			tenants = "1 simulated tenant"
+		}
+		out = append(out, fmt.Sprintf("%s: %s sent %d of its %d calls (%.1f%%, summed over %d configurations) with more rows than the calibration's largest tenant (%.0f rows), up to %.3g× as many: its rows fit is extrapolated there, %s",
+			class, tenants, sum.above, sum.calls, 100*float64(sum.above)/float64(sum.calls), len(counts), f.hi, sum.maxRows/f.hi, capWords))
+	}
+	return out
 }
 
 // Rows-fit bounds: at least minRowsTenants tenants with calls of the class,
@@ -922,7 +1034,7 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 	if cw == 0 || f.a+f.b*cx/cw <= 0 {
 		return f, r2, len(best), fmt.Sprintf("no %s calls of known tenants in the calibration's solo rows, whose mix the draws stand for", class)
 	}
-	f.ref, f.lo = cx/cw, lo
+	f.ref, f.lo, f.hi = cx/cw, lo, hi
 	return f, r2, len(best), ""
 }
 
@@ -1183,8 +1295,8 @@ func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (
 			continue
 		}
 		cal.rows[c.Name] = f
-		cal.source[c.Name] += fmt.Sprintf("; each call scaled by its tenant's rows (taken as at least %.0f, the calibration's smallest tenant's): (%.3g ms + %.3g ms per 1,000 rows) over the same at %.0f rows (the calibration's mix), fitted on %d tenants' database time per call (R² %.2f)",
-			f.lo, f.a, 1000*f.b, f.ref, tenants, r2)
+		cal.source[c.Name] += fmt.Sprintf("; each call scaled by its tenant's rows (taken as at least %.0f, the calibration's smallest tenant's; above %.0f, its largest's, at most %g× that tenant's cost): (%.3g ms + %.3g ms per 1,000 rows) over the same at %.0f rows (the calibration's mix), fitted on %d tenants' database time per call (R² %.2f)",
+			f.lo, f.hi, maxRowsExtrapolation, f.a, 1000*f.b, f.ref, tenants, r2)
 	}
 	if len(missing) > 0 {
 		var in []string

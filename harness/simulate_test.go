@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -624,3 +625,105 @@ func TestSimulateRowsFitFloor(t *testing.T) {
 		t.Fatalf("no tenant with fewer than %.0f rows sent a report", lo/4)
 	}
 }
+
+// TestSimulateRowsFitAbove: a tenant with more rows than the calibration's
+// largest (the same tenants on 10× the orders) is drawn on the fitted line
+// only up to 4× that tenant's cost, and the notes say how many tenants and
+// calls lay above the calibrated range, how far, and that the cap applied;
+// on the calibration's own orders every tenant lies within it and no note
+// says otherwise.
+func TestSimulateRowsFitAbove(t *testing.T) {
+	base := rowsScenario("2")
+	calText := strings.Replace(base, "seed: 5", "seed: 4", 1)
+	calSc, err := scenario.Parse([]byte(calText), "cal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, rows, _, _ := rowsCalibration(t, calSc.Seed)
+	cal.File = filepath.Join(t.TempDir(), "cal.yaml")
+	if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ran, err := harness.Simulate(context.Background(), calSc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal.ScheduleHash = ran.ScheduleHash
+	hi := rows(1) // the dominant tenant: the most rows of the calibration's
+	simulate := func(text string) *reports.Report {
+		t.Helper()
+		sc, err := scenario.Parse([]byte(text), "sim.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	aboveNote := func(rep *reports.Report) string {
+		for _, n := range rep.Notes {
+			if strings.HasPrefix(n, "report: ") && strings.Contains(n, "more rows than the calibration's largest tenant") {
+				return n
+			}
+		}
+		return ""
+	}
+
+	within := simulate(base)
+	if n := aboveNote(within); n != "" {
+		t.Errorf("every tenant within the calibrated range, yet a note: %s", n)
+	}
+	for _, s := range within.Simulated.Classes {
+		if s.Class == "report" && !strings.Contains(s.From, fmt.Sprintf("above %.0f, its largest's, at most 4× that tenant's cost", hi)) {
+			t.Errorf("report drawn from %q: want the cap above %.0f rows stated", s.From, hi)
+		}
+	}
+
+	above := simulate(strings.Replace(base, "data: {orders: 10000}", "data: {orders: 100000}", 1))
+	n := aboveNote(above)
+	t.Logf("10× the orders: %s", n)
+	for _, want := range []string{"up to 10× as many", fmt.Sprintf("(%.0f rows)", hi), "capped at 4× that tenant's cost", "the cap applied to"} {
+		if !strings.Contains(n, want) {
+			t.Errorf("10× the orders: note %q lacks %q (notes: %q)", n, want, above.Notes)
+		}
+	}
+	simPop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: 20, DominantShare: 0.6}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bigger := 0
+	for _, tn := range simPop.Tenants {
+		if tn.Share*100000 > hi {
+			bigger++
+		}
+	}
+	var tenants int
+	var sent, calls int64
+	if _, err := fmt.Sscanf(strings.Replace(n, " tenant sent", " tenants sent", 1), "report: %d simulated tenants sent %d of its %d calls", &tenants, &sent, &calls); err != nil ||
+		tenants < 1 || tenants > bigger || sent <= 0 || sent >= calls {
+		t.Errorf("10× the orders: note %q: %d tenants (want 1..%d, those holding more than %.0f rows) sent %d of %d calls (%v)", n, tenants, bigger, hi, sent, calls, err)
+	}
+	// Tenant 1's reports: at the cap, 4 × its calibrated cost, not the
+	// line's 10 ×.
+	want := maxRowsCap * rowsMsPerRow * hi
+	for _, cf := range above.Configurations {
+		for _, row := range cf.Tenants {
+			if cf.Name == "isolated" && row.Tenant == "1" && row.Class == "report" && (row.P50 < 0.8*want || row.P50 > 1.25*want) {
+				t.Errorf("tenant 1 on 10× the orders: report p50 %.1f ms, want about %.0f ms (capped at 4× %.0f ms), not the line's %.0f ms",
+					row.P50, want, rowsMsPerRow*hi, 10*rowsMsPerRow*hi)
+			}
+		}
+	}
+
+	// 2× the orders: above the range, on the line, below the cap.
+	n = aboveNote(simulate(strings.Replace(base, "data: {orders: 10000}", "data: {orders: 20000}", 1)))
+	if !strings.Contains(n, "up to 2× as many") || !strings.Contains(n, "below the cap of 4×") || strings.Contains(n, "cap applied") {
+		t.Errorf("2× the orders: note %q, want above the range up to 2×, below the cap", n)
+	}
+}
+
+// maxRowsCap is harness's cap on the rows fit above its range (4× the
+// calibration's largest tenant's cost).
+const maxRowsCap = 4

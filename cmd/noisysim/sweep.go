@@ -25,8 +25,10 @@ Runs the scenario's own run (its configurations and assertions, as
 'noisysim run') at each point of the ranges, --trials times per point with
 seeds seed, seed+1, ..., and reports per point and configuration: the trials
 whose assertions all held, the throughput reached, the quiet tenants' p99 and
-its ratio to their solo p99 (median, min-max), rejections, errors and the top
-tenants' shares of database time.
+its ratio to their solo p99 (median, min-max; of the worst class quiet_p99
+judged, or of all classes marked "unjudged" when it judged none: no verdict
+rests on such a figure), rejections, errors and the top tenants' shares of
+database time.
 
 KEY is any numeric key the scenario file writes, by its path: mapping keys by
 name, list items by their name or 0-based index, e.g. classes.report.rate,
@@ -381,7 +383,10 @@ func heldWords(t sweep.Trial) string {
 		if !c.Held {
 			w = c.Name + " FAILED " + strings.Join(c.Failed, ",")
 		}
-		if c.QuietOverSolo > 0 {
+		switch {
+		case c.QuietOverSolo > 0 && c.QuietUnjudged:
+			w += fmt.Sprintf(" (quiet/solo p99 %.2f× of %s, unjudged: quiet_p99 judged no class)", c.QuietOverSolo, c.QuietClass)
+		case c.QuietOverSolo > 0:
 			w += fmt.Sprintf(" (quiet/solo p99 %.2f×)", c.QuietOverSolo)
 		}
 		parts = append(parts, w)

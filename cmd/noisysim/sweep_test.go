@@ -120,6 +120,18 @@ func TestSweepReal(t *testing.T) {
 	if !d.Complete || len(d.Points) != 2 || d.Points[1].Values["classes.lookup.rate"] != 40 || d.Points[0].Trials[0].Seed != 1 {
 		t.Fatalf("sweep.json: %+v", d)
 	}
+	// A quiet figure quiet_p99 did not judge (this short sweep's few quiet
+	// samples) is marked in the output exactly when sweep.json says so.
+	unjudged := false
+	for _, p := range d.Points {
+		for _, tr := range p.Trials {
+			unjudged = unjudged || tr.Configurations[0].QuietUnjudged
+		}
+	}
+	t.Logf("quiet_unjudged in sweep.json: %v", unjudged)
+	if strings.Contains(o, "unjudged: quiet_p99 judged no class") != unjudged || strings.Contains(o, sweep.UnjudgedNote) != unjudged {
+		t.Errorf("sweep.json quiet_unjudged %v, output marks unjudged %v:\n%s", unjudged, !unjudged, o)
+	}
 	// The throughput reached follows the rate asked for.
 	lo, hi := d.Points[0].Summary[0].Throughput.Median, d.Points[1].Summary[0].Throughput.Median
 	if !(lo > 10 && lo < 30 && hi > 30 && hi < 50) {

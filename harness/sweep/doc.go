@@ -99,10 +99,15 @@ type ConfigTrial struct {
 	// (QuietOverSolo) among those quiet_p99 judged for the quiet tenants
 	// together (every class when it judged none), with and without the
 	// noise; SoloP99 is 0 when the scenario has no solo phase.
-	QuietClass    string          `json:"quiet_class,omitempty"`
-	QuietP99      float64         `json:"quiet_p99_ms"`
-	SoloP99       float64         `json:"solo_p99_ms"`
-	QuietOverSolo float64         `json:"quiet_over_solo"`
+	QuietClass    string  `json:"quiet_class,omitempty"`
+	QuietP99      float64 `json:"quiet_p99_ms"`
+	SoloP99       float64 `json:"solo_p99_ms"`
+	QuietOverSolo float64 `json:"quiet_over_solo"`
+	// QuietUnjudged: quiet_p99 did not judge QuietClass (it judged no
+	// class, every one too few samples): the figure is the worst class of
+	// all, shown for what it is, and no verdict rests on it. Held still
+	// comes from the assertions alone.
+	QuietUnjudged bool            `json:"quiet_unjudged,omitempty"`
 	Rejected      int64           `json:"rejected"`
 	Errors        int64           `json:"errors"`
 	TopDBTime     []reports.Share `json:"top_db_time,omitempty"`
@@ -112,11 +117,14 @@ type ConfigTrial struct {
 type ConfigSummary struct {
 	Name string `json:"name"`
 	// Held of Trials trials held all the configuration's assertions.
-	Held          int             `json:"held"`
-	Trials        int             `json:"trials"`
-	Throughput    Spread          `json:"throughput_per_s"`
-	QuietP99      Spread          `json:"quiet_p99_ms"`
-	QuietOverSolo Spread          `json:"quiet_over_solo"`
+	Held          int    `json:"held"`
+	Trials        int    `json:"trials"`
+	Throughput    Spread `json:"throughput_per_s"`
+	QuietP99      Spread `json:"quiet_p99_ms"`
+	QuietOverSolo Spread `json:"quiet_over_solo"`
+	// QuietUnjudged counts the trials whose quiet figure quiet_p99 did not
+	// judge (ConfigTrial.QuietUnjudged); 0 when it judged every one.
+	QuietUnjudged int             `json:"quiet_unjudged,omitempty"`
 	Rejected      Spread          `json:"rejected"`
 	Errors        Spread          `json:"errors"`
 	TopDBTime     []reports.Share `json:"top_db_time,omitempty"`

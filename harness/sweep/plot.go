@@ -42,6 +42,10 @@ type CurvePoint struct {
 	Max    float64 `json:"max"`
 	// Held is true when every trial held the configuration's assertions.
 	Held bool `json:"held"`
+	// Unjudged is true when quiet_p99 judged no class in a trial of the
+	// point (ConfigSummary.QuietUnjudged): the ratio is of a class no
+	// verdict rests on.
+	Unjudged bool `json:"unjudged,omitempty"`
 }
 
 // Curves returns the sweep plot's data: one Curve per configuration (and
@@ -71,7 +75,7 @@ func Curves(d *Doc) []Curve {
 				order = append(order, k)
 			}
 			pt := CurvePoint{X: p.Values[x], Median: s.QuietOverSolo.Median, Min: s.QuietOverSolo.Min, Max: s.QuietOverSolo.Max,
-				Held: s.Held == s.Trials}
+				Held: s.Held == s.Trials, Unjudged: s.QuietUnjudged > 0}
 			i, found := slices.BinarySearchFunc(c.Points, pt.X, func(a CurvePoint, x float64) int {
 				return cmpFloat(a.X, x)
 			})
@@ -113,8 +117,9 @@ var _ plotter.YErrorer = errPoints(nil)
 // PlotSVG draws the sweep as an SVG document with gonum/plot: quiet p99 /
 // solo p99 against the first varied key, a line per Curve with its trials'
 // min–max as error bars, a filled dot where every trial held and a cross
-// where one did not, and each configuration's knee as a dashed vertical
-// line. The x axis is logarithmic when the key spans a factor of 100 or more.
+// where one did not, a hollow square around a point whose quiet figure
+// quiet_p99 did not judge (CurvePoint.Unjudged), and each configuration's
+// knee as a dashed vertical line. The x axis is logarithmic when the key spans a factor of 100 or more.
 // It returns an error when no point has the ratio (no solo phase).
 func PlotSVG(d *Doc) (string, error) {
 	curves := Curves(d)
@@ -144,6 +149,7 @@ func PlotSVG(d *Doc) (string, error) {
 			names[c.Configuration] = len(names)
 		}
 	}
+	var unjudged plot.Thumbnailer
 	for i, c := range curves {
 		col := plotutil.Color(names[c.Configuration])
 		pts := errPoints(c.Points)
@@ -161,8 +167,11 @@ func PlotSVG(d *Doc) (string, error) {
 			return "", err
 		}
 		bars.Color = col
-		var held, failed plotter.XYs
+		var held, failed, unj plotter.XYs
 		for _, p := range c.Points {
+			if p.Unjudged {
+				unj = append(unj, plotter.XY{X: p.X, Y: p.Median})
+			}
 			if p.Held {
 				held = append(held, plotter.XY{X: p.X, Y: p.Median})
 			} else {
@@ -176,9 +185,10 @@ func PlotSVG(d *Doc) (string, error) {
 		}
 		plt.Legend.Add(label, ln)
 		for _, set := range []struct {
-			xys   plotter.XYs
-			shape draw.GlyphDrawer
-		}{{held, draw.CircleGlyph{}}, {failed, draw.CrossGlyph{}}} {
+			xys    plotter.XYs
+			shape  draw.GlyphDrawer
+			radius float64
+		}{{held, draw.CircleGlyph{}, 4}, {failed, draw.CrossGlyph{}, 4}, {unj, draw.SquareGlyph{}, 7}} {
 			if len(set.xys) == 0 {
 				continue
 			}
@@ -186,9 +196,15 @@ func PlotSVG(d *Doc) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			sc.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(4), Shape: set.shape}
+			sc.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(set.radius), Shape: set.shape}
 			plt.Add(sc)
+			if set.radius == 7 && unjudged == nil {
+				unjudged = sc
+			}
 		}
+	}
+	if unjudged != nil {
+		plt.Legend.Add("square: quiet p99 unjudged (quiet_p99 judged no class)", unjudged)
 	}
 	if math.IsInf(ylo, 0) {
 		ylo, yhi = 0, 1
@@ -251,7 +267,12 @@ func WriteHTML(w io.Writer, d *Doc) error {
 		Columns []string
 		Rows    [][]string
 		Specs   string
+		// Unjudged is UnjudgedNote when a row carries the mark.
+		Unjudged string
 	}{D: d, Specs: strings.Join(d.specs(), ", ")}
+	if anyUnjudged(d) {
+		page.Unjudged = UnjudgedNote
+	}
 	svg, err := PlotSVG(d)
 	if err != nil {
 		page.NoPlot = err.Error()

@@ -24,6 +24,9 @@ func WriteText(w io.Writer, d *Doc) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if anyUnjudged(d) {
+		fmt.Fprintln(w, UnjudgedNote)
+	}
 	for _, v := range d.Vary {
 		if b := BaselineSentence(v); b != "" {
 			fmt.Fprintln(w, b)
@@ -70,7 +73,40 @@ func WriteMarkdown(w io.Writer, d *Doc) error {
 			return err
 		}
 	}
+	if anyUnjudged(d) {
+		fmt.Fprintf(w, "\n%s\n", UnjudgedNote)
+	}
 	return nil
+}
+
+// UnjudgedNote explains the mark rows put on a quiet figure quiet_p99 did
+// not judge (ConfigSummary.QuietUnjudged).
+const UnjudgedNote = "unjudged: quiet_p99 judged no quiet class in those trials (every class too few samples); " +
+	"the quiet figures are the worst class of all, and no verdict rests on them"
+
+// anyUnjudged reports whether a row of d carries the unjudged mark.
+func anyUnjudged(d *Doc) bool {
+	for _, p := range d.Points {
+		for _, s := range p.Summary {
+			if (p.Only == "" || s.Name == p.Only) && s.QuietUnjudged > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unjudgedMark is the suffix of a summary's quiet figures: " unjudged"
+// when quiet_p99 judged no trial's, " unjudged 1/3" when it did not judge
+// one of three.
+func unjudgedMark(s ConfigSummary) string {
+	switch {
+	case s.QuietUnjudged == 0:
+		return ""
+	case s.QuietUnjudged == s.Trials:
+		return " unjudged"
+	}
+	return fmt.Sprintf(" unjudged %d/%d", s.QuietUnjudged, s.Trials)
 }
 
 // BaselineSentence says, for a calibrated class's rate (VaryDoc.LoadFactor),
@@ -145,10 +181,10 @@ func rows(d *Doc) [][]string {
 			}
 			ratio := "-"
 			if s.QuietOverSolo.N > 0 {
-				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", s.QuietOverSolo.Median, s.QuietOverSolo.Min, s.QuietOverSolo.Max)
+				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", s.QuietOverSolo.Median, s.QuietOverSolo.Min, s.QuietOverSolo.Max) + unjudgedMark(s)
 			}
 			out = append(out, []string{pt, s.Name, fmt.Sprintf("%d/%d", s.Held, s.Trials),
-				fmt.Sprintf("%.0f", s.Throughput.Median), fmt.Sprintf("%.1f", s.QuietP99.Median), ratio,
+				fmt.Sprintf("%.0f", s.Throughput.Median), fmt.Sprintf("%.1f", s.QuietP99.Median) + unjudgedMark(s), ratio,
 				fmt.Sprintf("%.0f", s.Rejected.Median), fmt.Sprintf("%.0f", s.Errors.Median), strings.Join(shares, ", ")})
 		}
 	}

@@ -463,13 +463,19 @@ func trialOf(rep *reports.Report, seed int64) Trial {
 				}
 			}
 		}
-		if ct.QuietClass == "" {
+		if ct.QuietClass == "" { // no solo p99: the worst p99
 			for _, q := range c.QuietAll {
+				if len(judged) > 0 && !judged[q.Class] {
+					continue
+				}
 				if q.P99 > ct.QuietP99 {
 					ct.QuietP99, ct.QuietClass = q.P99, q.Class
 				}
 			}
 		}
+		// A class quiet_p99 did not judge still stands for the trial (a
+		// figure beats none), marked as such.
+		ct.QuietUnjudged = ct.QuietClass != "" && !judged[ct.QuietClass]
 		ct.TopDBTime = c.TopDBTime[:min(TopShares, len(c.TopDBTime))]
 		t.Configurations = append(t.Configurations, ct)
 	}
@@ -498,6 +504,9 @@ func summarize(trials []Trial) []ConfigSummary {
 				s.Trials++
 				if c.Held {
 					s.Held++
+				}
+				if c.QuietUnjudged {
+					s.QuietUnjudged++
 				}
 				thr = append(thr, c.Throughput)
 				if c.QuietOverSolo > 0 {

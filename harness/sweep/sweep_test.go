@@ -196,7 +196,8 @@ func fakeRun(runs *int) sweep.RunFunc {
 			rep.Configurations = append(rep.Configurations, reports.Configuration{Name: c.Name,
 				QuietAll:     []reports.TenantRow{{Class: "lookup", P99: 10}},
 				SoloQuietAll: []reports.TenantRow{{Class: "lookup", P99: 4}}})
-			rep.Assertions = append(rep.Assertions, reports.Assertion{Name: "quiet_p99", Configuration: c.Name, Passed: held})
+			rep.Assertions = append(rep.Assertions, reports.Assertion{Name: "quiet_p99", Configuration: c.Name,
+				Tenant: reports.QuietAll, Class: "lookup", Passed: held})
 		}
 		return rep, nil
 	}
@@ -332,6 +333,76 @@ func TestRenderers(t *testing.T) {
 	for _, want := range []string{"# Sweep of noisy-neighbor", "| classes.report.rate=12 | naive | 0/1 |", "| classes.report.rate=24 | isolated | 1/1 |"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	for _, out := range []string{text.String(), md.String()} {
+		if strings.Contains(out, "unjudged") {
+			t.Errorf("a sweep whose quiet_p99 judged every trial's class marks one unjudged:\n%s", out)
+		}
+	}
+}
+
+// TestRenderUnjudged: a point whose quiet_p99 judged no class in some trial
+// shows its quiet figures marked unjudged, in the table, the Markdown and
+// the page, with the note saying what the mark means; held still follows
+// the assertions.
+func TestRenderUnjudged(t *testing.T) {
+	src := load(t)
+	v, _ := sweep.ParseVary("classes.report.rate=12..24:2")
+	runs := 0
+	judged := fakeRun(&runs)
+	run := func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
+		rep, err := judged(ctx, sc, only)
+		if err == nil && sc.Classes[2].Rate == 24 && sc.Seed%2 == 0 {
+			for i := range rep.Assertions { // too few samples of every class
+				if rep.Assertions[i].Name == "quiet_p99" {
+					rep.Assertions[i].Skipped, rep.Assertions[i].Passed = true, true
+				}
+			}
+		}
+		return rep, err
+	}
+	sw, err := sweep.New(src, []sweep.Vary{v}, sweep.Options{Trials: 2, Run: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Grid(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d := sw.Doc()
+	seed := d.Points[1].Trials[0].Seed
+	for i, tr := range d.Points[1].Trials {
+		if want := (seed+int64(i))%2 == 0; tr.Configurations[0].QuietUnjudged != want {
+			t.Errorf("rate 24 trial seed %d: quiet_unjudged %v, want %v", tr.Seed, tr.Configurations[0].QuietUnjudged, want)
+		}
+	}
+	if s := d.Points[1].Summary[1]; s.Name != "isolated" || s.QuietUnjudged != 1 || s.Held != 2 {
+		t.Errorf("rate 24 isolated summary %+v: want 1 unjudged, 2/2 held", s)
+	}
+	var text, md, page strings.Builder
+	for _, w := range []func() error{
+		func() error { return sweep.WriteText(&text, d) },
+		func() error { return sweep.WriteMarkdown(&md, d) },
+		func() error { return sweep.WriteHTML(&page, d) },
+	} {
+		if err := w(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"isolated       2/2   0             10.0 unjudged 1/2  2.50× (2.50–2.50) unjudged 1/2", sweep.UnjudgedNote} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	for _, want := range []string{"| classes.report.rate=24 | isolated | 2/2 | 0 | 10.0 unjudged 1/2 | 2.50× (2.50–2.50) unjudged 1/2 |",
+		"| classes.report.rate=12 | isolated | 2/2 | 0 | 10.0 | 2.50× (2.50–2.50) |", "\n" + sweep.UnjudgedNote + "\n"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	for _, want := range []string{"<td>10.0 unjudged 1/2</td>", `<p id="unjudged">`, "square: quiet p99 unjudged"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("page lacks %q", want)
 		}
 	}
 }
