@@ -107,6 +107,8 @@ type Guard struct {
 	start   snapshot
 	stalls  stalls // the open window's
 	windows []reports.WindowLoad
+	// readFile reads a /proc file: os.ReadFile, or a test's.
+	readFile func(string) ([]byte, error)
 	// stop ends the stall meter; nil when it is not running.
 	stop chan struct{}
 	done chan struct{}
@@ -137,7 +139,7 @@ func New(opts Options) *Guard {
 	if opts.MaxStall == 0 {
 		opts.MaxStall = DefaultMaxStall
 	}
-	return &Guard{opts: opts}
+	return &Guard{opts: opts, readFile: os.ReadFile}
 }
 
 // meter wakes every StallTick until stop is closed and books each late
@@ -304,22 +306,65 @@ func measure(name string, secs float64, a, b snapshot) reports.WindowLoad {
 	return w
 }
 
+// snapTries bounds how often snap reads /proc again for a consistent view
+// of the run's tree.
+const snapTries = 5
+
 // snap reads /proc. A machine without /proc gives a snapshot that is not
 // ok, and windows with zero figures.
+//
+// The run's CPU is its tree's ticks, its reaped children's included, and
+// that sum holds only in a consistent view: a server that reaps a child
+// between the reading of its own stat and the child's takes the child's
+// whole lifetime out of the sum (a backend that ran reports for 10 s, say,
+// and the window's own CPU comes out near 0, the rest foreign), and a
+// reap between the child's reading and its parent's counts it twice. So
+// snap reads the tree's members again after the scan and takes the view
+// only when every one is still there with the same reaped-children time;
+// otherwise it scans again, up to snapTries times (then the last view).
 func (g *Guard) snap() snapshot {
+	var s snapshot
+	for range snapTries {
+		var own map[int]procCPU
+		s, own = g.scan()
+		if !s.ok || g.settled(own) {
+			break
+		}
+	}
+	return s
+}
+
+// settled reports whether every process of own is still there with the
+// reaped-children time it had.
+func (g *Guard) settled(own map[int]procCPU) bool {
+	for pid, was := range own {
+		b, err := g.readFile(g.opts.Proc + "/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return false
+		}
+		_, _, p, ok := parseStat(b)
+		if !ok || p.start != was.start || p.ticks-p.self != was.ticks-was.self {
+			return false
+		}
+	}
+	return true
+}
+
+// scan reads /proc once: the snapshot and the run's tree's processes.
+func (g *Guard) scan() (snapshot, map[int]procCPU) {
 	s := snapshot{procs: map[int]procCPU{}}
-	stat, err := os.ReadFile(g.opts.Proc + "/stat")
+	stat, err := g.readFile(g.opts.Proc + "/stat")
 	if err != nil {
-		return s
+		return s, nil
 	}
 	s.busy, s.steal, s.ok = cpuLine(stat)
 	if !s.ok {
-		return s
+		return s, nil
 	}
 	entries, err := os.ReadDir(g.opts.Proc)
 	if err != nil {
 		s.ok = false
-		return s
+		return s, nil
 	}
 	type info struct {
 		ppid int
@@ -332,7 +377,7 @@ func (g *Guard) snap() snapshot {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(g.opts.Proc + "/" + e.Name() + "/stat")
+		b, err := g.readFile(g.opts.Proc + "/" + e.Name() + "/stat")
 		if err != nil {
 			continue
 		}
@@ -355,12 +400,14 @@ func (g *Guard) snap() snapshot {
 		own[p] = true
 		queue = append(queue, kids[p]...)
 	}
+	tree := map[int]procCPU{}
 	for pid, in := range all {
 		if !own[pid] && len(g.opts.OwnCgroups) > 0 && g.inOwnCgroup(pid) {
 			own[pid] = true
 		}
 		if own[pid] {
 			s.own += in.ticks
+			tree[pid] = in.procCPU
 			if pid == g.opts.Root {
 				s.root = in.self
 			}
@@ -368,11 +415,11 @@ func (g *Guard) snap() snapshot {
 		}
 		s.procs[pid] = in.procCPU
 	}
-	return s
+	return s, tree
 }
 
 func (g *Guard) inOwnCgroup(pid int) bool {
-	b, err := os.ReadFile(g.opts.Proc + "/" + strconv.Itoa(pid) + "/cgroup")
+	b, err := g.readFile(g.opts.Proc + "/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return false
 	}

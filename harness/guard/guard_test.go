@@ -1,8 +1,11 @@
 package guard
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -288,5 +291,84 @@ func TestStealShare(t *testing.T) {
 				t.Errorf("Why = %q; want it to name the hypervisor's steal: %v", why, c.want)
 			}
 		})
+	}
+}
+
+// A server that reaps a child while the guard reads /proc moves the child's
+// whole lifetime into its own reaped-children time: read between the two
+// (the parent before the reap, the child's stat gone after it), the tree's
+// sum loses the child's lifetime, and a window in which the run worked
+// came out as the run idle and the machine busy with foreign work (seen in
+// real runs: own 0.00 CPU, foreign 1.18, DISTURBED). The guard reads the
+// tree again and takes only a view in which it did not change.
+func TestReapDuringScan(t *testing.T) {
+	proc := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(proc+"/"+name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(proc+"/"+name, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	busy := func(ticks int) { write("stat", "cpu  "+strconv.Itoa(ticks)+" 0 0 100000 0 0 0 0 0 0\n") }
+	// proc writes pid's stat: parent ppid, utime self, cutime reaped.
+	stat := func(pid, ppid, self, reaped int) {
+		write(strconv.Itoa(pid)+"/stat", fmt.Sprintf("%d (p%d) S %d 1 1 0 -1 0 0 0 0 0 %d 0 %d 0 20 0 1 0 %d 1000 10\n",
+			pid, pid, ppid, self, reaped, 500+pid))
+	}
+	// noisysim (100) → postmaster (101) → a backend (102) that has run
+	// reports for 1,000 ticks.
+	busy(5000)
+	stat(100, 1, 10, 0)
+	stat(101, 100, 5, 0)
+	stat(102, 101, 1000, 0)
+
+	for _, fixed := range []bool{true, false} {
+		g := New(Options{Proc: proc, Root: 100, MaxStall: -1})
+		g.Begin("run")
+		// In the window: noisysim 10 ticks, the postmaster 1, the
+		// backend 100, and the machine nothing else.
+		busy(5111)
+		stat(100, 1, 20, 0)
+		stat(101, 100, 6, 0)
+		stat(102, 101, 1100, 0)
+		reaped := false
+		g.readFile = func(name string) ([]byte, error) {
+			b, err := os.ReadFile(name)
+			if !reaped && name == proc+"/101/stat" {
+				// Right after the postmaster's stat is read, it
+				// reaps the backend.
+				reaped = true
+				if err := os.RemoveAll(proc + "/102"); err != nil {
+					t.Fatal(err)
+				}
+				stat(101, 100, 6, 1100)
+			}
+			return b, err
+		}
+		time.Sleep(20 * time.Millisecond)
+		var w reports.WindowLoad
+		if fixed {
+			w = g.End()[0]
+		} else {
+			// One scan, as before the fix: the view the reap broke.
+			a := g.start
+			b, _ := g.scan()
+			w = measure("run", 1, a, b)
+		}
+		ownTicks := w.OwnCPU * userHZ * w.Seconds
+		if fixed && (w.ForeignCPU != 0 || math.Abs(ownTicks-111) > 0.5 || w.Disturbed) {
+			t.Errorf("reap during the scan: own %.0f ticks, foreign %.2f CPU, disturbed %v; want the run's 111 ticks, no foreign CPU", ownTicks, w.ForeignCPU, w.Disturbed)
+		}
+		if !fixed && w.ForeignCPU == 0 {
+			t.Errorf("one scan across the reap: foreign %.2f CPU; the test does not reproduce the broken view", w.ForeignCPU)
+		}
+		// Back to before the reap for the next round.
+		busy(5000)
+		stat(100, 1, 10, 0)
+		stat(101, 100, 5, 0)
+		stat(102, 101, 1000, 0)
 	}
 }
