@@ -549,7 +549,7 @@ func TestSimulateAgainstSweepBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(longer, bytes.Replace(text, []byte("run: 10s"), []byte("run: 12s"), 1), 0o644); err != nil {
+	if err := os.WriteFile(longer, bytes.Replace(text, []byte("run: 20s"), []byte("run: 22s"), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	conf := func(d *sweep.Doc, i, j, k int) *sweep.ConfigTrial { return &d.Points[i].Trials[j].Configurations[k] }
@@ -585,7 +585,7 @@ func TestSimulateAgainstSweepBadInput(t *testing.T) {
 		"negative target rate": {edit: func(d *sweep.Doc) { conf(d, 1, 0, 0).TargetRate = -1 }, want: "sweep.json: points[1].trials[0].configurations[0].target_rate_per_s -1: want >= 0"},
 		"another configuration than only": {edit: func(d *sweep.Doc) { d.Points[0].Only, d.Points[1].Only = "isolated", "isolated" },
 			want: `sweep.json: points[0].trials[0].configurations[0].name "naive": the point ran only "isolated" (points[0].only)`},
-		"another phase":         {scenario: longer, want: `sweep.json: shape.phases[3]: the sweep's "run 10s", the scenario's "run 12s" (the scenario changed since the sweep?)`},
+		"another phase":         {scenario: longer, want: `sweep.json: shape.phases[3]: the sweep's "run 20s", the scenario's "run 22s" (the scenario changed since the sweep?)`},
 		"edited shape":          {edit: func(d *sweep.Doc) { d.Shape.Configurations = []string{"naive"} }, want: "sweep.json: shape.configurations: the sweep's 1 (naive), the scenario's 2 (naive, isolated)"},
 		"edited fingerprint":    {edit: func(d *sweep.Doc) { d.Shape.Fingerprint = "0000" }, want: "sweep.json: shape.fingerprint 0000: not that of the shape recorded beside it"},
 		"empty against":         {extra: []string{"--against="}, want: "simulate: --against: empty"},

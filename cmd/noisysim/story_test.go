@@ -132,7 +132,7 @@ func TestStoryCIGate(t *testing.T) {
 		"orders: 100000", "orders: 20000",
 		"warmup: 2s", "warmup: 1s",
 		"solo: 6s", "solo: 3s",
-		"run: 10s", "run: 5s",
+		"run: 20s", "run: 5s",
 		"drain: 4s", "drain: 2s")
 	rep, page := runForStory(t, file)
 	dom, img := browse(t, browser, page)

@@ -50,7 +50,7 @@ func TestValidateSaysSamples(t *testing.T) {
 			t.Errorf("validate of ci-gate lacks %s:\n%s", want, plainOut)
 		}
 	}
-	for _, want := range []string{"check_top 3: run lengthened from 10s to ", "check_top 3: solo lengthened from 6s to "} {
+	for _, want := range []string{"check_top 3: run lengthened from 20s to ", "check_top 3: solo lengthened from 6s to "} {
 		if !strings.Contains(topOut, want) {
 			t.Errorf("validate with check_top 3 lacks %q:\n%s", want, topOut)
 		}

@@ -58,7 +58,7 @@ func TestShippedShape(t *testing.T) {
 		phases   time.Duration // warm-up, solo, drain once, then warm-up, run, drain per configuration
 	}{
 		{"noisy-neighbor.yaml", backend.TopologyReplica, 150 * time.Second},
-		{"ci-gate.yaml", backend.TopologySingle, 45 * time.Second},
+		{"ci-gate.yaml", backend.TopologySingle, 65 * time.Second},
 		{"replay-incident.yaml", backend.TopologySingle, 45 * time.Second},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
