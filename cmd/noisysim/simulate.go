@@ -60,7 +60,10 @@ and whether it is within 25%, and quiet_over_solo real and simulated
 "throughput: N of M within 25%" (an open loop matches it by construction).
 A trial marked disturbed is left out of the medians (its simulation too),
 and counted; a point whose every trial is disturbed is unjudged: listed, in
-neither count. --out as above; --check exits 99 when a quiet p99 or a
+neither count. A trial's quiet figure that quiet_p99 did not judge
+(quiet_unjudged: it judged no class) is left out of the quiet p99 medians
+and count the same way (its throughput is compared), marked in the table
+and listed; the count says how many were left out. --out as above; --check exits 99 when a quiet p99 or a
 throughput is not within 25%, saying which, and when no point could be
 judged. Notes as above, and for a
 sweep.json that records no scenario shape (an older one: whether the phases

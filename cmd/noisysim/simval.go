@@ -313,9 +313,13 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 	}
 	if f.check && res.QuietP99.Judged == 0 {
 		// A gate that judged nothing has not passed: every point's real
-		// trials were DISTURBED.
-		return fmt.Errorf("%w: scenario %s: no point of the real sweep could be judged (every trial DISTURBED): --check has nothing to pass on; rerun the sweep on a quiet machine",
-			errAssertionFailed, sc.Name)
+		// trials were DISTURBED, or their quiet figures unjudged.
+		why, fix := "every trial DISTURBED", "rerun the sweep on a quiet machine"
+		if len(res.QuietUnjudged) > 0 {
+			why, fix = "every trial DISTURBED or its quiet figure unjudged by quiet_p99", "rerun the sweep on a quiet machine, with phases long enough for quiet_p99 to judge a class"
+		}
+		return fmt.Errorf("%w: scenario %s: no point of the real sweep could be judged (%s): --check has nothing to pass on; %s",
+			errAssertionFailed, sc.Name, why, fix)
 	}
 	if f.check && res.Outside() > 0 {
 		var outside []string

@@ -479,6 +479,82 @@ func TestSimulateAgainstSweepNotes(t *testing.T) {
 	}
 }
 
+// TestSimulateAgainstSweepQuietUnjudged: a real trial whose quiet figure
+// quiet_p99 did not judge (quiet_unjudged) is compared without it: out of
+// the quiet p99 medians and count (however far off it is), marked in the
+// table, listed in validate.json and validate.md, its throughput still
+// compared; a sweep whose every quiet figure is unjudged gives --check
+// nothing to pass on.
+func TestSimulateAgainstSweepQuietUnjudged(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal", reports.JSONFile)
+	writeReport(t, filepath.Dir(cal), realRunReport(41, 1, 1000, 0, ""))
+	d := realSweep(t, cal)
+	// naive's seed 43 at rate 300: unjudged, 10 times the simulated.
+	tr := &d.Points[1].Trials[1]
+	for i := range tr.Configurations {
+		if tr.Configurations[i].Name == "naive" {
+			tr.Configurations[i].QuietUnjudged = true
+			tr.Configurations[i].QuietP99 *= 10
+		}
+	}
+	sw := writeSweepDoc(t, filepath.Join(dir, "sweep"), d)
+	sc := "../../scenarios/ci-gate.yaml"
+	out := filepath.Join(dir, "val")
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"simulate", sc, "--against", sw, "--calibrate", cal, "--check", "--out", out, "--no-progress"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d, want 0 (the unjudged figure left out)\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	wants := []string{"yes (1 unjudged left out)",
+		"quiet figure unjudged (quiet_p99 judged no class, the worst class of all stood in; out of the quiet p99 medians and count with its simulation, throughput still compared): 1 real trials and configurations",
+		"quiet p99: 4 of 4 within 25% (per point and configuration; 1 real quiet figures unjudged by quiet_p99 left out)", "throughput: 4 of 4 within 25%"}
+	for _, want := range append(wants, "  naive classes.lookup.rate=300 seed 43\n") {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(out, simval.MarkdownFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append(wants, "- naive classes.lookup.rate=300 seed 43\n") {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("validate.md lacks %q:\n%s", want, md)
+		}
+	}
+	res := readValidation[simval.SweepResult](t, out)
+	if len(res.QuietUnjudged) != 1 || res.QuietUnjudged[0].Configuration != "naive" || res.QuietUnjudged[0].Seed != 43 || len(res.Excluded) != 0 {
+		t.Errorf("validate.json: quiet_unjudged %+v, excluded %+v; want naive at 300 seed 43 alone", res.QuietUnjudged, res.Excluded)
+	}
+	for _, r := range res.Rows {
+		want := 0
+		if r.Configuration == "naive" && r.Values["classes.lookup.rate"] == 300 {
+			want = 1
+		}
+		if r.QuietUnjudged != want || r.QuietP99.Real.N != 2-want || r.Throughput.Real.N != 2 || !r.QuietP99.Within {
+			t.Errorf("%s at %v: quiet_unjudged %d, quiet p99 over %d, throughput over %d, within %v; want %d, %d, 2, true",
+				r.Configuration, r.Values, r.QuietUnjudged, r.QuietP99.Real.N, r.Throughput.Real.N, r.QuietP99.Within, want, 2-want)
+		}
+	}
+
+	// Every quiet figure unjudged: --check has nothing to pass on.
+	for i := range d.Points {
+		for j := range d.Points[i].Trials {
+			for k := range d.Points[i].Trials[j].Configurations {
+				d.Points[i].Trials[j].Configurations[k].QuietUnjudged = true
+			}
+		}
+	}
+	all := writeSweepDoc(t, filepath.Join(dir, "all-unjudged"), d)
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"simulate", sc, "--against", all, "--calibrate", cal, "--check", "--no-progress"}, &stdout, &stderr); code != exitAssertion ||
+		!strings.Contains(stderr.String(), "no point of the real sweep could be judged (every trial DISTURBED or its quiet figure unjudged by quiet_p99)") ||
+		!strings.Contains(stdout.String(), "throughput: 4 of 4 within 25%") || !strings.Contains(stdout.String(), "quiet p99 unjudged (every real quiet figure not DISTURBED unjudged by quiet_p99; not in the quiet p99 count): 4 of 4") {
+		t.Errorf("every quiet figure unjudged, --check: exit %d, want %d naming it\nstdout:\n%s\nstderr:\n%s", code, exitAssertion, stdout.String(), stderr.String())
+	}
+}
+
 // hookBuffer is a syncBuffer that calls onWrite with each write's text.
 type hookBuffer struct {
 	syncBuffer

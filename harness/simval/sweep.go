@@ -31,8 +31,9 @@ type Comparison struct {
 }
 
 // Judged is a Comparison with its verdict: Ratio within the tolerance.
-// A comparison with no real trial (Real.N 0: every one DISTURBED) is
-// unjudged: not Within, and in neither count of its Tally.
+// A comparison with no real trial (Real.N 0: every one DISTURBED, or for
+// the quiet p99 its figure unjudged by quiet_p99) is unjudged: not Within,
+// and in neither count of its Tally.
 type Judged struct {
 	Comparison
 	Within bool `json:"within"`
@@ -42,9 +43,10 @@ type Judged struct {
 func (j Judged) Unjudged() bool { return j.Real.N == 0 }
 
 // Tally counts one kind of figure (quiet p99, or throughput) over a sweep's
-// rows: Judged the rows with a real trial not DISTURBED, Within those of
-// them within the tolerance, Unjudged the rows with none (counted in
-// neither).
+// rows: Judged the rows with a real figure to compare (a trial not
+// DISTURBED; for the quiet p99, whose quiet figure quiet_p99 judged),
+// Within those of them within the tolerance, Unjudged the rows with none
+// (counted in neither).
 type Tally struct {
 	Judged   int `json:"judged"`
 	Within   int `json:"within"`
@@ -74,6 +76,11 @@ type SweepRow struct {
 	// DISTURBED (in no median).
 	Trials   int `json:"trials"`
 	Excluded int `json:"excluded"`
+	// QuietUnjudged counts the real trials not DISTURBED whose quiet
+	// figure quiet_p99 did not judge (sweep.ConfigTrial.QuietUnjudged):
+	// left out of the quiet p99 and quiet/solo medians with their
+	// simulations; their throughput is compared.
+	QuietUnjudged int `json:"quiet_unjudged,omitempty"`
 	// QuietClasses are the real trials' quiet_class, each once: the
 	// simulated quiet p99 of a trial is the p99 of its real trial's class.
 	QuietClasses []string `json:"quiet_classes"`
@@ -83,10 +90,12 @@ type SweepRow struct {
 	QuietOverSolo Comparison `json:"quiet_over_solo"`
 }
 
-// TrialRef names one trial of a sweep: its point's values and its seed.
+// TrialRef names one trial of a sweep: its point's values and its seed,
+// and for a figure of one configuration, the configuration.
 type TrialRef struct {
-	Values map[string]float64 `json:"values"`
-	Seed   int64              `json:"seed"`
+	Values        map[string]float64 `json:"values"`
+	Seed          int64              `json:"seed"`
+	Configuration string             `json:"configuration,omitempty"`
 }
 
 // SweepResult is the comparison of a real sweep with the same sweep
@@ -117,6 +126,11 @@ type SweepResult struct {
 	// DISTURBED, left out of every median with their simulations.
 	Trials   int        `json:"trials"`
 	Excluded []TrialRef `json:"excluded,omitempty"`
+	// QuietUnjudged are the configurations' real trials, not DISTURBED,
+	// whose quiet figure quiet_p99 did not judge (it judged no class; the
+	// worst class of all stood in): out of the quiet p99 medians and
+	// count with their simulations, the throughput still compared.
+	QuietUnjudged []TrialRef `json:"quiet_unjudged,omitempty"`
 	// Rows are per configuration (in the sweep's order), then per point.
 	Rows []SweepRow `json:"rows"`
 	// QuietP99 and Throughput count each figure's rows apart: the quiet
@@ -130,8 +144,9 @@ type SweepResult struct {
 // CompareSweep compares each trial of the real sweep with its simulation
 // (sims: the same point values and seed), per point and configuration
 // (only's, when not empty): the median over the trials not DISTURBED of
-// quiet_p99_ms (the simulation's p99 of the real trial's quiet_class),
-// throughput_per_s and quiet_over_solo. A real trial without a simulation,
+// quiet_p99_ms (the simulation's p99 of the real trial's quiet_class) and
+// quiet_over_solo, both without the trials whose quiet figure is
+// unjudged (quiet_unjudged), and of throughput_per_s. A real trial without a simulation,
 // or a simulation without the configuration, is an error naming it by
 // sweep.json field; the caller fills Scenario, Against and Calibration.
 func CompareSweep(real *sweep.Doc, sims []SweepTrial, only string, tolerance float64) (*SweepResult, error) {
@@ -192,8 +207,15 @@ func CompareSweep(real *sweep.Doc, sims []SweepTrial, only string, tolerance flo
 					row.Excluded++
 					continue
 				}
-				rq, sq = append(rq, ct.QuietP99), append(sq, sf.QuietP99[ct.QuietClass])
 				rt, st = append(rt, ct.Throughput), append(st, sf.Throughput)
+				if ct.QuietUnjudged {
+					// No verdict rests on the real figure: nothing
+					// to check the model's against.
+					row.QuietUnjudged++
+					res.QuietUnjudged = append(res.QuietUnjudged, TrialRef{Values: p.Values, Seed: t.Seed, Configuration: c})
+					continue
+				}
+				rq, sq = append(rq, ct.QuietP99), append(sq, sf.QuietP99[ct.QuietClass])
 				if ct.QuietOverSolo > 0 {
 					rqs = append(rqs, ct.QuietOverSolo)
 				}
@@ -316,9 +338,21 @@ func (r *SweepResult) cells(row SweepRow) []string {
 		return fmt.Sprintf("%.2f×", s.Median)
 	}
 	return append(out, trials, class,
-		median(row.QuietP99.Real, "ms"), rangeOf(row.QuietP99.Real, "ms"), median(row.QuietP99.Sim, "ms"), ratioText(row.QuietP99.Ratio), judgedText(row.QuietP99),
+		median(row.QuietP99.Real, "ms"), rangeOf(row.QuietP99.Real, "ms"), median(row.QuietP99.Sim, "ms"), ratioText(row.QuietP99.Ratio), quietJudgedText(row),
 		median(row.Throughput.Real, "/s"), rangeOf(row.Throughput.Real, "/s"), median(row.Throughput.Sim, "/s"), ratioText(row.Throughput.Ratio), judgedText(row.Throughput),
 		qs(row.QuietOverSolo.Real), qs(row.QuietOverSolo.Sim))
+}
+
+// quietJudgedText is judgedText of row's quiet p99, saying how many real
+// quiet figures quiet_p99 did not judge were left out.
+func quietJudgedText(row SweepRow) string {
+	switch {
+	case row.QuietUnjudged == 0:
+		return judgedText(row.QuietP99)
+	case row.QuietP99.Unjudged() && row.QuietUnjudged == row.Trials-row.Excluded:
+		return "unjudged (quiet_p99 judged no class)"
+	}
+	return fmt.Sprintf("%s (%d unjudged left out)", judgedText(row.QuietP99), row.QuietUnjudged)
 }
 
 func judgedText(j Judged) string {
@@ -333,11 +367,25 @@ func judgedText(j Judged) string {
 
 func (r *SweepResult) exclusions() []string {
 	if len(r.Excluded) == 0 {
-		return []string{fmt.Sprintf("excluded: none of the %d real trials was DISTURBED", r.Trials)}
+		return append([]string{fmt.Sprintf("excluded: none of the %d real trials was DISTURBED", r.Trials)}, r.quietUnjudged()...)
 	}
 	lines := []string{fmt.Sprintf("excluded as DISTURBED (real trial and its simulation out of the medians): %d of %d real trials", len(r.Excluded), r.Trials)}
 	for _, e := range r.Excluded {
 		lines = append(lines, fmt.Sprintf("  %s seed %d", r.pointText(e.Values), e.Seed))
+	}
+	return append(lines, r.quietUnjudged()...)
+}
+
+// quietUnjudged lists the real quiet figures left out as unjudged; none
+// when there are none.
+func (r *SweepResult) quietUnjudged() []string {
+	if len(r.QuietUnjudged) == 0 {
+		return nil
+	}
+	lines := []string{fmt.Sprintf("quiet figure unjudged (quiet_p99 judged no class, the worst class of all stood in; out of the quiet p99 medians and count with its simulation, throughput still compared): %d real trials and configurations",
+		len(r.QuietUnjudged))}
+	for _, u := range r.QuietUnjudged {
+		lines = append(lines, fmt.Sprintf("  %s %s seed %d", u.Configuration, r.pointText(u.Values), u.Seed))
 	}
 	return lines
 }
@@ -346,20 +394,31 @@ func (r *SweepResult) exclusions() []string {
 // N of M within 25%"), the throughput's apart, and the rows no real trial
 // judges, listed.
 func (r *SweepResult) verdict() []string {
+	left := ""
+	if n := len(r.QuietUnjudged); n > 0 {
+		left = fmt.Sprintf("; %d real quiet figures unjudged by quiet_p99 left out", n)
+	}
 	lines := []string{
-		fmt.Sprintf("quiet p99: %d of %d within %.0f%% (per point and configuration)", r.QuietP99.Within, r.QuietP99.Judged, 100*r.Tolerance),
+		fmt.Sprintf("quiet p99: %d of %d within %.0f%% (per point and configuration%s)", r.QuietP99.Within, r.QuietP99.Judged, 100*r.Tolerance, left),
 		fmt.Sprintf("throughput: %d of %d within %.0f%% (an open loop issues the schedule's arrivals: it matches by construction while a configuration keeps up)",
 			r.Throughput.Within, r.Throughput.Judged, 100*r.Tolerance),
 	}
-	var unjudged []string
+	var disturbed, quiet []string
 	for _, row := range r.Rows {
-		if row.QuietP99.Unjudged() {
-			unjudged = append(unjudged, fmt.Sprintf("  %s %s", row.Configuration, r.pointText(row.Values)))
+		switch {
+		case row.Throughput.Unjudged():
+			disturbed = append(disturbed, fmt.Sprintf("  %s %s", row.Configuration, r.pointText(row.Values)))
+		case row.QuietP99.Unjudged():
+			quiet = append(quiet, fmt.Sprintf("  %s %s", row.Configuration, r.pointText(row.Values)))
 		}
 	}
-	if len(unjudged) > 0 {
-		lines = append(lines, fmt.Sprintf("unjudged (every real trial DISTURBED; in neither count): %d of %d points and configurations", len(unjudged), len(r.Rows)))
-		lines = append(lines, unjudged...)
+	if len(disturbed) > 0 {
+		lines = append(lines, fmt.Sprintf("unjudged (every real trial DISTURBED; in neither count): %d of %d points and configurations", len(disturbed), len(r.Rows)))
+		lines = append(lines, disturbed...)
+	}
+	if len(quiet) > 0 {
+		lines = append(lines, fmt.Sprintf("quiet p99 unjudged (every real quiet figure not DISTURBED unjudged by quiet_p99; not in the quiet p99 count): %d of %d points and configurations", len(quiet), len(r.Rows)))
+		lines = append(lines, quiet...)
 	}
 	return lines
 }

@@ -188,3 +188,68 @@ func TestCompareSweepErrors(t *testing.T) {
 		t.Errorf("a point without values: %v", err)
 	}
 }
+
+// TestCompareSweepQuietUnjudged: a real trial whose quiet figure quiet_p99
+// did not judge (quiet_unjudged) is left out of the quiet p99 medians and
+// count with its simulation, as a DISTURBED one, but its throughput is
+// compared; the table, the list and the count say so, and a row with no
+// judged quiet figure is unjudged for the quiet p99 alone.
+func TestCompareSweepQuietUnjudged(t *testing.T) {
+	d := sweepDoc()
+	// Seed 3 at 10: unjudged and far off; the simulation as the others.
+	d.Points[0].Trials[2].Configurations[0].QuietUnjudged = true
+	sims := simOf(d, 1)
+	d.Points[0].Trials[2].Configurations[0].QuietP99 = 1000
+	res, err := CompareSweep(d, sims, "", DefaultTolerance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Rows[0]
+	if r.QuietUnjudged != 1 || r.QuietP99.Real != (Spread{Median: 11.5, Min: 11, Max: 12, N: 2}) || r.QuietP99.Sim.N != 2 || !r.QuietP99.Within ||
+		r.Throughput.Real.N != 3 || r.QuietOverSolo.Real.N != 2 {
+		t.Errorf("row at 10 with seed 3 unjudged: %+v", r)
+	}
+	if want := (Tally{Judged: 2, Within: 2}); res.QuietP99 != want || res.Throughput != want {
+		t.Errorf("quiet p99 %+v, throughput %+v; want %+v each", res.QuietP99, res.Throughput, want)
+	}
+	if len(res.QuietUnjudged) != 1 || res.QuietUnjudged[0].Seed != 3 || res.QuietUnjudged[0].Values["rate"] != 10 || res.QuietUnjudged[0].Configuration != "c" {
+		t.Errorf("quiet_unjudged %+v, want c rate=10 seed 3", res.QuietUnjudged)
+	}
+	var text bytes.Buffer
+	if err := WriteSweepText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"yes (1 unjudged left out)", "quiet figure unjudged (quiet_p99 judged no class", ": 1 real trials and configurations\n  c rate=10 seed 3\n",
+		"quiet p99: 2 of 2 within 25% (per point and configuration; 1 real quiet figures unjudged by quiet_p99 left out)", "throughput: 2 of 2 within 25%"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+
+	// Every trial at 20 unjudged too: that row's quiet p99 is unjudged, in
+	// neither quiet p99 count, its throughput still judged.
+	for j := range d.Points[1].Trials {
+		d.Points[1].Trials[j].Configurations[0].QuietUnjudged = true
+	}
+	res, err = CompareSweep(d, sims, "", DefaultTolerance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.QuietP99 != (Tally{Judged: 1, Within: 1, Unjudged: 1}) || res.Throughput != (Tally{Judged: 2, Within: 2}) || len(res.QuietUnjudged) != 4 {
+		t.Errorf("at 20 all unjudged: quiet p99 %+v, throughput %+v, %d quiet_unjudged", res.QuietP99, res.Throughput, len(res.QuietUnjudged))
+	}
+	var md bytes.Buffer
+	if err := WriteSweepMarkdown(&md, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| unjudged (quiet_p99 judged no class) |", "4 real quiet figures unjudged by quiet_p99 left out",
+		"quiet p99 unjudged (every real quiet figure not DISTURBED unjudged by quiet_p99; not in the quiet p99 count): 1 of 2 points and configurations\n- c rate=20\n",
+		"- c rate=20 seed 2\n"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	if strings.Contains(md.String(), "every real trial DISTURBED") {
+		t.Errorf("markdown calls the unjudged row DISTURBED:\n%s", md.String())
+	}
+}
