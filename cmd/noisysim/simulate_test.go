@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/reports"
+	"github.com/noisysim/noisysim/workload"
 )
 
 // writeCalibration writes a hand-made report.json of ci-gate's shape (or,
@@ -370,5 +373,78 @@ func TestSimulateProgress(t *testing.T) {
 	}
 	if line.MatchString(stderr.String()) {
 		t.Errorf("--no-progress: stderr shows progress:\n%s", stderr.String())
+	}
+}
+
+// TestSweepSimulateNotes: a simulated sweep says the simulator's notes, each
+// distinct one once, before the trial it first applies to, and keeps each
+// point's in sweep.json: here a calibration that failed its assertions (in
+// every trial's report) and a page rows fit fitted on quiet tenants only,
+// which the dominant tenant's rows lie far above (the 4× cap applies).
+func TestSweepSimulateNotes(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	rep, err := reports.ReadFile(cal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenario.Load("../../scenarios/ci-gate.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: sc.Tenants.Count, DominantShare: sc.Tenants.DominantShare,
+		Distribution: workload.Distribution(sc.Tenants.Distribution), Exponent: sc.Tenants.Exponent, Shares: sc.Tenants.Shares}, rep.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tenants 2..6 (quiet): page database time in proportion to their
+	// rows, 0.01 ms per row; the dominant tenant 1 sends none.
+	rep.File, rep.ScheduleHash = "../../scenarios/ci-gate.yaml", ""
+	c := &rep.Configurations[0]
+	for id := 2; id <= 6; id++ {
+		rows := pop.Tenants[id-1].Share * float64(sc.Data.Orders)
+		c.Tenants = append(c.Tenants, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "page", Count: 100, DBTime: 100 * 0.01 * rows})
+		c.Solo = append(c.Solo, reports.TenantRow{Tenant: strconv.Itoa(id), Class: "page", Count: 10})
+	}
+	var buf bytes.Buffer
+	if err := reports.WriteJSON(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cal, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	out := filepath.Join(dir, "sweep")
+	var stdout, stderr bytes.Buffer
+	if code := realMain([]string{"sweep", "../../scenarios/ci-gate.yaml", "--simulate", "--calibrate", cal,
+		"--vary", "classes.lookup.rate=100..200:2", "--trials", "2", "--out", out}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	o := stdout.String()
+	failed := "note: calibration " + cal + ": a run that failed its assertions"
+	if n := strings.Count(o, failed); n != 1 || strings.Index(o, failed) > strings.Index(o, "trial 1/2") {
+		t.Errorf("%q said %d times (want once, before the first trial):\n%s", failed, n, o)
+	}
+	beyond := regexp.MustCompile(`(?m)^note: page: 1 simulated tenant sent \d+ of its \d+ calls .* more rows than the calibration's largest tenant .* capped at 4× .* the cap applied to \d+ calls$`)
+	if !beyond.MatchString(o) {
+		t.Errorf("no note of the dominant tenant's pages above the calibrated rows, capped:\n%s", o)
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(o, "\n") {
+		if strings.HasPrefix(l, "note: ") && seen[l] {
+			t.Errorf("note said twice: %s", l)
+		}
+		seen[l] = true
+	}
+	d, err := sweep.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Points {
+		joined := strings.Join(p.Notes, "\n")
+		if strings.Count(joined, "a run that failed its assertions") != 1 || !strings.Contains(joined, "more rows than the calibration's largest tenant") {
+			t.Errorf("sweep.json point %v notes %q: want the failed calibration once and the rows beyond the fit", p.Values, p.Notes)
+		}
 	}
 }

@@ -56,7 +56,11 @@ key is under backend).
 
 --simulate --calibrate report.json runs each trial in virtual time, as
 'noisysim simulate' (no database, no machine lock): sweep.json and the
-tables say the figures are simulated.
+tables say the figures are simulated. The simulator's notes (a calibration
+that failed or was DISTURBED, a tenant above the rows the calibration
+measured, the 4x cap applied, ...) are printed as note: lines, each
+distinct one once, before the trial it first applies to, and kept per
+point in sweep.json (notes).
 
 Exit codes: 0 done, 2 bad input or usage (a key not in the file or not
 numeric, a value the scenario's validation rejects, STEPS 0), 1 any other
@@ -307,7 +311,8 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 // simulateSweep returns a sweep's run and calibrate functions in virtual
 // time, as noisysim simulate: service times drawn from cal (read from
 // calFile), nodes without a CPU budget of cores cores (0: this machine's).
-// How each class is drawn is written to w, each line after prefix, when
+// How each class is drawn and the report's notes (a tenant beyond the
+// calibrated rows, …) are written to w, each line after prefix, when
 // first seen.
 func simulateSweep(a *app, cal *reports.Report, calFile string, cores float64, w io.Writer, prefix string) (sweep.RunFunc, func(context.Context, *scenario.Scenario) (*reports.Report, error)) {
 	// How each class is drawn (a rows fit made or not, the
@@ -323,6 +328,12 @@ func simulateSweep(a *app, cal *reports.Report, calFile string, cores float64, w
 				if !said[l] {
 					said[l] = true
 					fmt.Fprintf(w, "%ssimulated %s\n", prefix, l)
+				}
+			}
+			for _, n := range rep.Notes {
+				if !said["note: "+n] {
+					said["note: "+n] = true
+					fmt.Fprintf(w, "%snote: %s\n", prefix, n)
 				}
 			}
 			mu.Unlock()

@@ -69,6 +69,10 @@ type Point struct {
 	Only    string          `json:"only,omitempty"`
 	Trials  []Trial         `json:"trials"`
 	Summary []ConfigSummary `json:"summary"`
+	// Notes are the trials' reports' notes, each once, in the order
+	// first seen: a simulated sweep's what the model could not vouch for
+	// (a tenant beyond the calibrated rows, the cap applied, …).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Trial is one run at a point.

@@ -77,7 +77,9 @@ type Sweep struct {
 	opts   Options
 	doc    Doc
 	prior  map[string]Trial
-	base   *scenario.Scenario
+	// priorNotes are the interrupted sweep's points' notes, by pointKey.
+	priorNotes map[string][]string
+	base       *scenario.Scenario
 }
 
 // New resolves each vary's key in src and checks every value of its range
@@ -100,7 +102,7 @@ func New(src *Source, varies []Vary, opts Options) (*Sweep, error) {
 	if _, ok := base.Configuration(opts.Only); opts.Only != "" && !ok {
 		return nil, badf("--only %q: %s has no such configuration", opts.Only, src.File)
 	}
-	sw := &Sweep{src: src, varies: varies, opts: opts, base: base, prior: map[string]Trial{}}
+	sw := &Sweep{src: src, varies: varies, opts: opts, base: base, prior: map[string]Trial{}, priorNotes: map[string][]string{}}
 	points := 1
 	for _, v := range varies {
 		k, err := src.Lookup(v.Key)
@@ -161,6 +163,7 @@ func (sw *Sweep) takePrior(p *Doc) error {
 		}
 	}
 	for _, pt := range p.Points {
+		sw.priorNotes[pointKey(pt.Values, pt.Only)] = pt.Notes
 		for _, t := range pt.Trials {
 			sw.prior[pointKey(pt.Values, pt.Only)+"#"+strconv.FormatInt(t.Seed, 10)] = t
 		}
@@ -383,6 +386,7 @@ func (sw *Sweep) point(ctx context.Context, set []Setting, only string) (*Point,
 	for i := range sw.opts.Trials {
 		seed := base + int64(i)
 		t, ok := sw.prior[key+"#"+strconv.FormatInt(seed, 10)]
+		var notes []string
 		if ok {
 			t.Resumed = true
 		} else {
@@ -390,14 +394,19 @@ func (sw *Sweep) point(ctx context.Context, set []Setting, only string) (*Point,
 			if err != nil {
 				return nil, fmt.Errorf("point %s trial %d (seed %d): %w", key, i+1, seed, err)
 			}
-			t = trialOf(rep, seed)
+			t, notes = trialOf(rep, seed), rep.Notes
 		}
 		if ix < 0 {
-			sw.doc.Points = append(sw.doc.Points, Point{Values: values, Only: only})
+			sw.doc.Points = append(sw.doc.Points, Point{Values: values, Only: only, Notes: slices.Clone(sw.priorNotes[key])})
 			ix = len(sw.doc.Points) - 1
 		}
 		p := &sw.doc.Points[ix]
 		p.Trials = append(p.Trials, t)
+		for _, n := range notes {
+			if !slices.Contains(p.Notes, n) {
+				p.Notes = append(p.Notes, n)
+			}
+		}
 		p.Summary = summarize(p.Trials)
 		if sw.opts.OnTrial != nil {
 			sw.opts.OnTrial(&sw.doc)
