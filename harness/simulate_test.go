@@ -574,17 +574,17 @@ func TestSimulateRowsFitNeedsCalibrationTenants(t *testing.T) {
 	}
 }
 
-// TestSimulateRowsFitFloor: a tenant with fewer rows than the calibration's
-// smallest (many more tenants on the same orders) is drawn as that
-// smallest tenant, not by the line extrapolated to near 0 ms.
-func TestSimulateRowsFitFloor(t *testing.T) {
-	base := rowsScenario("40")
+// ownRowsCalibration is rowsCalibration of base at seed 4, as the
+// calibration's own run: its scenario file written beside it and its
+// schedule_hash the one a run of it has, so that the rows fit trusts it.
+func ownRowsCalibration(t *testing.T, base string) (cal *reports.Report, rows func(id int) float64, lo float64) {
+	t.Helper()
 	calText := strings.Replace(base, "seed: 5", "seed: 4", 1)
 	calSc, err := scenario.Parse([]byte(calText), "cal.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cal, _, _, lo := rowsCalibration(t, calSc.Seed)
+	cal, rows, _, lo = rowsCalibration(t, calSc.Seed)
 	cal.File = filepath.Join(t.TempDir(), "cal.yaml")
 	if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
 		t.Fatal(err)
@@ -594,6 +594,15 @@ func TestSimulateRowsFitFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	cal.ScheduleHash = ran.ScheduleHash
+	return cal, rows, lo
+}
+
+// TestSimulateRowsFitFloor: a tenant with fewer rows than the calibration's
+// smallest (many more tenants on the same orders) is drawn as that
+// smallest tenant, not by the line extrapolated to near 0 ms.
+func TestSimulateRowsFitFloor(t *testing.T) {
+	base := rowsScenario("40")
+	cal, _, lo := ownRowsCalibration(t, base)
 
 	many, err := scenario.Parse([]byte(strings.Replace(base, "count: 20,", "count: 2000,", 1)), "many.yaml")
 	if err != nil {
@@ -634,21 +643,7 @@ func TestSimulateRowsFitFloor(t *testing.T) {
 // says otherwise.
 func TestSimulateRowsFitAbove(t *testing.T) {
 	base := rowsScenario("2")
-	calText := strings.Replace(base, "seed: 5", "seed: 4", 1)
-	calSc, err := scenario.Parse([]byte(calText), "cal.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, rows, _, _ := rowsCalibration(t, calSc.Seed)
-	cal.File = filepath.Join(t.TempDir(), "cal.yaml")
-	if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ran, err := harness.Simulate(context.Background(), calSc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal.ScheduleHash = ran.ScheduleHash
+	cal, rows, _ := ownRowsCalibration(t, base)
 	hi := rows(1) // the dominant tenant: the most rows of the calibration's
 	simulate := func(text string) *reports.Report {
 		t.Helper()

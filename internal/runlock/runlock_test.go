@@ -39,6 +39,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// nextTold returns what a waiting Acquire told its OnWait next; the test
+// fails if Acquire returned instead (the lock is held) or nothing came in
+// 10 s.
+func nextTold[T any](t *testing.T, told <-chan T, got <-chan error) T {
+	t.Helper()
+	select {
+	case w := <-told:
+		return w
+	case err := <-got:
+		t.Fatalf("Acquire returned %v while the lock was held", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not told of its wait in 10 s")
+	}
+	var zero T
+	return zero
+}
+
 // waitFor acquires the lock at path in the background, polling every
 // 10 ms: waited receives each holder OnWait is told of, got Acquire's
 // error once it returns (the lock is released at once).
@@ -204,17 +221,7 @@ func TestWaitNamesEachHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock")
 	h := hold(t, path)
 	waited, got := waitFor(path)
-	next := func() Holder {
-		select {
-		case w := <-waited:
-			return w
-		case err := <-got:
-			t.Fatalf("Acquire returned %v while the lock was held", err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("Acquire did not report its wait")
-		}
-		return Holder{}
-	}
+	next := func() Holder { t.Helper(); return nextTold(t, waited, got) }
 	if w := next(); w.PID != h.Process.Pid {
 		t.Fatalf("waiting on %+v, want pid %d", w, h.Process.Pid)
 	}
@@ -323,18 +330,7 @@ func TestKilledWaiterLeavesTheLine(t *testing.T) {
 		}
 		got <- err
 	}()
-	next := func() Wait {
-		t.Helper()
-		select {
-		case w := <-told:
-			return w
-		case err := <-got:
-			t.Fatalf("Acquire returned %v while the lock was held", err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("the waiter was not told of its place in 10 s")
-		}
-		return Wait{}
-	}
+	next := func() Wait { t.Helper(); return nextTold(t, told, got) }
 	if w := next(); w.Place != 2 {
 		t.Fatalf("behind a waiting process: told %s, want 2nd in line", w.InLine())
 	}
