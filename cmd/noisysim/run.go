@@ -502,7 +502,11 @@ func measureLock(ctx context.Context, a *app, what string, noWait, allowConcurre
 	}
 	lock, err := runlock.Acquire(ctx, runlock.Path(), runlock.Options{What: what, NoWait: noWait,
 		OnWait: func(w runlock.Wait) {
-			fmt.Fprintf(a.stderr, "noisysim: waiting for the measured run of %s to finish, %s (--no-wait exits instead, --allow-concurrent measures beside it)\n", w.Holder, w.InLine())
+			place := w.InLine()
+			if w.NoTicket != nil {
+				place = "without a place in line (" + w.NoTicket.Error() + "): it goes once the lock is free and no run waits"
+			}
+			fmt.Fprintf(a.stderr, "noisysim: waiting for the measured run of %s to finish, %s (--no-wait exits instead, --allow-concurrent measures beside it)\n", w.Holder, place)
 		}})
 	if err != nil {
 		return nil, "", err

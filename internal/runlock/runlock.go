@@ -17,7 +17,10 @@
 // ticket whose flock can be taken belongs to a waiter that died (the kernel
 // freed its flock), and whoever finds it removes it, so a dead waiter never
 // blocks the line. A waiter removes its own ticket once it holds the lock,
-// or when its wait ends (ctx).
+// or when its wait ends (ctx). A waiter that cannot take a ticket (the queue
+// directory is another user's and not writable, or is not a directory)
+// still waits, without a place: it takes the lock when it is free and no
+// ticket it can read is ahead of it, and is told why (Wait.NoTicket).
 package runlock
 
 import (
@@ -124,6 +127,9 @@ type Wait struct {
 	// Place is 1 for the waiter that takes the lock next, 2 for the one
 	// behind it, and so on.
 	Place int
+	// NoTicket, when not nil, is why the waiter could not join the line:
+	// it waits behind every ticket it can read, without a place of its own.
+	NoTicket error
 }
 
 // InLine says the place, e.g. "2nd in line".
@@ -164,17 +170,20 @@ func Acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
 	if opts.Poll <= 0 {
 		opts.Poll = 200 * time.Millisecond
 	}
-	t, err := enqueue(QueueDir(path), opts.What)
-	if err != nil {
-		f.Close()
-		return nil, err
+	// A ticket orders the waiters; a run that cannot take one (the queue
+	// is not writable, or not a directory) must not fail for it, as the
+	// lock itself is what keeps runs apart: it waits without a place.
+	t, noTicket := enqueue(QueueDir(path), opts.What)
+	mine := ""
+	if noTicket == nil {
+		defer t.remove()
+		mine = t.name
 	}
-	defer t.remove()
 	waited := false
 	var last Wait // what OnWait was last told
 	for {
-		ahead, err := line(QueueDir(path), t.name)
-		if err != nil {
+		ahead, err := line(QueueDir(path), mine)
+		if err != nil && noTicket == nil {
 			f.Close()
 			return nil, err
 		}
@@ -193,7 +202,7 @@ func Acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
 			// process takes the lock or a waiter ahead leaves the line:
 			// a wait behind a test suite names the package that holds it
 			// now.
-			w := Wait{Holder: readHolder(path), Place: len(ahead) + 1}
+			w := Wait{Holder: readHolder(path), Place: len(ahead) + 1, NoTicket: noTicket}
 			if !waited || w.Place != last.Place || w.Holder.PID != 0 && w.Holder.PID != last.Holder.PID {
 				opts.OnWait(w)
 				last = w
@@ -228,14 +237,15 @@ func tryNow(f *os.File, path, what string) (*Lock, error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	ahead, err := line(QueueDir(path), "")
-	if err == nil && len(ahead) > 0 {
+	if err != nil {
+		// A queue that cannot be read holds no waiter that could be
+		// told of the lock: the free lock is this run's.
+		ahead, err = nil, nil
+	}
+	if len(ahead) > 0 {
 		b, _ := os.ReadFile(filepath.Join(QueueDir(path), ahead[0]))
 		f.Close() // releases the lock
 		return nil, &HeldError{Path: path, Holder: parseHolder(b), Next: true}
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
 	}
 	writeHolder(f, what)
 	return &Lock{f: f}, nil

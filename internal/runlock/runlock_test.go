@@ -412,3 +412,50 @@ func TestInLine(t *testing.T) {
 		}
 	}
 }
+
+// A run that cannot take a ticket (here the queue's path is a file, as a
+// queue directory another user left unwritable is to a run) still takes a
+// free lock, with or without NoWait, and waits for a held one without a
+// place, saying why, then takes it once it is free.
+func TestNoTicketStillLocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	if err := os.WriteFile(QueueDir(path), []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, noWait := range []bool{false, true} {
+		l, err := Acquire(t.Context(), path, Options{NoWait: noWait})
+		if err != nil {
+			t.Fatalf("Acquire of a free lock (NoWait %v) with no queue to join: %v", noWait, err)
+		}
+		l.Release()
+	}
+	holder := hold(t, path)
+	waited, got := make(chan Wait, 4), make(chan error, 1)
+	go func() {
+		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(w Wait) { waited <- w }})
+		if err == nil {
+			defer l.Release()
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		t.Fatalf("Acquire returned %v while the lock was held", err)
+	case w := <-waited:
+		if w.Holder.PID != holder.Process.Pid || w.NoTicket == nil {
+			t.Errorf("waiting for pid %d (no ticket: %v), want the holder %d and why there is no ticket", w.Holder.PID, w.NoTicket, holder.Process.Pid)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wait reported")
+	}
+	holder.Process.Kill()
+	holder.Wait()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Acquire once the holder was killed: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire did not take the lock once its holder was killed")
+	}
+}

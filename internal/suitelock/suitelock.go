@@ -78,7 +78,11 @@ func Hold(pkg string) {
 	start := time.Now()
 	l, err := runlock.Acquire(context.Background(), path, runlock.Options{What: what,
 		OnWait: func(w runlock.Wait) {
-			fmt.Fprintf(os.Stderr, "%s: waiting for the machine: %s holds %s (%s)\n", what, w.Holder, path, w.InLine())
+			place := w.InLine()
+			if w.NoTicket != nil {
+				place = "without a place in line: " + w.NoTicket.Error()
+			}
+			fmt.Fprintf(os.Stderr, "%s: waiting for the machine: %s holds %s (%s)\n", what, w.Holder, path, place)
 		}})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
