@@ -16,6 +16,7 @@ import (
 
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/local"
+	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -196,6 +197,17 @@ func TestRunReplayIncident(t *testing.T) {
 		if y == string(sc) {
 			t.Fatal("replay-incident.yaml has no trace: incidents/ci-gate-naive.jsonl.gz line to replace")
 		}
+		// Its run phase as long as ci-gate's, whose run the trace holds
+		// (the shipped trace was recorded when ci-gate's run was 10 s).
+		gate, err := scenario.Load("../../scenarios/ci-gate.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runLine := regexp.MustCompile(`(?m)^  run: \S+`)
+		if !runLine.MatchString(y) {
+			t.Fatal("replay-incident.yaml has no phases.run line to replace")
+		}
+		y = runLine.ReplaceAllLiteralString(y, "  run: "+gate.Phases.Run.Duration().String())
 		path := filepath.Join(dir, "replay.yaml")
 		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
 			t.Fatal(err)
