@@ -99,6 +99,9 @@ func TestCIKeepsGateReports(t *testing.T) {
 	if !strings.Contains(line, `--out "$artifacts/ci-gate"`) || !strings.Contains(string(ci), "\nartifacts=ci-artifacts\n") {
 		t.Errorf(".ci/run writes the gate's reports elsewhere than ci-artifacts/ci-gate: %q", line)
 	}
+	if !strings.Contains(line, "--retry-disturbed") {
+		t.Errorf(".ci/run's gate does not retry a failure on a disturbed machine (--retry-disturbed), as ci/gate.sh does: %q", line)
+	}
 	if strings.Contains(rest, "rm ") {
 		t.Errorf(".ci/run removes something after the gate:\n%s", rest)
 	}
