@@ -39,6 +39,21 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// killHolder kills the holder h with SIGKILL and waits until the waiting
+// Acquire, whose result got receives, has the lock.
+func killHolder(t *testing.T, h *exec.Cmd, got <-chan error) {
+	t.Helper()
+	h.Process.Signal(syscall.SIGKILL)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire still waits 10 s after the holder was killed")
+	}
+}
+
 // nextTold returns what a waiting Acquire told its OnWait next; the test
 // fails if Acquire returned instead (the lock is held) or nothing came in
 // 10 s.
@@ -233,15 +248,7 @@ func TestWaitNamesEachHolder(t *testing.T) {
 	if w := next(); w.PID != other || w.What != "other" {
 		t.Errorf("after the holder changed: %+v, want pid %d, what other", w, other)
 	}
-	h.Process.Signal(syscall.SIGKILL)
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Acquire still waits 10 s after the holder was killed")
-	}
+	killHolder(t, h, got)
 	if len(waited) != 0 {
 		t.Errorf("OnWait called again with the same holder: %+v", <-waited)
 	}
@@ -339,15 +346,7 @@ func TestKilledWaiterLeavesTheLine(t *testing.T) {
 	if w := next(); w.Place != 1 || w.Holder.PID != h.Process.Pid {
 		t.Fatalf("after the waiter ahead was killed: told %+v (%s), want 1st in line behind pid %d", w, w.InLine(), h.Process.Pid)
 	}
-	h.Process.Signal(syscall.SIGKILL)
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Acquire still waits 10 s after the holder was killed")
-	}
+	killHolder(t, h, got)
 	if left := tickets(t, path); len(left) != 0 {
 		t.Errorf("the killed waiter's ticket is still in the queue: %v", left)
 	}
