@@ -253,10 +253,16 @@ func tryNow(f *os.File, path, what string) (*Lock, error) {
 
 // writeHolder records the holder in the lock file it holds.
 func writeHolder(f *os.File, what string) {
-	content := fmt.Sprintf("pid %d\nwhat %s\nsince %s\n", os.Getpid(), strings.ReplaceAll(what, "\n", " "), time.Now().UTC().Format(time.RFC3339))
 	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(content), 0)
+		f.WriteAt([]byte(record(what)), 0)
 	}
+}
+
+// record is what a holder writes in the lock file and a waiter in its
+// ticket (parseHolder reads both): this process's pid, what it runs, since
+// now.
+func record(what string) string {
+	return fmt.Sprintf("pid %d\nwhat %s\nsince %s\n", os.Getpid(), strings.ReplaceAll(what, "\n", " "), time.Now().UTC().Format(time.RFC3339))
 }
 
 // ticketExt ends the name of every ticket in a queue directory.
@@ -302,7 +308,7 @@ func enqueue(dir, what string) (*ticket, error) {
 			return nil, fmt.Errorf("lock ticket %s: %w", p, err)
 		}
 		if sameFile(f, p) {
-			fmt.Fprintf(f, "pid %d\nwhat %s\nsince %s\n", os.Getpid(), strings.ReplaceAll(what, "\n", " "), time.Now().UTC().Format(time.RFC3339))
+			f.WriteString(record(what))
 			return &ticket{f: f, dir: dir, name: name}, nil
 		}
 		f.Close() // removed as dead before it was locked: take it again
