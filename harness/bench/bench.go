@@ -417,36 +417,36 @@ func throughput(ctx context.Context, pgbenchDSN, dsn string, cfg Config, params 
 	// probes alternating so that a change in the machine's load moves both.
 	pgs, nss := newBisection(res.PgBenchMax.Rate, cfg.Overload), newBisection(res.PgBenchMax.Rate, cfg.Overload)
 	for range cfg.SearchSteps {
-		// A probe that misses runs once more at its rate: one stall of the
-		// shared machine should not fix either side's ceiling.
-		for try := range 2 {
-			p, err := pb.run(ctx, cfg.SearchStep, pgs.rate, pgbenchSampling)
+		best, err := pgs.step(func(rate float64, retry bool) (bool, error) {
+			p, err := pb.run(ctx, cfg.SearchStep, rate, pgbenchSampling)
 			if err != nil {
-				return err
+				return false, err
 			}
-			p.Sustained, p.Retry = p.P99 <= cfg.SustainP99, try > 0
+			p.Sustained, p.Retry = p.P99 <= cfg.SustainP99, retry
 			res.PgBenchProbes = append(res.PgBenchProbes, p)
 			log.Info("pgbench probe", "offered", math.Round(p.Offered), "rate", math.Round(p.Rate), "unstarted", p.Unstarted,
 				"p99_ms", float64(p.P99)/float64(time.Millisecond), "sustained", p.Sustained, "retry", p.Retry)
-			if p.Sustained || try > 0 {
-				if pgs.next(p.Sustained) {
-					res.PgBenchSustained = p
-				}
-				break
-			}
+			return p.Sustained, nil
+		})
+		if err != nil {
+			return err
 		}
-		for try := range 2 {
-			r, err := probe(ctx, dsn, cfg, params, viaWorkers, nss.rate, try > 0)
+		if best {
+			res.PgBenchSustained = res.PgBenchProbes[len(res.PgBenchProbes)-1]
+		}
+		best, err = nss.step(func(rate float64, retry bool) (bool, error) {
+			r, err := probe(ctx, dsn, cfg, params, viaWorkers, rate, retry)
 			if err != nil {
-				return err
+				return false, err
 			}
 			res.NoisysimProbes = append(res.NoisysimProbes, r)
-			if r.Sustained || try > 0 {
-				if nss.next(r.Sustained) {
-					res.NoisysimMax = r
-				}
-				break
-			}
+			return r.Sustained, nil
+		})
+		if err != nil {
+			return err
+		}
+		if best {
+			res.NoisysimMax = res.NoisysimProbes[len(res.NoisysimProbes)-1]
 		}
 	}
 	if !res.PgBenchSustained.Sustained {
@@ -494,6 +494,21 @@ func newBisection(ref, overload float64) *bisection {
 	return &bisection{hi: overload * ref, rate: ref}
 }
 
+// step probes b.rate, and once more at that rate when the probe missed (one
+// stall of a shared machine should not fix a ceiling), then moves b.rate on
+// with next. It reports whether the rate was sustained: the last probe is
+// then the best so far.
+func (b *bisection) step(probe func(rate float64, retry bool) (sustained bool, err error)) (bool, error) {
+	sustained, err := probe(b.rate, false)
+	if err == nil && !sustained {
+		sustained, err = probe(b.rate, true)
+	}
+	if err != nil {
+		return false, err
+	}
+	return b.next(sustained), nil
+}
+
 // next takes the outcome of the probe at b.rate, moves b.rate to the next
 // probe's and reports whether that probe is the best sustained so far.
 func (b *bisection) next(sustained bool) (best bool) {
@@ -532,18 +547,19 @@ func probe(ctx context.Context, dsn string, cfg Config, params dataset.Params, v
 func search(ctx context.Context, dsn string, cfg Config, params dataset.Params, via path, pgbenchRate float64) (probes []OpenLoopRun, best OpenLoopRun, err error) {
 	b := newBisection(pgbenchRate, cfg.Overload)
 	for range cfg.SearchSteps {
-		for try := range 2 {
-			r, err := probe(ctx, dsn, cfg, params, via, b.rate, try > 0)
+		sustained, err := b.step(func(rate float64, retry bool) (bool, error) {
+			r, err := probe(ctx, dsn, cfg, params, via, rate, retry)
 			if err != nil {
-				return probes, best, err
+				return false, err
 			}
 			probes = append(probes, r)
-			if r.Sustained || try > 0 {
-				if b.next(r.Sustained) {
-					best = r
-				}
-				break
-			}
+			return r.Sustained, nil
+		})
+		if err != nil {
+			return probes, best, err
+		}
+		if sustained {
+			best = probes[len(probes)-1]
 		}
 	}
 	if !best.Sustained {
