@@ -160,7 +160,7 @@ func (c *Config) fill() error {
 		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
 		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every",
 		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs",
-		"MemProfile": "--memprofile"}
+		"MemProfile": "--memprofile", "MemWarmup": "--memory-warmup"}
 	bad := func(field string, v any, why string) {
 		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
 	}
@@ -214,6 +214,13 @@ func (c *Config) fill() error {
 	}
 	if c.SampleEvery <= 0 {
 		bad("SampleEvery", c.SampleEvery, "must be > 0")
+	}
+	switch {
+	case c.MemDuration < 0: // the step is skipped: no warm-up to judge
+	case c.MemWarmup < 0:
+		bad("MemWarmup", c.MemWarmup, "must be ≥ 0 (0: DefaultMemWarmup or a tenth of the memory step)")
+	case c.MemWarmup >= c.MemDuration:
+		bad("MemWarmup", c.MemWarmup, fmt.Sprintf("must be shorter than the memory step (--memory-duration %v): no sample after it to judge the growth by", c.MemDuration))
 	}
 	if c.SkipThroughput && c.MemDuration < 0 {
 		bad("MemDuration", c.MemDuration, "with the throughput steps skipped (--skip-throughput), skipping the memory step too leaves nothing to measure")

@@ -190,6 +190,8 @@ func TestConfigErrors(t *testing.T) {
 		{"memory profile in a directory not writable", bench.Config{MemProfile: "/proc/mem"}, "not writable"},
 		{"memory profile of a skipped memory step", bench.Config{MemProfile: filepath.Join(t.TempDir(), "mem"), MemDuration: -1}, "no profile would be written"},
 		{"both steps skipped", bench.Config{SkipThroughput: true, MemDuration: -1}, "nothing to measure"},
+		{"negative memory warm-up", bench.Config{MemWarmup: -time.Second}, "--memory-warmup"},
+		{"warm-up as long as the memory step", bench.Config{MemDuration: time.Minute, MemWarmup: time.Minute}, "shorter than the memory step"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
