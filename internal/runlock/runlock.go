@@ -8,7 +8,12 @@
 // The lock is an flock(2) on a file (DefaultPath, or $NOISYSIM_LOCK_FILE):
 // the kernel releases it when its holder exits, however it exits (kill -9
 // included), so a lock is never left stale. The holder writes its pid, what
-// it runs and since when into the file, for the runs that find it taken.
+// it runs and since when into the file, for the runs that find it taken. A
+// holder killed leaves its record behind, and a process that is not
+// noisysim (the shell's flock(1) on the file) writes none: on Linux the
+// record is checked against the process /proc/locks says holds the lock,
+// and a holder with no record of its own is named as not a noisysim run
+// (Holder.Unknown), never as the one the file last recorded.
 //
 // Waiters take the lock in the order they began to wait. Each waiter holds
 // an flock on a ticket of its own in the queue directory beside the lock
@@ -63,9 +68,28 @@ type Holder struct {
 	// held: a process the holder started (a server, a test binary) kept
 	// the lock file open, and holds the lock until it exits.
 	Gone bool
+	// Unknown is true when the process holding the lock is not the one
+	// the lock file records, or the file records none: a process that is
+	// not noisysim holds it (the shell's flock(1) on the lock file), and
+	// what the file holds is a past holder's record, or nothing. PID and
+	// What are then the holding process's pid and command name, as Linux's
+	// /proc/locks and /proc/PID/comm tell them ("" when not), and Since
+	// is zero.
+	Unknown bool
 }
 
 func (h Holder) String() string {
+	if h.Unknown {
+		s := "pid " + strconv.Itoa(h.PID)
+		if h.What != "" {
+			s += " (" + h.What + ")"
+		}
+		s += ", not a noisysim run (the lock file holds no record of it)"
+		if h.Gone {
+			s += "; it has exited, but a process it started still holds the lock file open (fuser -v on the lock file names it)"
+		}
+		return s
+	}
 	if h.PID == 0 {
 		return "a run whose pid is not recorded yet"
 	}
@@ -417,22 +441,37 @@ func open(path string) (*os.File, error) {
 	return f, nil
 }
 
-// readHolder reads what the holder wrote; it retries briefly, as the holder
-// writes right after taking the lock.
+// readHolder returns who holds the lock at path: the record in the file,
+// when it is the holding process's (on Linux, the pid /proc/locks names;
+// elsewhere, or when /proc/locks lists no holder, any record), or the
+// holding process as Unknown. It retries briefly, as a holder writes its
+// record right after taking the lock.
 func readHolder(path string) Holder {
 	var h Holder
+	var locker int
 	for range 10 {
-		b, err := os.ReadFile(path)
-		if err == nil && len(b) > 0 {
-			if h = parseHolder(b); h.PID != 0 {
-				h.Gone = errors.Is(syscall.Kill(h.PID, 0), syscall.ESRCH)
-				return h
+		b, _ := os.ReadFile(path)
+		h = parseHolder(b)
+		locker = 0
+		if fi, err := os.Stat(path); err == nil {
+			if pids, ok := flockers(fi); ok && len(pids) > 0 {
+				locker = pids[0]
 			}
+		}
+		if h.PID != 0 && (locker == 0 || locker == h.PID) {
+			h.Gone = exited(h.PID)
+			return h
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if locker != 0 {
+		return Holder{PID: locker, What: command(locker), Unknown: true, Gone: exited(locker)}
+	}
 	return h
 }
+
+// exited reports whether no process pid runs.
+func exited(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
 
 // parseHolder reads a record as writeHolder and enqueue write it.
 func parseHolder(b []byte) Holder {
