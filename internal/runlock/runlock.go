@@ -25,7 +25,11 @@
 // or when its wait ends (ctx). A waiter that cannot take a ticket (the queue
 // directory is another user's and not writable, or is not a directory)
 // still waits, without a place: it takes the lock when it is free and no
-// ticket it can read is ahead of it, and is told why (Wait.NoTicket).
+// ticket it can read is ahead of it, and is told why (Wait.NoTicket). A
+// ticket it cannot open or lock (another user's, left with mode 000) is
+// judged by /proc/locks: with no flock on it, its waiter is dead and the
+// ticket is passed over (left for a user who can open it to remove);
+// without /proc/locks, by whether the pid in its name still runs.
 package runlock
 
 import (
@@ -385,22 +389,53 @@ func line(dir, mine string) ([]string, error) {
 }
 
 // removeIfDead removes the ticket at p if no waiter holds its flock, and
-// reports whether the ticket is gone. A ticket that cannot be opened for
-// another reason counts as live.
+// reports whether the ticket is out of the line. A ticket this process
+// cannot open or lock (another user's, mode 000) is out of the line when
+// its waiter is dead (lockedTicket), but stays where it is: a live
+// waiter's ticket is never removed, and this one cannot be told apart
+// from it by taking its flock.
 func removeIfDead(p string) bool {
-	f, err := os.Open(p)
+	// O_NONBLOCK: a FIFO in the queue must not stop the line in open.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true
 	}
 	if err != nil {
-		return false
+		return !lockedTicket(p)
 	}
 	defer f.Close()
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return false
+	}
+	if err != nil {
+		return !lockedTicket(p)
 	}
 	os.Remove(p)
 	return true
+}
+
+// lockedTicket reports whether a waiter holds the ticket at p, which this
+// process cannot lock to find out: whether /proc/locks lists an flock on
+// it, or where it cannot be read, whether the pid in the ticket's name
+// (enqueue's) still runs.
+func lockedTicket(p string) bool {
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if err == nil {
+		if pids, ok := flockers(fi); ok {
+			return len(pids) > 0
+		}
+	}
+	// "<nanoseconds>-<pid>-<seq>.ticket"
+	parts := strings.Split(strings.TrimSuffix(filepath.Base(p), ticketExt), "-")
+	if len(parts) != 3 {
+		return true // not enqueue's name: whose it is cannot be told
+	}
+	pid, err := strconv.Atoi(parts[1])
+	return err != nil || pid <= 0 || !exited(pid)
 }
 
 // Held returns the lock's holder and true when another process holds it.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -297,6 +298,105 @@ func TestHolderNotNoisysim(t *testing.T) {
 			t.Fatalf("record %q: Acquire once flock(1) was killed: %v", record, err)
 		}
 	}
+}
+
+// A ticket another user's waiter cannot open (root's, mode 000) does not
+// stop the line: dead (no flock on it), it is passed over and left in
+// place; live, it keeps its place until its waiter leaves.
+func TestUnreadableTicket(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to leave a ticket another user cannot open")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("skipping: no user nobody to wait as: %v", err)
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	// A directory and a copy of this test binary the other user can reach.
+	dir, err := os.MkdirTemp("", "runlock-unreadable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "runlock.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "lock")
+	queue := QueueDir(path)
+	if err := os.Mkdir(queue, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(queue, 0o777)
+	// A dead waiter's ticket, first in line, that only root can open.
+	dead := filepath.Join(queue, fmt.Sprintf("%020d-%d-1%s", 1, os.Getpid(), ticketExt))
+	if err := os.WriteFile(dead, []byte("pid 1\nwhat root's run\n"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 8)
+	asNobody := func(env string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command(bin, "-test.run=^$")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", env}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		cmd.Stderr = os.Stderr
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		go func() {
+			r := bufio.NewReader(out)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				lines <- env[:strings.Index(env, "=")] + " " + line
+			}
+		}()
+		return cmd
+	}
+	next := func(want string) {
+		t.Helper()
+		select {
+		case line := <-lines:
+			if line != want {
+				t.Fatalf("the other user's process said %q, want %q", line, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the other user's process did not say %q in 10 s (the queue holds %v)", want, tickets(t, path))
+		}
+	}
+	holder := asNobody("RUNLOCK_HOLD=" + path)
+	next("RUNLOCK_HOLD held\n")
+	if _, err := os.Stat(dead); err != nil {
+		t.Errorf("the dead waiter's ticket another user cannot open was removed: %v", err)
+	}
+
+	// A live waiter's ticket (root's, flocked, then mode 000) keeps its
+	// place: the other user's waiter is 2nd in line, and 1st once it goes.
+	live, err := enqueue(queue, "root's waiter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.remove()
+	if err := os.Chmod(filepath.Join(queue, live.name), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	asNobody("RUNLOCK_WAIT=" + path)
+	next("RUNLOCK_WAIT waiting 2\n")
+	live.remove()
+	next("RUNLOCK_WAIT waiting 1\n")
+	holder.Process.Kill()
 }
 
 // A waiter is told of each holder in turn: when another process takes the
