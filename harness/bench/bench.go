@@ -331,6 +331,9 @@ func Run(ctx context.Context, dsn string, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("bench: %w", err)
 	}
 	res := Result{Config: cfg, Query: lookupSQL}
+	if cfg.MemDuration < 0 {
+		res.Memory.Skipped = fmt.Sprintf("--memory-duration %v: a negative length skips it", cfg.MemDuration)
+	}
 	log := cfg.Logger
 	tenants := max(cfg.Tenants, cfg.MemTenants)
 	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: tenants}, cfg.Seed)
@@ -367,7 +370,7 @@ func Run(ctx context.Context, dsn string, cfg Config) (Result, error) {
 			return res, err
 		}
 	}
-	if cfg.MemDuration > 0 {
+	if res.Memory.Skipped == "" {
 		if res.Memory, err = memory(ctx, dsn, cfg, params); err != nil {
 			return res, err
 		}
@@ -865,6 +868,10 @@ func warm(ctx context.Context, size int, f func(ctx context.Context, i int) erro
 
 // MemoryRun is the memory step: RSS and Go heap sampled during a long run.
 type MemoryRun struct {
+	// Skipped, when not "", says why the step did not run (a negative
+	// Config.MemDuration, named by its flag); the other fields are then
+	// zero.
+	Skipped          string `json:",omitempty"`
 	Tenants, Classes int
 	Rate             float64
 	Duration         time.Duration

@@ -202,6 +202,18 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
+// A negative MemDuration skips the memory step, and the result says so
+// even when no step could run.
+func TestRunSaysMemorySkipped(t *testing.T) {
+	res, err := bench.Run(t.Context(), "postgres://noisysim@127.0.0.1:1/none?connect_timeout=5", bench.Config{MemDuration: -time.Second})
+	if err == nil || res.Memory.Skipped != "--memory-duration -1s: a negative length skips it" {
+		t.Errorf("Run on a closed port: %v, Memory.Skipped %q; want an error and the skip said", err, res.Memory.Skipped)
+	}
+	if res, _ := bench.Run(t.Context(), "postgres://noisysim@127.0.0.1:1/none?connect_timeout=5", bench.Config{}); res.Memory.Skipped != "" {
+		t.Errorf("the default memory step said skipped: %q", res.Memory.Skipped)
+	}
+}
+
 // A DSN with a wrong password is bad input, said as the server said it.
 func TestRunWrongPassword(t *testing.T) {
 	c := localtest.Start(t, backend.Spec{})
