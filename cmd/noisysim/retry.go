@@ -195,8 +195,8 @@ func retriesWords(runs []repeatRun, stopped *stoppedRun) string {
 		extra += stopped.made - 1
 		among = fmt.Sprintf(", the stopped run %d among them", stopped.index)
 	}
-	return fmt.Sprintf("%s retried on a disturbed machine (%s more)%s; %d failed on a disturbed machine in every attempt",
-		reports.Plural(n, "run"), reports.Plural(extra, "attempt"), among, every)
+	return fmt.Sprintf("%s retried on a disturbed machine (%s)%s; %d failed on a disturbed machine in every attempt",
+		reports.Plural(n, "run"), reports.Plural(extra, "more attempt"), among, every)
 }
 
 // stoppedRun is the run of a --repeat series that a signal stopped, with
