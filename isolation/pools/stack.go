@@ -181,6 +181,9 @@ type Stack struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closing   sync.WaitGroup // destroyed connections still closing
+	// collecting counts Query's resets whose replies are still being read
+	// (collectReset).
+	collecting sync.WaitGroup
 
 	// tag sets the tenant tag on a borrowed connection and reset restores
 	// a returned one (WithConn, Tx); tests replace them to make these steps
@@ -205,6 +208,49 @@ type pool struct {
 	closing     atomic.Int64
 	tagFailures atomic.Int64
 	dbTime      atomic.Int64 // ns, as the ledger counts it
+	// resetting counts connections whose Query reset is being collected;
+	// wake, when not nil, is closed as one is given back (waitReset).
+	resetting atomic.Int64
+	wakeMu    sync.Mutex
+	wake      chan struct{}
+}
+
+// resetDone counts a collected reset out and wakes the calls waiting for
+// one. The connection is back in the pool (or given up) already.
+func (p *pool) resetDone() {
+	p.resetting.Add(-1)
+	p.wakeMu.Lock()
+	if p.wake != nil {
+		close(p.wake)
+		p.wake = nil
+	}
+	p.wakeMu.Unlock()
+}
+
+// waitReset keeps the connections a Query caller holds, plus those whose
+// reset is being collected after its calls, within twice the calls in
+// flight (case L5: a sequential caller holds at most 2): while more
+// connections are resetting than calls hold one, plus one, and none is
+// idle, a call waits for a reset to be collected rather than have the pool
+// open another connection. It returns ctx.Err() if ctx ends first.
+func (p *pool) waitReset(ctx context.Context) error {
+	for p.resetting.Load() > p.borrowed.Load()+1 {
+		p.wakeMu.Lock()
+		if p.wake == nil {
+			p.wake = make(chan struct{})
+		}
+		wake := p.wake
+		p.wakeMu.Unlock()
+		if p.resetting.Load() <= p.borrowed.Load()+1 || p.pgx.Stat().IdleConns() > 0 {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 type class struct {
@@ -445,9 +491,13 @@ func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...
 		if !isPrepared(conn, sql) || !s.resetPrepared(conn) {
 			return alone(numPrepared(conn) < maxPrepared)
 		}
-		// One flight, one Sync: Bind and Execute of each prepared
-		// statement, straight on the wire (pgx's own batch costs more in
-		// the client than the server takes for the whole reset).
+		// One write, two Syncs: the tag, the statement and a Sync (one
+		// implicit transaction, which ends the transaction-local tag),
+		// then the reset's commands and a second Sync. Bind and Execute of
+		// each prepared statement go straight on the wire (pgx's own batch
+		// costs more in the client than the server takes for the whole
+		// reset). The call returns once the first Sync's replies are read;
+		// the reset's are read after it returns (collectReset).
 		prepared := func(q string) *pgconn.StatementDescription {
 			sd, _ := conn.Prepare(ctx, q, q) // prepared on conn: no round trip
 			return sd
@@ -457,43 +507,82 @@ func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...
 		if err := eqb.Build(conn.TypeMap(), stmt, args); err != nil {
 			return &syncReset{err: err} // nothing was sent
 		}
-		b := &pgconn.Batch{}
-		b.ExecStatement(prepared(s.queryTagSQL), [][]byte{[]byte(TagPrefix + tenant)}, nil, nil)
-		b.ExecStatement(stmt, eqb.ParamValues, eqb.ParamFormats, nil)
-		for _, r := range s.queryReset {
-			b.ExecStatement(prepared(r), nil, nil, nil)
+		pc := conn.PgConn()
+		// The pipeline outlives the call, so it does not watch ctx: while
+		// the call lasts, an ended ctx interrupts the socket as pgx does.
+		stop := func() bool { return true }
+		if ctx.Done() != nil {
+			stop = context.AfterFunc(ctx, func() { _ = pc.Conn().SetDeadline(time.Now()) })
 		}
-		mrr := conn.PgConn().ExecBatch(ctx, b)
-		done, err := 0, error(nil) // done: the commands that completed
-		for mrr.NextResult() {
-			ct, rerr := mrr.ResultReader().Close()
-			if rerr != nil {
-				err = rerr
+		pl := pc.StartPipeline(context.Background())
+		pl.SendQueryStatement(prepared(s.queryTagSQL), [][]byte{[]byte(TagPrefix + tenant)}, nil, nil)
+		pl.SendQueryStatement(stmt, eqb.ParamValues, eqb.ParamFormats, nil)
+		pl.SendPipelineSync()
+		for _, r := range s.queryReset {
+			pl.SendQueryStatement(prepared(r), nil, nil, nil)
+		}
+		pl.SendPipelineSync()
+		err := pl.Flush()
+		done, synced := 0, false // the commands that completed; the first Sync's reply read
+		for err == nil && !synced {
+			r, gerr := pl.GetResults()
+			switch r := r.(type) {
+			case *pgconn.ResultReader:
+				ct, rerr := r.Close()
+				if err = rerr; err == nil {
+					if done == 1 {
+						n = ct.RowsAffected()
+					}
+					done++
+				}
+			case *pgconn.PipelineSync:
+				synced = true
+			default:
+				err = cmp.Or(gerr, error(errNoSync))
+			}
+		}
+		// After a server error the rest up to the Sync is skipped: read
+		// up to its reply (an error at the Sync is the commit's).
+		for !synced && isPgError(err) {
+			r, gerr := pl.GetResults()
+			if _, synced = r.(*pgconn.PipelineSync); gerr != nil && !isPgError(gerr) || r == nil && gerr == nil {
 				break
 			}
-			if done == 1 {
-				n = ct.RowsAffected()
-			}
-			done++
 		}
-		if cerr := mrr.Close(); err == nil {
-			err = cerr
+		if !stop() && synced {
+			// ctx ended as the replies came: the socket's deadline may be
+			// past, so the connection is given up. The call has its result.
+			_ = pl.Close()
+			return &syncReset{err: err}
 		}
+		var pgErr *pgconn.PgError
 		switch {
-		case err == nil:
-			return nil
-		case done == 0:
-			return &batchTagError{err: err} // the statement did not run
-		case done == 1:
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == sqlstateActiveSQLTransaction {
-				return alone(false) // not in a transaction block: on its own
+		case !synced:
+			// The connection broke or ctx ended: pgx closes it, and the
+			// Stack gives it up.
+			if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("%w (%w)", ctx.Err(), err)
+			}
+			if done == 0 {
+				return &batchTagError{err: err}
 			}
 			return &syncReset{err: err}
-		case done < 2+len(s.queryReset):
-			return &syncReset{err: fmt.Errorf("reset after the statement (rolled back with it): %w", err)}
+		case err == nil:
+			return &deferredReset{pl: pl}
+		case done == 0:
+			_ = pl.Close()
+			return &batchTagError{err: err} // the statement did not run
+		case done == 1 && errors.As(err, &pgErr) && pgErr.Code == sqlstateActiveSQLTransaction:
+			if cerr := pl.Close(); cerr != nil && !isPgError(cerr) {
+				return &syncReset{err: err}
+			}
+			return alone(false) // not in a transaction block: on its own
+		case done == 1:
+			// The statement failed and its transaction was rolled back;
+			// the reset runs in the next one all the same.
+			return &deferredReset{pl: pl, err: err}
 		default:
-			return &syncReset{err: fmt.Errorf("commit: %w", err)}
+			return &deferredReset{pl: pl, err: fmt.Errorf("commit: %w", err)}
 		}
 	})
 	res.Rows = n
@@ -556,6 +645,24 @@ type syncReset struct{ err error }
 
 func (e *syncReset) Error() string { return fmt.Sprint(e.err) }
 func (e *syncReset) Unwrap() error { return e.err }
+
+// deferredReset is the outcome of Query's flight once its first Sync's
+// replies are read: err is the statement's, and pl still holds the reset's
+// replies, which collectReset reads after the call returns.
+type deferredReset struct {
+	pl  *pgconn.Pipeline
+	err error
+}
+
+func (e *deferredReset) Error() string { return fmt.Sprint(e.err) }
+
+// errNoSync is a flight whose replies ended before its first Sync's.
+var errNoSync = errors.New("query flight: no reply to the Sync")
+
+func isPgError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr)
+}
 
 // Tx runs fn inside one transaction for tenant in class: it begins with
 // opts, commits when fn returns nil and rolls back otherwise (also on
@@ -664,6 +771,7 @@ func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn 
 	res = in
 	finished := false
 	resetDone := batched
+	var pending *pgconn.Pipeline // Query's reset, its replies not read yet
 	began := time.Now()
 	defer func() {
 		// Runs on return and on panic: the ledger never depends on the
@@ -682,10 +790,17 @@ func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn 
 		if s.onWork != nil {
 			s.onWork(Work{Tenant: tenant, Class: c, Pool: p.cfg.Name, Node: p.cfg.Node, Began: began, DBTime: res.DBTime})
 		}
+		if pending != nil && finished {
+			s.deferReset(p, conn, pending)
+			return
+		}
 		s.giveBack(p, conn, finished, resetDone)
 	}()
 	err = fn(ctx, conn.Conn())
 	finished = true
+	if dr, ok := err.(*deferredReset); ok {
+		pending, err = dr.pl, dr.err
+	}
 	var sr *syncReset
 	if errors.As(err, &sr) {
 		resetDone, err = false, sr.err
@@ -715,6 +830,11 @@ func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string, t
 	attempts := int(p.cfg.Size) + 1
 	var last error
 	for range attempts {
+		if !tag {
+			if err := p.waitReset(actx); err != nil && ctx.Err() == nil {
+				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
+			}
+		}
 		conn, err := p.pgx.Acquire(actx)
 		if err != nil {
 			if ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
@@ -818,6 +938,58 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, resetDone bool) 
 		return
 	}
 	conn.Release()
+}
+
+// deferReset hands conn, whose Query flight's reset replies are still to
+// be read from pl, to a goroutine that reads them and gives conn back
+// (collectReset); the call returns meanwhile. Until then the connection
+// counts in PoolStat.Resetting and stays acquired in pgxpool, so the pool
+// opens nothing beyond its size, and Close and WaitClosed wait for it.
+func (s *Stack) deferReset(p *pool, conn *pgxpool.Conn, pl *pgconn.Pipeline) {
+	p.borrowed.Add(-1)
+	p.resetting.Add(1)
+	s.collecting.Add(1)
+	go s.collectReset(p, conn, pl)
+}
+
+// collectReset reads the replies of the reset Query sent after its
+// statement's Sync, within the Stack's reset timeout, and releases conn to
+// its pool, or destroys it when a reset command failed, the replies did not
+// come or the connection is not idle outside a transaction.
+func (s *Stack) collectReset(p *pool, conn *pgxpool.Conn, pl *pgconn.Pipeline) {
+	defer s.collecting.Done()
+	defer p.resetDone()
+	nc := conn.Conn().PgConn().Conn()
+	_ = nc.SetDeadline(time.Now().Add(s.resetTimeout))
+	var err error
+	for err == nil {
+		r, gerr := pl.GetResults()
+		rr, ok := r.(*pgconn.ResultReader)
+		if !ok {
+			if _, ok := r.(*pgconn.PipelineSync); !ok {
+				err = cmp.Or(gerr, error(errNoSync))
+			}
+			break
+		}
+		_, err = rr.Close()
+	}
+	if cerr := pl.Close(); err == nil {
+		err = cerr
+	}
+	pc := conn.Conn()
+	if err != nil {
+		s.destroy(p, conn, "reset failed", err)
+		return
+	}
+	_ = nc.SetDeadline(time.Time{})
+	switch {
+	case pc.IsClosed():
+		s.destroy(p, conn, "connection closed", nil)
+	case pc.PgConn().TxStatus() != 'I':
+		s.destroy(p, conn, "transaction left open", nil)
+	default:
+		conn.Release()
+	}
 }
 
 // queryReset is resetCommands as Query runs them after its statement, in
@@ -973,6 +1145,11 @@ type PoolStat struct {
 	Closing int64
 	// TagFailures is how many borrow-time tag attempts failed.
 	TagFailures int64
+	// Resetting is how many connections are having the replies of the
+	// reset Query sent after their statement read (the call has returned):
+	// pgxpool counts them in AcquiredConns and TotalConns until they are
+	// back, or given up and counted in Destroyed. WaitClosed waits for 0.
+	Resetting int64
 	// DBTime is the DB time of the calls this pool's connections ran, as
 	// the ledger counts it (recorded when each call ends), cumulative: its
 	// growth over a span divided by the span is the node's mean busy
@@ -1015,7 +1192,8 @@ func (s *Stack) Stat() Stat {
 			AcquireCount: ps.AcquireCount(), EmptyAcquireCount: ps.EmptyAcquireCount(), CanceledAcquireCount: ps.CanceledAcquireCount(),
 			NewConns: ps.NewConnsCount(),
 			Borrowed: p.borrowed.Load(), Destroyed: p.destroyed.Load(), Closing: p.closing.Load(), TagFailures: p.tagFailures.Load(),
-			DBTime: time.Duration(p.dbTime.Load()),
+			Resetting: p.resetting.Load(),
+			DBTime:    time.Duration(p.dbTime.Load()),
 		})
 	}
 	st.Limiters = map[Class]limiter.Stat{}
@@ -1057,15 +1235,21 @@ func (s *Stack) Errors(tenant string, c Class) map[ErrorClass]int64 {
 }
 
 // WaitClosed waits until every connection the Stack gave up on is closed
-// and its server process has exited (Stat's Closing is 0 in every pool), or
-// returns ctx.Err(). A call returns as soon as it has failed; the
-// connection it leaves behind is closed after it (see PoolStat.Closing).
+// and its server process has exited, and every reset Query left to read
+// after its call is read (Stat's Closing and Resetting are 0 in every
+// pool), or returns ctx.Err(). A call returns as soon as it has failed, and
+// Query as soon as its statement's replies are read; the connection it
+// leaves behind is reset or closed after it (see PoolStat.Closing and
+// PoolStat.Resetting).
 func (s *Stack) WaitClosed(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		n := int64(0)
 		for _, p := range s.pools {
+			// resetting first: a collect that destroys its connection
+			// counts it closing before it stops counting it resetting.
+			n += p.resetting.Load()
 			n += p.closing.Load()
 		}
 		if n == 0 {
@@ -1080,13 +1264,15 @@ func (s *Stack) WaitClosed(ctx context.Context) error {
 }
 
 // Close stops new calls (they return ErrClosed) and closes the pools. It
-// waits for calls in progress to return their connections and for the
-// connections given up on to close. It is idempotent and safe to call from
+// waits for calls in progress to return their connections, for the resets
+// Query left to read after its calls to be read, and for the connections
+// given up on to close. It is idempotent and safe to call from
 // several goroutines. It does not close the limiters.
 func (s *Stack) Close() {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		s.closePools()
+		s.closePools() // waits for every connection, also those resetting
+		s.collecting.Wait()
 		s.closing.Wait()
 	})
 }
