@@ -111,6 +111,15 @@ func BenchmarkQueryRatio(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer limited.Close()
+	// The reset's replies read by a goroutine per call instead of by the
+	// next call on the same connection.
+	cfg = onePool(primary.DSN(), 4)
+	cfg.HoldReset = -1
+	goroutine, err := New(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer goroutine.Close()
 
 	type variant struct {
 		name string
@@ -120,6 +129,7 @@ func BenchmarkQueryRatio(b *testing.B) {
 		{"pgxpool", func() error { _, err := bare.Exec(ctx, "SELECT 1"); return err }},
 		{"query", func() error { _, err := plain.Query(ctx, Interactive, "t", "SELECT 1"); return err }},
 		{"query+limiter", func() error { _, err := limited.Query(ctx, Interactive, "t", "SELECT 1"); return err }},
+		{"query-goroutine", func() error { _, err := goroutine.Query(ctx, Interactive, "t", "SELECT 1"); return err }},
 		{"withconn", func() error {
 			_, err := plain.WithConn(ctx, Interactive, "t", func(ctx context.Context, conn *pgx.Conn) error {
 				_, err := conn.Exec(ctx, "SELECT 1")
@@ -290,6 +300,80 @@ func BenchmarkQueryReset(b *testing.B) {
 	flight("flight", queryReset)
 	flight("flight-unfolded", resetCommands)
 	flight("flight-noreset", nil)
+
+	// The flight as Query sends it: through pgconn's Pipeline, a Sync
+	// after the statement and one after the reset. "twosync" reads every
+	// reply before the call ends; "deferred" reads up to the first Sync's
+	// and leaves the reset's replies to the start of the next call on the
+	// same connection, as Query's next call does.
+	conn2, err := pgx.Connect(ctx, primary.DSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn2.Close(ctx)
+	var pending *pgconn.Pipeline
+	drain := func(pl *pgconn.Pipeline, syncs int) error {
+		for syncs > 0 {
+			r, err := pl.GetResults()
+			if err != nil {
+				return err
+			}
+			switch r := r.(type) {
+			case *pgconn.ResultReader:
+				if _, err := r.Close(); err != nil {
+					return err
+				}
+			case *pgconn.PipelineSync:
+				syncs--
+			default:
+				return errNoSync
+			}
+		}
+		return nil
+	}
+	twoSync := func(name string, deferred bool) {
+		var sds []*pgconn.StatementDescription
+		for _, q := range append([]string{tagLocalSQL, "SELECT 1"}, queryReset...) {
+			sd, err := conn2.Prepare(ctx, q, q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sds = append(sds, sd)
+		}
+		tag := [][]byte{[]byte(TagPrefix + "t")}
+		variants = append(variants, variant{name, func() error {
+			if pending != nil {
+				if err := drain(pending, 1); err != nil {
+					return err
+				}
+				if err := pending.Close(); err != nil {
+					return err
+				}
+				pending = nil
+			}
+			pl := conn2.PgConn().StartPipeline(context.Background())
+			pl.SendQueryStatement(sds[0], tag, nil, nil)
+			pl.SendQueryStatement(sds[1], nil, nil, nil)
+			pl.SendPipelineSync()
+			for _, sd := range sds[2:] {
+				pl.SendQueryStatement(sd, nil, nil, nil)
+			}
+			pl.SendPipelineSync()
+			if err := pl.Flush(); err != nil {
+				return err
+			}
+			if deferred {
+				pending = pl
+				return drain(pl, 1)
+			}
+			if err := drain(pl, 2); err != nil {
+				return err
+			}
+			return pl.Close()
+		}})
+	}
+	twoSync("flight-twosync", false)
+	twoSync("flight-deferred", true)
 
 	const block = 50
 	times := make([][]time.Duration, len(variants))

@@ -92,6 +92,12 @@ type Config struct {
 	// connection whose reset fails or times out is closed. 0 means
 	// DefaultResetTimeout.
 	ResetTimeout time.Duration
+	// HoldReset is how long a connection whose Query reset's replies are
+	// unread waits for its pool's next call, which reads them and uses the
+	// connection without going through pgxpool; after it a goroutine reads
+	// them and gives the connection back. 0 means DefaultHoldReset; a
+	// negative value, a goroutine at once.
+	HoldReset time.Duration
 	// Logger receives debug records for destroyed connections and an info
 	// record per pool at start. nil means silent.
 	Logger *slog.Logger
@@ -174,6 +180,7 @@ type Stack struct {
 	ledger       *Ledger
 	log          *slog.Logger
 	resetTimeout time.Duration
+	holdReset    time.Duration
 	onWork       func(Work)
 
 	errs sync.Map // errKey → *errCounts
@@ -213,6 +220,7 @@ type pool struct {
 	resetting atomic.Int64
 	wakeMu    sync.Mutex
 	wake      chan struct{}
+	pending   []*pendingReset // held for the next call (deferReset)
 }
 
 // resetDone counts a collected reset out and wakes the calls waiting for
@@ -297,6 +305,7 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 		ledger:       ledger,
 		log:          cfg.Logger,
 		resetTimeout: cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
+		holdReset:    cmp.Or(cfg.HoldReset, DefaultHoldReset),
 		router:       cfg.Router,
 		onWork:       cfg.OnWork,
 		tag:          setTag,
@@ -830,12 +839,16 @@ func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string, t
 	attempts := int(p.cfg.Size) + 1
 	var last error
 	for range attempts {
-		if !tag {
+		conn := s.takeReset(p)
+		if conn == nil {
 			if err := p.waitReset(actx); err != nil && ctx.Err() == nil {
 				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
 			}
 		}
-		conn, err := p.pgx.Acquire(actx)
+		var err error
+		if conn == nil {
+			conn, err = p.pgx.Acquire(actx)
+		}
 		if err != nil {
 			if ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
 				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
@@ -940,25 +953,120 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, resetDone bool) 
 	conn.Release()
 }
 
-// deferReset hands conn, whose Query flight's reset replies are still to
-// be read from pl, to a goroutine that reads them and gives conn back
-// (collectReset); the call returns meanwhile. Until then the connection
-// counts in PoolStat.Resetting and stays acquired in pgxpool, so the pool
-// opens nothing beyond its size, and Close and WaitClosed wait for it.
+// pendingReset is a connection whose Query flight's reset replies are
+// still to be read from pl.
+type pendingReset struct {
+	conn  *pgxpool.Conn
+	pl    *pgconn.Pipeline
+	timer *time.Timer
+}
+
+// DefaultHoldReset is how long a connection whose Query reset's replies
+// are unread waits for the pool's next call (see Config.HoldReset).
+const DefaultHoldReset = time.Millisecond
+
+// deferReset keeps conn, whose Query flight's reset replies are still to
+// be read from pl, for its pool's next call, which reads them before it
+// uses the connection (takeReset). If none comes within s.holdReset (or
+// s.holdReset is negative: at once), a goroutine reads them and gives the
+// connection back to pgxpool. Until then the connection counts in
+// PoolStat.Resetting and stays acquired in pgxpool, so the pool opens
+// nothing beyond its size, and Close and WaitClosed wait for it.
 func (s *Stack) deferReset(p *pool, conn *pgxpool.Conn, pl *pgconn.Pipeline) {
 	p.borrowed.Add(-1)
 	p.resetting.Add(1)
 	s.collecting.Add(1)
-	go s.collectReset(p, conn, pl)
+	pr := &pendingReset{conn: conn, pl: pl}
+	if s.holdReset < 0 {
+		go s.collectReset(p, pr)
+		return
+	}
+	p.wakeMu.Lock()
+	p.pending = append(p.pending, pr)
+	pr.timer = time.AfterFunc(s.holdReset, func() {
+		if p.take(pr) {
+			s.collectReset(p, pr)
+		}
+	})
+	p.wakeMu.Unlock()
 }
 
-// collectReset reads the replies of the reset Query sent after its
-// statement's Sync, within the Stack's reset timeout, and releases conn to
-// its pool, or destroys it when a reset command failed, the replies did not
-// come or the connection is not idle outside a transaction.
-func (s *Stack) collectReset(p *pool, conn *pgxpool.Conn, pl *pgconn.Pipeline) {
+// take removes pr from p's pending resets, or any (the last) with a nil
+// pr, and reports whether it was there.
+func (p *pool) take(pr *pendingReset) bool {
+	p.wakeMu.Lock()
+	defer p.wakeMu.Unlock()
+	i := len(p.pending) - 1
+	if pr != nil {
+		i = slices.Index(p.pending, pr)
+	}
+	if i < 0 {
+		return false
+	}
+	p.pending = slices.Delete(p.pending, i, i+1)
+	return true
+}
+
+// takeReset takes a connection whose Query reset is pending, reads the
+// reset's replies and returns it, still acquired, for a call; it returns
+// nil when there is none (or its reset failed: the connection is then
+// given up, and the caller acquires another).
+func (s *Stack) takeReset(p *pool) *pgxpool.Conn {
+	if p.resetting.Load() == 0 {
+		return nil
+	}
+	p.wakeMu.Lock()
+	n := len(p.pending)
+	var pr *pendingReset
+	if n > 0 {
+		pr = p.pending[n-1]
+		p.pending = p.pending[:n-1]
+	}
+	p.wakeMu.Unlock()
+	if pr == nil {
+		return nil
+	}
+	pr.timer.Stop()
 	defer s.collecting.Done()
 	defer p.resetDone()
+	if !s.readReset(p, pr) {
+		return nil
+	}
+	return pr.conn
+}
+
+// collectReset reads pr's reset replies and releases its connection to
+// pgxpool.
+func (s *Stack) collectReset(p *pool, pr *pendingReset) {
+	defer s.collecting.Done()
+	defer p.resetDone()
+	if s.readReset(p, pr) {
+		pr.conn.Release()
+	}
+}
+
+// collectAll reads every pending reset's replies and releases their
+// connections (Close).
+func (s *Stack) collectAll() {
+	for _, p := range s.pools {
+		p.wakeMu.Lock()
+		pending := p.pending
+		p.pending = nil
+		p.wakeMu.Unlock()
+		for _, pr := range pending {
+			pr.timer.Stop()
+			s.collectReset(p, pr)
+		}
+	}
+}
+
+// readReset reads the replies of the reset Query sent after its
+// statement's Sync, within the Stack's reset timeout, and reports whether
+// the connection can serve again; it destroys the connection when a reset
+// command failed, the replies did not come or the connection is not idle
+// outside a transaction.
+func (s *Stack) readReset(p *pool, pr *pendingReset) bool {
+	conn, pl := pr.conn, pr.pl
 	nc := conn.Conn().PgConn().Conn()
 	_ = nc.SetDeadline(time.Now().Add(s.resetTimeout))
 	var err error
@@ -977,19 +1085,18 @@ func (s *Stack) collectReset(p *pool, conn *pgxpool.Conn, pl *pgconn.Pipeline) {
 		err = cerr
 	}
 	pc := conn.Conn()
-	if err != nil {
-		s.destroy(p, conn, "reset failed", err)
-		return
-	}
-	_ = nc.SetDeadline(time.Time{})
 	switch {
+	case err != nil:
+		s.destroy(p, conn, "reset failed", err)
 	case pc.IsClosed():
 		s.destroy(p, conn, "connection closed", nil)
 	case pc.PgConn().TxStatus() != 'I':
 		s.destroy(p, conn, "transaction left open", nil)
 	default:
-		conn.Release()
+		_ = nc.SetDeadline(time.Time{})
+		return true
 	}
+	return false
 }
 
 // queryReset is resetCommands as Query runs them after its statement, in
@@ -1271,6 +1378,7 @@ func (s *Stack) WaitClosed(ctx context.Context) error {
 func (s *Stack) Close() {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		s.collectAll()
 		s.closePools() // waits for every connection, also those resetting
 		s.collecting.Wait()
 		s.closing.Wait()
