@@ -403,10 +403,10 @@ func TestL5FailingTagIsBounded(t *testing.T) {
 }
 
 // TestL5LedgerDoesNotDependOnReset: the DB time is in the ledger whatever
-// the reset does, and a connection whose reset failed is destroyed. A
-// failed reset is not the caller's failure: WithConn's runs after the work,
-// and Query's after its statement's transaction has committed, its replies
-// read once the call has returned.
+// the reset does, and a connection whose reset failed is destroyed. After
+// WithConn a failed reset is not the caller's failure; Query resets in its
+// statement's transaction, so a failed reset rolls the statement back and
+// is the call's error (and the full reset then runs on its own).
 func TestL5LedgerDoesNotDependOnReset(t *testing.T) {
 	db := startDB(t, backend.TopologySingle)
 	dsns, _ := db.roles(t, testRole("app", 0))
@@ -422,7 +422,8 @@ func TestL5LedgerDoesNotDependOnReset(t *testing.T) {
 			if path == "Query" {
 				// Warm up (the first call prepares the statement and the
 				// reset's commands, and is reset as WithConn), then fail
-				// the reset Query sends after its statement.
+				// the reset Query runs with its statement, and the full
+				// reset that follows.
 				s.queryReset = append(slices.Clone(queryReset), "SELECT 1/0")
 				if _, err := s.Query(t.Context(), Interactive, "a", "SELECT pg_sleep(0.05)"); err != nil {
 					t.Fatal(err)
@@ -430,6 +431,10 @@ func TestL5LedgerDoesNotDependOnReset(t *testing.T) {
 				failReset()
 				before = s.Ledger().Usage()
 				res, err = s.Query(t.Context(), Interactive, "a", "SELECT pg_sleep(0.05)")
+				if err == nil || !strings.Contains(err.Error(), "reset after the statement") {
+					t.Fatalf("err = %v, want the failed reset", err)
+				}
+				err = nil
 			} else {
 				failReset()
 				res, err = s.WithConn(t.Context(), Interactive, "a", func(ctx context.Context, conn *pgx.Conn) error {
@@ -1185,17 +1190,15 @@ func TestQueryBatchedKeepsGuarantees(t *testing.T) {
 		t.Errorf("B: SHOW statement_timeout = %s after A's batched SET, want the role's 2s", shown)
 	}
 
-	// An advisory lock the statement takes is gone once the reset's
-	// replies are read (WaitClosed waits for them), after success and
-	// after failure (a rollback keeps it: the reset runs after the
-	// statement's transaction either way).
+	// An advisory lock the statement takes is gone when the call returns,
+	// after success (the reset ran in its transaction) and after failure
+	// (a rollback keeps it: the full reset ran on its own).
 	for _, q := range []string{"SELECT pg_advisory_lock(7)", "SELECT pg_advisory_lock(7), 1 / (random() * 0)::int"} {
 		for i := range 2 { // the second call is batched
 			_, err := s.Query(ctx, Interactive, "A", q)
 			if (err != nil) != strings.Contains(q, "random") {
 				t.Fatalf("%s: err = %v", q, err)
 			}
-			waitClosed(t, s)
 			if n := scalar[int64](t, db.admin, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"); n != 0 {
 				t.Errorf("%s (call %d): %d advisory locks held after it returned, want 0", q, i+1, n)
 			}

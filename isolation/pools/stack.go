@@ -92,12 +92,6 @@ type Config struct {
 	// connection whose reset fails or times out is closed. 0 means
 	// DefaultResetTimeout.
 	ResetTimeout time.Duration
-	// HoldReset is how long a connection whose Query reset's replies are
-	// unread waits for its pool's next call, which reads them and uses the
-	// connection without going through pgxpool; after it a goroutine reads
-	// them and gives the connection back. 0 means DefaultHoldReset; a
-	// negative value, a goroutine at once.
-	HoldReset time.Duration
 	// Logger receives debug records for destroyed connections and an info
 	// record per pool at start. nil means silent.
 	Logger *slog.Logger
@@ -180,7 +174,6 @@ type Stack struct {
 	ledger       *Ledger
 	log          *slog.Logger
 	resetTimeout time.Duration
-	holdReset    time.Duration
 	onWork       func(Work)
 
 	errs sync.Map // errKey → *errCounts
@@ -188,9 +181,6 @@ type Stack struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closing   sync.WaitGroup // destroyed connections still closing
-	// collecting counts Query's resets whose replies are still being read
-	// (collectReset).
-	collecting sync.WaitGroup
 
 	// tag sets the tenant tag on a borrowed connection and reset restores
 	// a returned one (WithConn, Tx); tests replace them to make these steps
@@ -215,50 +205,6 @@ type pool struct {
 	closing     atomic.Int64
 	tagFailures atomic.Int64
 	dbTime      atomic.Int64 // ns, as the ledger counts it
-	// resetting counts connections whose Query reset is being collected;
-	// wake, when not nil, is closed as one is given back (waitReset).
-	resetting atomic.Int64
-	wakeMu    sync.Mutex
-	wake      chan struct{}
-	pending   []*pendingReset // held for the next call (deferReset)
-}
-
-// resetDone counts a collected reset out and wakes the calls waiting for
-// one. The connection is back in the pool (or given up) already.
-func (p *pool) resetDone() {
-	p.resetting.Add(-1)
-	p.wakeMu.Lock()
-	if p.wake != nil {
-		close(p.wake)
-		p.wake = nil
-	}
-	p.wakeMu.Unlock()
-}
-
-// waitReset keeps the connections a Query caller holds, plus those whose
-// reset is being collected after its calls, within twice the calls in
-// flight (case L5: a sequential caller holds at most 2): while more
-// connections are resetting than calls hold one, plus one, and none is
-// idle, a call waits for a reset to be collected rather than have the pool
-// open another connection. It returns ctx.Err() if ctx ends first.
-func (p *pool) waitReset(ctx context.Context) error {
-	for p.resetting.Load() > p.borrowed.Load()+1 {
-		p.wakeMu.Lock()
-		if p.wake == nil {
-			p.wake = make(chan struct{})
-		}
-		wake := p.wake
-		p.wakeMu.Unlock()
-		if p.resetting.Load() <= p.borrowed.Load()+1 || p.pgx.Stat().IdleConns() > 0 {
-			return nil
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
 }
 
 type class struct {
@@ -305,7 +251,6 @@ func New(ctx context.Context, cfg Config) (*Stack, error) {
 		ledger:       ledger,
 		log:          cfg.Logger,
 		resetTimeout: cmp.Or(cfg.ResetTimeout, DefaultResetTimeout),
-		holdReset:    cmp.Or(cfg.HoldReset, DefaultHoldReset),
 		router:       cfg.Router,
 		onWork:       cfg.OnWork,
 		tag:          setTag,
@@ -500,13 +445,9 @@ func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...
 		if !isPrepared(conn, sql) || !s.resetPrepared(conn) {
 			return alone(numPrepared(conn) < maxPrepared)
 		}
-		// One write, two Syncs: the tag, the statement and a Sync (one
-		// implicit transaction, which ends the transaction-local tag),
-		// then the reset's commands and a second Sync. Bind and Execute of
-		// each prepared statement go straight on the wire (pgx's own batch
-		// costs more in the client than the server takes for the whole
-		// reset). The call returns once the first Sync's replies are read;
-		// the reset's are read after it returns (collectReset).
+		// One flight, one Sync: Bind and Execute of each prepared
+		// statement, straight on the wire (pgx's own batch costs more in
+		// the client than the server takes for the whole reset).
 		prepared := func(q string) *pgconn.StatementDescription {
 			sd, _ := conn.Prepare(ctx, q, q) // prepared on conn: no round trip
 			return sd
@@ -516,82 +457,43 @@ func (s *Stack) Query(ctx context.Context, c Class, tenant, sql string, args ...
 		if err := eqb.Build(conn.TypeMap(), stmt, args); err != nil {
 			return &syncReset{err: err} // nothing was sent
 		}
-		pc := conn.PgConn()
-		// The pipeline outlives the call, so it does not watch ctx: while
-		// the call lasts, an ended ctx interrupts the socket as pgx does.
-		stop := func() bool { return true }
-		if ctx.Done() != nil {
-			stop = context.AfterFunc(ctx, func() { _ = pc.Conn().SetDeadline(time.Now()) })
-		}
-		pl := pc.StartPipeline(context.Background())
-		pl.SendQueryStatement(prepared(s.queryTagSQL), [][]byte{[]byte(TagPrefix + tenant)}, nil, nil)
-		pl.SendQueryStatement(stmt, eqb.ParamValues, eqb.ParamFormats, nil)
-		pl.SendPipelineSync()
+		b := &pgconn.Batch{}
+		b.ExecStatement(prepared(s.queryTagSQL), [][]byte{[]byte(TagPrefix + tenant)}, nil, nil)
+		b.ExecStatement(stmt, eqb.ParamValues, eqb.ParamFormats, nil)
 		for _, r := range s.queryReset {
-			pl.SendQueryStatement(prepared(r), nil, nil, nil)
+			b.ExecStatement(prepared(r), nil, nil, nil)
 		}
-		pl.SendPipelineSync()
-		err := pl.Flush()
-		done, synced := 0, false // the commands that completed; the first Sync's reply read
-		for err == nil && !synced {
-			r, gerr := pl.GetResults()
-			switch r := r.(type) {
-			case *pgconn.ResultReader:
-				ct, rerr := r.Close()
-				if err = rerr; err == nil {
-					if done == 1 {
-						n = ct.RowsAffected()
-					}
-					done++
-				}
-			case *pgconn.PipelineSync:
-				synced = true
-			default:
-				err = cmp.Or(gerr, error(errNoSync))
-			}
-		}
-		// After a server error the rest up to the Sync is skipped: read
-		// up to its reply (an error at the Sync is the commit's).
-		for !synced && isPgError(err) {
-			r, gerr := pl.GetResults()
-			if _, synced = r.(*pgconn.PipelineSync); gerr != nil && !isPgError(gerr) || r == nil && gerr == nil {
+		mrr := conn.PgConn().ExecBatch(ctx, b)
+		done, err := 0, error(nil) // done: the commands that completed
+		for mrr.NextResult() {
+			ct, rerr := mrr.ResultReader().Close()
+			if rerr != nil {
+				err = rerr
 				break
 			}
+			if done == 1 {
+				n = ct.RowsAffected()
+			}
+			done++
 		}
-		if !stop() && synced {
-			// ctx ended as the replies came: the socket's deadline may be
-			// past, so the connection is given up. The call has its result.
-			_ = pl.Close()
-			return &syncReset{err: err}
+		if cerr := mrr.Close(); err == nil {
+			err = cerr
 		}
-		var pgErr *pgconn.PgError
 		switch {
-		case !synced:
-			// The connection broke or ctx ended: pgx closes it, and the
-			// Stack gives it up.
-			if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-				err = fmt.Errorf("%w (%w)", ctx.Err(), err)
-			}
-			if done == 0 {
-				return &batchTagError{err: err}
+		case err == nil:
+			return nil
+		case done == 0:
+			return &batchTagError{err: err} // the statement did not run
+		case done == 1:
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == sqlstateActiveSQLTransaction {
+				return alone(false) // not in a transaction block: on its own
 			}
 			return &syncReset{err: err}
-		case err == nil:
-			return &deferredReset{pl: pl}
-		case done == 0:
-			_ = pl.Close()
-			return &batchTagError{err: err} // the statement did not run
-		case done == 1 && errors.As(err, &pgErr) && pgErr.Code == sqlstateActiveSQLTransaction:
-			if cerr := pl.Close(); cerr != nil && !isPgError(cerr) {
-				return &syncReset{err: err}
-			}
-			return alone(false) // not in a transaction block: on its own
-		case done == 1:
-			// The statement failed and its transaction was rolled back;
-			// the reset runs in the next one all the same.
-			return &deferredReset{pl: pl, err: err}
+		case done < 2+len(s.queryReset):
+			return &syncReset{err: fmt.Errorf("reset after the statement (rolled back with it): %w", err)}
 		default:
-			return &deferredReset{pl: pl, err: fmt.Errorf("commit: %w", err)}
+			return &syncReset{err: fmt.Errorf("commit: %w", err)}
 		}
 	})
 	res.Rows = n
@@ -654,24 +556,6 @@ type syncReset struct{ err error }
 
 func (e *syncReset) Error() string { return fmt.Sprint(e.err) }
 func (e *syncReset) Unwrap() error { return e.err }
-
-// deferredReset is the outcome of Query's flight once its first Sync's
-// replies are read: err is the statement's, and pl still holds the reset's
-// replies, which collectReset reads after the call returns.
-type deferredReset struct {
-	pl  *pgconn.Pipeline
-	err error
-}
-
-func (e *deferredReset) Error() string { return fmt.Sprint(e.err) }
-
-// errNoSync is a flight whose replies ended before its first Sync's.
-var errNoSync = errors.New("query flight: no reply to the Sync")
-
-func isPgError(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr)
-}
 
 // Tx runs fn inside one transaction for tenant in class: it begins with
 // opts, commits when fn returns nil and rolls back otherwise (also on
@@ -780,7 +664,6 @@ func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn 
 	res = in
 	finished := false
 	resetDone := batched
-	var pending *pgconn.Pipeline // Query's reset, its replies not read yet
 	began := time.Now()
 	defer func() {
 		// Runs on return and on panic: the ledger never depends on the
@@ -799,17 +682,10 @@ func (s *Stack) work(ctx context.Context, c Class, tenant string, p *pool, conn 
 		if s.onWork != nil {
 			s.onWork(Work{Tenant: tenant, Class: c, Pool: p.cfg.Name, Node: p.cfg.Node, Began: began, DBTime: res.DBTime})
 		}
-		if pending != nil && finished {
-			s.deferReset(p, conn, pending)
-			return
-		}
 		s.giveBack(p, conn, finished, resetDone)
 	}()
 	err = fn(ctx, conn.Conn())
 	finished = true
-	if dr, ok := err.(*deferredReset); ok {
-		pending, err = dr.pl, dr.err
-	}
 	var sr *syncReset
 	if errors.As(err, &sr) {
 		resetDone, err = false, sr.err
@@ -839,16 +715,7 @@ func (s *Stack) borrow(ctx context.Context, cl *class, p *pool, tenant string, t
 	attempts := int(p.cfg.Size) + 1
 	var last error
 	for range attempts {
-		conn := s.takeReset(p)
-		if conn == nil {
-			if err := p.waitReset(actx); err != nil && ctx.Err() == nil {
-				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
-			}
-		}
-		var err error
-		if conn == nil {
-			conn, err = p.pgx.Acquire(actx)
-		}
+		conn, err := p.pgx.Acquire(actx)
 		if err != nil {
 			if ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
 				return nil, &AcquireTimeoutError{Class: cl.name, Pool: p.cfg.Name, Timeout: p.cfg.AcquireTimeout}
@@ -951,152 +818,6 @@ func (s *Stack) giveBack(p *pool, conn *pgxpool.Conn, finished, resetDone bool) 
 		return
 	}
 	conn.Release()
-}
-
-// pendingReset is a connection whose Query flight's reset replies are
-// still to be read from pl.
-type pendingReset struct {
-	conn  *pgxpool.Conn
-	pl    *pgconn.Pipeline
-	timer *time.Timer
-}
-
-// DefaultHoldReset is how long a connection whose Query reset's replies
-// are unread waits for the pool's next call (see Config.HoldReset).
-const DefaultHoldReset = time.Millisecond
-
-// deferReset keeps conn, whose Query flight's reset replies are still to
-// be read from pl, for its pool's next call, which reads them before it
-// uses the connection (takeReset). If none comes within s.holdReset (or
-// s.holdReset is negative: at once), a goroutine reads them and gives the
-// connection back to pgxpool. Until then the connection counts in
-// PoolStat.Resetting and stays acquired in pgxpool, so the pool opens
-// nothing beyond its size, and Close and WaitClosed wait for it.
-func (s *Stack) deferReset(p *pool, conn *pgxpool.Conn, pl *pgconn.Pipeline) {
-	p.borrowed.Add(-1)
-	p.resetting.Add(1)
-	s.collecting.Add(1)
-	pr := &pendingReset{conn: conn, pl: pl}
-	if s.holdReset < 0 {
-		go s.collectReset(p, pr)
-		return
-	}
-	p.wakeMu.Lock()
-	p.pending = append(p.pending, pr)
-	pr.timer = time.AfterFunc(s.holdReset, func() {
-		if p.take(pr) {
-			s.collectReset(p, pr)
-		}
-	})
-	p.wakeMu.Unlock()
-}
-
-// take removes pr from p's pending resets, or any (the last) with a nil
-// pr, and reports whether it was there.
-func (p *pool) take(pr *pendingReset) bool {
-	p.wakeMu.Lock()
-	defer p.wakeMu.Unlock()
-	i := len(p.pending) - 1
-	if pr != nil {
-		i = slices.Index(p.pending, pr)
-	}
-	if i < 0 {
-		return false
-	}
-	p.pending = slices.Delete(p.pending, i, i+1)
-	return true
-}
-
-// takeReset takes a connection whose Query reset is pending, reads the
-// reset's replies and returns it, still acquired, for a call; it returns
-// nil when there is none (or its reset failed: the connection is then
-// given up, and the caller acquires another).
-func (s *Stack) takeReset(p *pool) *pgxpool.Conn {
-	if p.resetting.Load() == 0 {
-		return nil
-	}
-	p.wakeMu.Lock()
-	n := len(p.pending)
-	var pr *pendingReset
-	if n > 0 {
-		pr = p.pending[n-1]
-		p.pending = p.pending[:n-1]
-	}
-	p.wakeMu.Unlock()
-	if pr == nil {
-		return nil
-	}
-	pr.timer.Stop()
-	defer s.collecting.Done()
-	defer p.resetDone()
-	if !s.readReset(p, pr) {
-		return nil
-	}
-	return pr.conn
-}
-
-// collectReset reads pr's reset replies and releases its connection to
-// pgxpool.
-func (s *Stack) collectReset(p *pool, pr *pendingReset) {
-	defer s.collecting.Done()
-	defer p.resetDone()
-	if s.readReset(p, pr) {
-		pr.conn.Release()
-	}
-}
-
-// collectAll reads every pending reset's replies and releases their
-// connections (Close).
-func (s *Stack) collectAll() {
-	for _, p := range s.pools {
-		p.wakeMu.Lock()
-		pending := p.pending
-		p.pending = nil
-		p.wakeMu.Unlock()
-		for _, pr := range pending {
-			pr.timer.Stop()
-			s.collectReset(p, pr)
-		}
-	}
-}
-
-// readReset reads the replies of the reset Query sent after its
-// statement's Sync, within the Stack's reset timeout, and reports whether
-// the connection can serve again; it destroys the connection when a reset
-// command failed, the replies did not come or the connection is not idle
-// outside a transaction.
-func (s *Stack) readReset(p *pool, pr *pendingReset) bool {
-	conn, pl := pr.conn, pr.pl
-	nc := conn.Conn().PgConn().Conn()
-	_ = nc.SetDeadline(time.Now().Add(s.resetTimeout))
-	var err error
-	for err == nil {
-		r, gerr := pl.GetResults()
-		rr, ok := r.(*pgconn.ResultReader)
-		if !ok {
-			if _, ok := r.(*pgconn.PipelineSync); !ok {
-				err = cmp.Or(gerr, error(errNoSync))
-			}
-			break
-		}
-		_, err = rr.Close()
-	}
-	if cerr := pl.Close(); err == nil {
-		err = cerr
-	}
-	pc := conn.Conn()
-	switch {
-	case err != nil:
-		s.destroy(p, conn, "reset failed", err)
-	case pc.IsClosed():
-		s.destroy(p, conn, "connection closed", nil)
-	case pc.PgConn().TxStatus() != 'I':
-		s.destroy(p, conn, "transaction left open", nil)
-	default:
-		_ = nc.SetDeadline(time.Time{})
-		return true
-	}
-	return false
 }
 
 // queryReset is resetCommands as Query runs them after its statement, in
@@ -1252,11 +973,6 @@ type PoolStat struct {
 	Closing int64
 	// TagFailures is how many borrow-time tag attempts failed.
 	TagFailures int64
-	// Resetting is how many connections are having the replies of the
-	// reset Query sent after their statement read (the call has returned):
-	// pgxpool counts them in AcquiredConns and TotalConns until they are
-	// back, or given up and counted in Destroyed. WaitClosed waits for 0.
-	Resetting int64
 	// DBTime is the DB time of the calls this pool's connections ran, as
 	// the ledger counts it (recorded when each call ends), cumulative: its
 	// growth over a span divided by the span is the node's mean busy
@@ -1299,8 +1015,7 @@ func (s *Stack) Stat() Stat {
 			AcquireCount: ps.AcquireCount(), EmptyAcquireCount: ps.EmptyAcquireCount(), CanceledAcquireCount: ps.CanceledAcquireCount(),
 			NewConns: ps.NewConnsCount(),
 			Borrowed: p.borrowed.Load(), Destroyed: p.destroyed.Load(), Closing: p.closing.Load(), TagFailures: p.tagFailures.Load(),
-			Resetting: p.resetting.Load(),
-			DBTime:    time.Duration(p.dbTime.Load()),
+			DBTime: time.Duration(p.dbTime.Load()),
 		})
 	}
 	st.Limiters = map[Class]limiter.Stat{}
@@ -1342,21 +1057,15 @@ func (s *Stack) Errors(tenant string, c Class) map[ErrorClass]int64 {
 }
 
 // WaitClosed waits until every connection the Stack gave up on is closed
-// and its server process has exited, and every reset Query left to read
-// after its call is read (Stat's Closing and Resetting are 0 in every
-// pool), or returns ctx.Err(). A call returns as soon as it has failed, and
-// Query as soon as its statement's replies are read; the connection it
-// leaves behind is reset or closed after it (see PoolStat.Closing and
-// PoolStat.Resetting).
+// and its server process has exited (Stat's Closing is 0 in every pool), or
+// returns ctx.Err(). A call returns as soon as it has failed; the
+// connection it leaves behind is closed after it (see PoolStat.Closing).
 func (s *Stack) WaitClosed(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		n := int64(0)
 		for _, p := range s.pools {
-			// resetting first: a collect that destroys its connection
-			// counts it closing before it stops counting it resetting.
-			n += p.resetting.Load()
 			n += p.closing.Load()
 		}
 		if n == 0 {
@@ -1371,16 +1080,13 @@ func (s *Stack) WaitClosed(ctx context.Context) error {
 }
 
 // Close stops new calls (they return ErrClosed) and closes the pools. It
-// waits for calls in progress to return their connections, for the resets
-// Query left to read after its calls to be read, and for the connections
-// given up on to close. It is idempotent and safe to call from
+// waits for calls in progress to return their connections and for the
+// connections given up on to close. It is idempotent and safe to call from
 // several goroutines. It does not close the limiters.
 func (s *Stack) Close() {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
-		s.collectAll()
-		s.closePools() // waits for every connection, also those resetting
-		s.collecting.Wait()
+		s.closePools()
 		s.closing.Wait()
 	})
 }
