@@ -160,7 +160,7 @@ func (c *Config) fill() error {
 		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
 		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every",
 		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs",
-		"MemProfile": "--memprofile", "MemWarmup": "--memory-warmup"}
+		"MemProfile": "--memprofile", "MemWarmup": "--memory-warmup", "MemDuration": "--memory-duration"}
 	bad := func(field string, v any, why string) {
 		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
 	}
@@ -221,6 +221,11 @@ func (c *Config) fill() error {
 		bad("MemWarmup", c.MemWarmup, "must be ≥ 0 (0: DefaultMemWarmup or a tenth of the memory step)")
 	case c.MemWarmup >= c.MemDuration:
 		bad("MemWarmup", c.MemWarmup, fmt.Sprintf("must be shorter than the memory step (--memory-duration %v): no sample after it to judge the growth by", c.MemDuration))
+	case c.SampleEvery > 0 && firstWarmSample(c.SampleEvery, c.MemWarmup) >= c.MemDuration:
+		// The end's sample would then be the warm one too: growth 1, judged
+		// on nothing.
+		bad("SampleEvery", c.SampleEvery, fmt.Sprintf("the first sample at or after the warm-up (--memory-warmup %v) comes at %v, not before the memory step ends (--memory-duration %v): no growth could be seen",
+			c.MemWarmup, firstWarmSample(c.SampleEvery, c.MemWarmup), c.MemDuration))
 	}
 	if c.SkipThroughput && c.MemDuration < 0 {
 		bad("MemDuration", c.MemDuration, "with the throughput steps skipped (--skip-throughput), skipping the memory step too leaves nothing to measure")
@@ -987,6 +992,16 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// firstWarmSample is when the memory step's sampler, ticking every every
+// from the start, first samples at or after warmup.
+func firstWarmSample(every, warmup time.Duration) time.Duration {
+	n := max(1, (warmup+every-1)/every)
+	if n > math.MaxInt64/every {
+		return math.MaxInt64
+	}
+	return n * every
 }
 
 // orDefault sets *v to d when *v is its type's zero value.
