@@ -115,11 +115,16 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		c := &sc.Classes[i]
 		if c.Calibrated() {
 			pool := calPools[c.Name]
-			// The rate a real run sets: from the wall time measured alone.
-			rate := c.LoadFactor * float64(pool.size) / cal.wall[c.Name].Seconds()
+			// The rate a real run sets: from the wall time measured alone,
+			// of the dominant tenant's rows here.
+			k := 1.0
+			if rows, ok := r.dominantRows(); ok {
+				k = cal.dominantScale(c.Name, rows)
+			}
+			rate := c.LoadFactor * float64(pool.size) / (k * cal.wall[c.Name].Seconds())
 			rates[c.Name] = rate
 			r.calibrated = append(r.calibrated, reports.Calibration{
-				Class: c.Name, Query: classQuery(c), Samples: cal.samples[c.Name], ServiceMean: ms(cal.wall[c.Name]), ServiceP50: ms(cal.wallP50[c.Name]),
+				Class: c.Name, Query: classQuery(c), Samples: cal.samples[c.Name], ServiceMean: k * ms(cal.wall[c.Name]), ServiceP50: k * ms(cal.wallP50[c.Name]),
 				LoadFactor: c.LoadFactor, Pool: pool.size, PoolName: pool.name, Rate: rate,
 			})
 		}
@@ -443,6 +448,11 @@ func (r *runner) simConfig(c *scenario.Configuration, t simTopology, cal *Calibr
 					return 1
 				}
 				return f.scale(tenants[tenant-1].Share * orders)
+			}
+		}
+		if rows, ok := r.dominantRows(); ok {
+			if k := cal.dominantScale(cl.Name, rows); k != 1 {
+				class.Scale = func(int) float64 { return k }
 			}
 		}
 		cfg.Classes[cl.Name] = class
@@ -833,6 +843,12 @@ type Calibration struct {
 	// rows holds, per class whose work grows with the sending tenant's
 	// rows (fitRows), how: each call's draw is scaled by its tenant's.
 	rows map[string]rowsFit
+	// dominantRows holds, per report or export only the dominant tenant
+	// sends, that tenant's rows in the calibration run: a draw is scaled
+	// by the simulated dominant tenant's rows over them (dominantScale),
+	// and a calibrated rate set from them, as a real run at another
+	// tenants.dominant_share or data.orders measures and sets it.
+	dominantRows map[string]float64
 }
 
 // rowsFit is how a class's database time per call grows with the sending
@@ -1270,12 +1286,10 @@ func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (
 	// scenario's shares (a sweep point's dominant_share) would put each
 	// tenant's measured time at rows it did not hold.
 	cal.rows = map[string]rowsFit{}
+	cal.dominantRows = map[string]float64{}
 	var calSc *scenario.Scenario
 	var noFit string
-	for _, c := range sc.Classes {
-		if _, quiet := sums[c.Name]; !quiet || c.Senders == scenario.SendersDominant {
-			continue
-		}
+	calScenario := func() (*scenario.Scenario, string) {
 		if calSc == nil && noFit == "" {
 			switch {
 			case !sc.Data.Builtin():
@@ -1286,9 +1300,26 @@ func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (
 				calSc, noFit = calibrationScenario(rep, sc, cal)
 			}
 		}
-		f, r2, tenants, why := rowsFit{}, 0.0, 0, noFit
-		if calSc != nil {
-			f, r2, tenants, why = fitRows(rep, calSc, c.Name)
+		return calSc, noFit
+	}
+	for _, c := range sc.Classes {
+		if c.Senders == scenario.SendersDominant && (c.Query == scenario.QueryReport || c.Query == scenario.QueryExport) && have[c.Name] {
+			if rows, why := dominantRows(calScenario()); why != "" {
+				cal.source[c.Name] += "; not rescaled to the dominant tenant's rows (" + why + ")"
+			} else {
+				cal.dominantRows[c.Name] = rows
+				cal.source[c.Name] += fmt.Sprintf("; each call scaled by the dominant tenant's rows over the %.0f it held in the calibration (a %s reads all of its orders: in proportion, at most %g×)",
+					rows, c.Query, maxRowsExtrapolation)
+			}
+			continue
+		}
+		if _, quiet := sums[c.Name]; !quiet || c.Senders == scenario.SendersDominant {
+			continue
+		}
+		f, r2, tenants := rowsFit{}, 0.0, 0
+		known, why := calScenario()
+		if known != nil {
+			f, r2, tenants, why = fitRows(rep, known, c.Name)
 		}
 		if why != "" {
 			cal.source[c.Name] += "; drawn the same for every tenant (no fit to the tenant's rows: " + why + ")"
@@ -1309,6 +1340,47 @@ func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (
 			label, rep.Scenario, strings.Join(missing, ", "), cmpOr(strings.Join(in, ", "), "none"))}}
 	}
 	return cal, nil
+}
+
+// dominantRows returns the simulated dominant tenant's rows on the
+// built-in data set (its share × data.orders); ok is false for a data set
+// of the scenario's own, whose rows per tenant are not known.
+func (r *runner) dominantRows() (rows float64, ok bool) {
+	if !r.sc.Data.Builtin() || r.sc.Data.Orders <= 0 || r.pop.Len() == 0 {
+		return 0, false
+	}
+	return r.pop.Tenants[0].Share * float64(r.sc.Data.Orders), true
+}
+
+// dominantRows returns the dominant tenant's rows in calSc, the
+// calibration's scenario (calibrationScenario: why it is not known when
+// nil), on the built-in data set: its share × data.orders.
+func dominantRows(calSc *scenario.Scenario, noCal string) (rows float64, why string) {
+	if calSc == nil {
+		return 0, noCal
+	}
+	if !calSc.Data.Builtin() || calSc.Data.Orders <= 0 {
+		return 0, "the calibration ran on a data set of its own (data.setup or data.existing)"
+	}
+	pop, err := population(calSc)
+	if err != nil || pop.Len() == 0 {
+		return 0, fmt.Sprintf("the calibration's tenants: %v", err)
+	}
+	return pop.Tenants[0].Share * float64(calSc.Data.Orders), ""
+}
+
+// dominantScale is the factor over a calibrated draw of class, a report or
+// export only the dominant tenant sends, for a dominant tenant of rows: its
+// rows over the calibration's dominant tenant's (such a query reads all of
+// the tenant's orders, so its work is in proportion), at most
+// maxRowsExtrapolation (as a rows fit above its range); 1 when the
+// calibration's rows are not known.
+func (c *Calibration) dominantScale(class string, rows float64) float64 {
+	ref, ok := c.dominantRows[class]
+	if !ok || !(ref > 0) {
+		return 1
+	}
+	return min(rows/ref, maxRowsExtrapolation)
 }
 
 // dbTimeService reads the work of a class only the dominant tenant sends

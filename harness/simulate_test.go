@@ -722,3 +722,87 @@ func TestSimulateRowsFitAbove(t *testing.T) {
 // maxRowsCap is harness's cap on the rows fit above its range (4× the
 // calibration's largest tenant's cost).
 const maxRowsCap = 4
+
+// TestSimulateDominantReportScalesWithRows: a report only the dominant
+// tenant sends reads all of its orders, so at another tenants.dominant_share
+// (a sweep point of noisy-neighbor's or ci-gate's share) each of its reports
+// takes its rows over the calibration's dominant tenant's times the
+// calibrated work, as a real run at that share does, and a calibrated
+// (load_factor) rate is set from that work, as a real run's calibration
+// sets it; at the calibration's own share nothing changes.
+func TestSimulateDominantReportScalesWithRows(t *testing.T) {
+	for _, tc := range []struct {
+		name, class string
+		calibrated  bool
+	}{
+		{"fixed rate", "{name: report, isolation_class: heavy, query: report, rate: 5, senders: dominant}", false},
+		{"load_factor", "{name: report, isolation_class: heavy, query: report, load_factor: 3, senders: dominant}", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const calMs = 60.0 // a report of the dominant tenant at 0.6 of 10,000 orders
+			base := strings.Replace(simScenario, "{name: report, isolation_class: heavy, query: report, load_factor: 3, senders: dominant}", tc.class, 1)
+			base = strings.Replace(base, "tenants: {count: 20, dominant_share: 0.6}", "tenants: {count: 20, dominant_share: 0.6}\ndata: {orders: 10000}", 1)
+			calText := strings.Replace(base, "seed: 5", "seed: 4", 1)
+			calSc, err := scenario.Parse([]byte(calText), "cal.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cal := calibrationReport()
+			cal.Dominant = "1"
+			if tc.calibrated {
+				cal.Calibrations = []reports.Calibration{{Class: "report", Samples: 20, ServiceMean: calMs, ServiceP50: calMs}}
+			} else {
+				cal.Calibrations = nil
+				cal.Configurations[0].Tenants = []reports.TenantRow{{Tenant: "1", Class: "report", Count: 20, DBTime: 20 * calMs}}
+			}
+			cal.File = filepath.Join(t.TempDir(), "cal.yaml")
+			if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ran, err := harness.Simulate(context.Background(), calSc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cal.ScheduleHash = ran.ScheduleHash
+
+			for _, share := range []float64{0.6, 0.3, 0.8} {
+				text := strings.Replace(base, "dominant_share: 0.6", fmt.Sprintf("dominant_share: %g", share), 1)
+				sc, err := scenario.Parse([]byte(text), "point.yaml")
+				if err != nil {
+					t.Fatal(err)
+				}
+				rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := calMs * share / 0.6
+				// Database time per report that ended without error, in
+				// isolated (one report at a time: none slowed by another).
+				var per float64
+				for _, cf := range rep.Configurations {
+					for _, row := range cf.Tenants {
+						if n := row.Count - row.Errors - row.Incomplete; cf.Name == "isolated" && row.Tenant == "1" && row.Class == "report" && n > 0 {
+							per = row.DBTime / float64(n)
+						}
+					}
+				}
+				if per < 0.8*want || per > 1.25*want {
+					t.Errorf("dominant_share %g: tenant 1's reports took %.1f ms of database time each, want about %.1f ms (its rows over the calibration's at 0.6, times %.0f ms)", share, per, want, calMs)
+				}
+				for _, s := range rep.Simulated.Classes {
+					if s.Class == "report" && !strings.Contains(s.From, "scaled by the dominant tenant's rows") {
+						t.Errorf("dominant_share %g: report drawn from %q, want scaled by the dominant tenant's rows", share, s.From)
+					}
+				}
+				if !tc.calibrated {
+					continue
+				}
+				// naive's shared pool of 10, load_factor 3: 30 reports in flight.
+				wantRate := 3 * 10 / (want / 1000)
+				if len(rep.Calibrations) != 1 || math.Abs(rep.Calibrations[0].Rate-wantRate) > 0.01*wantRate || math.Abs(rep.Calibrations[0].ServiceMean-want) > 0.01*want {
+					t.Errorf("dominant_share %g: calibrations %+v, want rate %.0f/s from a %.1f ms report", share, rep.Calibrations, wantRate, want)
+				}
+			}
+		})
+	}
+}

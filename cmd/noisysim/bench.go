@@ -262,6 +262,9 @@ func printBench(w io.Writer, res bench.Result) {
 				cfg.FixedRate, n.Rate, msStr(n.P50), msStr(n.P99), n.Dropped, n.DropShare*100, n.Errors, res.StackP99Ratio, msStr(n.CPUPerKOp), ratio(n.CPUPerKOp, p.CPUPerKOp))
 		}
 	}
+	if m := res.Memory; m.Skipped != "" {
+		fmt.Fprintf(w, "memory     skipped: %s\n", m.Skipped)
+	}
 	if m := res.Memory; len(m.Samples) > 0 {
 		fmt.Fprintf(w, "memory     %d tenants × %d classes at %.0f/s for %v: %.0f ops/s, %d dropped, %d errors, p99 %s\n",
 			m.Tenants, m.Classes, m.Rate, m.Duration, m.Run.Rate, m.Run.Dropped, m.Run.Errors, msStr(m.Run.P99))

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -44,5 +47,32 @@ func TestBenchPrintSustained(t *testing.T) {
 	res.MaxRatio = 0.89
 	if missed := benchMissed(res); !slices.Contains(missed, "maximum rate ≥ 0.9 × pgbench") {
 		t.Errorf("missed %v at 0.89 × pgbench's sustained, want the maximum", missed)
+	}
+}
+
+// A skipped memory step is said in one line, and kept in --json: here on a
+// database that cannot be reached, so no step runs but the skip is known.
+func TestBenchSaysMemorySkipped(t *testing.T) {
+	if _, err := os.Stat(bench.DefaultPgBench); err != nil {
+		t.Skipf("skipping: pgbench not available: %v", err)
+	}
+	js := filepath.Join(t.TempDir(), "bench.json")
+	var out, errOut bytes.Buffer
+	code := realMain([]string{"bench", "--dsn", "postgres://noisysim@127.0.0.1:1/none?connect_timeout=5", "--memory-duration", "-1s", "--json", js}, &out, &errOut)
+	if code == exitOK {
+		t.Fatalf("bench on a closed port: exit 0\n%s\n%s", out.String(), errOut.String())
+	}
+	if want := "memory     skipped: --memory-duration -1s: a negative length skips it\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("stdout lacks %q:\n%s\nstderr:\n%s", want, out.String(), errOut.String())
+	}
+	var res struct{ Memory struct{ Skipped string } }
+	if b, err := os.ReadFile(js); err != nil || json.Unmarshal(b, &res) != nil || !strings.Contains(res.Memory.Skipped, "--memory-duration -1s") {
+		t.Errorf("--json: Memory.Skipped %q (%v), want the reason", res.Memory.Skipped, err)
+	}
+	// A memory step that runs says no such thing.
+	out.Reset()
+	printBench(&out, bench.Result{Memory: bench.MemoryRun{Samples: []bench.MemorySample{{RSS: 1 << 20}}}})
+	if strings.Contains(out.String(), "skipped") {
+		t.Errorf("a memory step that ran is said skipped:\n%s", out.String())
 	}
 }

@@ -306,10 +306,13 @@ func parseFlagsTo(stdout, stderr io.Writer, fs *flag.FlagSet, args []string) err
 			fs.PrintDefaults()
 		}
 	}
-	fs.Usage = func() {} // the flag package calls it on help and on errors alike
-	fs.SetOutput(stderr)
+	fs.Usage = func() {}     // the flag package calls it on help and on errors alike
+	fs.SetOutput(io.Discard) // its own line for a bad value says only "parse error"
+	explainedValues := explainValues(fs)
 	err := fs.Parse(args)
+	bad := explainedValues()
 	fs.Usage = usage
+	fs.SetOutput(stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(stdout)
@@ -317,8 +320,16 @@ func parseFlagsTo(stdout, stderr io.Writer, fs *flag.FlagSet, args []string) err
 		fs.SetOutput(stderr)
 		return flag.ErrHelp
 	case err != nil:
+		msg := err.Error()
+		if bad != nil {
+			msg = bad.Error()
+			if fs.Name() != "noisysim" {
+				msg = fs.Name() + ": " + msg
+			}
+		}
+		fmt.Fprintln(stderr, msg)
 		usage()
-		return &usageError{err.Error()}
+		return &usageError{msg}
 	}
 	return nil
 }

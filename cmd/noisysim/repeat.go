@@ -61,11 +61,20 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 				}
 				fmt.Fprintf(a.stdout, "run %d/%d  seed %d  INCOMPLETE: partial reports written to %s\n", i+1, n, one.Seed, dir)
 			}
-			if len(runs) > 0 {
+			// The stopped run's attempts count among the retries.
+			var stopped *stoppedRun
+			if retry.retries > 0 {
+				stopped = &stoppedRun{index: i + 1, seed: one.Seed, made: retry.made, done: retry.done}
+			}
+			switch {
+			case len(runs) > 0:
 				// The runs that completed are measured: their counts
 				// and margins stand, said as what they are.
 				fmt.Fprintf(a.stdout, "stopped after %d of %d runs; the %d completed:\n", len(runs), n, len(runs))
-				writeRepeatSummary(a.stdout, sc, runs)
+				writeRepeatSummary(a.stdout, sc, runs, stopped)
+			case stopped != nil && stopped.made > 1:
+				fmt.Fprintf(a.stdout, "stopped in run 1 of %d, before any run completed\n", n)
+				writeRetries(a.stdout, nil, stopped)
 			}
 			return err
 		}
@@ -80,7 +89,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 			}
 		}
 	}
-	writeRepeatSummary(a.stdout, sc, runs)
+	writeRepeatSummary(a.stdout, sc, runs, nil)
 	if out != "" {
 		fmt.Fprintf(a.stdout, "reports written to %s/run-1 … run-%d\n", out, n)
 		fmt.Fprintf(a.stdout, "report.html: %s … run-%d/%s\n", filepath.Join(out, "run-1", reports.HTMLFile), n, reports.HTMLFile)
@@ -90,7 +99,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 		if !r.passed {
 			every := ""
 			if runs[0].attempts > 0 {
-				every = "; " + retriesWords(runs)
+				every = "; " + retriesWords(runs, nil)
 			}
 			return fmt.Errorf("%w: scenario %s: %d of %d runs failed%s", errAssertionFailed, sc.Name, countFailed(runs), n, every)
 		}
@@ -159,8 +168,9 @@ func marginWords(sc *scenario.Scenario, r repeatRun) string {
 }
 
 // writeRepeatSummary prints the verdict counts and the margins'
-// distribution per configuration.
-func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun) {
+// distribution per configuration of the runs that completed, and the
+// retries, those of the run a signal stopped (nil: none) included.
+func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun, stopped *stoppedRun) {
 	failed, disturbed := countFailed(runs), 0
 	for _, r := range runs {
 		if r.disturbed {
@@ -175,8 +185,8 @@ func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun) {
 		}
 	}
 	fmt.Fprintf(w, "verdicts: %d PASS, %d FAIL; %d disturbed; %d with marginal verdicts\n", len(runs)-failed, failed, disturbed, marginal)
-	if runs[0].attempts > 0 {
-		fmt.Fprintf(w, "retries (--retry-disturbed): %s\n", retriesWords(runs))
+	if runs[0].attempts > 0 || stopped != nil {
+		writeRetries(w, runs, stopped)
 	}
 	fmt.Fprintf(w, "quiet (all) p99 / its limit (above 1 fails the bound; a control expected to fail wants it well above):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -200,6 +210,15 @@ func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun) {
 		fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.2fx\t%.2fx\t%s\n", c.Name, c.Expect, sorted[0], median(sorted), sorted[len(sorted)-1], strings.Join(all, " "))
 	}
 	tw.Flush()
+}
+
+// writeRetries prints the retries line of a --repeat series, and the
+// stopped run's attempts under it.
+func writeRetries(w io.Writer, runs []repeatRun, stopped *stoppedRun) {
+	fmt.Fprintf(w, "retries (--retry-disturbed): %s\n", retriesWords(runs, stopped))
+	if stopped != nil {
+		fmt.Fprintf(w, "  %s\n", stopped.words())
+	}
 }
 
 func median(sorted []float64) float64 {

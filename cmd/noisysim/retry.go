@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/scenario"
@@ -34,6 +35,11 @@ type retried struct {
 	label  string
 	before func()
 	w      io.Writer
+	// made and done are set by run: the attempts it started (the last
+	// one included, complete or not) and those that completed, as the
+	// report lists them, for a --repeat series to count a stopped run's.
+	made int
+	done []reports.Attempt
 }
 
 // run runs sc through the engine, and again with the same seed while it
@@ -43,10 +49,13 @@ type retried struct {
 // attempt's report and error; with retries, the report lists every
 // attempt (Report.Attempts). An attempt that ends in an error (an
 // interruption) ends the series there: its report, if any, lists the
-// attempts before it.
-func (t retried) run(ctx context.Context, sc *scenario.Scenario, opts harness.Options) (*reports.Report, error) {
+// attempts before it. Either way t.made and t.done say the attempts.
+func (t *retried) run(ctx context.Context, sc *scenario.Scenario, opts harness.Options) (*reports.Report, error) {
 	var attempts []reports.Attempt
+	t.made = 0
+	defer func() { t.done = attempts }()
 	for k := 1; ; k++ {
+		t.made = k
 		rep, err := harness.Run(ctx, sc, opts)
 		if rep != nil {
 			rep.Version = version()
@@ -167,8 +176,9 @@ func checkRetries(n int, segment, trace bool) error {
 
 // retriesWords says a --repeat series' retries, e.g. "2 runs retried on
 // a disturbed machine (3 more attempts); 1 failed on a disturbed machine
-// in every attempt".
-func retriesWords(runs []repeatRun) string {
+// in every attempt", those of the run a signal stopped (nil: none) counted
+// too: "…(3 more attempts), the stopped run 4 among them; …".
+func retriesWords(runs []repeatRun, stopped *stoppedRun) string {
 	n, extra, every := 0, 0, 0
 	for _, r := range runs {
 		if r.attempts > 1 {
@@ -179,6 +189,46 @@ func retriesWords(runs []repeatRun) string {
 			every++
 		}
 	}
-	return fmt.Sprintf("%s retried on a disturbed machine (%s more); %d failed on a disturbed machine in every attempt",
-		reports.Plural(n, "run"), reports.Plural(extra, "attempt"), every)
+	among := ""
+	if stopped != nil && stopped.made > 1 {
+		n++
+		extra += stopped.made - 1
+		among = fmt.Sprintf(", the stopped run %d among them", stopped.index)
+	}
+	return fmt.Sprintf("%s retried on a disturbed machine (%s)%s; %d failed on a disturbed machine in every attempt",
+		reports.Plural(n, "run"), reports.Plural(extra, "more attempt"), among, every)
+}
+
+// stoppedRun is the run of a --repeat series that a signal stopped, with
+// the attempts --retry-disturbed made of it.
+type stoppedRun struct {
+	index int   // 1-based
+	seed  int64 // the run's
+	made  int   // attempts started, the stopped one included
+	// done are the attempts that completed (each retried, its reports in
+	// run-i/attempt-K).
+	done []reports.Attempt
+}
+
+// words lists the stopped run's attempts, e.g. "run 2 (seed 43), stopped:
+// attempt 1 FAIL on a disturbed machine, retried (reports in
+// out/run-2/attempt-1); attempt 2 stopped".
+func (s stoppedRun) words() string {
+	var parts []string
+	for _, a := range s.done {
+		p := fmt.Sprintf("attempt %d %s", a.Attempt, passFail(a.Passed))
+		if a.Retried {
+			p += " on a disturbed machine, retried"
+		}
+		if a.Reports != "" {
+			p += " (reports in " + a.Reports + ")"
+		}
+		parts = append(parts, p)
+	}
+	if s.made > len(s.done) {
+		parts = append(parts, fmt.Sprintf("attempt %d stopped", s.made))
+	} else {
+		parts = append(parts, fmt.Sprintf("stopped before attempt %d", s.made+1))
+	}
+	return fmt.Sprintf("run %d (seed %d), stopped: %s", s.index, s.seed, strings.Join(parts, "; "))
 }

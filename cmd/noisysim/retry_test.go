@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/noisysim/noisysim/internal/runlock"
+	"github.com/noisysim/noisysim/reports"
 )
 
 // failingShort is shortScenario with a quiet_p99 bound no run meets (1%
@@ -199,4 +200,64 @@ type attemptsReport struct {
 func readAttempts(t *testing.T, dir string) attemptsReport {
 	t.Helper()
 	return readJSONFile[attemptsReport](t, filepath.Join(dir, "report.json"))
+}
+
+// The retries of a --repeat series count the run a signal stopped, and
+// list its attempts: the completed ones retried, with their reports, and
+// the one stopped or the one not started.
+func TestRetriesWordsCountTheStoppedRun(t *testing.T) {
+	runs := []repeatRun{{attempts: 2, disturbedEvery: true}, {attempts: 1}}
+	if got, want := retriesWords(runs, nil), "1 run retried on a disturbed machine (1 more attempt); 1 failed on a disturbed machine in every attempt"; got != want {
+		t.Errorf("no stopped run: %q, want %q", got, want)
+	}
+	stopped := &stoppedRun{index: 3, seed: 44, made: 3, done: []reports.Attempt{
+		{Attempt: 1, Seed: 44, Retried: true, Reports: "out/run-3/attempt-1"},
+		{Attempt: 2, Seed: 44, Retried: true, Reports: "out/run-3/attempt-2"},
+	}}
+	if got, want := retriesWords(runs, stopped), "2 runs retried on a disturbed machine (3 more attempts), the stopped run 3 among them; 1 failed on a disturbed machine in every attempt"; got != want {
+		t.Errorf("stopped in its third attempt: %q, want %q", got, want)
+	}
+	if got, want := stopped.words(), "run 3 (seed 44), stopped: attempt 1 FAIL on a disturbed machine, retried (reports in out/run-3/attempt-1); attempt 2 FAIL on a disturbed machine, retried (reports in out/run-3/attempt-2); attempt 3 stopped"; got != want {
+		t.Errorf("words: %q, want %q", got, want)
+	}
+	// Stopped between two attempts: every attempt made completed.
+	between := &stoppedRun{index: 1, seed: 42, made: 1, done: stopped.done[:1]}
+	if got, want := between.words(), "run 1 (seed 42), stopped: attempt 1 FAIL on a disturbed machine, retried (reports in out/run-3/attempt-1); stopped before attempt 2"; got != want {
+		t.Errorf("stopped between attempts: %q, want %q", got, want)
+	}
+	if got := retriesWords(nil, between); !strings.HasPrefix(got, "0 runs retried") {
+		t.Errorf("one attempt made: %q, want no run counted as retried", got)
+	}
+}
+
+// SIGINT in a retried attempt of the second run of --repeat 2: the summary
+// counts that run's attempts with the first run's and lists them.
+func TestRunRepeatRetryInterrupted(t *testing.T) {
+	needPostgres(t)
+	sc := writeFailingShort(t)
+	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
+	startBurner(t)
+	dir := filepath.Join(t.TempDir(), "r")
+	c := startCLI(t, env, "run", "--no-progress", "--max-foreign-cpu", "0.1", "--retry-disturbed", "1", "--repeat", "2", "--out", dir, sc)
+	// Each wait for a line allows 60 s: an attempt, or a retried run.
+	c.waitLine(t, "run 1/2  attempt 1 (seed 1): FAIL on a disturbed machine")
+	c.waitLine(t, "run 1/2  seed 1  FAIL")
+	c.waitLine(t, "run 2/2  attempt 1 (seed 2): FAIL on a disturbed machine")
+	// Into attempt 2's measured phases (start, load, warm-up, then solo 2 s).
+	time.Sleep(4 * time.Second)
+	c.cmd.Process.Signal(syscall.SIGINT)
+	code := c.wait(t)
+	o, e := c.output()
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s\n%s", code, o, e)
+	}
+	for _, want := range []string{
+		"stopped after 1 of 2 runs; the 1 completed:",
+		"retries (--retry-disturbed): 2 runs retried on a disturbed machine (2 more attempts), the stopped run 2 among them; 1 failed on a disturbed machine in every attempt",
+		"  run 2 (seed 2), stopped: attempt 1 FAIL on a disturbed machine, retried (reports in " + filepath.Join(dir, "run-2", "attempt-1") + "); attempt 2 stopped",
+	} {
+		if !strings.Contains(o, want) {
+			t.Errorf("output lacks %q:\n%s", want, o)
+		}
+	}
 }

@@ -165,7 +165,7 @@ func (c *Config) fill() error {
 		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
 		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every",
 		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs",
-		"MemProfile": "--memprofile"}
+		"MemProfile": "--memprofile", "MemWarmup": "--memory-warmup"}
 	bad := func(field string, v any, why string) {
 		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
 	}
@@ -219,6 +219,13 @@ func (c *Config) fill() error {
 	}
 	if c.SampleEvery <= 0 {
 		bad("SampleEvery", c.SampleEvery, "must be > 0")
+	}
+	switch {
+	case c.MemDuration < 0: // the step is skipped: no warm-up to judge
+	case c.MemWarmup < 0:
+		bad("MemWarmup", c.MemWarmup, "must be ≥ 0 (0: DefaultMemWarmup or a tenth of the memory step)")
+	case c.MemWarmup >= c.MemDuration:
+		bad("MemWarmup", c.MemWarmup, fmt.Sprintf("must be shorter than the memory step (--memory-duration %v): no sample after it to judge the growth by", c.MemDuration))
 	}
 	if c.SkipThroughput && c.MemDuration < 0 {
 		bad("MemDuration", c.MemDuration, "with the throughput steps skipped (--skip-throughput), skipping the memory step too leaves nothing to measure")
@@ -329,6 +336,9 @@ func Run(ctx context.Context, dsn string, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("bench: %w", err)
 	}
 	res := Result{Config: cfg, Query: lookupSQL}
+	if cfg.MemDuration < 0 {
+		res.Memory.Skipped = fmt.Sprintf("--memory-duration %v: a negative length skips it", cfg.MemDuration)
+	}
 	log := cfg.Logger
 	tenants := max(cfg.Tenants, cfg.MemTenants)
 	pop, err := workload.NewPopulation(workload.PopulationConfig{Tenants: tenants}, cfg.Seed)
@@ -365,7 +375,7 @@ func Run(ctx context.Context, dsn string, cfg Config) (Result, error) {
 			return res, err
 		}
 	}
-	if cfg.MemDuration > 0 {
+	if res.Memory.Skipped == "" {
 		if res.Memory, err = memory(ctx, dsn, cfg, params); err != nil {
 			return res, err
 		}
@@ -870,6 +880,10 @@ func warm(ctx context.Context, size int, f func(ctx context.Context, i int) erro
 
 // MemoryRun is the memory step: RSS and Go heap sampled during a long run.
 type MemoryRun struct {
+	// Skipped, when not "", says why the step did not run (a negative
+	// Config.MemDuration, named by its flag); the other fields are then
+	// zero.
+	Skipped          string `json:",omitempty"`
 	Tenants, Classes int
 	Rate             float64
 	Duration         time.Duration

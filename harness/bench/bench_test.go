@@ -190,6 +190,8 @@ func TestConfigErrors(t *testing.T) {
 		{"memory profile in a directory not writable", bench.Config{MemProfile: "/proc/mem"}, "not writable"},
 		{"memory profile of a skipped memory step", bench.Config{MemProfile: filepath.Join(t.TempDir(), "mem"), MemDuration: -1}, "no profile would be written"},
 		{"both steps skipped", bench.Config{SkipThroughput: true, MemDuration: -1}, "nothing to measure"},
+		{"negative memory warm-up", bench.Config{MemWarmup: -time.Second}, "--memory-warmup"},
+		{"warm-up as long as the memory step", bench.Config{MemDuration: time.Minute, MemWarmup: time.Minute}, "shorter than the memory step"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -197,6 +199,18 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("err = %v, want ErrInvalid naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// A negative MemDuration skips the memory step, and the result says so
+// even when no step could run.
+func TestRunSaysMemorySkipped(t *testing.T) {
+	res, err := bench.Run(t.Context(), "postgres://noisysim@127.0.0.1:1/none?connect_timeout=5", bench.Config{MemDuration: -time.Second})
+	if err == nil || res.Memory.Skipped != "--memory-duration -1s: a negative length skips it" {
+		t.Errorf("Run on a closed port: %v, Memory.Skipped %q; want an error and the skip said", err, res.Memory.Skipped)
+	}
+	if res, _ := bench.Run(t.Context(), "postgres://noisysim@127.0.0.1:1/none?connect_timeout=5", bench.Config{}); res.Memory.Skipped != "" {
+		t.Errorf("the default memory step said skipped: %q", res.Memory.Skipped)
 	}
 }
 

@@ -8,7 +8,12 @@
 // The lock is an flock(2) on a file (DefaultPath, or $NOISYSIM_LOCK_FILE):
 // the kernel releases it when its holder exits, however it exits (kill -9
 // included), so a lock is never left stale. The holder writes its pid, what
-// it runs and since when into the file, for the runs that find it taken.
+// it runs and since when into the file, for the runs that find it taken. A
+// holder killed leaves its record behind, and a process that is not
+// noisysim (the shell's flock(1) on the file) writes none: on Linux the
+// record is checked against the process /proc/locks says holds the lock,
+// and a holder with no record of its own is named as not a noisysim run
+// (Holder.Unknown), never as the one the file last recorded.
 //
 // Waiters take the lock in the order they began to wait. Each waiter holds
 // an flock on a ticket of its own in the queue directory beside the lock
@@ -20,7 +25,11 @@
 // or when its wait ends (ctx). A waiter that cannot take a ticket (the queue
 // directory is another user's and not writable, or is not a directory)
 // still waits, without a place: it takes the lock when it is free and no
-// ticket it can read is ahead of it, and is told why (Wait.NoTicket).
+// ticket it can read is ahead of it, and is told why (Wait.NoTicket). A
+// ticket it cannot open or lock (another user's, left with mode 000) is
+// judged by /proc/locks: with no flock on it, its waiter is dead and the
+// ticket is passed over (left for a user who can open it to remove);
+// without /proc/locks, by whether the pid in its name still runs.
 package runlock
 
 import (
@@ -63,9 +72,28 @@ type Holder struct {
 	// held: a process the holder started (a server, a test binary) kept
 	// the lock file open, and holds the lock until it exits.
 	Gone bool
+	// Unknown is true when the process holding the lock is not the one
+	// the lock file records, or the file records none: a process that is
+	// not noisysim holds it (the shell's flock(1) on the lock file), and
+	// what the file holds is a past holder's record, or nothing. PID and
+	// What are then the holding process's pid and command name, as Linux's
+	// /proc/locks and /proc/PID/comm tell them ("" when not), and Since
+	// is zero.
+	Unknown bool
 }
 
 func (h Holder) String() string {
+	if h.Unknown {
+		s := "pid " + strconv.Itoa(h.PID)
+		if h.What != "" {
+			s += " (" + h.What + ")"
+		}
+		s += ", not a noisysim run (the lock file holds no record of it)"
+		if h.Gone {
+			s += "; it has exited, but a process it started still holds the lock file open (fuser -v on the lock file names it)"
+		}
+		return s
+	}
 	if h.PID == 0 {
 		return "a run whose pid is not recorded yet"
 	}
@@ -361,22 +389,53 @@ func line(dir, mine string) ([]string, error) {
 }
 
 // removeIfDead removes the ticket at p if no waiter holds its flock, and
-// reports whether the ticket is gone. A ticket that cannot be opened for
-// another reason counts as live.
+// reports whether the ticket is out of the line. A ticket this process
+// cannot open or lock (another user's, mode 000) is out of the line when
+// its waiter is dead (lockedTicket), but stays where it is: a live
+// waiter's ticket is never removed, and this one cannot be told apart
+// from it by taking its flock.
 func removeIfDead(p string) bool {
-	f, err := os.Open(p)
+	// O_NONBLOCK: a FIFO in the queue must not stop the line in open.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true
 	}
 	if err != nil {
-		return false
+		return !lockedTicket(p)
 	}
 	defer f.Close()
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return false
+	}
+	if err != nil {
+		return !lockedTicket(p)
 	}
 	os.Remove(p)
 	return true
+}
+
+// lockedTicket reports whether a waiter holds the ticket at p, which this
+// process cannot lock to find out: whether /proc/locks lists an flock on
+// it, or where it cannot be read, whether the pid in the ticket's name
+// (enqueue's) still runs.
+func lockedTicket(p string) bool {
+	fi, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	if err == nil {
+		if pids, ok := flockers(fi); ok {
+			return len(pids) > 0
+		}
+	}
+	// "<nanoseconds>-<pid>-<seq>.ticket"
+	parts := strings.Split(strings.TrimSuffix(filepath.Base(p), ticketExt), "-")
+	if len(parts) != 3 {
+		return true // not enqueue's name: whose it is cannot be told
+	}
+	pid, err := strconv.Atoi(parts[1])
+	return err != nil || pid <= 0 || !exited(pid)
 }
 
 // Held returns the lock's holder and true when another process holds it.
@@ -417,22 +476,37 @@ func open(path string) (*os.File, error) {
 	return f, nil
 }
 
-// readHolder reads what the holder wrote; it retries briefly, as the holder
-// writes right after taking the lock.
+// readHolder returns who holds the lock at path: the record in the file,
+// when it is the holding process's (on Linux, the pid /proc/locks names;
+// elsewhere, or when /proc/locks lists no holder, any record), or the
+// holding process as Unknown. It retries briefly, as a holder writes its
+// record right after taking the lock.
 func readHolder(path string) Holder {
 	var h Holder
+	var locker int
 	for range 10 {
-		b, err := os.ReadFile(path)
-		if err == nil && len(b) > 0 {
-			if h = parseHolder(b); h.PID != 0 {
-				h.Gone = errors.Is(syscall.Kill(h.PID, 0), syscall.ESRCH)
-				return h
+		b, _ := os.ReadFile(path)
+		h = parseHolder(b)
+		locker = 0
+		if fi, err := os.Stat(path); err == nil {
+			if pids, ok := flockers(fi); ok && len(pids) > 0 {
+				locker = pids[0]
 			}
+		}
+		if h.PID != 0 && (locker == 0 || locker == h.PID) {
+			h.Gone = exited(h.PID)
+			return h
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if locker != 0 {
+		return Holder{PID: locker, What: command(locker), Unknown: true, Gone: exited(locker)}
+	}
 	return h
 }
+
+// exited reports whether no process pid runs.
+func exited(pid int) bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) }
 
 // parseHolder reads a record as writeHolder and enqueue write it.
 func parseHolder(b []byte) Holder {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,8 +18,25 @@ import (
 
 // The test binary run with RUNLOCK_HOLD=path takes the lock, says so and
 // holds it until killed; run with RUNLOCK_WAIT=path, it waits for the lock,
-// says "waiting N" with its place in line and goes on waiting.
+// says "waiting N" with its place in line and goes on waiting; run with
+// RUNLOCK_LEAVE=path, it takes the lock, starts a sleep that keeps the
+// lock file open, says "left PID" with the sleep's pid and exits.
 func TestMain(m *testing.M) {
+	if p := os.Getenv("RUNLOCK_LEAVE"); p != "" {
+		l, err := Acquire(context.Background(), p, Options{What: "leaver"})
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(3)
+		}
+		sleep := exec.Command("sleep", "60")
+		sleep.ExtraFiles = []*os.File{l.f}
+		if err := sleep.Start(); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(3)
+		}
+		os.Stdout.WriteString("left " + strconv.Itoa(sleep.Process.Pid) + "\n")
+		os.Exit(0)
+	}
 	if p := os.Getenv("RUNLOCK_WAIT"); p != "" {
 		_, err := Acquire(context.Background(), p, Options{What: "waiter", Poll: 10 * time.Millisecond,
 			OnWait: func(w Wait) { os.Stdout.WriteString("waiting " + strconv.Itoa(w.Place) + "\n") }})
@@ -208,49 +226,216 @@ func TestReleaseFrees(t *testing.T) {
 // kept the file open) is named as such.
 func TestHolderGone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock")
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
+	leaver := exec.Command(os.Args[0], "-test.run=^$")
+	leaver.Env = append(os.Environ(), "RUNLOCK_LEAVE="+path)
+	leaver.Stderr = os.Stderr
+	out, err := leaver.Output()
+	var sleep int
+	if _, serr := fmt.Sscanf(string(out), "left %d\n", &sleep); err != nil || serr != nil {
+		t.Fatalf("the holder that leaves: %q, %v", out, err)
 	}
-	f, err := open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("pid " + strconv.Itoa(dead.Process.Pid) + "\nwhat go test ./harness\n"); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { syscall.Kill(sleep, syscall.SIGKILL) })
 	_, err = Acquire(t.Context(), path, Options{NoWait: true})
 	var he *HeldError
-	if !errors.As(err, &he) || !he.Holder.Gone || !strings.Contains(err.Error(), "has exited, but a process it started still holds the lock file open") {
-		t.Fatalf("Acquire = %v, want the holder named as exited", err)
+	if !errors.As(err, &he) || !he.Holder.Gone || he.Holder.Unknown || he.Holder.PID != leaver.Process.Pid || he.Holder.What != "leaver" ||
+		!strings.Contains(err.Error(), "has exited, but a process it started still holds the lock file open") {
+		t.Fatalf("Acquire = %v (%+v), want pid %d (leaver) named as exited", err, he, leaver.Process.Pid)
 	}
 }
 
+// A lock held by a process that is not noisysim (the shell's flock(1)) is
+// named as such, with its pid and command, whether the lock file holds the
+// record of a noisysim holder killed earlier or nothing: never that past
+// holder as one that "has exited".
+func TestHolderNotNoisysim(t *testing.T) {
+	if _, err := os.Stat("/proc/locks"); err != nil {
+		t.Skipf("skipping: no /proc/locks to tell the holding process by: %v", err)
+	}
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("skipping: flock(1) not installed (Debian: util-linux)")
+	}
+	path := filepath.Join(t.TempDir(), "lock")
+	killed := exec.Command("true")
+	if err := killed.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := "pid " + strconv.Itoa(killed.Process.Pid) + "\nwhat ci-gate\nsince 2026-12-03T10:00:00Z\n"
+	for _, record := range []string{stale, ""} {
+		if err := os.WriteFile(path, []byte(record), 0o666); err != nil {
+			t.Fatal(err)
+		}
+		fl := exec.Command("flock", "-o", path, "sleep", "60") // -o: the sleep does not keep the lock once flock is killed
+		if err := fl.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fl.Process.Kill(); fl.Wait() })
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if _, held := Held(path); held {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("flock(1) did not take the lock in 10 s")
+			}
+		}
+		_, err := Acquire(t.Context(), path, Options{NoWait: true})
+		var he *HeldError
+		if !errors.As(err, &he) || !he.Holder.Unknown || he.Holder.PID != fl.Process.Pid || he.Holder.What != "flock" || he.Holder.Gone {
+			t.Errorf("record %q: Acquire = %v (%+v), want pid %d (flock) as the unknown holder", record, err, he, fl.Process.Pid)
+		}
+		msg := fmt.Sprint(err)
+		if want := fmt.Sprintf("pid %d (flock), not a noisysim run", fl.Process.Pid); !strings.Contains(msg, want) ||
+			strings.Contains(msg, "has exited") || strings.Contains(msg, "ci-gate") || strings.Contains(msg, strconv.Itoa(killed.Process.Pid)+" ") {
+			t.Errorf("record %q: %q; want it to say %q and nothing of the past holder", record, msg, want)
+		}
+		// A waiter is told the same.
+		waited, got := waitFor(path)
+		if w := nextTold(t, waited, got); !w.Unknown || w.PID != fl.Process.Pid {
+			t.Errorf("record %q: the waiter was told %+v, want pid %d as the unknown holder", record, w, fl.Process.Pid)
+		}
+		fl.Process.Kill()
+		fl.Wait()
+		if err := <-got; err != nil {
+			t.Fatalf("record %q: Acquire once flock(1) was killed: %v", record, err)
+		}
+	}
+}
+
+// A ticket another user's waiter cannot open (root's, mode 000) does not
+// stop the line: dead (no flock on it), it is passed over and left in
+// place; live, it keeps its place until its waiter leaves.
+func TestUnreadableTicket(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to leave a ticket another user cannot open")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("skipping: no user nobody to wait as: %v", err)
+	}
+	uid, _ := strconv.Atoi(nobody.Uid)
+	gid, _ := strconv.Atoi(nobody.Gid)
+	// A directory and a copy of this test binary the other user can reach.
+	dir, err := os.MkdirTemp("", "runlock-unreadable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "runlock.test")
+	b, err := os.ReadFile(os.Args[0])
+	if err == nil {
+		err = os.WriteFile(bin, b, 0o755)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "lock")
+	queue := QueueDir(path)
+	if err := os.Mkdir(queue, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(queue, 0o777)
+	// A dead waiter's ticket, first in line, that only root can open.
+	dead := filepath.Join(queue, fmt.Sprintf("%020d-%d-1%s", 1, os.Getpid(), ticketExt))
+	if err := os.WriteFile(dead, []byte("pid 1\nwhat root's run\n"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 8)
+	asNobody := func(env string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command(bin, "-test.run=^$")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", env}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		cmd.Stderr = os.Stderr
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		go func() {
+			r := bufio.NewReader(out)
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				lines <- env[:strings.Index(env, "=")] + " " + line
+			}
+		}()
+		return cmd
+	}
+	next := func(want string) {
+		t.Helper()
+		select {
+		case line := <-lines:
+			if line != want {
+				t.Fatalf("the other user's process said %q, want %q", line, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the other user's process did not say %q in 10 s (the queue holds %v)", want, tickets(t, path))
+		}
+	}
+	holder := asNobody("RUNLOCK_HOLD=" + path)
+	next("RUNLOCK_HOLD held\n")
+	if _, err := os.Stat(dead); err != nil {
+		t.Errorf("the dead waiter's ticket another user cannot open was removed: %v", err)
+	}
+
+	// A live waiter's ticket (root's, flocked, then mode 000) keeps its
+	// place: the other user's waiter is 2nd in line, and 1st once it goes.
+	live, err := enqueue(queue, "root's waiter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.remove()
+	if err := os.Chmod(filepath.Join(queue, live.name), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	asNobody("RUNLOCK_WAIT=" + path)
+	next("RUNLOCK_WAIT waiting 2\n")
+	live.remove()
+	next("RUNLOCK_WAIT waiting 1\n")
+	holder.Process.Kill()
+}
+
 // A waiter is told of each holder in turn: when another process takes the
-// lock first, OnWait names it.
+// lock first (here a waiter ahead of it in line), OnWait names it.
 func TestWaitNamesEachHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock")
 	h := hold(t, path)
+	// Another process waits first; it says "held" once it has the lock.
+	ahead := exec.Command(os.Args[0], "-test.run=^$")
+	ahead.Env = append(os.Environ(), "RUNLOCK_HOLD="+path)
+	ahead.Stderr = os.Stderr
+	aheadOut, _ := ahead.StdoutPipe()
+	if err := ahead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ahead.Process.Kill(); ahead.Wait() })
+	for deadline := time.Now().Add(10 * time.Second); len(tickets(t, path)) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the process ahead took no ticket in 10 s")
+		}
+	}
 	waited, got := waitFor(path)
 	next := func() Holder { t.Helper(); return nextTold(t, waited, got) }
 	if w := next(); w.PID != h.Process.Pid {
 		t.Fatalf("waiting on %+v, want pid %d", w, h.Process.Pid)
 	}
-	// Another holder's record, as a process that took the lock writes it.
-	other := os.Getppid()
-	if err := os.WriteFile(path, []byte("pid "+strconv.Itoa(other)+"\nwhat other\nsince 2026-01-02T03:04:05Z\n"), 0o644); err != nil {
-		t.Fatal(err)
+	h.Process.Kill()
+	h.Wait()
+	if line, err := bufio.NewReader(aheadOut).ReadString('\n'); err != nil || line != "held\n" {
+		t.Fatalf("the process ahead: %q, %v; want it to take the lock", line, err)
 	}
-	if w := next(); w.PID != other || w.What != "other" {
-		t.Errorf("after the holder changed: %+v, want pid %d, what other", w, other)
+	if w := next(); w.PID != ahead.Process.Pid || w.What != "holder" || w.Unknown {
+		t.Errorf("after the holder changed: %+v, want pid %d, what holder", w, ahead.Process.Pid)
 	}
-	killHolder(t, h, got)
-	if len(waited) != 0 {
-		t.Errorf("OnWait called again with the same holder: %+v", <-waited)
+	killHolder(t, ahead, got)
+	// Told once more at most: when its place went from 2nd to 1st, if
+	// it saw the new holder before the process ahead left the line.
+	if n := len(waited); n > 1 || n == 1 && (<-waited).PID != ahead.Process.Pid {
+		t.Errorf("OnWait called %d more times, want at most once more for the place, naming pid %d", n, ahead.Process.Pid)
 	}
 }
 
