@@ -101,6 +101,11 @@ type Config struct {
 	// thread for, at the risk of stalling the generator when its thread is
 	// descheduled. 0 leaves GOMAXPROCS as it is.
 	Procs int
+	// SchedBatch puts noisysim's threads in the kernel's SCHED_BATCH policy
+	// while its open loops run (restored after each): a thread woken by a
+	// response or a timer then does not preempt the server's backend
+	// running on its CPU.
+	SchedBatch bool
 	// SkipThroughput skips the maximum and fixed-rate steps.
 	SkipThroughput bool
 	// MemTenants × MemClasses series at MemRate ops/s for MemDuration, RSS
@@ -741,6 +746,13 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 	}
 	if cfg.Procs > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.Procs))
+	}
+	if cfg.SchedBatch {
+		restore, err := schedBatch()
+		defer restore()
+		if err != nil {
+			return out, fmt.Errorf("bench: --sched-batch: %w", err)
+		}
 	}
 	cpu0, sw0 := selfUsage()
 	stats, err := workload.RunOpenLoopSource(ctx, src, exec, rec, olc)
