@@ -59,6 +59,7 @@ func runBench(ctx context.Context, a *app, args []string) error {
 	fs.IntVar(&cfg.SearchSteps, "search-steps", bench.DefaultSearchSteps, "probes of each search for a sustained maximum (first at pgbench's unthrottled rate, then bisection)")
 	fs.DurationVar(&cfg.SustainP99, "sustain-p99", bench.DefaultSustainP99, "a probe sustains its rate when its p99 is within this (and noisysim's drops < 0.1% of arrivals)")
 	fs.IntVar(&cfg.Procs, "procs", 0, "GOMAXPROCS while noisysim's open loops run (0: unchanged)")
+	fs.BoolVar(&cfg.SchedBatch, "sched-batch", false, "noisysim's threads in the kernel's SCHED_BATCH policy while its open loops run (a woken thread does not preempt the server's)")
 	fs.BoolVar(&cfg.SkipThroughput, "skip-throughput", false, "skip the maximum and fixed-rate steps")
 	fs.IntVar(&cfg.MemTenants, "memory-tenants", bench.DefaultMemTenants, "tenants of the memory step")
 	fs.IntVar(&cfg.MemClasses, "memory-classes", bench.DefaultMemClasses, "classes of the memory step")

@@ -101,6 +101,11 @@ type Config struct {
 	// thread for, at the risk of stalling the generator when its thread is
 	// descheduled. 0 leaves GOMAXPROCS as it is.
 	Procs int
+	// SchedBatch puts noisysim's threads in the kernel's SCHED_BATCH policy
+	// while its open loops run (restored after each): a thread woken by a
+	// response or a timer then does not preempt the server's backend
+	// running on its CPU.
+	SchedBatch bool
 	// SkipThroughput skips the maximum and fixed-rate steps.
 	SkipThroughput bool
 	// MemTenants × MemClasses series at MemRate ops/s for MemDuration, RSS
@@ -160,7 +165,7 @@ func (c *Config) fill() error {
 		"MemTenants": "--memory-tenants", "MemClasses": "--memory-classes", "Orders": "--orders", "FixedRate": "--rate",
 		"MemRate": "--memory-rate", "Overload": "--overload", "SampleEvery": "--sample-every",
 		"SearchStep": "--search-step", "SearchSteps": "--search-steps", "SustainP99": "--sustain-p99", "Procs": "--procs",
-		"MemProfile": "--memprofile", "MemWarmup": "--memory-warmup"}
+		"MemProfile": "--memprofile", "MemWarmup": "--memory-warmup", "MemDuration": "--memory-duration"}
 	bad := func(field string, v any, why string) {
 		errs = append(errs, fmt.Errorf("%s (%s) = %v: %s: %w", field, flags[field], v, why, ErrInvalid))
 	}
@@ -221,6 +226,11 @@ func (c *Config) fill() error {
 		bad("MemWarmup", c.MemWarmup, "must be ≥ 0 (0: DefaultMemWarmup or a tenth of the memory step)")
 	case c.MemWarmup >= c.MemDuration:
 		bad("MemWarmup", c.MemWarmup, fmt.Sprintf("must be shorter than the memory step (--memory-duration %v): no sample after it to judge the growth by", c.MemDuration))
+	case c.SampleEvery > 0 && firstWarmSample(c.SampleEvery, c.MemWarmup) >= c.MemDuration:
+		// The end's sample would then be the warm one too: growth 1, judged
+		// on nothing.
+		bad("SampleEvery", c.SampleEvery, fmt.Sprintf("the first sample at or after the warm-up (--memory-warmup %v) comes at %v, not before the memory step ends (--memory-duration %v): no growth could be seen",
+			c.MemWarmup, firstWarmSample(c.SampleEvery, c.MemWarmup), c.MemDuration))
 	}
 	if c.SkipThroughput && c.MemDuration < 0 {
 		bad("MemDuration", c.MemDuration, "with the throughput steps skipped (--skip-throughput), skipping the memory step too leaves nothing to measure")
@@ -737,6 +747,13 @@ func openLoop(ctx context.Context, dsn string, cfg Config, params dataset.Params
 	if cfg.Procs > 0 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.Procs))
 	}
+	if cfg.SchedBatch {
+		restore, err := schedBatch()
+		defer restore()
+		if err != nil {
+			return out, fmt.Errorf("bench: --sched-batch: %w", err)
+		}
+	}
 	cpu0, sw0 := selfUsage()
 	stats, err := workload.RunOpenLoopSource(ctx, src, exec, rec, olc)
 	cpu1, sw1 := selfUsage()
@@ -987,6 +1004,16 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// firstWarmSample is when the memory step's sampler, ticking every every
+// from the start, first samples at or after warmup.
+func firstWarmSample(every, warmup time.Duration) time.Duration {
+	n := max(1, (warmup+every-1)/every)
+	if n > math.MaxInt64/every {
+		return math.MaxInt64
+	}
+	return n * every
 }
 
 // orDefault sets *v to d when *v is its type's zero value.

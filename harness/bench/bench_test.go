@@ -192,6 +192,9 @@ func TestConfigErrors(t *testing.T) {
 		{"both steps skipped", bench.Config{SkipThroughput: true, MemDuration: -1}, "nothing to measure"},
 		{"negative memory warm-up", bench.Config{MemWarmup: -time.Second}, "--memory-warmup"},
 		{"warm-up as long as the memory step", bench.Config{MemDuration: time.Minute, MemWarmup: time.Minute}, "shorter than the memory step"},
+		{"both steps skipped names the memory step's flag", bench.Config{SkipThroughput: true, MemDuration: -1}, "(--memory-duration)"},
+		{"no sample between the warm-up and the end", bench.Config{MemDuration: 100 * time.Second, MemWarmup: time.Minute, SampleEvery: 55 * time.Second}, "--sample-every"},
+		{"sampled only at the end", bench.Config{MemDuration: time.Minute, SampleEvery: time.Minute}, "comes at 1m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -199,6 +202,21 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("err = %v, want ErrInvalid naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// A memory step with a sample after its warm-up and before its end is
+// judged, however coarse the sampling.
+func TestConfigSamplesAfterWarmup(t *testing.T) {
+	for _, cfg := range []bench.Config{
+		{},
+		{MemDuration: 100 * time.Second, MemWarmup: time.Minute, SampleEvery: 45 * time.Second}, // 90 s
+		{MemDuration: 100 * time.Second, MemWarmup: time.Minute, SampleEvery: 60 * time.Second}, // 60 s
+		{MemDuration: -1, SampleEvery: time.Hour}, // skipped: nothing to judge
+	} {
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%+v: %v", cfg, err)
+		}
 	}
 }
 

@@ -27,7 +27,8 @@ var pathRate = flag.Float64("path.rate", 2000, "BenchmarkGeneratorPath: the open
 // (-path.rate, default 2,000 ops/s, for 3 s per iteration, 50 tenants, pool
 // of 8) along each path
 // to the server and reports the client CPU per op (getrusage of this
-// process, µs), the completed rate and the p99 from the intended start:
+// process, µs), its context switches per op (all threads, voluntary and
+// not), the completed rate and the p99 from the intended start:
 // "workers" is the generator as `noisysim bench` measures it (8 workers,
 // each holding a connection), "goroutine-per-op" the same through a pgxpool
 // Acquire per op on a goroutine per op, "stack" the naive stack. "floor" is no
@@ -71,7 +72,7 @@ func BenchmarkGeneratorPath(b *testing.B) {
 	}{{"workers", viaWorkers}, {"goroutine-per-op", viaPool}, {"stack", viaStack}} {
 		b.Run(p.name, func(b *testing.B) {
 			var cpu time.Duration
-			var ops int64
+			var ops, sw int64
 			var rate, p99 float64
 			for b.Loop() {
 				r, err := openLoop(ctx, dsn, cfg, params, p.via, cfg.Tenants, 1, *pathRate, 3*time.Second, nil)
@@ -82,11 +83,13 @@ func BenchmarkGeneratorPath(b *testing.B) {
 					b.Fatalf("%d ops failed", r.Errors)
 				}
 				cpu += r.CPU
+				sw += r.Switches
 				ops += r.Completed
 				rate += r.Rate
 				p99 = max(p99, float64(r.P99)/float64(time.Millisecond))
 			}
 			b.ReportMetric(float64(cpu.Microseconds())/float64(ops), "cpu-µs/op")
+			b.ReportMetric(perOp(sw, ops), "switches/op")
 			b.ReportMetric(rate/float64(b.N), "ops/s")
 			b.ReportMetric(p99, "p99-ms")
 		})
@@ -94,15 +97,19 @@ func BenchmarkGeneratorPath(b *testing.B) {
 
 	b.Run("floor", func(b *testing.B) {
 		var cpu time.Duration
-		var ops int64
+		var ops, sw int64
 		var rate float64
 		for b.Loop() {
+			_, sw0 := selfUsage()
 			n, took, used := floor(ctx, b, dsn, cfg, 3*time.Second)
+			_, sw1 := selfUsage()
 			cpu += used
+			sw += sw1 - sw0
 			ops += n
 			rate += float64(n) / took.Seconds()
 		}
 		b.ReportMetric(float64(cpu.Microseconds())/float64(ops), "cpu-µs/op")
+		b.ReportMetric(perOp(sw, ops), "switches/op")
 		b.ReportMetric(rate/float64(b.N), "ops/s")
 	})
 }

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -200,7 +201,9 @@ const lookupSQL = "SELECT id, created_at, amount, status, customer FROM bench_or
 // commands: "SELECT 1" through Stack.Query with its reset (queryReset),
 // with the eight commands of resetCommands instead, with the eight minus
 // each one in turn, and with no reset; the same flights sent straight on a
-// pgconn (tag, statement and reset, one Sync, no Stack around them); and
+// pgconn (tag, statement and reset, one Sync, no Stack around them); the
+// flight of a deferred reset (two Syncs) read at once and with the reset's
+// replies read at the next call; and
 // WithConn with its reset (resetSQL) and with queryReset's commands joined
 // instead. A bare pgxpool pool is the baseline. The variants run in turn
 // in blocks of 50 calls, as in BenchmarkQueryRatio. It reports each
@@ -290,6 +293,82 @@ func BenchmarkQueryReset(b *testing.B) {
 	flight("flight", queryReset)
 	flight("flight-unfolded", resetCommands)
 	flight("flight-noreset", nil)
+
+	// The flight of a deferred reset, through pgconn's Pipeline: a Sync
+	// after the statement (its transaction commits, the local tag ends)
+	// and one after the reset. "twosync" reads every reply before the
+	// call ends; "deferred" reads up to the first Sync's and leaves the
+	// reset's replies to the start of the next call on the same
+	// connection, which is what a deferred reset saves at best for one
+	// caller (README: the second Sync costs more than that).
+	conn2, err := pgx.Connect(ctx, primary.DSN())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn2.Close(ctx)
+	var pending *pgconn.Pipeline
+	drain := func(pl *pgconn.Pipeline, syncs int) error {
+		for syncs > 0 {
+			r, err := pl.GetResults()
+			if err != nil {
+				return err
+			}
+			switch r := r.(type) {
+			case *pgconn.ResultReader:
+				if _, err := r.Close(); err != nil {
+					return err
+				}
+			case *pgconn.PipelineSync:
+				syncs--
+			default:
+				return fmt.Errorf("pipeline: %T before the Sync", r)
+			}
+		}
+		return nil
+	}
+	twoSync := func(name string, deferred bool) {
+		var sds []*pgconn.StatementDescription
+		for _, q := range append([]string{tagLocalSQL, "SELECT 1"}, queryReset...) {
+			sd, err := conn2.Prepare(ctx, q, q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sds = append(sds, sd)
+		}
+		tag := [][]byte{[]byte(TagPrefix + "t")}
+		variants = append(variants, variant{name, func() error {
+			if pending != nil {
+				if err := drain(pending, 1); err != nil {
+					return err
+				}
+				if err := pending.Close(); err != nil {
+					return err
+				}
+				pending = nil
+			}
+			pl := conn2.PgConn().StartPipeline(context.Background())
+			pl.SendQueryStatement(sds[0], tag, nil, nil)
+			pl.SendQueryStatement(sds[1], nil, nil, nil)
+			pl.SendPipelineSync()
+			for _, sd := range sds[2:] {
+				pl.SendQueryStatement(sd, nil, nil, nil)
+			}
+			pl.SendPipelineSync()
+			if err := pl.Flush(); err != nil {
+				return err
+			}
+			if deferred {
+				pending = pl
+				return drain(pl, 1)
+			}
+			if err := drain(pl, 2); err != nil {
+				return err
+			}
+			return pl.Close()
+		}})
+	}
+	twoSync("flight-twosync", false)
+	twoSync("flight-deferred", true)
 
 	const block = 50
 	times := make([][]time.Duration, len(variants))
