@@ -607,6 +607,16 @@ func ownRowsCalibration(t *testing.T, base string) (cal *reports.Report, rows fu
 		t.Fatal(err)
 	}
 	cal, rows, _, lo = rowsCalibration(t, calSc.Seed)
+	ownCalibration(t, cal, calSc, calText)
+	return cal, rows, lo
+}
+
+// ownCalibration makes cal the report of a run of calSc (whose text is
+// calText): the scenario file written beside it and its schedule_hash the
+// one a run of it has, as simulate checks before it trusts the calibration
+// with the scenario's shape.
+func ownCalibration(t *testing.T, cal *reports.Report, calSc *scenario.Scenario, calText string) {
+	t.Helper()
 	cal.File = filepath.Join(t.TempDir(), "cal.yaml")
 	if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
 		t.Fatal(err)
@@ -616,7 +626,6 @@ func ownRowsCalibration(t *testing.T, base string) (cal *reports.Report, rows fu
 		t.Fatal(err)
 	}
 	cal.ScheduleHash = ran.ScheduleHash
-	return cal, rows, lo
 }
 
 // TestSimulateRowsFitFloor: a tenant with fewer rows than the calibration's
@@ -777,15 +786,7 @@ func TestSimulateDominantReportScalesWithRows(t *testing.T) {
 				cal.Calibrations = nil
 				cal.Configurations[0].Tenants = []reports.TenantRow{{Tenant: "1", Class: "report", Count: 20, DBTime: 20 * calMs}}
 			}
-			cal.File = filepath.Join(t.TempDir(), "cal.yaml")
-			if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			ran, err := harness.Simulate(context.Background(), calSc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cal.ScheduleHash = ran.ScheduleHash
+			ownCalibration(t, cal, calSc, calText)
 
 			for _, share := range []float64{0.6, 0.3, 0.8} {
 				text := strings.Replace(base, "dominant_share: 0.6", fmt.Sprintf("dominant_share: %g", share), 1)
