@@ -52,6 +52,11 @@ type SimulateOptions struct {
 	// beyond one (sim.Machine.Interference) instead of the one fitted from
 	// Calibration; nil fits it (see Calibrate and Simulate).
 	Interference *float64
+	// Slice, when not nil, is the scheduler's time slice of the model's
+	// nodes (sim.Node.Slice) instead of the one fitted from Calibration.
+	// When either Interference or Slice is given, the other is 0 unless
+	// given too: nothing is fitted.
+	Slice *time.Duration
 	// CalibrateOnly returns, as Options.CalibrateOnly, a report holding
 	// the calibrated classes' rates alone (from Calibration's service
 	// times), nothing simulated.
@@ -86,8 +91,14 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	if err != nil {
 		return nil, err
 	}
-	if opts.Interference != nil {
-		cal.interference, cal.interferenceFrom = *opts.Interference, "given"
+	if opts.Interference != nil || opts.Slice != nil {
+		cal.interference, cal.interferenceFrom, cal.slice, cal.sliceFrom = 0, "given", 0, "given"
+		if opts.Interference != nil {
+			cal.interference = *opts.Interference
+		}
+		if opts.Slice != nil {
+			cal.slice = *opts.Slice
+		}
 	} else if len(cal.targets) > 0 && !opts.CalibrateOnly {
 		if err := fitBySimulation(ctx, sc, opts, cal); err != nil {
 			return nil, err
@@ -142,7 +153,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	if cores == 0 {
 		cores = float64(runtime.NumCPU())
 	}
-	nodes := simNodes(sc, cores, cal.interference)
+	nodes := simNodes(sc, cores, cal.interference, cal.slice)
 	if sc.Assertions.CleanAfter {
 		sc.Assertions.CleanAfter = false
 		r.note("clean_after: not simulated (a model leaves nothing behind), left out")
@@ -165,6 +176,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 			Calibration: opts.CalibrationFile, CalibrationScenario: opts.Calibration.Scenario, CalibrationSeed: opts.Calibration.Seed,
 			Model: sim.ModelName, Cores: strings.Join(desc, ", "),
 			Classes: cal.summary(), Interference: cal.interference, InterferenceFrom: cal.interferenceFrom,
+			SliceMs: ms(cal.slice), SliceFrom: cal.sliceFrom,
 			Machines: nodes.machinesDesc(),
 		},
 	}
@@ -295,8 +307,11 @@ type simTopology struct {
 // backend, or more cores than one machine has, as a 20-worker scenario)
 // each node is a machine of its own, of its cores, with the same
 // interference between its own busy cores.
-func simNodes(sc *scenario.Scenario, cores, interference float64) simTopology {
+func simNodes(sc *scenario.Scenario, cores, interference float64, slice time.Duration) simTopology {
 	t := layNodes(sc, cores)
+	for i := range t.nodes {
+		t.nodes[i].Slice = slice
+	}
 	var sum float64
 	for _, n := range t.nodes {
 		sum += n.Cores
@@ -837,6 +852,10 @@ type Calibration struct {
 	// baseline windows, interferenceFrom how.
 	interference     float64
 	interferenceFrom string
+	// slice is the scheduler's time slice of the model's nodes
+	// (sim.Node.Slice), fitted by fitBySimulation; sliceFrom says how.
+	slice     time.Duration
+	sliceFrom string
 	// targets are the calibration's quiet p99s the interference is fitted
 	// to, by configuration and class.
 	targets map[string]map[string]float64
@@ -1516,24 +1535,28 @@ func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[str
 	return i, fmt.Sprintf("fitted from %s over %s quiet p99 (%s) beside %s more busy CPUs (own_cpu)", window, baseline, strings.Join(used, ", "), fmtKs(others)), targets
 }
 
-// maxInterference bounds the interference fitSimulation searches: 16 is a
-// call beside one other busy core taking 17× its work.
-const maxInterference = 16
+// maxSlice bounds the scheduler slice fitBySimulation searches: a call
+// waits at most 32 ms for a core.
+const maxSlice = 32 * time.Millisecond
 
-// fitBySimulation refits cal's interference by simulating the calibration
-// run itself: the calibration's scenario file (Report.File) when it is
-// readable here, else sc, at the calibration's seed, when the simulated
-// schedule is the one the calibration ran (the same schedule_hash: the
-// same scenario, rates and seed). It simulates each configuration
-// fitInterference fitted from alone, and bisects the interference (8 steps over 0–maxInterference) until
-// the simulated quiet p99 of that configuration's run window matches the
-// calibration's (the mean of the classes' log ratios is 0). Unlike the
-// closed form, this holds the model's own concurrency: how often the noise
-// keeps a core busy in the model, and the quiet calls' slowing of each
-// other. The result is the mean over configurations. When neither
-// schedule is the calibration's, the interference is 0, not fitted (the
-// closed form of fitInterference is named in from, not used: it ignores
-// the model's own concurrency and overshot 5–7× where it was checked).
+// fitBySimulation fits cal's scheduler slice (sim.Node.Slice) by
+// simulating the calibration run itself: the calibration's scenario file
+// (Report.File) when it is readable here, else sc, at the calibration's
+// seed, when the simulated schedule is the one the calibration ran (the
+// same schedule_hash: the same scenario, rates and seed). It simulates
+// each configuration fitInterference fitted from alone, and bisects the
+// slice (8 steps over 0–maxSlice) until the simulated quiet p99 of that
+// configuration's run window matches the calibration's (the mean of the
+// classes' log ratios is 0). The result is the mean over configurations.
+//
+// The slice replaces the interference, which is then 0: in real runs the
+// noise lengthens only the quiet calls' tail (their p50 is the same beside
+// it as alone) — a few calls wait for a core — while an interference
+// fitted to the p99 slowed every call (simulated p50 2–3.6× the real one,
+// README). When neither schedule is the calibration's, both are 0, not
+// fitted (the closed form of fitInterference is named in from, not used:
+// it ignores the model's own concurrency and overshot 5–7× where it was
+// checked).
 func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions, cal *Calibration) error {
 	rep := opts.Calibration
 	var cands []*scenario.Scenario
@@ -1543,6 +1566,7 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		}
 	}
 	cands = append(cands, sc.WithSeed(rep.Seed))
+	zero, none := 0.0, time.Duration(0)
 	var calSc *scenario.Scenario
 	for _, c := range cands {
 		ok := rep.ScheduleHash != "" && simulable(c) == nil
@@ -1554,9 +1578,8 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		if !ok {
 			continue
 		}
-		x := 0.0
 		r, err := Simulate(ctx, c, SimulateOptions{Only: slices.Sorted(maps.Keys(cal.targets))[0], Calibration: rep,
-			CalibrationFile: opts.CalibrationFile, Cores: opts.Cores, Interference: &x})
+			CalibrationFile: opts.CalibrationFile, Cores: opts.Cores, Interference: &zero, Slice: &none})
 		if err == nil && r.ScheduleHash == rep.ScheduleHash {
 			calSc = c
 			break
@@ -1571,17 +1594,18 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		cal.interferenceFrom = fmt.Sprintf("not fitted: the calibration run cannot be simulated here (its scenario file %q is not readable here and the simulated scenario at its seed %d has another schedule); the closed form would give %.3g, %s",
 			rep.File, rep.Seed, cal.interference, cal.interferenceFrom)
 		cal.interference = 0
+		cal.sliceFrom = "not fitted: the calibration run cannot be simulated here"
 		return nil
 	}
 	window, _ := calSc.Assertions.QuietP99.QuietWindows()
-	var fits []float64
+	var fits []time.Duration
 	var used []string
 	for _, config := range slices.Sorted(maps.Keys(cal.targets)) {
 		want := cal.targets[config]
 		// logRatio is the mean over classes of log(simulated / real p99).
-		logRatio := func(x float64) (float64, error) {
+		logRatio := func(x time.Duration) (float64, error) {
 			o := opts
-			o.Only, o.Interference, o.Progress, o.Logger = config, &x, nil, nil
+			o.Only, o.Interference, o.Slice, o.Progress, o.Logger = config, &zero, &x, nil, nil
 			rep, err := Simulate(ctx, calSc, o)
 			if err != nil {
 				return 0, err
@@ -1602,12 +1626,11 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 				}
 			}
 			if n == 0 {
-				return 0, fmt.Errorf("fit the interference: the simulation of %s has no quiet %s rows", config, window)
+				return 0, fmt.Errorf("fit the scheduler slice: the simulation of %s has no quiet %s rows", config, window)
 			}
 			return sum / float64(n), nil
 		}
-		lo, hi := 0.0, float64(maxInterference)
-		f, err := logRatio(lo)
+		f, err := logRatio(0)
 		if err != nil {
 			return err
 		}
@@ -1616,6 +1639,7 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 			used = append(used, fmt.Sprintf("%s: 0, processor sharing alone is already at or above its p99", config))
 			continue
 		}
+		lo, hi := time.Duration(0), maxSlice
 		for range 8 {
 			mid := (lo + hi) / 2
 			f, err := logRatio(mid)
@@ -1630,15 +1654,17 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		}
 		x := (lo + hi) / 2
 		fits = append(fits, x)
-		used = append(used, fmt.Sprintf("%s: %.3g", config, x))
+		used = append(used, fmt.Sprintf("%s: %.3g ms", config, ms(x)))
 	}
-	var sum float64
+	var sum time.Duration
 	for _, x := range fits {
 		sum += x
 	}
-	cal.interference = sum / float64(len(fits))
-	cal.interferenceFrom = fmt.Sprintf("fitted by simulating the calibration's own seed %d until its %s quiet p99 matched the real run's (%s; the closed form gave %s)",
-		opts.Calibration.Seed, window, strings.Join(used, ", "), cal.interferenceFrom)
+	cal.slice = sum / time.Duration(len(fits))
+	cal.sliceFrom = fmt.Sprintf("fitted by simulating the calibration's own seed %d until its %s quiet p99 matched the real run's (%s)",
+		opts.Calibration.Seed, window, strings.Join(used, ", "))
+	cal.interferenceFrom = fmt.Sprintf("0: the scheduler slice is fitted instead (the closed form gave %.3g, %s)", cal.interference, cal.interferenceFrom)
+	cal.interference = 0
 	return nil
 }
 

@@ -338,11 +338,13 @@ func TestSimulateDominantClassFromDBTime(t *testing.T) {
 	}
 }
 
-// TestSimulateInterferenceFitBySimulation: when the calibration's schedule
-// is simulable (its schedule_hash is that of the scenario at its seed), the
-// interference is bisected until the simulated calibration run's isolated
-// quiet p99 is the real one's (5 ms), so another seed comes out near it.
-func TestSimulateInterferenceFitBySimulation(t *testing.T) {
+// TestSimulateSliceFitBySimulation: when the calibration's schedule is
+// simulable (its schedule_hash is that of the scenario at its seed), the
+// scheduler slice is bisected until the simulated calibration run's
+// isolated quiet p99 is the real one's (5 ms), the interference left at 0,
+// so another seed comes out near it while the quiet calls' p50 stays that
+// of processor sharing (the slice lengthens the tail alone).
+func TestSimulateSliceFitBySimulation(t *testing.T) {
 	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -362,19 +364,39 @@ func TestSimulateInterferenceFitBySimulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	cal.ScheduleHash = run4.ScheduleHash
+	// Processor sharing alone, at the seed simulated below.
+	ps, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2, Interference: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := rep.Simulated
-	if !strings.HasPrefix(s.InterferenceFrom, "fitted by simulating the calibration's own seed 4") || s.Interference <= 0 || s.Interference >= 1.5 {
-		t.Errorf("interference %v from %q: want fitted by simulation, below the closed form's 1.5 (the model's own queueing adds to it)", s.Interference, s.InterferenceFrom)
+	if !strings.HasPrefix(s.SliceFrom, "fitted by simulating the calibration's own seed 4") || s.SliceMs <= 0 || s.SliceMs >= 32 {
+		t.Errorf("slice %v ms from %q: want fitted by simulation, in (0, 32) ms", s.SliceMs, s.SliceFrom)
 	}
-	for _, c := range rep.Configurations {
-		if p := c.QuietAll[0].P99; c.Name == "isolated" && (p < 0.75*5 || p > 1.25*5) {
-			t.Errorf("isolated quiet p99 %.2f ms at seed 5, want within 25%% of the calibration's 5 ms", p)
+	if s.Interference != 0 || !strings.HasPrefix(s.InterferenceFrom, "0: the scheduler slice is fitted instead") {
+		t.Errorf("interference %v from %q, want 0: the slice replaces it", s.Interference, s.InterferenceFrom)
+	}
+	quiet := func(r *reports.Report) reports.TenantRow {
+		for _, c := range r.Configurations {
+			if c.Name == "isolated" {
+				return c.QuietAll[0]
+			}
 		}
+		t.Fatal("no isolated configuration")
+		return reports.TenantRow{}
 	}
+	q, q0 := quiet(rep), quiet(ps)
+	if q.P99 < 0.75*5 || q.P99 > 1.25*5 {
+		t.Errorf("isolated quiet p99 %.2f ms at seed 5, want within 25%% of the calibration's 5 ms", q.P99)
+	}
+	if q.P50 > 1.25*q0.P50 {
+		t.Errorf("isolated quiet p50 %.3f ms with the slice, %.3f ms without: want the p50 kept within 25%%", q.P50, q0.P50)
+	}
+	t.Logf("slice %.3g ms: quiet p50 %.3f ms (%.3f without), p99 %.2f ms (%.2f without)", s.SliceMs, q.P50, q0.P50, q.P99, q0.P99)
 }
 
 // rowsMsPerRow is a report's database time per row of its tenant in
@@ -585,6 +607,16 @@ func ownRowsCalibration(t *testing.T, base string) (cal *reports.Report, rows fu
 		t.Fatal(err)
 	}
 	cal, rows, _, lo = rowsCalibration(t, calSc.Seed)
+	ownCalibration(t, cal, calSc, calText)
+	return cal, rows, lo
+}
+
+// ownCalibration makes cal the report of a run of calSc (whose text is
+// calText): the scenario file written beside it and its schedule_hash the
+// one a run of it has, as simulate checks before it trusts the calibration
+// with the scenario's shape.
+func ownCalibration(t *testing.T, cal *reports.Report, calSc *scenario.Scenario, calText string) {
+	t.Helper()
 	cal.File = filepath.Join(t.TempDir(), "cal.yaml")
 	if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
 		t.Fatal(err)
@@ -594,7 +626,6 @@ func ownRowsCalibration(t *testing.T, base string) (cal *reports.Report, rows fu
 		t.Fatal(err)
 	}
 	cal.ScheduleHash = ran.ScheduleHash
-	return cal, rows, lo
 }
 
 // TestSimulateRowsFitFloor: a tenant with fewer rows than the calibration's
@@ -755,15 +786,7 @@ func TestSimulateDominantReportScalesWithRows(t *testing.T) {
 				cal.Calibrations = nil
 				cal.Configurations[0].Tenants = []reports.TenantRow{{Tenant: "1", Class: "report", Count: 20, DBTime: 20 * calMs}}
 			}
-			cal.File = filepath.Join(t.TempDir(), "cal.yaml")
-			if err := os.WriteFile(cal.File, []byte(calText), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			ran, err := harness.Simulate(context.Background(), calSc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cal.ScheduleHash = ran.ScheduleHash
+			ownCalibration(t, cal, calSc, calText)
 
 			for _, share := range []float64{0.6, 0.3, 0.8} {
 				text := strings.Replace(base, "dominant_share: 0.6", fmt.Sprintf("dominant_share: %g", share), 1)

@@ -199,6 +199,12 @@ type Simulation struct {
 	Interference     float64 `json:"interference"`
 	InterferenceFrom string  `json:"interference_from,omitempty"`
 	Machines         string  `json:"machines,omitempty"`
+	// SliceMs is the scheduler's time slice of the model's nodes
+	// (harness/sim's Node.Slice): a call that starts while its node's
+	// cores are all busy waits uniformly 0–SliceMs for one. SliceFrom says
+	// from what it was fitted.
+	SliceMs   float64 `json:"slice_ms,omitempty"`
+	SliceFrom string  `json:"slice_from,omitempty"`
 }
 
 // SimulatedClass is one class's service-time distribution in a simulation.

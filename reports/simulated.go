@@ -37,5 +37,8 @@ func simulatedClassLines(r *Report) []string {
 		out = append(out, fmt.Sprintf("interference: %.3g per busy core beyond one (a call beside one other busy core takes %.3g× its work), %s; %s",
 			s.Interference, 1+s.Interference, s.InterferenceFrom, s.Machines))
 	}
+	if s := r.Simulated; s.SliceFrom != "" {
+		out = append(out, fmt.Sprintf("scheduler wait: a call that starts while its node's cores are all busy waits 0–%s ms for one, %s", fmtMS(s.SliceMs), s.SliceFrom))
+	}
 	return out
 }

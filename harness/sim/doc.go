@@ -36,10 +36,13 @@
 //     calls keeps min(n, Cores) busy), every call there runs at
 //     1 / (1 + Interference × (min(B, Machine.Cores) − 1)) of that speed.
 //     A call alone on its machine is not slowed; beside one other busy
-//     core, a call takes (1 + Interference) × its work. The harness fits
-//     Interference from the calibration report alone (simulating the
-//     calibration run until its quiet p99 with the noise running is the
-//     real one's) and puts a local backend's nodes on one machine.
+//     core, a call takes (1 + Interference) × its work. With Node.Slice,
+//     a call that starts while its node runs as many calls as it has cores
+//     first waits for one, uniformly 0–Slice (the scheduler's slice),
+//     holding its connection. The harness fits Slice (Interference then 0)
+//     from the calibration report alone (simulating the calibration run
+//     until its quiet p99 with the noise running is the real one's) and
+//     puts a local backend's nodes on one machine.
 //  5. The call ends: its connection passes to the pool's next waiter, its
 //     limiter slot to the tenant's next waiter, and its Result (latency
 //     from the intended start, service time from the call's start) goes

@@ -41,6 +41,12 @@ type Node struct {
 	// runs on; ignored when Config.Machines is empty (the node then has a
 	// machine of its own without interference).
 	Machine int
+	// Slice is the scheduler's time slice: a call that starts while the
+	// node runs as many calls as it has cores waits for one of them to
+	// be preempted, a wait drawn uniformly from [0, Slice), before it
+	// shares the cores; the calls running go on at their speed
+	// meanwhile. 0 means no wait (pure processor sharing).
+	Slice time.Duration
 }
 
 // Machine is the hardware one or more nodes run on. Beyond processor
@@ -265,6 +271,7 @@ const (
 	evEnd
 	evDeadline // the head of deadline queue node is due
 	evDelayDone
+	evSliceDone // a call's wait for a core (Node.Slice) is over
 )
 
 type event struct {
@@ -343,7 +350,8 @@ const (
 	stLimiterQueue = iota
 	stPoolQueue
 	stRunning
-	stDelay // its work done, the rest of its service time off the cores
+	stDelay     // its work done, the rest of its service time off the cores
+	stSliceWait // its connection held, waiting for a core (Node.Slice)
 	stDone
 )
 
@@ -354,6 +362,7 @@ type call struct {
 	state  uint8
 	start  int64   // on the node
 	finish float64 // the node's attained service at which the work is done
+	work   float64 // ns of work, until it joins the node's running calls
 	delay  int64   // ns off the cores after the work (Class.Overhead)
 	idx    int     // index in the node's heap
 	live   int     // index in state.live
@@ -369,6 +378,7 @@ type classRT struct {
 // node is a processor-sharing server.
 type node struct {
 	cores float64
+	slice int64    // ns, Node.Slice
 	m     *machine // nil: alone, no interference
 	// v is the attained service of each running call since the start, in
 	// ns of work, at time last.
@@ -594,7 +604,7 @@ func newState(src workload.Source, cfg Config, rec workload.Recorder, obs Observ
 		ms = append(ms, &machine{Machine: m, slow: 1})
 	}
 	for i, n := range cfg.Nodes {
-		nd := &node{cores: n.Cores}
+		nd := &node{cores: n.Cores, slice: int64(n.Slice)}
 		// A machine without interference changes no rate: its nodes are
 		// left alone, so nothing is rescheduled on its account.
 		if len(ms) > 0 && ms[n.Machine].Interference > 0 {
@@ -721,6 +731,9 @@ func (s *state) run(ctx context.Context) error {
 			c := n.running.remove(0)
 			s.leaveNode(c, e.node, nil)
 		case evStatementTimeout:
+			if e.c.state == stSliceWait {
+				s.release(e.c, e.c.class.Nodes[e.c.place], ErrStatementTimeout)
+			}
 			if e.c.state == stRunning {
 				ni := e.c.class.Nodes[e.c.place]
 				s.advance(ni)
@@ -729,6 +742,10 @@ func (s *state) run(ctx context.Context) error {
 			}
 		case evDelayDone:
 			s.release(e.c, e.node, nil)
+		case evSliceDone:
+			if e.c.state == stSliceWait {
+				s.join(e.c, e.node)
+			}
 		case evEnd:
 			s.ended = true
 			s.cutOff()
@@ -832,14 +849,27 @@ func (s *state) startWork(c *call) {
 			d *= f
 		}
 	}
-	w := max(d*(1-c.class.Overhead), 1)
+	c.work = max(d*(1-c.class.Overhead), 1)
 	c.delay = int64(d * c.class.Overhead)
-	c.finish = n.v + w
-	n.running.push(c)
-	s.reschedule(ni)
+	if n.slice > 0 && float64(len(n.running)) >= n.cores {
+		c.state = stSliceWait
+		s.push(event{at: s.now + int64(c.class.rng.Float64()*float64(n.slice)), kind: evSliceDone, c: c, node: ni})
+	} else {
+		s.join(c, ni)
+	}
 	if c.class.Timeout > 0 {
 		s.pushDeadline(c.class.deadlines, event{at: s.now + int64(c.class.Timeout), kind: evStatementTimeout, c: c})
 	}
+}
+
+// join puts call c among node ni's running calls, sharing its cores.
+func (s *state) join(c *call, ni int) {
+	n := s.nodes[ni]
+	s.advance(ni)
+	c.state = stRunning
+	c.finish = n.v + c.work
+	n.running.push(c)
+	s.reschedule(ni)
 }
 
 // advance brings node ni, and every node sharing its machine (whose rate
@@ -962,7 +992,7 @@ func (s *state) cutOff() {
 	slices.SortFunc(calls, func(a, b *call) int { return cmp.Compare(a.op.Seq, b.op.Seq) })
 	for _, c := range calls {
 		ni, db := -1, time.Duration(0)
-		if c.state == stRunning || c.state == stDelay {
+		if c.state == stRunning || c.state == stDelay || c.state == stSliceWait {
 			ni = c.class.Nodes[c.place]
 			db = time.Duration(s.now - c.start)
 		}

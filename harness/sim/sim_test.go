@@ -132,6 +132,35 @@ func TestProcessorSharingOverCores(t *testing.T) {
 	}
 }
 
+// Slice: on a node of 2 cores with a 4 ms slice, of 4 calls of 10 ms at
+// once the first two run at once, the last two wait 0–4 ms for a core
+// before sharing: they end last, the last of all later than processor
+// sharing's 20 ms but not by more than the slice.
+func TestSlice(t *testing.T) {
+	src := workload.Schedule{Duration: time.Second}
+	for i := range 4 {
+		src.Ops = append(src.Ops, workload.Op{Seq: int64(i), Tenant: i + 1, Class: "q"})
+	}
+	ends := map[int64]time.Duration{}
+	cfg := sim.Config{
+		Nodes:   []sim.Node{{Name: "n", Cores: 2, Slice: 4 * time.Millisecond}},
+		Pools:   []sim.Pool{{Name: "p", Size: 10}},
+		Classes: map[string]sim.Class{"q": {Limiter: -1, Pools: []int{0}, Nodes: []int{0}, Service: sim.Constant(10 * time.Millisecond)}},
+	}
+	_, err := sim.Run(context.Background(), src.Source(), cfg, workload.RecorderFunc(func(r workload.Result) {
+		if r.Err != nil {
+			t.Errorf("op %d: %v", r.Op.Seq, r.Err)
+		}
+		ends[r.Op.Seq] = r.End.Sub(sim.Epoch)
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ends) != 4 || max(ends[0], ends[1]) >= min(ends[2], ends[3]) || max(ends[2], ends[3]) <= 20*time.Millisecond || max(ends[2], ends[3]) > 24*time.Millisecond {
+		t.Errorf("ends %v, want ops 0 and 1 first, the last in (20ms, 24ms]", ends)
+	}
+}
+
 // Interference: on a machine of 2 cores with Interference 0.5, a call beside
 // one other busy core runs at 1/1.5 of its speed, wherever that core's call
 // runs (another node of the same machine, or its own node); a node on a
