@@ -506,6 +506,10 @@ func measureLock(ctx context.Context, a *app, what string, noWait, allowConcurre
 			if w.NoTicket != nil {
 				place = "without a place in line (" + w.NoTicket.Error() + "): it goes once the lock is free and no run waits"
 			}
+			if w.Next {
+				fmt.Fprintf(a.stderr, "noisysim: the machine is free, but runs wait ahead of this one and take it first (next: %s), %s (--no-wait exits instead, --allow-concurrent measures beside it)\n", w.Holder, place)
+				return
+			}
 			fmt.Fprintf(a.stderr, "noisysim: waiting for the measured run of %s to finish, %s (--no-wait exits instead, --allow-concurrent measures beside it)\n", w.Holder, place)
 		}})
 	if err != nil {

@@ -212,7 +212,7 @@ func TestConfigSamplesAfterWarmup(t *testing.T) {
 		{},
 		{MemDuration: 100 * time.Second, MemWarmup: time.Minute, SampleEvery: 45 * time.Second}, // 90 s
 		{MemDuration: 100 * time.Second, MemWarmup: time.Minute, SampleEvery: 60 * time.Second}, // 60 s
-		{MemDuration: -1, SampleEvery: time.Hour}, // skipped: nothing to judge
+		{MemDuration: -1, SampleEvery: time.Hour},                                               // skipped: nothing to judge
 	} {
 		if err := cfg.Validate(); err != nil {
 			t.Errorf("%+v: %v", cfg, err)

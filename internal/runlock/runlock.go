@@ -158,6 +158,12 @@ type Wait struct {
 	// NoTicket, when not nil, is why the waiter could not join the line:
 	// it waits behind every ticket it can read, without a place of its own.
 	NoTicket error
+	// Next is true when no process holds the lock but runs wait ahead in
+	// line (they take it first): Holder is then the first of them, as its
+	// ticket tells (the pid in the ticket's name when it cannot be read).
+	// Where /proc/locks cannot be read, Next is false and Holder is read
+	// from the lock file as when it is held.
+	Next bool
 }
 
 // InLine says the place, e.g. "2nd in line".
@@ -230,7 +236,13 @@ func Acquire(ctx context.Context, path string, opts Options) (*Lock, error) {
 			// process takes the lock or a waiter ahead leaves the line:
 			// a wait behind a test suite names the package that holds it
 			// now.
-			w := Wait{Holder: readHolder(path), Place: len(ahead) + 1, NoTicket: noTicket}
+			w := Wait{Place: len(ahead) + 1, NoTicket: noTicket}
+			if len(ahead) > 0 && free(path) {
+				// The lock file holds the last holder's record, or none.
+				w.Holder, w.Next = ticketHolder(filepath.Join(QueueDir(path), ahead[0])), true
+			} else {
+				w.Holder = readHolder(path)
+			}
 			if !waited || w.Place != last.Place || w.Holder.PID != 0 && w.Holder.PID != last.Holder.PID {
 				opts.OnWait(w)
 				last = w
@@ -501,6 +513,31 @@ func readHolder(path string) Holder {
 	}
 	if locker != 0 {
 		return Holder{PID: locker, What: command(locker), Unknown: true, Gone: exited(locker)}
+	}
+	return h
+}
+
+// free reports whether /proc/locks lists no flock on the lock file at path;
+// false where it cannot tell.
+func free(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	pids, ok := flockers(fi)
+	return ok && len(pids) == 0
+}
+
+// ticketHolder reads the waiter of the ticket at p as its record tells, or
+// by the pid in the ticket's name (enqueue's) when it cannot be read.
+func ticketHolder(p string) Holder {
+	b, _ := os.ReadFile(p)
+	h := parseHolder(b)
+	if h.PID == 0 {
+		parts := strings.Split(strings.TrimSuffix(filepath.Base(p), ticketExt), "-")
+		if len(parts) == 3 {
+			h.PID, _ = strconv.Atoi(parts[1])
+		}
 	}
 	return h
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -641,5 +642,55 @@ func TestNoTicketStillLocks(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Acquire did not take the lock once its holder was killed")
+	}
+}
+
+// A waiter behind others while no process holds the lock is told so, and
+// who takes it next (the first ticket's waiter), not the last holder the
+// lock file records nor "a run whose pid is not recorded yet".
+func TestWaitBehindTheLineWhileFree(t *testing.T) {
+	if _, err := os.ReadFile("/proc/locks"); err != nil || runtime.GOOS != "linux" {
+		t.Skip("skipping: no /proc/locks to tell a free lock by")
+	}
+	path := filepath.Join(t.TempDir(), "lock")
+	// A holder killed by SIGKILL left its record.
+	if err := os.WriteFile(path, []byte("pid 999999\nwhat killed run\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	ahead, err := enqueue(QueueDir(path), "the run ahead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ahead.remove()
+	told := make(chan Wait, 4)
+	got := make(chan error, 1)
+	go func() {
+		l, err := Acquire(context.Background(), path, Options{Poll: 10 * time.Millisecond, OnWait: func(w Wait) { told <- w }})
+		if err == nil {
+			defer l.Release()
+		}
+		got <- err
+	}()
+	w := nextTold(t, told, got)
+	if !w.Next || w.Place != 2 || w.Holder.PID != os.Getpid() || w.Holder.What != "the run ahead" {
+		t.Errorf("told %+v, want Next, 2nd in line, behind pid %d (the run ahead)", w, os.Getpid())
+	}
+	ahead.remove()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not take the free lock in 10 s once the line ahead left")
+	}
+
+	// A ticket that holds no record is named by the pid in its name.
+	empty := filepath.Join(t.TempDir(), fmt.Sprintf("%020d-4242-1%s", 1, ticketExt))
+	if err := os.WriteFile(empty, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if h := ticketHolder(empty); h.PID != 4242 {
+		t.Errorf("ticketHolder of an empty ticket = %+v, want pid 4242 from its name", h)
 	}
 }
