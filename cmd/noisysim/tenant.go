@@ -109,8 +109,12 @@ func runTenant(ctx context.Context, a *app, args []string) error {
 		return usagef("tenant move: --to is required")
 	case len(nodes.names) == 0:
 		return usagef("tenant move: at least one --node NAME=DSN is required")
-	case *batch < 1 || *maxPause <= 0 || *grace < 0:
-		return usagef("tenant move: --batch-rows, --max-pause must be > 0 and --grace >= 0")
+	case *batch < 1:
+		return usagef("tenant move: --batch-rows %d: must be > 0", *batch)
+	case *maxPause <= 0:
+		return usagef("tenant move: --max-pause %v: must be > 0", *maxPause)
+	case *grace < 0:
+		return usagef("tenant move: --grace %v: must be >= 0", *grace)
 	}
 	if _, ok := nodes.dsn[*to]; !ok {
 		return usagef("tenant move: --to %q is not one of the --node names (%s)", *to, nodes)

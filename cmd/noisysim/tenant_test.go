@@ -31,6 +31,9 @@ func TestTenantMoveBadInput(t *testing.T) {
 		{[]string{"tenant", "move", "--tenant", "1", "--node", "a=postgres://x/y"}, "--to is required"},
 		{[]string{"tenant", "move", "--tenant", "1", "--to", "b", "--node", "a=postgres://x/y"}, `--to "b" is not one of`},
 		{[]string{"tenant", "move", "--tenant", "1", "--to", "a", "--node", "nodsn"}, "want NAME=DSN"},
+		{[]string{"tenant", "move", "--tenant", "1", "--to", "a", "--node", "a=postgres://x/y", "--batch-rows", "0"}, "--batch-rows 0: must be > 0"},
+		{[]string{"tenant", "move", "--tenant", "1", "--to", "a", "--node", "a=postgres://x/y", "--max-pause", "0s"}, "--max-pause 0s: must be > 0"},
+		{[]string{"tenant", "move", "--tenant", "1", "--to", "a", "--node", "a=postgres://x/y", "--grace", "-1s"}, "--grace -1s: must be >= 0"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out, errOut bytes.Buffer

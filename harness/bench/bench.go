@@ -50,6 +50,8 @@ const (
 	DefaultMemWarmup    = time.Minute
 	DefaultOrders       = 200000
 	DefaultMemoryBudget = 500 << 20
+	// MinSampleEvery is the shortest SampleEvery Run takes.
+	MinSampleEvery = 100 * time.Millisecond
 )
 
 // ErrInvalid marks an unusable Config; the CLI exits 2 on it.
@@ -217,8 +219,10 @@ func (c *Config) fill() error {
 	if c.SustainP99 <= 0 {
 		bad("SustainP99", c.SustainP99, "must be > 0")
 	}
-	if c.SampleEvery <= 0 {
-		bad("SampleEvery", c.SampleEvery, "must be > 0")
+	if c.SampleEvery < MinSampleEvery {
+		// Each sample stops the world to read the heap: at a sample every
+		// microsecond the step would measure its own sampling.
+		bad("SampleEvery", c.SampleEvery, fmt.Sprintf("must be at least %v (each sample stops the program to read its heap)", MinSampleEvery))
 	}
 	switch {
 	case c.MemDuration < 0: // the step is skipped: no warm-up to judge

@@ -195,6 +195,7 @@ func TestConfigErrors(t *testing.T) {
 		{"both steps skipped names the memory step's flag", bench.Config{SkipThroughput: true, MemDuration: -1}, "(--memory-duration)"},
 		{"no sample between the warm-up and the end", bench.Config{MemDuration: 100 * time.Second, MemWarmup: time.Minute, SampleEvery: 55 * time.Second}, "--sample-every"},
 		{"sampled only at the end", bench.Config{MemDuration: time.Minute, SampleEvery: time.Minute}, "comes at 1m0s"},
+		{"sampled every microsecond", bench.Config{SampleEvery: time.Microsecond}, "(--sample-every) = 1µs: must be at least 100ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
