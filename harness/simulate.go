@@ -36,6 +36,14 @@ type SimulateOptions struct {
 	Calibration *reports.Report
 	// CalibrationFile names Calibration in errors and in the report.
 	CalibrationFile string
+	// MoreCalibrations are further real runs of Calibration's scenario at
+	// other seeds (noisysim run --repeat), MoreCalibrationFiles their
+	// names: the quiet tenants' service times are averaged over every run
+	// and the scheduler wait is fitted to the median of their quiet p99s
+	// (fitBySimulation), as one run's tail varies from seed to seed by as
+	// much as the simulator's bound. Empty: Calibration alone.
+	MoreCalibrations     []*reports.Report
+	MoreCalibrationFiles []string
 	// Cores is the cores of a node without a CPU budget
 	// (backend.node_cpu); 0 means runtime.NumCPU().
 	Cores float64
@@ -63,6 +71,25 @@ type SimulateOptions struct {
 	CalibrateOnly bool
 }
 
+// calibrationFiles names the calibration runs: CalibrationFile, then
+// MoreCalibrationFiles, comma-separated.
+func (o SimulateOptions) calibrationFiles() string {
+	return strings.Join(append([]string{o.CalibrationFile}, o.MoreCalibrationFiles...), ", ")
+}
+
+// calibrationSeeds are the seeds of every calibration run when there are
+// several; nil for one.
+func (o SimulateOptions) calibrationSeeds() []int64 {
+	if len(o.MoreCalibrations) == 0 {
+		return nil
+	}
+	seeds := []int64{o.Calibration.Seed}
+	for _, r := range o.MoreCalibrations {
+		seeds = append(seeds, r.Seed)
+	}
+	return seeds
+}
+
 // Simulate runs sc's timeline under each configuration in virtual time,
 // through the model of package sim (limiters, pools, nodes sharing their
 // cores), with service times drawn from opts.Calibration, and returns the
@@ -87,7 +114,15 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	calPools := calibrationPools(sc)
 	// Calibrated against the whole scenario: a copy made by Only has no
 	// places in the file to name.
-	cal, err := Calibrate(opts.Calibration, opts.CalibrationFile, sc)
+	labels := []string{"--calibrate " + opts.CalibrationFile}
+	for i := range opts.MoreCalibrations {
+		if i < len(opts.MoreCalibrationFiles) {
+			labels = append(labels, "--calibrate "+opts.MoreCalibrationFiles[i])
+		} else {
+			labels = append(labels, fmt.Sprintf("calibration run %d", i+2))
+		}
+	}
+	cal, err := calibrate(append([]*reports.Report{opts.Calibration}, opts.MoreCalibrations...), labels, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +134,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		if opts.Slice != nil {
 			cal.slice = *opts.Slice
 		}
-	} else if len(cal.targets) > 0 && !opts.CalibrateOnly {
+	} else if cal.anyTargets() && !opts.CalibrateOnly {
 		if err := fitBySimulation(ctx, sc, opts, cal); err != nil {
 			return nil, err
 		}
@@ -142,7 +177,8 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	}
 	if opts.CalibrateOnly {
 		return &reports.Report{Scenario: sc.Name, File: sc.File, Seed: sc.Seed, StartedAt: started.UTC(), Calibrations: r.calibrated,
-			Simulated: &reports.Simulation{Calibration: opts.CalibrationFile, CalibrationScenario: opts.Calibration.Scenario, CalibrationSeed: opts.Calibration.Seed}}, nil
+			Simulated: &reports.Simulation{Calibration: opts.calibrationFiles(), CalibrationScenario: opts.Calibration.Scenario, CalibrationSeed: opts.Calibration.Seed,
+				CalibrationSeeds: opts.calibrationSeeds()}}, nil
 	}
 	if len(rates) > 0 {
 		if err := r.schedule(rates); err != nil {
@@ -173,8 +209,9 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		Backend:   fmt.Sprintf("simulated %s %s", sc.Backend.Kind, r.topology()),
 		QuietPlan: r.quietPlan, Calibrations: r.calibrated,
 		Simulated: &reports.Simulation{
-			Calibration: opts.CalibrationFile, CalibrationScenario: opts.Calibration.Scenario, CalibrationSeed: opts.Calibration.Seed,
-			Model: sim.ModelName, Cores: strings.Join(desc, ", "),
+			Calibration: opts.calibrationFiles(), CalibrationScenario: opts.Calibration.Scenario, CalibrationSeed: opts.Calibration.Seed,
+			CalibrationSeeds: opts.calibrationSeeds(),
+			Model:            sim.ModelName, Cores: strings.Join(desc, ", "),
 			Classes: cal.summary(), Interference: cal.interference, InterferenceFrom: cal.interferenceFrom,
 			SliceMs: ms(cal.slice), SliceFrom: cal.sliceFrom,
 			Machines: nodes.machinesDesc(),
@@ -859,6 +896,10 @@ type Calibration struct {
 	// targets are the calibration's quiet p99s the interference is fitted
 	// to, by configuration and class.
 	targets map[string]map[string]float64
+	// runs are the calibration runs, the first the report the rest is
+	// read from, each with its own quiet p99s the scheduler wait is
+	// fitted to (fitBySimulation).
+	runs []calibrationRun
 	// rows holds, per class whose work grows with the sending tenant's
 	// rows (fitRows), how: each call's draw is scaled by its tenant's.
 	rows map[string]rowsFit
@@ -868,6 +909,35 @@ type Calibration struct {
 	// and a calibrated rate set from them, as a real run at another
 	// tenants.dominant_share or data.orders measures and sets it.
 	dominantRows map[string]float64
+}
+
+// calibrationRun is one real run of a calibration: its report, its label
+// in errors and notes, and its quiet p99s by configuration and class
+// (fitInterference's targets; none when its windows cannot be fitted to).
+type calibrationRun struct {
+	rep     *reports.Report
+	label   string
+	targets map[string]map[string]float64
+}
+
+// seedList lists reps' seeds: "42, 43, 44".
+func seedList(reps []*reports.Report) string {
+	var out []string
+	for _, r := range reps {
+		out = append(out, strconv.FormatInt(r.Seed, 10))
+	}
+	return strings.Join(out, ", ")
+}
+
+// anyTargets reports whether some calibration run has quiet p99s to fit
+// the scheduler wait to.
+func (c *Calibration) anyTargets() bool {
+	for _, r := range c.runs {
+		if len(r.targets) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // rowsFit is how a class's database time per call grows with the sending
@@ -1154,7 +1224,7 @@ func scheduleHash(sc *scenario.Scenario, cal *Calibration) string {
 // Errors: scenario.ErrInvalid (wrapped), naming file, when rep is nil or a
 // class of sc has neither in rep (a report of another scenario's shape).
 func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibration, error) {
-	return calibrate(rep, file, "--calibrate "+file, sc)
+	return calibrate([]*reports.Report{rep}, []string{"--calibrate " + file}, sc)
 }
 
 // CheckShape returns the error Calibrate would for rep, a real run's report
@@ -1162,27 +1232,36 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 // in place of "--calibrate FILE": scenario.ErrInvalid (wrapped) when a class
 // of sc has no service times in rep.
 func CheckShape(rep *reports.Report, label string, sc *scenario.Scenario) error {
-	_, err := calibrate(rep, label, label, sc)
+	_, err := calibrate([]*reports.Report{rep}, []string{label}, sc)
 	return err
 }
 
-// calibrate is Calibrate, label naming the report in its errors.
-func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (*Calibration, error) {
-	if rep == nil {
+// calibrate is Calibrate over one or more real runs of one scenario
+// (reps[0] first, the rest at other seeds), labels naming each in errors:
+// the quiet tenants' percentiles are averaged over every run's
+// configurations, and each run's quiet p99s kept (runTargets) for the
+// scheduler wait's fit; the rest is read from reps[0].
+func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (*Calibration, error) {
+	if len(reps) == 0 || reps[0] == nil {
 		return nil, fmt.Errorf("%w: simulate needs a calibration: a real run's report.json (--calibrate)", scenario.ErrInvalid)
 	}
+	rep, label := reps[0], labels[0]
 	cal := &Calibration{samplers: map[string]sim.Sampler{}, mean: map[string]time.Duration{}, median: map[string]time.Duration{}, source: map[string]string{},
 		wall: map[string]time.Duration{}, wallP50: map[string]time.Duration{}, samples: map[string]int64{}, overhead: map[string]float64{}}
-	machine := map[string]reports.WindowLoad{}
-	if rep.Machine != nil {
-		for _, w := range rep.Machine.Windows {
-			machine[w.Window] = w
+	machineOf := func(r *reports.Report) map[string]reports.WindowLoad {
+		m := map[string]reports.WindowLoad{}
+		if r.Machine != nil {
+			for _, w := range r.Machine.Windows {
+				m[w.Window] = w
+			}
 		}
+		return m
 	}
+	machine := machineOf(rep)
 	_, baseline := sc.Assertions.QuietP99.QuietWindows()
 	have := map[string]bool{}
 	// The quiet tenants' baseline percentiles, per class, over
-	// configurations, each configuration's scaled by its k.
+	// configurations (of every run), each configuration's scaled by its k.
 	sums := map[string][]reports.Percentile{}
 	n := map[string]int{}
 	ks := map[string][]float64{}
@@ -1190,58 +1269,83 @@ func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (
 	// window used that was noisysim's own (when the report tells it apart
 	// and noisysim ran on cores of its own): overhead off the cores.
 	clients := map[string][]float64{}
-	kOf := map[string]float64{}
-	for _, c := range rep.Configurations {
-		k, client := 1.0, -1.0
-		if w, ok := machine[fmt.Sprintf("%s (%s)", baseline, c.Name)]; ok && w.OwnCPU > 0 {
-			var wall float64 // ms
+	var kOf map[string]float64 // reps[0]'s, for the closed form
+	for ri, rep := range reps {
+		if ri > 0 && rep.Scenario != reps[0].Scenario {
+			return nil, fmt.Errorf("%w: %s: a run of scenario %q, %s is of %q: calibrate on runs of one scenario", scenario.ErrInvalid, labels[ri], rep.Scenario, label, reps[0].Scenario)
+		}
+		machine := machineOf(rep)
+		runK := map[string]float64{}
+		runHas := map[string]bool{}
+		for _, c := range rep.Configurations {
+			k, client := 1.0, -1.0
+			if w, ok := machine[fmt.Sprintf("%s (%s)", baseline, c.Name)]; ok && w.OwnCPU > 0 {
+				var wall float64 // ms
+				for _, row := range c.SoloQuietAll {
+					if len(row.Percentiles) > 0 {
+						wall += float64(row.Count) * ms(quantileMean(withMax(row.Percentiles, row.Max)))
+					}
+				}
+				for _, row := range c.Solo {
+					if row.Tenant == rep.Dominant && row.Count > 0 {
+						wall = 0 // the dominant tenant's calls share the CPU: no scaling
+					}
+				}
+				if wall > 0 {
+					k = min(1, w.OwnCPU*w.Seconds*1000/wall)
+				}
+				if w.NoisysimCPU > 0 && rep.Machine.GeneratorCores != "" {
+					client = min(1, w.NoisysimCPU/w.OwnCPU)
+				}
+			}
+			runK[c.Name] = k
 			for _, row := range c.SoloQuietAll {
-				if len(row.Percentiles) > 0 {
-					wall += float64(row.Count) * ms(quantileMean(withMax(row.Percentiles, row.Max)))
+				if row.Count == 0 || len(row.Percentiles) == 0 {
+					continue
 				}
-			}
-			for _, row := range c.Solo {
-				if row.Tenant == rep.Dominant && row.Count > 0 {
-					wall = 0 // the dominant tenant's calls share the CPU: no scaling
+				have[row.Class] = true
+				runHas[row.Class] = true
+				ps := withMax(row.Percentiles, row.Max)
+				if s, ok := sums[row.Class]; !ok {
+					sums[row.Class] = make([]reports.Percentile, len(ps))
+					for i, p := range ps {
+						sums[row.Class][i] = reports.Percentile{P: p.P, Ms: k * p.Ms}
+					}
+				} else if len(s) == len(ps) {
+					for i := range s {
+						s[i].Ms += k * ps[i].Ms
+					}
+				} else {
+					continue
 				}
-			}
-			if wall > 0 {
-				k = min(1, w.OwnCPU*w.Seconds*1000/wall)
-			}
-			if w.NoisysimCPU > 0 && rep.Machine.GeneratorCores != "" {
-				client = min(1, w.NoisysimCPU/w.OwnCPU)
+				n[row.Class]++
+				ks[row.Class] = append(ks[row.Class], k)
+				if client >= 0 {
+					clients[row.Class] = append(clients[row.Class], client)
+				}
 			}
 		}
-		kOf[c.Name] = k
-		for _, row := range c.SoloQuietAll {
-			if row.Count == 0 || len(row.Percentiles) == 0 {
-				continue
-			}
-			have[row.Class] = true
-			ps := withMax(row.Percentiles, row.Max)
-			if s, ok := sums[row.Class]; !ok {
-				sums[row.Class] = make([]reports.Percentile, len(ps))
-				for i, p := range ps {
-					sums[row.Class][i] = reports.Percentile{P: p.P, Ms: k * p.Ms}
+		if ri == 0 {
+			kOf = runK
+		} else {
+			for _, c := range sc.Classes {
+				if _, quiet := sums[c.Name]; quiet && !runHas[c.Name] {
+					return nil, fmt.Errorf("%w: %s: the run (seed %d) has no quiet %s calls in its %s window, which %s has: calibrate on runs of one scenario",
+						scenario.ErrInvalid, labels[ri], rep.Seed, c.Name, baseline, label)
 				}
-			} else if len(s) == len(ps) {
-				for i := range s {
-					s[i].Ms += k * ps[i].Ms
-				}
-			} else {
-				continue
-			}
-			n[row.Class]++
-			ks[row.Class] = append(ks[row.Class], k)
-			if client >= 0 {
-				clients[row.Class] = append(clients[row.Class], client)
 			}
 		}
+		_, _, targets := fitInterference(rep, sc, machine, runK)
+		cal.runs = append(cal.runs, calibrationRun{rep: rep, label: labels[ri], targets: targets})
 	}
 	calibrated := map[string]reports.Calibration{}
 	for _, c := range rep.Calibrations {
 		calibrated[c.Class] = c
 		have[c.Class] = true
+	}
+	overRuns := ""
+	if len(reps) > 1 {
+		overRuns = fmt.Sprintf(" over %d runs (seeds %s)", len(reps), seedList(reps))
 	}
 	var missing []string
 	firstMissing := -1
@@ -1261,12 +1365,12 @@ func calibrate(rep *reports.Report, file, label string, sc *scenario.Scenario) (
 					sum += x
 				}
 				cal.overhead[c.Name] = min(sum/float64(len(cs)), maxOverhead)
-				cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations, scaled to the CPU used by %s, %.0f%% of it overhead off the cores (noisysim's share: %s)",
-					baseline, n[c.Name], fmtKs(ks[c.Name]), 100*cal.overhead[c.Name], fmtKs(cs))
+				cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations%s, scaled to the CPU used by %s, %.0f%% of it overhead off the cores (noisysim's share: %s)",
+					baseline, n[c.Name], overRuns, fmtKs(ks[c.Name]), 100*cal.overhead[c.Name], fmtKs(cs))
 				break
 			}
-			cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations, scaled to the CPU used by %s",
-				baseline, n[c.Name], fmtKs(ks[c.Name]))
+			cal.source[c.Name] = fmt.Sprintf("%s_quiet_all percentiles of %d configurations%s, scaled to the CPU used by %s",
+				baseline, n[c.Name], overRuns, fmtKs(ks[c.Name]))
 		case calibrated[c.Name].ServiceMean > 0:
 			k := calibrated[c.Name]
 			scale := 1.0
@@ -1558,71 +1662,157 @@ const maxSlice = 32 * time.Millisecond
 // it ignores the model's own concurrency and overshot 5–7× where it was
 // checked).
 func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions, cal *Calibration) error {
-	rep := opts.Calibration
-	var cands []*scenario.Scenario
-	if rep.File != "" {
-		if f, err := scenario.Load(rep.File); err == nil && f.Name == rep.Scenario {
-			cands = append(cands, f)
-		}
-	}
-	cands = append(cands, sc.WithSeed(rep.Seed))
 	zero, none := 0.0, time.Duration(0)
-	var calSc *scenario.Scenario
-	for _, c := range cands {
-		ok := rep.ScheduleHash != "" && simulable(c) == nil
-		for config := range cal.targets {
-			if _, found := c.Configuration(config); !found {
-				ok = false
+	// withFirst returns opts calibrated with run i first: its calibrated
+	// classes' rates are the ones that run set (its schedule), the quiet
+	// tenants' service times the same average over every run.
+	withFirst := func(i int) SimulateOptions {
+		o := opts
+		reps := append([]*reports.Report{opts.Calibration}, opts.MoreCalibrations...)
+		files := append([]string{opts.CalibrationFile}, opts.MoreCalibrationFiles...)
+		if i > 0 && i < len(reps) {
+			reps[0], reps[i] = reps[i], reps[0]
+			if i < len(files) {
+				files[0], files[i] = files[i], files[0]
 			}
 		}
-		if !ok {
+		o.Calibration, o.MoreCalibrations = reps[0], reps[1:]
+		o.CalibrationFile, o.MoreCalibrationFiles = files[0], files[1:]
+		o.Progress, o.Logger = nil, nil
+		return o
+	}
+	// A calibration run the model can simulate: its scenario at its seed
+	// giving its schedule.
+	type fitRun struct {
+		calibrationRun
+		sc   *scenario.Scenario
+		opts SimulateOptions
+	}
+	var runs []fitRun
+	var left []string
+	for i, cr := range cal.runs {
+		if len(cr.targets) == 0 {
+			left = append(left, fmt.Sprintf("seed %d (no quiet p99 to fit to)", cr.rep.Seed))
 			continue
 		}
-		r, err := Simulate(ctx, c, SimulateOptions{Only: slices.Sorted(maps.Keys(cal.targets))[0], Calibration: rep,
-			CalibrationFile: opts.CalibrationFile, Cores: opts.Cores, Interference: &zero, Slice: &none})
-		if err == nil && r.ScheduleHash == rep.ScheduleHash {
-			calSc = c
-			break
+		o := withFirst(i)
+		var cands []*scenario.Scenario
+		if cr.rep.File != "" {
+			if f, err := scenario.Load(cr.rep.File); err == nil && f.Name == cr.rep.Scenario {
+				cands = append(cands, f.WithSeed(cr.rep.Seed))
+			}
 		}
-		if err := ctx.Err(); err != nil {
-			return err
+		cands = append(cands, sc.WithSeed(cr.rep.Seed))
+		var calSc *scenario.Scenario
+		for _, c := range cands {
+			ok := cr.rep.ScheduleHash != "" && simulable(c) == nil
+			for config := range cr.targets {
+				if _, found := c.Configuration(config); !found {
+					ok = false
+				}
+			}
+			if !ok {
+				continue
+			}
+			h := o
+			h.Only, h.Interference, h.Slice = slices.Sorted(maps.Keys(cr.targets))[0], &zero, &none
+			r, err := Simulate(ctx, c, h)
+			if err == nil && r.ScheduleHash == cr.rep.ScheduleHash {
+				calSc = c
+				break
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 		}
+		if calSc == nil {
+			left = append(left, fmt.Sprintf("seed %d (cannot be simulated here)", cr.rep.Seed))
+			continue
+		}
+		runs = append(runs, fitRun{calibrationRun: cr, sc: calSc, opts: o})
 	}
-	if calSc == nil {
+	if len(runs) == 0 {
+		rep := opts.Calibration
 		// The closed form is no fit of the model: it overshot 5–7× where
 		// it was checked (README).
-		cal.interferenceFrom = fmt.Sprintf("not fitted: the calibration run cannot be simulated here (its scenario file %q is not readable here and the simulated scenario at its seed %d has another schedule); the closed form would give %.3g, %s",
-			rep.File, rep.Seed, cal.interference, cal.interferenceFrom)
+		if len(cal.runs) == 1 {
+			cal.interferenceFrom = fmt.Sprintf("not fitted: the calibration run cannot be simulated here (its scenario file %q is not readable here and the simulated scenario at its seed %d has another schedule); the closed form would give %.3g, %s",
+				rep.File, rep.Seed, cal.interference, cal.interferenceFrom)
+			cal.sliceFrom = "not fitted: the calibration run cannot be simulated here"
+		} else {
+			cal.interferenceFrom = fmt.Sprintf("not fitted: no calibration run can be simulated with quiet p99s to fit to (%s); the closed form would give %.3g, %s",
+				strings.Join(left, ", "), cal.interference, cal.interferenceFrom)
+			cal.sliceFrom = "not fitted: no calibration run can be simulated here with quiet p99s to fit to (" + strings.Join(left, ", ") + ")"
+		}
 		cal.interference = 0
-		cal.sliceFrom = "not fitted: the calibration run cannot be simulated here"
 		return nil
 	}
-	window, _ := calSc.Assertions.QuietP99.QuietWindows()
+	window, _ := runs[0].sc.Assertions.QuietP99.QuietWindows()
+	configs := map[string]bool{}
+	for _, r := range runs {
+		for config := range r.targets {
+			configs[config] = true
+		}
+	}
 	var fits []time.Duration
 	var used []string
-	for _, config := range slices.Sorted(maps.Keys(cal.targets)) {
-		want := cal.targets[config]
-		// logRatio is the mean over classes of log(simulated / real p99).
+	for _, config := range slices.Sorted(maps.Keys(configs)) {
+		var these []fitRun
+		for _, r := range runs {
+			if r.targets[config] != nil {
+				these = append(these, r)
+			}
+		}
+		// logRatio is the mean over classes of log(median simulated p99 /
+		// median real p99), medians over the runs (one run: its own).
 		logRatio := func(x time.Duration) (float64, error) {
-			o := opts
-			o.Only, o.Interference, o.Slice, o.Progress, o.Logger = config, &zero, &x, nil, nil
-			rep, err := Simulate(ctx, calSc, o)
-			if err != nil {
+			simP99 := make([]map[string]float64, len(these))
+			errs := make([]error, len(these))
+			sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
+			var wg sync.WaitGroup
+			for i, r := range these {
+				wg.Go(func() {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					o := r.opts
+					o.Only, o.Interference, o.Slice = config, &zero, &x
+					rep, err := Simulate(ctx, r.sc, o)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					simP99[i] = map[string]float64{}
+					for _, c := range rep.Configurations {
+						for _, w := range c.Windows {
+							if w.Name != window {
+								continue
+							}
+							for _, row := range w.QuietAll {
+								if row.P99 > 0 {
+									simP99[i][row.Class] = row.P99
+								}
+							}
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
 				return 0, err
 			}
 			var sum float64
 			var n int
-			for _, c := range rep.Configurations {
-				for _, w := range c.Windows {
-					if w.Name != window {
-						continue
+			for _, class := range slices.Sorted(maps.Keys(these[0].targets[config])) {
+				var sims, reals []float64
+				for i, r := range these {
+					real, ok := r.targets[config][class]
+					if sim, okS := simP99[i][class]; ok && okS {
+						sims, reals = append(sims, sim), append(reals, real)
 					}
-					for _, row := range w.QuietAll {
-						if real, ok := want[row.Class]; ok && row.P99 > 0 {
-							sum += math.Log(row.P99 / real)
-							n++
-						}
-					}
+				}
+				if len(sims) > 0 {
+					sum += math.Log(median(sims) / median(reals))
+					n++
 				}
 			}
 			if n == 0 {
@@ -1661,8 +1851,20 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		sum += x
 	}
 	cal.slice = sum / time.Duration(len(fits))
-	cal.sliceFrom = fmt.Sprintf("fitted by simulating the calibration's own seed %d until its %s quiet p99 matched the real run's (%s)",
-		opts.Calibration.Seed, window, strings.Join(used, ", "))
+	if len(cal.runs) == 1 {
+		cal.sliceFrom = fmt.Sprintf("fitted by simulating the calibration's own seed %d until its %s quiet p99 matched the real run's (%s)",
+			opts.Calibration.Seed, window, strings.Join(used, ", "))
+	} else {
+		var seeds []*reports.Report
+		for _, r := range runs {
+			seeds = append(seeds, r.rep)
+		}
+		cal.sliceFrom = fmt.Sprintf("fitted by simulating %d calibration runs at their own seeds (%s) until the median of their %s quiet p99s matched the real runs' median (%s)",
+			len(runs), seedList(seeds), window, strings.Join(used, ", "))
+		if len(left) > 0 {
+			cal.sliceFrom += "; left out: " + strings.Join(left, ", ")
+		}
+	}
 	cal.interferenceFrom = fmt.Sprintf("0: the scheduler slice is fitted instead (the closed form gave %.3g, %s)", cal.interference, cal.interferenceFrom)
 	cal.interference = 0
 	return nil

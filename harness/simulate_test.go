@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -827,5 +828,87 @@ func TestSimulateDominantReportScalesWithRows(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSimulateSliceFitOverRuns: calibrated on several runs of one scenario
+// at other seeds, the scheduler wait is fitted to the median of their quiet
+// p99s (the tail one run shows varies from seed to seed), the service times
+// averaged over them; a run of another scenario among them is refused,
+// naming it.
+func TestSimulateSliceFitOverRuns(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0.0
+	// run is a calibration run of simsmall at seed whose isolated quiet
+	// lookups had a p99 of p99 ms in the run window (2 ms alone).
+	run := func(seed int64, p99 float64) *reports.Report {
+		cal := calibrationReport()
+		cal.Seed = seed
+		c := &cal.Configurations[0]
+		c.Name = "isolated"
+		c.SoloQuietAll[0].P99 = 2
+		c.Windows = []reports.Window{{Name: "run", QuietAll: []reports.TenantRow{{Tenant: reports.QuietAll, Class: "lookup", Count: 1000, P99: p99}}}}
+		cal.Machine = &reports.Machine{Windows: []reports.WindowLoad{{Window: "solo (isolated)", Seconds: 5, OwnCPU: 0.4}, {Window: "run (isolated)", Seconds: 5, OwnCPU: 1.4}}}
+		ran, err := harness.Simulate(context.Background(), sc.WithSeed(seed), harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2, Interference: &zero})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cal.ScheduleHash = ran.ScheduleHash
+		return cal
+	}
+	low, mid, high := run(4, 4), run(6, 6), run(7, 10)
+	at9 := sc.WithSeed(9)
+	simulate := func(reps ...*reports.Report) *reports.Report {
+		t.Helper()
+		var files []string
+		for _, r := range reps[1:] {
+			files = append(files, fmt.Sprintf("run-%d.json", r.Seed))
+		}
+		rep, err := harness.Simulate(context.Background(), at9, harness.SimulateOptions{Calibration: reps[0], CalibrationFile: fmt.Sprintf("run-%d.json", reps[0].Seed),
+			MoreCalibrations: reps[1:], MoreCalibrationFiles: files, Cores: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	quiet := func(r *reports.Report) float64 {
+		for _, c := range r.Configurations {
+			if c.Name == "isolated" {
+				return c.QuietAll[0].P99
+			}
+		}
+		t.Fatal("no isolated configuration")
+		return 0
+	}
+	all, alone4, alone10 := simulate(low, high, mid), simulate(low), simulate(high)
+	s := all.Simulated
+	if !strings.HasPrefix(s.SliceFrom, "fitted by simulating 3 calibration runs at their own seeds (4, 7, 6) until the median of their run quiet p99s matched") {
+		t.Errorf("slice from %q: want fitted over the 3 runs' median", s.SliceFrom)
+	}
+	if !slices.Equal(s.CalibrationSeeds, []int64{4, 7, 6}) || s.Calibration != "run-4.json, run-7.json, run-6.json" {
+		t.Errorf("calibration %q seeds %v: want the three runs named", s.Calibration, s.CalibrationSeeds)
+	}
+	if !(alone4.Simulated.SliceMs < s.SliceMs && s.SliceMs < alone10.Simulated.SliceMs) {
+		t.Errorf("slice over the runs %.3g ms, want between the 4 ms run's %.3g and the 10 ms run's %.3g", s.SliceMs, alone4.Simulated.SliceMs, alone10.Simulated.SliceMs)
+	}
+	if q := quiet(all); q < 0.75*6 || q > 1.25*6 {
+		t.Errorf("isolated quiet p99 %.2f ms at seed 9, want within 25%% of the runs' median 6 ms (alone: %.2f fitted on 4 ms, %.2f on 10 ms)", q, quiet(alone4), quiet(alone10))
+	}
+	if !slices.ContainsFunc(s.Classes, func(c reports.SimulatedClass) bool {
+		return c.Class == "lookup" && strings.Contains(c.From, "of 3 configurations over 3 runs (seeds 4, 7, 6)")
+	}) {
+		t.Errorf("classes %+v: want the lookup's service times averaged over the 3 runs", s.Classes)
+	}
+	t.Logf("slice %.3g ms over the runs (%.3g on the 4 ms run, %.3g on the 10 ms one); quiet p99 %.2f ms", s.SliceMs, alone4.Simulated.SliceMs, alone10.Simulated.SliceMs, quiet(all))
+
+	other := run(8, 6)
+	other.Scenario = "another"
+	_, err = harness.Simulate(context.Background(), at9, harness.SimulateOptions{Calibration: low, CalibrationFile: "run-4.json",
+		MoreCalibrations: []*reports.Report{other}, MoreCalibrationFiles: []string{"other.json"}, Cores: 2})
+	if !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "--calibrate other.json: a run of scenario \"another\"") {
+		t.Errorf("err = %v, want the run of another scenario named", err)
 	}
 }

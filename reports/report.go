@@ -186,6 +186,10 @@ type Simulation struct {
 	Calibration         string `json:"calibration"`
 	CalibrationScenario string `json:"calibration_scenario"`
 	CalibrationSeed     int64  `json:"calibration_seed"`
+	// CalibrationSeeds are the seeds of every calibration run when the
+	// model was calibrated on several (Calibration then names each file,
+	// comma-separated; CalibrationSeed is the first's).
+	CalibrationSeeds []int64 `json:"calibration_seeds,omitempty"`
 	// Model names the contention model (package harness/sim).
 	Model string `json:"model"`
 	// Cores lists each node with the cores it was given ("primary 2").

@@ -91,7 +91,8 @@ Flags (before or after the file):
 func runSimulate(ctx context.Context, a *app, args []string) error {
 	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), simulateUsage); fs.PrintDefaults() }
-	calibrate := fs.String("calibrate", "", "a real run's report.json to draw service times from (required, but with --against run directories: DIR's first run)")
+	var calibrate calibrateFlags
+	fs.Var(&calibrate, "calibrate", calibrateHelp+" (required, but with --against run directories: DIR's first run)")
 	against := fs.String("against", "", "compare with the real runs in this directory (run --repeat N --out DIR: simulate each at its seed) or its real sweep.json (sweep --out DIR: the same sweep simulated); print real vs simulated medians")
 	check := fs.Bool("check", false, "with --against: exit 99 when a figure's simulated median is not within 25% of the real one")
 	only := fs.String("only", "", "simulate only this configuration")
@@ -121,16 +122,20 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	// written only once every simulation finished.
 	a.teardown.onStop("nothing is written (simulate writes its report, or with --against its validation, only once every simulation finished)")
 	if *against != "" {
-		return runSimulateAgainst(ctx, a, file, againstFlags{dir: *against, calibrate: *calibrate, only: *only, out: *out,
+		return runSimulateAgainst(ctx, a, file, againstFlags{dir: *against, calibrate: calibrate, only: *only, out: *out,
 			cores: *cores, check: *check, noProgress: *noProgress})
 	}
-	if *calibrate == "" {
+	if len(calibrate) == 0 {
 		return usagef("simulate: --calibrate report.json is required (a real run's report of a scenario with the same classes: noisysim run SCENARIO --out DIR writes one)")
+	}
+	cal, err := readCalibration("simulate", calibrate)
+	if err != nil {
+		return err
 	}
 	if *out != "" {
 		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile} {
-			if sameFile(*calibrate, filepath.Join(*out, name)) {
-				return usagef("simulate: --out %s would overwrite the --calibrate file %s; give another --out", *out, *calibrate)
+			if cal.holds(filepath.Join(*out, name)) {
+				return usagef("simulate: --out %s would overwrite the --calibrate file %s; give another --out", *out, filepath.Join(*out, name))
 			}
 		}
 	}
@@ -149,13 +154,6 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 			return usagef("simulate: --only %q: %s has no such configuration (it has %s)", *only, file, configNames(sc))
 		}
 	}
-	cal, err := reports.ReadFile(*calibrate)
-	if err != nil {
-		return usagef("simulate: --calibrate: %v", err)
-	}
-	if cal.Simulated != nil {
-		return usagef("simulate: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
-	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -168,9 +166,7 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	t0 := time.Now()
-	sopts := harness.SimulateOptions{
-		Only: *only, Calibration: cal, CalibrationFile: *calibrate, Cores: *cores, Logger: a.log,
-	}
+	sopts := cal.set(harness.SimulateOptions{Only: *only, Cores: *cores, Logger: a.log})
 	var prog *progress
 	if !*noProgress {
 		prog = newProgress(a.stderr)
@@ -185,7 +181,7 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	}
 	rep.Version = version()
 	fmt.Fprintf(a.stdout, "SIMULATED %s (%s) in virtual time, %.1fs of wall time, calibrated by %s\n",
-		sc.Name, file, time.Since(t0).Seconds(), *calibrate)
+		sc.Name, file, time.Since(t0).Seconds(), cal.name())
 	if err := reports.WriteText(a.stdout, rep, textOptions(*top, *out)); err != nil {
 		return err
 	}

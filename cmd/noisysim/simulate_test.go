@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -445,6 +446,90 @@ func TestSweepSimulateNotes(t *testing.T) {
 		joined := strings.Join(p.Notes, "\n")
 		if strings.Count(joined, "a run that failed its assertions") != 1 || !strings.Contains(joined, "more rows than the calibration's largest tenant") {
 			t.Errorf("sweep.json point %v notes %q: want the failed calibration once and the rows beyond the fit", p.Values, p.Notes)
+		}
+	}
+}
+
+// TestSimulateCalibrateSeveralRuns: --calibrate takes what run --repeat
+// wrote (every run-K/report.json) and more --calibrate files; the report
+// names every calibration run; a directory with no report, a seed given
+// twice and a run of another scenario are exit 2 naming them.
+func TestSimulateCalibrateSeveralRuns(t *testing.T) {
+	dir := t.TempDir()
+	// calibrationAt writes a calibration at path with seed and scenario.
+	calibrationAt := func(path string, seed int64, name string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeCalibration(t, path, true)
+		rep, err := reports.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Seed, rep.Scenario = seed, name
+		var buf bytes.Buffer
+		if err := reports.WriteJSON(&buf, rep); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repeat := filepath.Join(dir, "repeat")
+	calibrationAt(filepath.Join(repeat, "run-2", "report.json"), 44, "ci-gate")
+	calibrationAt(filepath.Join(repeat, "run-10", "report.json"), 52, "ci-gate")
+	calibrationAt(filepath.Join(repeat, "run-1", "report.json"), 43, "ci-gate")
+	more := filepath.Join(dir, "more.json")
+	calibrationAt(more, 60, "ci-gate")
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"simulate", "../../scenarios/ci-gate.yaml", "--calibrate", repeat, "--calibrate", more, "--cores", "2", "--no-progress", "--out", out}, &stdout, &stderr)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	files := strings.Join([]string{filepath.Join(repeat, "run-1", "report.json"), filepath.Join(repeat, "run-2", "report.json"),
+		filepath.Join(repeat, "run-10", "report.json"), more}, ", ")
+	if !strings.Contains(stdout.String(), "calibrated by "+files) {
+		t.Errorf("stdout does not name the four runs in order (%s):\n%s", files, stdout.String())
+	}
+	rep, err := reports.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Simulated; !slices.Equal(s.CalibrationSeeds, []int64{43, 44, 52, 60}) || s.Calibration != files || s.CalibrationSeed != 43 {
+		t.Errorf("simulated %q seed %d seeds %v: want the four runs, the first's seed", s.Calibration, s.CalibrationSeed, s.CalibrationSeeds)
+	}
+	if !slices.ContainsFunc(rep.Simulated.Classes, func(c reports.SimulatedClass) bool {
+		return c.Class == "lookup" && strings.Contains(c.From, "over 4 runs (seeds 43, 44, 52, 60)")
+	}) {
+		t.Errorf("classes %+v: want the lookups averaged over the 4 runs", rep.Simulated.Classes)
+	}
+
+	empty := filepath.Join(dir, "empty")
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.json")
+	calibrationAt(other, 61, "noisy-neighbor")
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"no runs":          {[]string{"--calibrate", empty}, "--calibrate " + empty + ": a directory with no report.json and no run-K/report.json"},
+		"seed twice":       {[]string{"--calibrate", repeat, "--calibrate", filepath.Join(repeat, "run-2")}, "seed 44 again"},
+		"other scenario":   {[]string{"--calibrate", more, "--calibrate", other}, `--calibrate ` + other + `: a run of scenario "noisy-neighbor", ` + more + ` is of "ci-gate": calibrate on runs of one scenario`},
+		"missing":          {[]string{"--calibrate", more, "--calibrate", filepath.Join(dir, "nosuch")}, "nosuch: no such file or directory"},
+		"sweep seed twice": {[]string{"sweep", "--simulate", "--vary", "classes.lookup.rate=100..200:2", "--calibrate", more, "--calibrate", more}, "sweep: --calibrate " + more + ": seed 60 again"},
+	} {
+		args := append([]string{"simulate", "../../scenarios/ci-gate.yaml"}, tc.args...)
+		if tc.args[0] == "sweep" {
+			args = append([]string{"sweep", "../../scenarios/ci-gate.yaml"}, tc.args[1:]...)
+		}
+		var stdout, stderr bytes.Buffer
+		code := realMain(args, &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %q", name, code, stderr.String(), tc.want)
 		}
 	}
 }

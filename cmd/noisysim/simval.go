@@ -21,9 +21,10 @@ import (
 
 // againstFlags are simulate's flags --against acts on.
 type againstFlags struct {
-	dir, calibrate, only, out string
-	cores                     float64
-	check, noProgress         bool
+	dir, only, out    string
+	calibrate         calibrateFlags
+	cores             float64
+	check, noProgress bool
 }
 
 // runDir matches the run directories noisysim run --repeat writes.
@@ -54,9 +55,9 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 	if err != nil {
 		return err
 	}
-	calFile := f.calibrate
-	if calFile == "" {
-		calFile = runs[0].path
+	paths := f.calibrate
+	if len(paths) == 0 {
+		paths = calibrateFlags{runs[0].path}
 	}
 	if f.out != "" {
 		if err := simval.Existing(f.out); err != nil {
@@ -68,23 +69,18 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 			return err
 		}
 	}
-	cal, err := reports.ReadFile(calFile)
+	cal, err := readCalibration("simulate", paths)
 	if err != nil {
-		return usagef("simulate: --calibrate: %v", err)
-	}
-	if cal.Simulated != nil {
-		return usagef("simulate: --calibrate %s: a simulated report; calibrate on a real run's", calFile)
+		return err
 	}
 	var pairs []simval.Run
 	t0 := time.Now()
 	for _, r := range runs {
-		if sameFile(r.path, calFile) {
+		if cal.holds(r.path) {
 			continue
 		}
 		t1 := time.Now()
-		sim, err := harness.Simulate(ctx, sc.WithSeed(r.rep.Seed), harness.SimulateOptions{
-			Only: f.only, Calibration: cal, CalibrationFile: calFile, Cores: f.cores, Logger: a.log,
-		})
+		sim, err := harness.Simulate(ctx, sc.WithSeed(r.rep.Seed), cal.set(harness.SimulateOptions{Only: f.only, Cores: f.cores, Logger: a.log}))
 		if err != nil {
 			return err
 		}
@@ -94,11 +90,11 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 		pairs = append(pairs, simval.Run{Name: r.name, Seed: r.rep.Seed, Real: r.rep, Sim: sim})
 	}
 	if len(pairs) == 0 {
-		return usagef("simulate: --against %s: no run to compare besides the calibration %s", f.dir, calFile)
+		return usagef("simulate: --against %s: no run to compare besides the calibration %s", f.dir, cal.name())
 	}
 	res := simval.Compare(pairs, simval.DefaultTolerance)
-	res.Scenario, res.Against, res.Calibration, res.CalibrationSeed = sc.Name, f.dir, calFile, cal.Seed
-	res.CalibrationDisturbed, res.CalibrationNotes = cal.Machine.DisturbedWhy(), harness.CalibrationNotes(cal, calFile, sc)
+	res.Scenario, res.Against, res.Calibration, res.CalibrationSeed, res.CalibrationSeeds = sc.Name, f.dir, cal.name(), cal.primary().Seed, cal.seeds()
+	res.CalibrationDisturbed, res.CalibrationNotes = cal.disturbed(), cal.notes(sc)
 	res.Window, _ = sc.Assertions.QuietP99.QuietWindows()
 	if err := simval.WriteText(a.stdout, res); err != nil {
 		return err
@@ -193,7 +189,7 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 	if err != nil {
 		return err
 	}
-	if f.calibrate == "" {
+	if len(f.calibrate) == 0 {
 		return usagef("simulate: --against %s (a sweep) needs --calibrate report.json: a real run's report of %s, at a seed other than the sweep's trials' (the model is then checked on seeds it was not calibrated on)",
 			path, file)
 	}
@@ -245,26 +241,25 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 			return err
 		}
 	}
-	cal, err := reports.ReadFile(f.calibrate)
+	cal, err := readCalibration("simulate", f.calibrate)
 	if err != nil {
-		return usagef("simulate: --calibrate: %v", err)
-	}
-	if cal.Simulated != nil {
-		return usagef("simulate: --calibrate %s: a simulated report; calibrate on a real run's", f.calibrate)
-	}
-	if err := harness.CheckSimulate(base, cal, f.calibrate); err != nil {
 		return err
 	}
-	for _, p := range real.Points {
-		if slices.ContainsFunc(p.Trials, func(t sweep.Trial) bool { return t.Seed == cal.Seed }) {
-			fmt.Fprintf(a.stderr, "noisysim: note: the calibration %s is of seed %d, a seed of the sweep's trials: a calibration at another seed checks the model on seeds it was not calibrated on\n", f.calibrate, cal.Seed)
-			break
+	if err := cal.check(base); err != nil {
+		return err
+	}
+	for i, r := range cal.reps {
+		for _, p := range real.Points {
+			if slices.ContainsFunc(p.Trials, func(t sweep.Trial) bool { return t.Seed == r.Seed }) {
+				fmt.Fprintf(a.stderr, "noisysim: note: the calibration %s is of seed %d, a seed of the sweep's trials: a calibration at another seed checks the model on seeds it was not calibrated on\n", cal.files[i], r.Seed)
+				break
+			}
 		}
 	}
 
 	// How each class is drawn, on stderr beside each trial's progress:
 	// stdout is the comparison.
-	run, calibrate := simulateSweep(a, cal, f.calibrate, f.cores, a.stderr, "noisysim: ")
+	run, calibrate := simulateSweep(a, cal, f.cores, a.stderr, "noisysim: ")
 	var sims []simval.SweepTrial
 	var last map[string]simval.Figures
 	t0, t1 := time.Now(), time.Now()
@@ -298,8 +293,8 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 	if err != nil {
 		return usagef("simulate: --against %s: %v", path, err)
 	}
-	res.Scenario, res.Against, res.Calibration, res.CalibrationSeed = sc.Name, path, f.calibrate, cal.Seed
-	res.CalibrationDisturbed, res.CalibrationNotes = cal.Machine.DisturbedWhy(), harness.CalibrationNotes(cal, f.calibrate, sc)
+	res.Scenario, res.Against, res.Calibration, res.CalibrationSeed, res.CalibrationSeeds = sc.Name, path, cal.name(), cal.primary().Seed, cal.seeds()
+	res.CalibrationDisturbed, res.CalibrationNotes = cal.disturbed(), cal.notes(sc)
 	res.Notes = notes
 	if err := simval.WriteSweepText(a.stdout, res); err != nil {
 		return err

@@ -634,6 +634,7 @@ func TestSimulateAgainstSweepBadInput(t *testing.T) {
 		file     string // sweep.json's text instead of the doc
 		scenario string // in place of sc
 		extra    []string
+		noCal    bool // no --calibrate of the good calibration
 		want     string
 	}{
 		"no quiet class":       {edit: func(d *sweep.Doc) { conf(d, 1, 0, 1).QuietClass = "" }, want: "sweep.json: points[1].trials[0].configurations[1].quiet_class: missing"},
@@ -665,7 +666,7 @@ func TestSimulateAgainstSweepBadInput(t *testing.T) {
 		"edited shape":          {edit: func(d *sweep.Doc) { d.Shape.Configurations = []string{"naive"} }, want: "sweep.json: shape.configurations: the sweep's 1 (naive), the scenario's 2 (naive, isolated)"},
 		"edited fingerprint":    {edit: func(d *sweep.Doc) { d.Shape.Fingerprint = "0000" }, want: "sweep.json: shape.fingerprint 0000: not that of the shape recorded beside it"},
 		"empty against":         {extra: []string{"--against="}, want: "simulate: --against: empty"},
-		"no calibration":        {extra: []string{"--calibrate="}, want: "(a sweep) needs --calibrate report.json: a real run's report of " + sc + ", at a seed other than the sweep's trials'"},
+		"no calibration":        {noCal: true, extra: []string{"--calibrate="}, want: "(a sweep) needs --calibrate report.json: a real run's report of " + sc + ", at a seed other than the sweep's trials'"},
 		"simulated":             {edit: func(d *sweep.Doc) { d.Simulated = "x.json" }, want: "sweep.json: simulated: a simulated sweep"},
 		"another scenario":      {edit: func(d *sweep.Doc) { d.Scenario = "noisy-neighbor" }, want: `sweep.json: scenario: a sweep of scenario "noisy-neighbor", not "ci-gate"`},
 		"malformed":             {file: "{\n  \"sweep_version\": 1,\n  oops\n}", want: "sweep.json:3:3: not a sweep: malformed JSON"},
@@ -705,7 +706,11 @@ func TestSimulateAgainstSweepBadInput(t *testing.T) {
 			if tc.scenario != "" {
 				file = tc.scenario
 			}
-			args := append([]string{"simulate", file, "--against", sw, "--calibrate", cal}, tc.extra...)
+			args := []string{"simulate", file, "--against", sw, "--calibrate", cal}
+			if tc.noCal {
+				args = args[:4]
+			}
+			args = append(args, tc.extra...)
 			code := realMain(args, &stdout, &stderr)
 			want := tc.want
 			if strings.HasPrefix(want, "sweep.json") {

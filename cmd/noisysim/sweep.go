@@ -89,7 +89,8 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	noWait := fs.Bool("no-wait", false, "exit 2 at once when another measured run holds the machine, instead of waiting")
 	allowConcurrent := fs.Bool("allow-concurrent", false, "measure without the machine-wide lock, beside other runs")
 	simulate := fs.Bool("simulate", false, "sweep in virtual time: each trial is noisysim simulate (no database), calibrated by --calibrate")
-	calibrate := fs.String("calibrate", "", "with --simulate: a real run's report.json to draw service times from")
+	var calibrate calibrateFlags
+	fs.Var(&calibrate, "calibrate", "with --simulate: "+calibrateHelp)
 	maxForeign := fs.Float64("max-foreign-cpu", guard.DefaultMaxForeignCPU, "CPUs used outside the run (plus steal) above which a measured window is disturbed, > 0; negative: no guard")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
@@ -114,9 +115,9 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		return usagef("sweep: --resume continues the sweep in --out DIR: give --out")
 	case *noWait && *allowConcurrent:
 		return usagef("sweep: --no-wait and --allow-concurrent exclude each other")
-	case *simulate && *calibrate == "":
+	case *simulate && len(calibrate) == 0:
 		return usagef("sweep: --simulate needs --calibrate report.json (a real run's report of a scenario with the same classes)")
-	case !*simulate && *calibrate != "":
+	case !*simulate && len(calibrate) > 0:
 		return usagef("sweep: --calibrate is for --simulate")
 	case badMaxForeign(*maxForeign):
 		return usagef("sweep: --max-foreign-cpu %v: %s", *maxForeign, wantMaxForeign)
@@ -147,7 +148,16 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			return err
 		}
 	}
-	if prior != nil && prior.Simulated != *calibrate {
+	var cal *calibration
+	calName := ""
+	if *simulate {
+		cal, err = readCalibration("sweep", calibrate)
+		if err != nil {
+			return err
+		}
+		calName = cal.name()
+	}
+	if prior != nil && prior.Simulated != calName {
 		was := "run for real"
 		if prior.Simulated != "" {
 			was = "simulated, --simulate --calibrate " + prior.Simulated
@@ -155,17 +165,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		return usagef("sweep: --resume: the sweep in %s was %s; resume it the same way", *out, was)
 	}
 
-	var cal *reports.Report
-	if *simulate {
-		cal, err = reports.ReadFile(*calibrate)
-		if err != nil {
-			return usagef("sweep: --calibrate: %v", err)
-		}
-		if cal.Simulated != nil {
-			return usagef("sweep: --calibrate %s: a simulated report; calibrate on a real run's", *calibrate)
-		}
-	}
-	simRun, simCalibrate := simulateSweep(a, cal, *calibrate, 0, a.stdout, "")
+	simRun, simCalibrate := simulateSweep(a, cal, 0, a.stdout, "")
 	var hopts harness.Options // set below, once the input is checked
 	var startOnce func(context.Context) error
 	var started *teardownItem
@@ -226,10 +226,10 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		// Bad input before the first trial and before --out is made:
 		// what the simulator does not model, the scenario's shape
 		// against the calibration.
-		if err := harness.CheckSimulate(base, cal, *calibrate); err != nil {
+		if err := cal.check(base); err != nil {
 			return err
 		}
-		sw.Doc().Simulated = *calibrate
+		sw.Doc().Simulated = calName
 	}
 	if *out != "" {
 		if err := os.MkdirAll(*out, 0o755); err != nil {
@@ -309,19 +309,19 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 }
 
 // simulateSweep returns a sweep's run and calibrate functions in virtual
-// time, as noisysim simulate: service times drawn from cal (read from
-// calFile), nodes without a CPU budget of cores cores (0: this machine's).
+// time, as noisysim simulate: service times drawn from cal (nil: the
+// sweep is not simulated), nodes without a CPU budget of cores cores (0: this machine's).
 // How each class is drawn and the report's notes (a tenant beyond the
 // calibrated rows, …) are written to w, each line after prefix, when
 // first seen.
-func simulateSweep(a *app, cal *reports.Report, calFile string, cores float64, w io.Writer, prefix string) (sweep.RunFunc, func(context.Context, *scenario.Scenario) (*reports.Report, error)) {
+func simulateSweep(a *app, cal *calibration, cores float64, w io.Writer, prefix string) (sweep.RunFunc, func(context.Context, *scenario.Scenario) (*reports.Report, error)) {
 	// How each class is drawn (a rows fit made or not, the
 	// interference) can change from point to point: said when first
 	// seen, before the trial it applies to, as simulate says it.
 	var mu sync.Mutex
 	said := map[string]bool{}
 	run := func(ctx context.Context, sc *scenario.Scenario, only string) (*reports.Report, error) {
-		rep, err := harness.Simulate(ctx, sc, harness.SimulateOptions{Only: only, Calibration: cal, CalibrationFile: calFile, Cores: cores, Logger: a.log})
+		rep, err := harness.Simulate(ctx, sc, cal.set(harness.SimulateOptions{Only: only, Cores: cores, Logger: a.log}))
 		if err == nil {
 			mu.Lock()
 			for _, l := range reports.SimulatedLines(rep) {
@@ -341,7 +341,7 @@ func simulateSweep(a *app, cal *reports.Report, calFile string, cores float64, w
 		return rep, err
 	}
 	calibrate := func(ctx context.Context, sc *scenario.Scenario) (*reports.Report, error) {
-		return harness.Simulate(ctx, sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: calFile, Cores: cores, Logger: a.log, CalibrateOnly: true})
+		return harness.Simulate(ctx, sc, cal.set(harness.SimulateOptions{Cores: cores, Logger: a.log, CalibrateOnly: true}))
 	}
 	return run, calibrate
 }

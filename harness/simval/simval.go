@@ -142,9 +142,13 @@ type Result struct {
 	// and CalibrationDisturbed its DISTURBED windows, if any.
 	// CalibrationNotes say what of the calibration carries into the
 	// simulated figures (harness.CalibrationNotes).
-	Against              string   `json:"against"`
-	Calibration          string   `json:"calibration"`
-	CalibrationSeed      int64    `json:"calibration_seed"`
+	Against         string `json:"against"`
+	Calibration     string `json:"calibration"`
+	CalibrationSeed int64  `json:"calibration_seed"`
+	// CalibrationSeeds lists every calibration run's seed when the model
+	// was calibrated on several ("42, 43, 44"; Calibration then names each
+	// file, comma-separated); "" for one.
+	CalibrationSeeds     string   `json:"calibration_seeds,omitempty"`
 	CalibrationDisturbed string   `json:"calibration_disturbed,omitempty"`
 	CalibrationNotes     []string `json:"calibration_notes,omitempty"`
 	// Window is the quiet_p99 window the figures are of.
@@ -313,11 +317,20 @@ func yesNo(f Figure) string {
 	return "NO"
 }
 
+// calibrationSeeds says the calibration's seed, or its runs' seeds when
+// there are several.
+func calibrationSeeds(seed int64, seeds string) string {
+	if seeds != "" {
+		return "seeds " + seeds + ": service times averaged, the scheduler wait fitted to their median quiet p99"
+	}
+	return fmt.Sprintf("seed %d", seed)
+}
+
 // header returns the lines above the table.
 func (r *Result) header() []string {
 	lines := []string{
-		fmt.Sprintf("SIMULATED vs REAL: %s, %s of %s simulated at their seeds, calibrated on %s (seed %d)",
-			r.Scenario, reports.Plural(len(r.Runs), "run"), r.Against, r.Calibration, r.CalibrationSeed),
+		fmt.Sprintf("SIMULATED vs REAL: %s, %s of %s simulated at their seeds, calibrated on %s (%s)",
+			r.Scenario, reports.Plural(len(r.Runs), "run"), r.Against, r.Calibration, calibrationSeeds(r.CalibrationSeed, r.CalibrationSeeds)),
 		fmt.Sprintf("figures of the %q window (quiet_p99's); medians over the real runs not DISTURBED and the simulations of the same seeds; within %.0f%%: simulated/real median in [%.2f, %.2f]",
 			r.Window, 100*r.Tolerance, 1-r.Tolerance, 1+r.Tolerance),
 	}

@@ -114,8 +114,12 @@ type SweepResult struct {
 	// windows, if any, and CalibrationNotes what of it carries into the
 	// simulated figures (harness.CalibrationNotes: DISTURBED windows, a
 	// run cut short or failed, other data).
-	Calibration          string   `json:"calibration"`
-	CalibrationSeed      int64    `json:"calibration_seed"`
+	Calibration     string `json:"calibration"`
+	CalibrationSeed int64  `json:"calibration_seed"`
+	// CalibrationSeeds lists every calibration run's seed when the model
+	// was calibrated on several ("42, 43, 44"; Calibration then names each
+	// file, comma-separated); "" for one.
+	CalibrationSeeds     string   `json:"calibration_seeds,omitempty"`
 	CalibrationDisturbed string   `json:"calibration_disturbed,omitempty"`
 	CalibrationNotes     []string `json:"calibration_notes,omitempty"`
 	// Notes say what else the comparison could not check, e.g. a
@@ -291,8 +295,8 @@ func (r *SweepResult) header() []string {
 		only = ", --only " + r.Only
 	}
 	lines := []string{
-		fmt.Sprintf("SIMULATED vs REAL SWEEP: %s, the sweep in %s (%s, --vary %s%s) re-run in virtual time at its points and seeds, %d real trials, calibrated on %s (seed %d)",
-			r.Scenario, r.Against, r.File, strings.Join(r.Vary, " --vary "), only, r.Trials, r.Calibration, r.CalibrationSeed),
+		fmt.Sprintf("SIMULATED vs REAL SWEEP: %s, the sweep in %s (%s, --vary %s%s) re-run in virtual time at its points and seeds, %d real trials, calibrated on %s (%s)",
+			r.Scenario, r.Against, r.File, strings.Join(r.Vary, " --vary "), only, r.Trials, r.Calibration, calibrationSeeds(r.CalibrationSeed, r.CalibrationSeeds)),
 		fmt.Sprintf("medians over the real trials not DISTURBED and the simulations of the same seeds; quiet p99 is of each real trial's quiet_class (the simulated p99 of the same class); within %.0f%%: simulated/real median in [%.2f, %.2f]; quiet/solo is informational",
 			100*r.Tolerance, 1-r.Tolerance, 1+r.Tolerance),
 	}
