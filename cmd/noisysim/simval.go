@@ -95,6 +95,7 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 	res := simval.Compare(pairs, simval.DefaultTolerance)
 	res.Scenario, res.Against, res.Calibration, res.CalibrationSeed, res.CalibrationSeeds = sc.Name, f.dir, cal.name(), cal.primary().Seed, cal.seeds()
 	res.CalibrationDisturbed, res.CalibrationNotes = cal.disturbed(), cal.notes(sc)
+	res.AddCalibration(cal.reps)
 	res.Window, _ = sc.Assertions.QuietP99.QuietWindows()
 	if err := simval.WriteText(a.stdout, res); err != nil {
 		return err

@@ -113,6 +113,14 @@ type Figure struct {
 	Within bool `json:"within"`
 	// Seeds are every run's figure, in run order.
 	Seeds []Seed `json:"seeds"`
+	// Calibration is the same figure of the calibration runs themselves
+	// (real, those not DISTURBED or incomplete), CalibrationRatio its
+	// median over Real's: how far the real runs the model was fitted to
+	// lie from the real runs it is checked on, the distance a model that
+	// reproduces its calibration exactly would show (AddCalibration; nil
+	// without).
+	Calibration      *Spread  `json:"calibration,omitempty"`
+	CalibrationRatio *float64 `json:"calibration_over_real,omitempty"`
 }
 
 // Name returns e.g. "quiet p99 lookup", "throughput" or "rejected".
@@ -243,6 +251,112 @@ func Compare(runs []Run, tolerance float64) *Result {
 		add(KindRejected, "", "calls", func(f Figures) (float64, bool) { return float64(f.Rejected), true })
 	}
 	return res
+}
+
+// AddCalibration sets each figure's Calibration and CalibrationRatio from
+// cal, the real runs the simulations were calibrated on; a run DISTURBED
+// in a configuration's windows, or incomplete, is left out of that
+// configuration's, as in Compare.
+func (r *Result) AddCalibration(cal []*reports.Report) {
+	var configs []string
+	for _, f := range r.Figures {
+		if !slices.Contains(configs, f.Configuration) {
+			configs = append(configs, f.Configuration)
+		}
+	}
+	for i := range r.Figures {
+		f := &r.Figures[i]
+		var vs []float64
+		for _, rep := range cal {
+			if rep.Incomplete != "" || disturbed(rep.Machine, f.Configuration, configs) != "" {
+				continue
+			}
+			fig, ok := FiguresOf(rep)[f.Configuration]
+			if !ok {
+				continue
+			}
+			switch f.Kind {
+			case KindQuietP99:
+				if v, ok := fig.QuietP99[f.Class]; ok {
+					vs = append(vs, v)
+				}
+			case KindThroughput:
+				vs = append(vs, fig.Throughput)
+			case KindRejected:
+				vs = append(vs, float64(fig.Rejected))
+			}
+		}
+		if len(vs) == 0 {
+			continue
+		}
+		sp := sweep.SpreadOf(vs)
+		f.Calibration = &sp
+		if f.Real.N > 0 {
+			f.CalibrationRatio = ratio(f.Real.Median, sp.Median)
+		}
+	}
+}
+
+// within reports whether x lies within r's tolerance of 1.
+func (r *Result) within(x *float64) bool {
+	return x != nil && *x >= 1-r.Tolerance && *x <= 1+r.Tolerance
+}
+
+// calibrationLines returns, when AddCalibration was called, the table of
+// the calibration runs' own real figures against the compared runs' real
+// medians, and a line on the figures not within the tolerance whose real
+// runs lie as far apart themselves.
+func (r *Result) calibrationLines(markdown bool) []string {
+	var rows []Figure
+	for _, f := range r.Figures {
+		if f.Calibration != nil {
+			rows = append(rows, f)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	title := "the calibration runs' own real figures against the compared runs' real median (what a model that reproduces its calibration exactly would show):"
+	if markdown {
+		fmt.Fprintf(&b, "The %s\n\n", strings.TrimPrefix(title, "the "))
+		fmt.Fprintf(&b, "| Configuration | Figure | Calibration runs' real median | Min–max (n) | Calibration/real | Within %.0f%% |\n|---|---|---|---|---|---|\n", 100*r.Tolerance)
+		for _, f := range rows {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", f.Configuration, f.Name(), median(*f.Calibration, f.Unit), rangeOf(*f.Calibration, f.Unit),
+				ratioText(f.CalibrationRatio), yesNoRatio(r, f.CalibrationRatio))
+		}
+	} else {
+		b.WriteString(title + "\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "configuration\tfigure\tcalibration runs' real median\tmin–max (n)\tcalibration/real\twithin %.0f%%\n", 100*r.Tolerance)
+		for _, f := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Configuration, f.Name(), median(*f.Calibration, f.Unit), rangeOf(*f.Calibration, f.Unit),
+				ratioText(f.CalibrationRatio), yesNoRatio(r, f.CalibrationRatio))
+		}
+		tw.Flush()
+	}
+	lines := []string{strings.TrimRight(b.String(), "\n")}
+	var apart []string
+	for _, f := range rows {
+		if f.Ratio != nil && !f.Within && f.CalibrationRatio != nil && !r.within(f.CalibrationRatio) {
+			apart = append(apart, fmt.Sprintf("%s %s (simulated %s, calibration runs %s the real median)", f.Configuration, f.Name(), ratioText(f.Ratio), ratioText(f.CalibrationRatio)))
+		}
+	}
+	if len(apart) > 0 {
+		lines = append(lines, fmt.Sprintf("not within %.0f%% between the real runs themselves either: %s; a model fitted to the calibration runs cannot come closer than they are (more runs on each side narrow both medians)",
+			100*r.Tolerance, strings.Join(apart, ", ")))
+	}
+	return lines
+}
+
+func yesNoRatio(r *Result, x *float64) string {
+	switch {
+	case x == nil:
+		return "-"
+	case r.within(x):
+		return "yes"
+	}
+	return "NO"
 }
 
 // disturbed returns why m marks a window of configuration config (named
@@ -415,6 +529,12 @@ func WriteText(w io.Writer, r *Result) error {
 	}
 	tw.Flush()
 	b.WriteString("\n")
+	if cl := r.calibrationLines(false); len(cl) > 0 {
+		for _, l := range cl {
+			b.WriteString(l + "\n")
+		}
+		b.WriteString("\n")
+	}
 	for _, l := range r.exclusions() {
 		b.WriteString(l + "\n")
 	}
@@ -482,6 +602,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+	for _, l := range r.calibrationLines(true) {
+		b.WriteString(l + "\n\n")
+	}
 	return writeMarkdownEnd(w, &b, r.exclusions(), r.verdict())
 }
 

@@ -130,3 +130,51 @@ func TestCompareIncomplete(t *testing.T) {
 		t.Errorf("quiet p99 %+v: want the complete run's alone, within", p99)
 	}
 }
+
+// TestAddCalibration: the calibration runs' own real figures beside the
+// compared runs' (a DISTURBED or incomplete calibration run left out), and
+// a figure not within the tolerance whose real runs lie as far apart
+// themselves is said to be so.
+func TestAddCalibration(t *testing.T) {
+	runs := []Run{
+		{Name: "run-4", Seed: 4, Real: rep(2, 100, 0, ""), Sim: rep(3.1, 100, 0, "")},
+		{Name: "run-5", Seed: 5, Real: rep(2, 100, 0, ""), Sim: rep(2.9, 100, 0, "")},
+	}
+	res := Compare(runs, DefaultTolerance)
+	cut := rep(50, 1, 0, "")
+	cut.Incomplete = "interrupted"
+	res.AddCalibration([]*reports.Report{rep(3, 110, 0, ""), rep(2.8, 100, 0, ""), rep(40, 1, 0, "run (c)"), cut})
+	p99, rate := res.Figures[0], res.Figures[1]
+	if p99.Calibration == nil || *p99.Calibration != (Spread{N: 2, Median: 2.9, Min: 2.8, Max: 3}) || p99.CalibrationRatio == nil || *p99.CalibrationRatio != 1.45 {
+		t.Errorf("p99 calibration %+v ratio %v, want the 2 undisturbed complete runs: median 2.9, 1.45x the real 2", p99.Calibration, p99.CalibrationRatio)
+	}
+	if rate.Calibration == nil || rate.Calibration.Median != 105 || *rate.CalibrationRatio != 1.05 {
+		t.Errorf("throughput calibration %+v ratio %v, want 105, 1.05x", rate.Calibration, rate.CalibrationRatio)
+	}
+	var text, md bytes.Buffer
+	if err := WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMarkdown(&md, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"the calibration runs' own real figures against the compared runs' real median",
+		"2.90 ms", "2.80–3.00 ms (2)", "1.45x",
+		"not within 25% between the real runs themselves either: c quiet p99 lookup (simulated 1.50x, calibration runs 1.45x the real median)"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	if !strings.Contains(md.String(), "| c | quiet p99 lookup | 2.90 ms | 2.80–3.00 ms (2) | 1.45x | NO |") {
+		t.Errorf("markdown lacks the calibration row:\n%s", md.String())
+	}
+	// Without AddCalibration, nothing of it.
+	res = Compare(runs, DefaultTolerance)
+	text.Reset()
+	if err := WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(text.String(), "calibration runs") {
+		t.Errorf("text without calibration runs speaks of them:\n%s", text.String())
+	}
+}
