@@ -1568,9 +1568,11 @@ const (
 // mean over those configurations and quiet classes, at least 0. Without
 // machine figures, or no configuration that fits the bounds above, I is 0
 // (processor sharing alone). from says what it was fitted from; targets
-// are the real quiet p99s per configuration and class it was fitted to,
-// which fitBySimulation fits the model to instead; Simulate uses the
-// closed form only as the information that a fit is possible.
+// are the real quiet p99s per configuration and class of every isolated
+// configuration with machine figures, undisturbed windows and enough
+// calls, whatever CPU its run window added (the bound above is the closed
+// form's, which divides by it), which fitBySimulation fits the model to
+// instead; Simulate uses the closed form only as information.
 func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[string]reports.WindowLoad, kOf map[string]float64) (i float64, from string, targets map[string]map[string]float64) {
 	if len(machine) == 0 {
 		return 0, "not fitted: the calibration report has no machine figures (machine.windows)", nil
@@ -1586,7 +1588,7 @@ func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[str
 		run, okR := machine[fmt.Sprintf("%s (%s)", window, c.Name)]
 		solo, okS := machine[fmt.Sprintf("%s (%s)", baseline, c.Name)]
 		o := run.OwnCPU - solo.OwnCPU
-		if !okR || !okS || o < minOtherBusy {
+		if !okR || !okS {
 			continue
 		}
 		// A stall no verdict rests on (StallMoot) may still have lengthened
@@ -1614,7 +1616,13 @@ func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[str
 				if targets[c.Name] == nil {
 					targets[c.Name] = map[string]float64{}
 				}
+				// The fit by simulation reproduces the noise's load
+				// itself, however little it added; the closed form
+				// divides by it.
 				targets[c.Name][row.Class] = row.P99
+				if o < minOtherBusy {
+					continue
+				}
 				ratio := row.P99 / (kOf[c.Name] * b.P99)
 				fits = append(fits, max(0, (ratio-1)/o))
 				used = append(used, fmt.Sprintf("%s %s p99 %.3g/%.3g ms", c.Name, row.Class, row.P99, kOf[c.Name]*b.P99))
@@ -1626,11 +1634,11 @@ func fitInterference(rep *reports.Report, sc *scenario.Scenario, machine map[str
 	}
 	if len(fits) == 0 && len(disturbed) > 0 {
 		return 0, fmt.Sprintf("not fitted: the %s and %s windows of %s were DISTURBED (other work on the machine): the model is of a machine of its own, so it is not fitted to them",
-			window, baseline, strings.Join(disturbed, ", ")), nil
+			window, baseline, strings.Join(disturbed, ", ")), targets
 	}
 	if len(fits) == 0 {
 		return 0, fmt.Sprintf("not fitted: no isolated configuration of the calibration kept %.2g CPUs more busy in its %s window than in its %s window with %d quiet calls of a class in each",
-			minOtherBusy, window, baseline, minFitSamples), nil
+			minOtherBusy, window, baseline, minFitSamples), targets
 	}
 	for _, f := range fits {
 		i += f
