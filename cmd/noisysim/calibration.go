@@ -86,9 +86,22 @@ func calibrationFiles(path string) ([]string, error) {
 	if f := filepath.Join(path, reports.JSONFile); fileExists(f) {
 		return []string{f}, nil
 	}
-	entries, err := os.ReadDir(path)
+	runs, err := runReports(path)
 	if err != nil {
 		return nil, errors.Unwrap(err)
+	}
+	if len(runs) == 0 {
+		return nil, fmt.Errorf("a directory with no %s and no run-K/%s (want a report.json, or what noisysim run --out DIR or run --repeat N --out DIR wrote)", reports.JSONFile, reports.JSONFile)
+	}
+	return runs, nil
+}
+
+// runReports returns dir's run-K/report.json (what noisysim run --repeat
+// N --out dir writes), in K's order.
+func runReports(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	type numbered struct {
 		n    int
@@ -100,15 +113,12 @@ func calibrationFiles(path string) ([]string, error) {
 		if m == nil || !e.IsDir() {
 			continue
 		}
-		f := filepath.Join(path, e.Name(), reports.JSONFile)
+		f := filepath.Join(dir, e.Name(), reports.JSONFile)
 		if !fileExists(f) {
 			continue
 		}
 		n, _ := strconv.Atoi(m[1])
 		runs = append(runs, numbered{n, f})
-	}
-	if len(runs) == 0 {
-		return nil, fmt.Errorf("a directory with no %s and no run-K/%s (want a report.json, or what noisysim run --out DIR or run --repeat N --out DIR wrote)", reports.JSONFile, reports.JSONFile)
 	}
 	slices.SortFunc(runs, func(a, b numbered) int { return a.n - b.n })
 	var out []string

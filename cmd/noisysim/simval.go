@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -118,34 +117,16 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 // real run of sc's name and shape holding its configurations (only's, when
 // set). Anything else is a usage error naming the file.
 func readRuns(dir string, sc *scenario.Scenario, only string) ([]realRun, error) {
-	entries, err := os.ReadDir(dir)
+	paths, err := runReports(dir)
 	if err != nil {
 		return nil, usagef("simulate: --against %s: %v (want what noisysim run --repeat N --out DIR writes, or a sweep's directory: noisysim sweep --out DIR)", dir, errors.Unwrap(err))
 	}
-	type numbered struct {
-		n    int
-		name string
-	}
-	var names []numbered
-	for _, e := range entries {
-		m := runDir.FindStringSubmatch(e.Name())
-		if m == nil || !e.IsDir() {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(dir, e.Name(), reports.JSONFile)); err != nil {
-			continue
-		}
-		n, _ := strconv.Atoi(m[1])
-		names = append(names, numbered{n, e.Name()})
-	}
-	if len(names) < 2 {
+	if len(paths) < 2 {
 		return nil, usagef("simulate: --against %s: %d run reports (run-N/report.json) and no %s; want at least 2 runs (noisysim run SCENARIO --repeat N --out %s writes them) or a real sweep (noisysim sweep SCENARIO --vary KEY=LO..HI --out %s writes %s)",
-			dir, len(names), sweep.JSONFile, dir, dir, sweep.JSONFile)
+			dir, len(paths), sweep.JSONFile, dir, dir, sweep.JSONFile)
 	}
-	slices.SortFunc(names, func(x, y numbered) int { return x.n - y.n })
 	var runs []realRun
-	for _, nm := range names {
-		path := filepath.Join(dir, nm.name, reports.JSONFile)
+	for _, path := range paths {
 		rep, err := reports.ReadFile(path)
 		if err != nil {
 			return nil, usagef("simulate: --against: %v", err)
@@ -168,7 +149,7 @@ func readRuns(dir string, sc *scenario.Scenario, only string) ([]realRun, error)
 				return nil, usagef("simulate: --against: %s has no configuration %q (a run with --only?)", path, c.Name)
 			}
 		}
-		runs = append(runs, realRun{name: nm.name, path: path, rep: rep})
+		runs = append(runs, realRun{name: filepath.Base(filepath.Dir(path)), path: path, rep: rep})
 	}
 	return runs, nil
 }
