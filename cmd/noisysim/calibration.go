@@ -39,6 +39,9 @@ const calibrateHelp = "a real run's report.json to draw service times from, or a
 type calibration struct {
 	reps  []*reports.Report
 	files []string
+	// runDirs are the --calibrate directories whose run-K/report.json
+	// were taken (what run --repeat N --out wrote).
+	runDirs []string
 }
 
 // readCalibration reads paths (--calibrate's values, in order) for cmd: a
@@ -47,12 +50,22 @@ type calibration struct {
 func readCalibration(cmd string, paths []string) (*calibration, error) {
 	cal := &calibration{}
 	seen := map[int64]string{}
+	from := map[string]string{} // a file taken: the --calibrate value it came from
 	for _, p := range paths {
 		files, err := calibrationFiles(p)
 		if err != nil {
 			return nil, usagef("%s: --calibrate %s: %v", cmd, p, err)
 		}
+		if st, err := os.Stat(p); err == nil && st.IsDir() && !fileExists(filepath.Join(p, reports.JSONFile)) {
+			cal.runDirs = append(cal.runDirs, p)
+		}
 		for _, f := range files {
+			if i := slices.IndexFunc(cal.files, func(g string) bool { return sameFile(f, g) }); i >= 0 {
+				if f == p && from[cal.files[i]] == cal.files[i] {
+					return nil, usagef("%s: --calibrate %s: given twice: give each calibration run once", cmd, p)
+				}
+				return nil, usagef("%s: --calibrate %s: %s is taken twice (also from --calibrate %s): give each calibration run once", cmd, p, f, from[cal.files[i]])
+			}
 			rep, err := reports.ReadFile(f)
 			if err != nil {
 				return nil, usagef("%s: --calibrate: %v", cmd, err)
@@ -67,6 +80,7 @@ func readCalibration(cmd string, paths []string) (*calibration, error) {
 				return nil, usagef("%s: --calibrate %s: seed %d again (%s is of it too): give each calibration run once, at its own seed", cmd, f, rep.Seed, other)
 			}
 			seen[rep.Seed] = f
+			from[f] = p
 			cal.reps, cal.files = append(cal.reps, rep), append(cal.files, f)
 		}
 	}
@@ -131,6 +145,36 @@ func runReports(dir string) ([]string, error) {
 func fileExists(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && !st.IsDir()
+}
+
+// sameAs reports whether name (a calibration's name(), as sweep.json
+// records it) names the same files as c, in the same order, however they
+// were spelled (relative, absolute, through a symlink).
+func (c *calibration) sameAs(name string) bool {
+	if name == c.name() {
+		return true
+	}
+	files := strings.Split(name, ", ")
+	if len(files) != len(c.files) {
+		return false
+	}
+	for i, f := range files {
+		if !sameFile(f, c.files[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// runDirOf returns the --calibrate directory of runs (run-K/report.json)
+// that dir is, if any: a report.json written there would be taken instead
+// of its runs by the next --calibrate of it.
+func (c *calibration) runDirOf(dir string) (string, bool) {
+	i := slices.IndexFunc(c.runDirs, func(d string) bool { return sameFile(d, dir) })
+	if i < 0 {
+		return "", false
+	}
+	return c.runDirs[i], true
 }
 
 // primary is the first calibration run.

@@ -133,6 +133,9 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 		return err
 	}
 	if *out != "" {
+		if d, ok := cal.runDirOf(*out); ok {
+			return usagef("simulate: --out %s is the --calibrate directory %s of real runs (run-K/report.json): a report.json written there would be taken instead of its runs by the next --calibrate %s; give another --out", *out, d, d)
+		}
 		for _, name := range []string{reports.JSONFile, reports.MarkdownFile, reports.JUnitFile, reports.HTMLFile} {
 			if cal.holds(filepath.Join(*out, name)) {
 				return usagef("simulate: --out %s would overwrite the --calibrate file %s; give another --out", *out, filepath.Join(*out, name))

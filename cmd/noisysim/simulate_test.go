@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -512,15 +513,18 @@ func TestSimulateCalibrateSeveralRuns(t *testing.T) {
 	}
 	other := filepath.Join(dir, "other.json")
 	calibrationAt(other, 61, "noisy-neighbor")
+	copied := filepath.Join(dir, "copied.json")
+	calibrationAt(copied, 44, "ci-gate")
 	for name, tc := range map[string]struct {
 		args []string
 		want string
 	}{
 		"no runs":          {[]string{"--calibrate", empty}, "--calibrate " + empty + ": a directory with no report.json and no run-K/report.json"},
-		"seed twice":       {[]string{"--calibrate", repeat, "--calibrate", filepath.Join(repeat, "run-2")}, "seed 44 again"},
+		"run twice":        {[]string{"--calibrate", repeat, "--calibrate", filepath.Join(repeat, "run-2")}, "report.json is taken twice (also from --calibrate " + repeat + ")"},
+		"seed twice":       {[]string{"--calibrate", repeat, "--calibrate", copied}, "--calibrate " + copied + ": seed 44 again"},
 		"other scenario":   {[]string{"--calibrate", more, "--calibrate", other}, `--calibrate ` + other + `: a run of scenario "noisy-neighbor", ` + more + ` is of "ci-gate": calibrate on runs of one scenario`},
 		"missing":          {[]string{"--calibrate", more, "--calibrate", filepath.Join(dir, "nosuch")}, "nosuch: no such file or directory"},
-		"sweep seed twice": {[]string{"sweep", "--simulate", "--vary", "classes.lookup.rate=100..200:2", "--calibrate", more, "--calibrate", more}, "sweep: --calibrate " + more + ": seed 60 again"},
+		"sweep seed twice": {[]string{"sweep", "--simulate", "--vary", "classes.lookup.rate=100..200:2", "--calibrate", more, "--calibrate", more}, "sweep: --calibrate " + more + ": given twice"},
 	} {
 		args := append([]string{"simulate", "../../scenarios/ci-gate.yaml"}, tc.args...)
 		if tc.args[0] == "sweep" {
@@ -531,5 +535,66 @@ func TestSimulateCalibrateSeveralRuns(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%s: exit %d, stderr %q; want exit 2 naming %q", name, code, stderr.String(), tc.want)
 		}
+	}
+}
+
+// TestSimulateCalibrateOutAndResume: an --out that is a --calibrate
+// directory of runs is refused (a report.json there would shadow its
+// runs); one file taken twice says so; sweep --simulate --resume takes the
+// same calibration spelled otherwise (a symlink) and refuses another.
+func TestSimulateCalibrateOutAndResume(t *testing.T) {
+	dir := t.TempDir()
+	repeat := filepath.Join(dir, "repeat")
+	for i, seed := range []int64{43, 44} {
+		path := filepath.Join(repeat, fmt.Sprintf("run-%d", i+1), "report.json")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeCalibration(t, path, true)
+		rep, err := reports.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep.Seed = seed
+		var buf bytes.Buffer
+		if err := reports.WriteJSON(&buf, rep); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := realMain(args, &stdout, &stderr)
+		return code, stderr.String()
+	}
+	code, stderr := run("simulate", "../../scenarios/ci-gate.yaml", "--calibrate", repeat, "--cores", "2", "--no-progress", "--out", repeat)
+	if code != exitUsage || !strings.Contains(stderr, "--out "+repeat+" is the --calibrate directory") {
+		t.Errorf("--out the --calibrate runs' directory: exit %d, stderr %q; want exit 2 naming --out", code, stderr)
+	}
+	if fileExists(filepath.Join(repeat, "report.json")) {
+		t.Errorf("a report.json was written into the calibration runs' directory %s", repeat)
+	}
+	run1 := filepath.Join(repeat, "run-1", "report.json")
+	code, stderr = run("simulate", "../../scenarios/ci-gate.yaml", "--calibrate", repeat, "--calibrate", run1, "--cores", "2", "--no-progress")
+	if code != exitUsage || !strings.Contains(stderr, "--calibrate "+run1+": "+run1+" is taken twice (also from --calibrate "+repeat+")") {
+		t.Errorf("one file twice: exit %d, stderr %q; want exit 2 saying it is taken twice", code, stderr)
+	}
+
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(repeat, link); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "sweep")
+	sweepArgs := []string{"sweep", "../../scenarios/ci-gate.yaml", "--simulate", "--vary", "classes.lookup.rate=100..200:2", "--out", out}
+	if code, stderr := run(append(sweepArgs, "--calibrate", repeat)...); code != exitOK && code != exitAssertion {
+		t.Fatalf("sweep: exit %d\n%s", code, stderr)
+	}
+	if code, stderr := run(append(sweepArgs, "--resume", "--calibrate", link)...); code == exitUsage {
+		t.Errorf("--resume with the same runs through a symlink: exit 2, stderr %q; want it resumed", stderr)
+	}
+	if code, stderr := run(append(sweepArgs, "--resume", "--calibrate", run1)...); code != exitUsage || !strings.Contains(stderr, "resume it the same way") {
+		t.Errorf("--resume with another calibration: exit %d, stderr %q; want exit 2", code, stderr)
 	}
 }

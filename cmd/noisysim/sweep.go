@@ -157,6 +157,9 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		}
 		calName = cal.name()
 	}
+	if prior != nil && cal != nil && prior.Simulated != calName && cal.sameAs(prior.Simulated) {
+		calName = prior.Simulated // the same runs, spelled otherwise: sweep.json keeps its spelling
+	}
 	if prior != nil && prior.Simulated != calName {
 		was := "run for real"
 		if prior.Simulated != "" {
