@@ -160,6 +160,14 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 	for i := range sc.Classes {
 		c := &sc.Classes[i]
 		if c.Calibrated() {
+			if cal.wall[c.Name] <= 0 {
+				// A class the calibration drew otherwise (its quiet
+				// tenants' latencies, its database time): no wall time
+				// alone to set the rate from.
+				return nil, &scenario.Error{File: sc.File, Problems: []scenario.Problem{sc.Problem(fmt.Sprintf("classes[%d].load_factor", i),
+					"class %s sets its rate from its service time alone, and --calibrate %s (scenario %q) has no calibrations entry for it (there it was not a load_factor class): calibrate on a run of a scenario where %s has a load_factor",
+					c.Name, opts.CalibrationFile, opts.Calibration.Scenario, c.Name)}}
+			}
 			pool := calPools[c.Name]
 			// The rate a real run sets: from the wall time measured alone,
 			// of the dominant tenant's rows here.

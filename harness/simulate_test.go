@@ -912,3 +912,24 @@ func TestSimulateSliceFitOverRuns(t *testing.T) {
 		t.Errorf("err = %v, want the run of another scenario named", err)
 	}
 }
+
+// TestSimulateLoadFactorWithoutCalibration: a load_factor class the
+// calibration drew from its dominant tenant's database time (no
+// calibrations entry: it was not a load_factor class there) has no wall time to set
+// its rate from: bad input naming the class and the file, not a rate of
+// +Inf.
+func TestSimulateLoadFactorWithoutCalibration(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A run where the dominant tenant sent its reports at a rate of their
+	// own: drawn from its database time.
+	cal := calibrationReport()
+	cal.Calibrations, cal.Dominant = nil, "1"
+	cal.Configurations[0].Tenants = []reports.TenantRow{{Tenant: "1", Class: "report", Count: 20, DBTime: 1000}}
+	_, err = harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
+	if !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "classes[1].load_factor: class report sets its rate from its service time alone, and --calibrate cal.json") {
+		t.Errorf("err = %v, want the class and the calibration named", err)
+	}
+}
