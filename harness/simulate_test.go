@@ -339,6 +339,28 @@ func TestSimulateDominantClassFromDBTime(t *testing.T) {
 	}
 }
 
+// sliceCalibration is a calibration run of sc (simScenario) at seed whose
+// isolated quiet lookups had a p99 of p99 ms in the run window (2 ms
+// alone), the run window 1 CPU busier than solo, its schedule_hash that of
+// sc at seed: a run the scheduler wait can be fitted to.
+func sliceCalibration(t *testing.T, sc *scenario.Scenario, seed int64, p99 float64) *reports.Report {
+	t.Helper()
+	cal := calibrationReport()
+	cal.Seed = seed
+	c := &cal.Configurations[0]
+	c.Name = "isolated"
+	c.SoloQuietAll[0].P99 = 2
+	c.Windows = []reports.Window{{Name: "run", QuietAll: []reports.TenantRow{{Tenant: reports.QuietAll, Class: "lookup", Count: 1000, P99: p99}}}}
+	cal.Machine = &reports.Machine{Windows: []reports.WindowLoad{{Window: "solo (isolated)", Seconds: 5, OwnCPU: 0.4}, {Window: "run (isolated)", Seconds: 5, OwnCPU: 1.4}}}
+	zero := 0.0
+	ran, err := harness.Simulate(context.Background(), sc.WithSeed(seed), harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2, Interference: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal.ScheduleHash = ran.ScheduleHash
+	return cal
+}
+
 // TestSimulateSliceFitBySimulation: when the calibration's schedule is
 // simulable (its schedule_hash is that of the scenario at its seed), the
 // scheduler slice is bisected until the simulated calibration run's
@@ -350,21 +372,9 @@ func TestSimulateSliceFitBySimulation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cal := calibrationReport()
-	c := &cal.Configurations[0]
-	c.Name = "isolated"
-	c.SoloQuietAll[0].P99 = 2
-	c.Windows = []reports.Window{{Name: "run", QuietAll: []reports.TenantRow{{Tenant: reports.QuietAll, Class: "lookup", Count: 1000, P99: 5}}}}
-	cal.Machine = &reports.Machine{Windows: []reports.WindowLoad{{Window: "solo (isolated)", Seconds: 5, OwnCPU: 0.4}, {Window: "run (isolated)", Seconds: 5, OwnCPU: 1.4}}}
 	// The calibration ran simsmall at seed 4.
-	at4 := *sc
-	at4.Seed = cal.Seed
+	cal := sliceCalibration(t, sc, 4, 5)
 	zero := 0.0
-	run4, err := harness.Simulate(context.Background(), &at4, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2, Interference: &zero})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal.ScheduleHash = run4.ScheduleHash
 	// Processor sharing alone, at the seed simulated below.
 	ps, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2, Interference: &zero})
 	if err != nil {
@@ -841,24 +851,7 @@ func TestSimulateSliceFitOverRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero := 0.0
-	// run is a calibration run of simsmall at seed whose isolated quiet
-	// lookups had a p99 of p99 ms in the run window (2 ms alone).
-	run := func(seed int64, p99 float64) *reports.Report {
-		cal := calibrationReport()
-		cal.Seed = seed
-		c := &cal.Configurations[0]
-		c.Name = "isolated"
-		c.SoloQuietAll[0].P99 = 2
-		c.Windows = []reports.Window{{Name: "run", QuietAll: []reports.TenantRow{{Tenant: reports.QuietAll, Class: "lookup", Count: 1000, P99: p99}}}}
-		cal.Machine = &reports.Machine{Windows: []reports.WindowLoad{{Window: "solo (isolated)", Seconds: 5, OwnCPU: 0.4}, {Window: "run (isolated)", Seconds: 5, OwnCPU: 1.4}}}
-		ran, err := harness.Simulate(context.Background(), sc.WithSeed(seed), harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2, Interference: &zero})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cal.ScheduleHash = ran.ScheduleHash
-		return cal
-	}
+	run := func(seed int64, p99 float64) *reports.Report { return sliceCalibration(t, sc, seed, p99) }
 	low, mid, high := run(4, 4), run(6, 6), run(7, 10)
 	at9 := sc.WithSeed(9)
 	simulate := func(reps ...*reports.Report) *reports.Report {
