@@ -901,9 +901,6 @@ type Calibration struct {
 	// (sim.Node.Slice), fitted by fitBySimulation; sliceFrom says how.
 	slice     time.Duration
 	sliceFrom string
-	// targets are the calibration's quiet p99s the interference is fitted
-	// to, by configuration and class.
-	targets map[string]map[string]float64
 	// runs are the calibration runs, the first the report the rest is
 	// read from, each with its own quiet p99s the scheduler wait is
 	// fitted to (fitBySimulation).
@@ -1277,7 +1274,6 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (
 	// window used that was noisysim's own (when the report tells it apart
 	// and noisysim ran on cores of its own): overhead off the cores.
 	clients := map[string][]float64{}
-	var kOf map[string]float64 // reps[0]'s, for the closed form
 	for ri, rep := range reps {
 		if ri > 0 && rep.Scenario != reps[0].Scenario {
 			return nil, fmt.Errorf("%w: %s: a run of scenario %q, %s is of %q: calibrate on runs of one scenario", scenario.ErrInvalid, labels[ri], rep.Scenario, label, reps[0].Scenario)
@@ -1333,9 +1329,7 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (
 				}
 			}
 		}
-		if ri == 0 {
-			kOf = runK
-		} else {
+		if ri > 0 {
 			for _, c := range sc.Classes {
 				if _, quiet := sums[c.Name]; quiet && !runHas[c.Name] {
 					return nil, fmt.Errorf("%w: %s: the run (seed %d) has no quiet %s calls in its %s window, which %s has: calibrate on runs of one scenario",
@@ -1343,7 +1337,12 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (
 				}
 			}
 		}
-		_, _, targets := fitInterference(rep, sc, machine, runK)
+		// The closed form's interference is reps[0]'s; every run's quiet
+		// p99s are kept for the scheduler wait's fit.
+		i, from, targets := fitInterference(rep, sc, machine, runK)
+		if ri == 0 {
+			cal.interference, cal.interferenceFrom = i, from
+		}
 		cal.runs = append(cal.runs, calibrationRun{rep: rep, label: labels[ri], targets: targets})
 	}
 	calibrated := map[string]reports.Calibration{}
@@ -1408,7 +1407,6 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (
 			}
 		}
 	}
-	cal.interference, cal.interferenceFrom, cal.targets = fitInterference(rep, sc, machine, kOf)
 	// Work that grows with the tenant's rows, fitted on the calibration's
 	// own tenants: its scenario file when readable here, else the
 	// simulated scenario at the calibration's seed when that is the
