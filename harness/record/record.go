@@ -74,6 +74,14 @@ func (s Setting) Differs() bool { return s.Now != s.Want }
 // to move to or off the recording's file after pg_reload_conf.
 const switchTimeout = 15 * time.Second
 
+// changeTimeout bounds Start's changes (the settings, the reload and the
+// wait for the collector), which a canceled context does not interrupt.
+const changeTimeout = switchTimeout + 15*time.Second
+
+// checkTimeout bounds Check's ping, which a canceled context does not
+// interrupt either.
+const checkTimeout = 5 * time.Second
+
 // neededNames are the settings Needed reads, in the order it lists them.
 var neededNames = []string{"logging_collector", "log_destination", "log_min_duration_statement", "log_parameter_max_length"}
 
@@ -197,7 +205,11 @@ func New(conn *pgx.Conn, format pglog.Format, dataDir string) *Recording {
 // Start starts recording: see the package documentation. On a server whose
 // logging_collector is off it returns an error wrapping ErrCollectorOff
 // and changes nothing; on any error it leaves the server's settings as
-// they were. Stop may be called at any time, from another goroutine too (a
+// they were. ctx canceled before the first setting changes ends Start
+// with nothing changed; canceled later, it no longer interrupts Start,
+// which finishes (or fails and puts back what it set) within
+// changeTimeout, so that the settings can be put back on the same
+// connection. Stop may be called at any time, from another goroutine too (a
 // second signal's handler): it waits for Start to return, then puts back
 // what Start changed.
 func (r *Recording) Start(ctx context.Context) error {
@@ -271,6 +283,13 @@ func (r *Recording) Start(ctx context.Context) error {
 		return fmt.Errorf("record: %w (postgresql.auto.conf: log_filename = %s); nothing was changed: put back those of these settings that were not set before (or give them their earlier values), then SELECT pg_reload_conf(): %s",
 			ErrLeftover, f, strings.Join(reset, " "))
 	}
+	// From the first change on, ctx's cancellation (a first signal) no
+	// longer interrupts Start: pgx ends a connection whose statement is
+	// canceled, and the settings could then not be put back on it. The
+	// steps are bounded by changeTimeout instead; the caller sees ctx done
+	// once Start returns and stops the recording.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), changeTimeout)
+	defer cancel()
 	names := slices.Sorted(maps.Keys(want))
 	set := func(name, value string) error {
 		if _, err := conn.Exec(ctx, fmt.Sprintf("ALTER SYSTEM SET %s = %s", name, quote(value))); err != nil {
@@ -363,12 +382,17 @@ func (r *Recording) waitFile(ctx context.Context, on bool) error {
 
 // Check pings the server on the recording's connection (not after Stop):
 // an error says it no longer answers (stopped, or the connection ended).
+// ctx's cancellation does not interrupt the ping (a canceled statement
+// would end the connection Stop puts the settings back on); checkTimeout
+// bounds it.
 func (r *Recording) Check(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), checkTimeout)
+	defer cancel()
 	if err := r.conn.Ping(ctx); err != nil {
 		return fmt.Errorf("record: the server stopped answering: %w", err)
 	}
