@@ -30,6 +30,12 @@ const (
 	KindQuietP99   = "quiet_p99"  // the quiet tenants' merged p99 of a class, ms
 	KindThroughput = "throughput" // stats.achieved_rate_per_s, calls per second
 	KindRejected   = "rejected"   // stats.rejected, calls
+	// KindQuietOverSolo is a quiet class's quiet p99 over its solo p99 in
+	// the same run (the ratio quiet_p99 judges), ×: shown, not judged. A
+	// machine that runs every call slower in one run than in another
+	// moves both and not their ratio, so it separates the model's shape
+	// from the machine's speed on the day.
+	KindQuietOverSolo = "quiet_over_solo"
 )
 
 // Figures are what the comparison reads of one configuration of a report.
@@ -71,6 +77,19 @@ func FiguresOf(rep *reports.Report) map[string]Figures {
 	return out
 }
 
+// quietOverSolo returns the getter of class's quiet p99 over its solo p99:
+// none when either is missing or the solo's is 0.
+func quietOverSolo(class string) func(Figures) (float64, bool) {
+	return func(f Figures) (float64, bool) {
+		q, ok := f.QuietP99[class]
+		s := f.SoloP99[class]
+		if !ok || s <= 0 {
+			return 0, false
+		}
+		return q / s, true
+	}
+}
+
 // Run is one real run and its simulation at the same seed.
 type Run struct {
 	// Name names the run, e.g. "run-2".
@@ -100,9 +119,13 @@ type Seed struct {
 type Figure struct {
 	Configuration string `json:"configuration"`
 	Kind          string `json:"kind"`
-	// Class is the quiet class of a KindQuietP99 figure.
+	// Class is the quiet class of a KindQuietP99 or KindQuietOverSolo
+	// figure.
 	Class string `json:"class,omitempty"`
 	Unit  string `json:"unit"`
+	// ShownOnly is true for a figure shown, not judged (KindQuietOverSolo):
+	// Within is false, and it is in neither Outside nor the verdict.
+	ShownOnly bool `json:"shown_only,omitempty"`
 	// Real and Sim are over the runs not excluded, the same seeds.
 	Real Spread `json:"real"`
 	Sim  Spread `json:"simulated"`
@@ -123,10 +146,14 @@ type Figure struct {
 	CalibrationRatio *float64 `json:"calibration_over_real,omitempty"`
 }
 
-// Name returns e.g. "quiet p99 lookup", "throughput" or "rejected".
+// Name returns e.g. "quiet p99 lookup", "quiet/solo lookup", "throughput"
+// or "rejected".
 func (f Figure) Name() string {
-	if f.Kind == KindQuietP99 {
+	switch f.Kind {
+	case KindQuietP99:
 		return "quiet p99 " + f.Class
+	case KindQuietOverSolo:
+		return "quiet/solo " + f.Class
 	}
 	return f.Kind
 }
@@ -166,8 +193,8 @@ type Result struct {
 	Runs     []string    `json:"runs"`
 	Excluded []Exclusion `json:"excluded,omitempty"`
 	Figures  []Figure    `json:"figures"`
-	// Outside counts the figures not within the tolerance, Unjudged those
-	// of them with no real run to compare (every one excluded).
+	// Outside counts the judged figures not within the tolerance, Unjudged
+	// those of them with no real run to compare (every one excluded).
 	Outside  int `json:"outside"`
 	Unjudged int `json:"unjudged"`
 }
@@ -217,7 +244,7 @@ func Compare(runs []Run, tolerance float64) *Result {
 		}
 		type getter func(Figures) (float64, bool)
 		add := func(kind, class, unit string, get getter) {
-			f := Figure{Configuration: c, Kind: kind, Class: class, Unit: unit}
+			f := Figure{Configuration: c, Kind: kind, Class: class, Unit: unit, ShownOnly: kind == KindQuietOverSolo}
 			var rs, ss []float64
 			for i, r := range runs {
 				rv, rok := get(figs[i][c].real)
@@ -231,12 +258,15 @@ func Compare(runs []Run, tolerance float64) *Result {
 					rs, ss = append(rs, rv), append(ss, sv)
 				}
 			}
+			if f.ShownOnly && len(f.Seeds) == 0 {
+				return // no solo p99 to divide by
+			}
 			f.Real, f.Sim = sweep.SpreadOf(rs), sweep.SpreadOf(ss)
 			if len(rs) > 0 {
 				f.Ratio = ratio(f.Real.Median, f.Sim.Median)
 			}
-			f.Within = f.Ratio != nil && *f.Ratio >= 1-tolerance && *f.Ratio <= 1+tolerance
-			if !f.Within {
+			f.Within = !f.ShownOnly && f.Ratio != nil && *f.Ratio >= 1-tolerance && *f.Ratio <= 1+tolerance
+			if !f.Within && !f.ShownOnly {
 				res.Outside++
 				if len(rs) == 0 {
 					res.Unjudged++
@@ -246,6 +276,9 @@ func Compare(runs []Run, tolerance float64) *Result {
 		}
 		for _, cl := range classes {
 			add(KindQuietP99, cl, "ms", func(f Figures) (float64, bool) { v, ok := f.QuietP99[cl]; return v, ok })
+		}
+		for _, cl := range classes {
+			add(KindQuietOverSolo, cl, "x", quietOverSolo(cl))
 		}
 		add(KindThroughput, "", "/s", func(f Figures) (float64, bool) { return f.Throughput, true })
 		add(KindRejected, "", "calls", func(f Figures) (float64, bool) { return float64(f.Rejected), true })
@@ -284,6 +317,10 @@ func (r *Result) AddCalibration(cal []*reports.Report) {
 				vs = append(vs, fig.Throughput)
 			case KindRejected:
 				vs = append(vs, float64(fig.Rejected))
+			case KindQuietOverSolo:
+				if v, ok := quietOverSolo(f.Class)(fig); ok {
+					vs = append(vs, v)
+				}
 			}
 		}
 		if len(vs) == 0 {
@@ -338,7 +375,7 @@ func (r *Result) calibrationLines(markdown bool) []string {
 	lines := []string{strings.TrimRight(b.String(), "\n")}
 	var apart []string
 	for _, f := range rows {
-		if f.Ratio != nil && !f.Within && f.CalibrationRatio != nil && !r.within(f.CalibrationRatio) {
+		if f.Ratio != nil && !f.Within && !f.ShownOnly && f.CalibrationRatio != nil && !r.within(f.CalibrationRatio) {
 			apart = append(apart, fmt.Sprintf("%s %s (simulated %s, calibration runs %s the real median)", f.Configuration, f.Name(), ratioText(f.Ratio), ratioText(f.CalibrationRatio)))
 		}
 	}
@@ -403,6 +440,8 @@ func value(v float64, unit string) string {
 		return fmt.Sprintf("%.2f ms", v)
 	case "/s":
 		return fmt.Sprintf("%.1f/s", v)
+	case "x":
+		return fmt.Sprintf("%.2fx", v)
 	}
 	return fmt.Sprintf("%.0f", v)
 }
@@ -411,7 +450,11 @@ func rangeOf(s Spread, unit string) string {
 	if s.N == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%s–%s (%d)", strings.TrimSuffix(strings.TrimSuffix(value(s.Min, unit), " ms"), "/s"), value(s.Max, unit), s.N)
+	lo := value(s.Min, unit)
+	for _, u := range []string{" ms", "/s", "x"} {
+		lo = strings.TrimSuffix(lo, u)
+	}
+	return fmt.Sprintf("%s–%s (%d)", lo, value(s.Max, unit), s.N)
 }
 
 func ratioText(r *float64) string {
@@ -423,6 +466,8 @@ func ratioText(r *float64) string {
 
 func yesNo(f Figure) string {
 	switch {
+	case f.ShownOnly:
+		return "(shown)"
 	case f.Real.N == 0:
 		return "no (no undisturbed run)"
 	case f.Within:
@@ -488,10 +533,22 @@ func (r *Result) exclusions() []string {
 
 // verdict returns the closing line.
 func (r *Result) verdict() string {
-	if r.Outside == 0 {
-		return fmt.Sprintf("every figure within %.0f%% (%d figures)", 100*r.Tolerance, len(r.Figures))
+	judged, shown := 0, 0
+	for _, f := range r.Figures {
+		if f.ShownOnly {
+			shown++
+		} else {
+			judged++
+		}
 	}
-	s := fmt.Sprintf("%d of %d figures NOT within %.0f%%", r.Outside, len(r.Figures), 100*r.Tolerance)
+	also := ""
+	if shown > 0 {
+		also = fmt.Sprintf("; %s shown, not judged", reports.Plural(shown, "quiet/solo figure"))
+	}
+	if r.Outside == 0 {
+		return fmt.Sprintf("every judged figure within %.0f%% (%d figures%s)", 100*r.Tolerance, judged, also)
+	}
+	s := fmt.Sprintf("%d of %d judged figures NOT within %.0f%%%s", r.Outside, judged, 100*r.Tolerance, also)
 	if r.Unjudged > 0 {
 		s += fmt.Sprintf(" (%d with no undisturbed real run to compare)", r.Unjudged)
 	}

@@ -68,7 +68,7 @@ func TestCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"1.50 ms", "1.00–2.00 ms (2)", "1.47x", "(0.00x)", "excluded as DISTURBED or incomplete (real run and its simulation out of the medians): c 3 of 5",
-		"1 of 3 figures NOT within 25%"} {
+		"1 of 3 judged figures NOT within 25%"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
@@ -84,6 +84,52 @@ func TestCompare(t *testing.T) {
 	res = Compare([]Run{{Name: "run-2", Seed: 2, Real: rep(1, 100, 0, "run (c)"), Sim: rep(1, 100, 0, "")}}, DefaultTolerance)
 	if res.Outside != 3 || res.Unjudged != 3 || res.Figures[0].Ratio != nil {
 		t.Errorf("all excluded: outside %d unjudged %d ratio %v", res.Outside, res.Unjudged, res.Figures[0].Ratio)
+	}
+}
+
+// TestCompareQuietOverSolo: each run's quiet p99 over its own solo p99,
+// real and simulated, shown beside the judged figures and never judged: a
+// simulation whose p99 is off by the machine's speed on the day (every
+// call of the real run 2x slower, solo too) has the real ratio.
+func TestCompareQuietOverSolo(t *testing.T) {
+	withSolo := func(r *reports.Report, solo float64) *reports.Report {
+		r.Configurations[0].SoloQuietAll = []reports.TenantRow{{Tenant: reports.QuietAll, Class: "lookup", Count: 100, P99: solo}}
+		return r
+	}
+	runs := []Run{
+		{Name: "run-2", Seed: 2, Real: withSolo(rep(4, 100, 0, ""), 2), Sim: withSolo(rep(2, 100, 0, ""), 1)},
+		{Name: "run-3", Seed: 3, Real: withSolo(rep(6, 100, 0, ""), 2), Sim: withSolo(rep(1.5, 100, 0, ""), 1)},
+		// No solo p99: no ratio, left out of the quiet/solo medians alone.
+		{Name: "run-4", Seed: 4, Real: rep(5, 100, 0, ""), Sim: rep(2, 100, 0, "")},
+	}
+	res := Compare(runs, DefaultTolerance)
+	if len(res.Figures) != 4 {
+		t.Fatalf("%d figures, want 4 (quiet p99, quiet/solo, throughput, rejected): %+v", len(res.Figures), res.Figures)
+	}
+	qs := res.Figures[1]
+	if qs.Kind != KindQuietOverSolo || qs.Name() != "quiet/solo lookup" || !qs.ShownOnly || qs.Within {
+		t.Errorf("figure 1: %+v, want quiet/solo lookup, shown only", qs)
+	}
+	if qs.Real != (Spread{N: 2, Median: 2.5, Min: 2, Max: 3}) || qs.Sim != (Spread{N: 2, Median: 1.75, Min: 1.5, Max: 2}) || qs.Ratio == nil || *qs.Ratio != 0.7 {
+		t.Errorf("quiet/solo real %+v sim %+v ratio %v, want medians 2.5 and 1.75, 0.70x", qs.Real, qs.Sim, qs.Ratio)
+	}
+	// The quiet p99 (2/5 and more) is outside; the quiet/solo (0.70x) is
+	// not counted though it is outside too.
+	if res.Outside != 1 {
+		t.Errorf("outside %d, want 1 (the quiet p99 alone)", res.Outside)
+	}
+	var text bytes.Buffer
+	if err := WriteText(&text, res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"quiet/solo lookup", "2.50x", "2.00–3.00x (2)", "(shown)", "1 of 3 judged figures NOT within 25%; 1 quiet/solo figure shown, not judged"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	res.AddCalibration([]*reports.Report{withSolo(rep(3, 100, 0, ""), 1)})
+	if c := res.Figures[1].Calibration; c == nil || c.Median != 3 {
+		t.Errorf("calibration quiet/solo %+v, want 3", c)
 	}
 }
 
