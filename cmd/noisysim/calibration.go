@@ -124,7 +124,9 @@ func runReports(dir string) ([]string, error) {
 	var runs []numbered
 	for _, e := range entries {
 		m := runDir.FindStringSubmatch(e.Name())
-		if m == nil || !e.IsDir() {
+		// run-K may be a link to a run's directory (runs of several
+		// --repeat series gathered in one place): its report.json decides.
+		if m == nil {
 			continue
 		}
 		f := filepath.Join(dir, e.Name(), reports.JSONFile)

@@ -36,13 +36,15 @@ simulates every other run at that run's seed and prints, per configuration,
 the quiet (all) p99 of each quiet class, the achieved rate and the
 rejections of the quiet_p99 window: the real runs' median and spread, the
 simulated median and spread, their ratio and whether it is within 25%, then
-the ratio per seed. A real run whose machine guard marked a window of a
+the ratio per seed; beside each quiet class, its quiet p99 over the run's
+own solo p99 (quiet/solo, real and simulated: shown, not judged). A real
+run whose machine guard marked a window of a
 configuration DISTURBED, or that was cut short (incomplete), is left out
 of that configuration's medians (its simulation too), and counted. Notes on the calibration (DISTURBED windows,
 a run cut short or failed, other data than SCENARIO's) are printed as note:
 lines and written to the validation. --out DIR2 writes validate.json and
 validate.md there (never over existing ones). Exit codes with --against: 0,
-or 99 with --check when a figure is not within 25%; 2 for DIR missing or
+or 99 with --check when a judged figure is not within 25%; 2 for DIR missing or
 with fewer than 2 reports, a report of another scenario or shape, a
 simulated report among them, an --out holding a validation, --against "".
 

@@ -108,7 +108,7 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 	}
 	if f.check && res.Outside > 0 {
 		return fmt.Errorf("%w: scenario %s: %d of %d figures of the simulation not within %.0f%% of the real runs' (--check)",
-			errAssertionFailed, sc.Name, res.Outside, len(res.Figures), 100*simval.DefaultTolerance)
+			errAssertionFailed, sc.Name, res.Outside, res.Judged(), 100*simval.DefaultTolerance)
 	}
 	return nil
 }

@@ -531,16 +531,21 @@ func (r *Result) exclusions() []string {
 	return lines
 }
 
-// verdict returns the closing line.
-func (r *Result) verdict() string {
-	judged, shown := 0, 0
+// Judged returns how many of r's figures are judged (not ShownOnly).
+func (r *Result) Judged() int {
+	n := 0
 	for _, f := range r.Figures {
-		if f.ShownOnly {
-			shown++
-		} else {
-			judged++
+		if !f.ShownOnly {
+			n++
 		}
 	}
+	return n
+}
+
+// verdict returns the closing line.
+func (r *Result) verdict() string {
+	judged := r.Judged()
+	shown := len(r.Figures) - judged
 	also := ""
 	if shown > 0 {
 		also = fmt.Sprintf("; %s shown, not judged", reports.Plural(shown, "quiet/solo figure"))
