@@ -360,7 +360,7 @@ func (r *Result) calibrationLines(markdown bool) []string {
 		fmt.Fprintf(&b, "| Configuration | Figure | Calibration runs' real median | Min–max (n) | Calibration/real | Within %.0f%% |\n|---|---|---|---|---|---|\n", 100*r.Tolerance)
 		for _, f := range rows {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", f.Configuration, f.Name(), median(*f.Calibration, f.Unit), rangeOf(*f.Calibration, f.Unit),
-				ratioText(f.CalibrationRatio), yesNoRatio(r, f.CalibrationRatio))
+				ratioText(f.CalibrationRatio), calibrationYesNo(r, f))
 		}
 	} else {
 		b.WriteString(title + "\n")
@@ -368,7 +368,7 @@ func (r *Result) calibrationLines(markdown bool) []string {
 		fmt.Fprintf(tw, "configuration\tfigure\tcalibration runs' real median\tmin–max (n)\tcalibration/real\twithin %.0f%%\n", 100*r.Tolerance)
 		for _, f := range rows {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Configuration, f.Name(), median(*f.Calibration, f.Unit), rangeOf(*f.Calibration, f.Unit),
-				ratioText(f.CalibrationRatio), yesNoRatio(r, f.CalibrationRatio))
+				ratioText(f.CalibrationRatio), calibrationYesNo(r, f))
 		}
 		tw.Flush()
 	}
@@ -384,6 +384,15 @@ func (r *Result) calibrationLines(markdown bool) []string {
 			100*r.Tolerance, strings.Join(apart, ", ")))
 	}
 	return lines
+}
+
+// calibrationYesNo says whether f's calibration runs lie within the
+// tolerance of the compared runs: "(shown)" for a figure not judged.
+func calibrationYesNo(r *Result, f Figure) string {
+	if f.ShownOnly {
+		return "(shown)"
+	}
+	return yesNoRatio(r, f.CalibrationRatio)
 }
 
 func yesNoRatio(r *Result, x *float64) string {

@@ -131,6 +131,20 @@ func TestCompareQuietOverSolo(t *testing.T) {
 	if c := res.Figures[1].Calibration; c == nil || c.Median != 3 {
 		t.Errorf("calibration quiet/solo %+v, want 3", c)
 	}
+	// Nor is it judged in the calibration runs' table: a calibration
+	// quiet/solo 2.4x the real median's is shown, not marked NO.
+	res.AddCalibration([]*reports.Report{withSolo(rep(6, 100, 0, ""), 1)})
+	for _, markdown := range []bool{false, true} {
+		lines := res.calibrationLines(markdown)
+		if len(lines) == 0 {
+			t.Fatalf("no calibration table")
+		}
+		for _, l := range strings.Split(lines[0], "\n") {
+			if strings.Contains(l, "quiet/solo lookup") && (!strings.Contains(l, "2.40x") || !strings.Contains(l, "(shown)") || strings.Contains(l, "NO")) {
+				t.Errorf("calibration table (markdown %v): %q, want 2.40x (shown)", markdown, l)
+			}
+		}
+	}
 }
 
 // TestWriteDirNeverOverwrites: a validation there already is refused
