@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,7 +103,7 @@ func calibrationFiles(path string) ([]string, error) {
 	}
 	runs, err := runReports(path)
 	if err != nil {
-		return nil, errors.Unwrap(err)
+		return nil, bareErr(err)
 	}
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("a directory with no %s and no run-K/%s (want a report.json, or what noisysim run --out DIR or run --repeat N --out DIR wrote)", reports.JSONFile, reports.JSONFile)
@@ -129,7 +130,20 @@ func runReports(dir string) ([]string, error) {
 		if m == nil {
 			continue
 		}
-		f := filepath.Join(dir, e.Name(), reports.JSONFile)
+		p := filepath.Join(dir, e.Name())
+		f := filepath.Join(p, reports.JSONFile)
+		if e.Type()&fs.ModeSymlink != 0 {
+			// Someone linked it as a run: one that leads nowhere (broken,
+			// a loop) or to no run is a mistake, not a run fewer.
+			st, err := os.Stat(p)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("%s: a link that leads to no run directory: %v", p, bareErr(err))
+			case !st.IsDir() || !fileExists(f):
+				target, _ := os.Readlink(p)
+				return nil, fmt.Errorf("%s: a link to %s, not a run's directory (no %s in it)", p, target, reports.JSONFile)
+			}
+		}
 		if !fileExists(f) {
 			continue
 		}
@@ -142,6 +156,15 @@ func runReports(dir string) ([]string, error) {
 		out = append(out, r.file)
 	}
 	return out, nil
+}
+
+// bareErr returns err without its *os.PathError's operation and path
+// (the caller names the path), or err itself when it wraps nothing.
+func bareErr(err error) error {
+	if u := errors.Unwrap(err); u != nil {
+		return u
+	}
+	return err
 }
 
 func fileExists(path string) bool {

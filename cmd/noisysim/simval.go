@@ -119,18 +119,28 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 func readRuns(dir string, sc *scenario.Scenario, only string) ([]realRun, error) {
 	paths, err := runReports(dir)
 	if err != nil {
-		return nil, usagef("simulate: --against %s: %v (want what noisysim run --repeat N --out DIR writes, or a sweep's directory: noisysim sweep --out DIR)", dir, errors.Unwrap(err))
+		return nil, usagef("simulate: --against %s: %v (want what noisysim run --repeat N --out DIR writes, or a sweep's directory: noisysim sweep --out DIR)", dir, bareErr(err))
 	}
 	if len(paths) < 2 {
 		return nil, usagef("simulate: --against %s: %d run reports (run-N/report.json) and no %s; want at least 2 runs (noisysim run SCENARIO --repeat N --out %s writes them) or a real sweep (noisysim sweep SCENARIO --vary KEY=LO..HI --out %s writes %s)",
 			dir, len(paths), sweep.JSONFile, dir, dir, sweep.JSONFile)
 	}
 	var runs []realRun
+	seen := map[int64]string{}
 	for _, path := range paths {
 		rep, err := reports.ReadFile(path)
 		if err != nil {
 			return nil, usagef("simulate: --against: %v", err)
 		}
+		// A seed twice is a run counted twice in the medians (the same
+		// run linked twice), and the table per seed shows one of them.
+		if other, dup := seen[rep.Seed]; dup {
+			if sameFile(path, other) {
+				return nil, usagef("simulate: --against: %s is %s again (two links to one run): give each run once", path, other)
+			}
+			return nil, usagef("simulate: --against: %s: seed %d again (%s is of it too): give each run once, each at its own seed", path, rep.Seed, other)
+		}
+		seen[rep.Seed] = path
 		switch {
 		case rep.Simulated != nil:
 			return nil, usagef("simulate: --against: %s is a simulated report; compare with real runs'", path)

@@ -215,6 +215,38 @@ func TestSimulateAgainstBadInput(t *testing.T) {
 	o := realRunReport(42, 1, 1000, 0, "")
 	o.Configurations = o.Configurations[:1]
 	writeReport(t, filepath.Join(onlyNaive, "run-2"), o)
+	twice := filepath.Join(dir, "twice") // one run linked twice
+	writeReport(t, filepath.Join(dir, "series", "run-1"), realRunReport(41, 1, 1000, 0, ""))
+	writeReport(t, filepath.Join(dir, "series", "run-2"), realRunReport(42, 1, 1000, 0, ""))
+	writeReport(t, filepath.Join(dir, "series2", "run-1"), realRunReport(42, 1, 1000, 0, ""))
+	link := func(target, name string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("../series/run-1", filepath.Join(twice, "run-1"))
+	link("../series/run-2", filepath.Join(twice, "run-2"))
+	link("../series/run-2", filepath.Join(twice, "run-3"))
+	seedTwice := filepath.Join(dir, "seedtwice") // two runs of one seed
+	link("../series/run-1", filepath.Join(seedTwice, "run-1"))
+	link("../series/run-2", filepath.Join(seedTwice, "run-2"))
+	link("../series2/run-1", filepath.Join(seedTwice, "run-3"))
+	broken := filepath.Join(dir, "broken")
+	link("../series/run-1", filepath.Join(broken, "run-1"))
+	link("../series/run-2", filepath.Join(broken, "run-2"))
+	link("../series/run-9", filepath.Join(broken, "run-3"))
+	loop := filepath.Join(dir, "loop")
+	link("../series/run-1", filepath.Join(loop, "run-1"))
+	link("../series/run-2", filepath.Join(loop, "run-2"))
+	link("run-3", filepath.Join(loop, "run-3"))
+	norun := filepath.Join(dir, "norun")
+	link("../series/run-1", filepath.Join(norun, "run-1"))
+	link("../series/run-2", filepath.Join(norun, "run-2"))
+	link("..", filepath.Join(norun, "run-3"))
 	existing := filepath.Join(dir, "existing")
 	if err := os.MkdirAll(existing, 0o755); err != nil {
 		t.Fatal(err)
@@ -233,6 +265,11 @@ func TestSimulateAgainstBadInput(t *testing.T) {
 		"a simulated report": {[]string{"simulate", sc, "--against", simulated}, filepath.Join(simulated, "run-2", "report.json") + " is a simulated report"},
 		"another scenario":   {[]string{"simulate", sc, "--against", named}, filepath.Join(named, "run-2", "report.json") + ` is a run of scenario "noisy-neighbor", not "ci-gate"`},
 		"a configuration":    {[]string{"simulate", sc, "--against", onlyNaive}, filepath.Join(onlyNaive, "run-2", "report.json") + ` has no configuration "isolated"`},
+		"one run twice":      {[]string{"simulate", sc, "--against", twice}, filepath.Join(twice, "run-3", "report.json") + " is " + filepath.Join(twice, "run-2", "report.json") + " again (two links to one run): give each run once"},
+		"a seed twice":       {[]string{"simulate", sc, "--against", seedTwice}, filepath.Join(seedTwice, "run-3", "report.json") + ": seed 42 again (" + filepath.Join(seedTwice, "run-2", "report.json") + " is of it too)"},
+		"a broken link":      {[]string{"simulate", sc, "--against", broken}, "--against " + broken + ": " + filepath.Join(broken, "run-3") + ": a link that leads to no run directory: no such file or directory"},
+		"a link loop":        {[]string{"simulate", sc, "--against", loop}, "--against " + loop + ": " + filepath.Join(loop, "run-3") + ": a link that leads to no run directory: too many levels of symbolic links"},
+		"a link to no run":   {[]string{"simulate", sc, "--against", norun}, "--against " + norun + ": " + filepath.Join(norun, "run-3") + ": a link to .., not a run's directory (no report.json in it)"},
 		"existing out":       {[]string{"simulate", sc, "--against", good, "--out", existing}, filepath.Join(existing, simval.MarkdownFile) + ": file already exists; noisysim does not overwrite it"},
 		"check alone":        {[]string{"simulate", sc, "--calibrate", filepath.Join(good, "run-1", "report.json"), "--check"}, "--check needs --against DIR (noisysim run --repeat N --out DIR's runs, or noisysim sweep --out DIR's sweep)"},
 		"empty against":      {[]string{"simulate", sc, "--against", "", "--calibrate", filepath.Join(good, "run-1", "report.json")}, "simulate: --against: empty (want a directory: what noisysim run --repeat N --out DIR or noisysim sweep --out DIR wrote)"},
