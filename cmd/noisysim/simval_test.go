@@ -215,7 +215,6 @@ func TestSimulateAgainstBadInput(t *testing.T) {
 	o := realRunReport(42, 1, 1000, 0, "")
 	o.Configurations = o.Configurations[:1]
 	writeReport(t, filepath.Join(onlyNaive, "run-2"), o)
-	twice := filepath.Join(dir, "twice") // one run linked twice
 	writeReport(t, filepath.Join(dir, "series", "run-1"), realRunReport(41, 1, 1000, 0, ""))
 	writeReport(t, filepath.Join(dir, "series", "run-2"), realRunReport(42, 1, 1000, 0, ""))
 	writeReport(t, filepath.Join(dir, "series2", "run-1"), realRunReport(42, 1, 1000, 0, ""))
@@ -228,25 +227,20 @@ func TestSimulateAgainstBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	link("../series/run-1", filepath.Join(twice, "run-1"))
-	link("../series/run-2", filepath.Join(twice, "run-2"))
-	link("../series/run-2", filepath.Join(twice, "run-3"))
-	seedTwice := filepath.Join(dir, "seedtwice") // two runs of one seed
-	link("../series/run-1", filepath.Join(seedTwice, "run-1"))
-	link("../series/run-2", filepath.Join(seedTwice, "run-2"))
-	link("../series2/run-1", filepath.Join(seedTwice, "run-3"))
-	broken := filepath.Join(dir, "broken")
-	link("../series/run-1", filepath.Join(broken, "run-1"))
-	link("../series/run-2", filepath.Join(broken, "run-2"))
-	link("../series/run-9", filepath.Join(broken, "run-3"))
-	loop := filepath.Join(dir, "loop")
-	link("../series/run-1", filepath.Join(loop, "run-1"))
-	link("../series/run-2", filepath.Join(loop, "run-2"))
-	link("run-3", filepath.Join(loop, "run-3"))
-	norun := filepath.Join(dir, "norun")
-	link("../series/run-1", filepath.Join(norun, "run-1"))
-	link("../series/run-2", filepath.Join(norun, "run-2"))
-	link("..", filepath.Join(norun, "run-3"))
+	// gathered links the series' two runs as run-1 and run-2 and third
+	// as run-3 into a directory of its own.
+	gathered := func(name, third string) string {
+		d := filepath.Join(dir, name)
+		link("../series/run-1", filepath.Join(d, "run-1"))
+		link("../series/run-2", filepath.Join(d, "run-2"))
+		link(third, filepath.Join(d, "run-3"))
+		return d
+	}
+	twice := gathered("twice", "../series/run-2")          // one run linked twice
+	seedTwice := gathered("seedtwice", "../series2/run-1") // two runs of one seed
+	broken := gathered("broken", "../series/run-9")
+	loop := gathered("loop", "run-3")
+	norun := gathered("norun", "..")
 	existing := filepath.Join(dir, "existing")
 	if err := os.MkdirAll(existing, 0o755); err != nil {
 		t.Fatal(err)
