@@ -77,17 +77,27 @@ func FiguresOf(rep *reports.Report) map[string]Figures {
 	return out
 }
 
-// quietOverSolo returns the getter of class's quiet p99 over its solo p99:
-// none when either is missing or the solo's is 0.
-func quietOverSolo(class string) func(Figures) (float64, bool) {
-	return func(f Figures) (float64, bool) {
+// value returns figure kind of class (a quiet class for KindQuietP99 and
+// KindQuietOverSolo) in f: none when f lacks it (a quiet/solo without a
+// solo p99 above 0).
+func (f Figures) value(kind, class string) (float64, bool) {
+	switch kind {
+	case KindQuietP99:
+		v, ok := f.QuietP99[class]
+		return v, ok
+	case KindQuietOverSolo:
 		q, ok := f.QuietP99[class]
 		s := f.SoloP99[class]
 		if !ok || s <= 0 {
 			return 0, false
 		}
 		return q / s, true
+	case KindThroughput:
+		return f.Throughput, true
+	case KindRejected:
+		return float64(f.Rejected), true
 	}
+	return 0, false
 }
 
 // Run is one real run and its simulation at the same seed.
@@ -242,13 +252,12 @@ func Compare(runs []Run, tolerance float64) *Result {
 				}
 			}
 		}
-		type getter func(Figures) (float64, bool)
-		add := func(kind, class, unit string, get getter) {
+		add := func(kind, class, unit string) {
 			f := Figure{Configuration: c, Kind: kind, Class: class, Unit: unit, ShownOnly: kind == KindQuietOverSolo}
 			var rs, ss []float64
 			for i, r := range runs {
-				rv, rok := get(figs[i][c].real)
-				sv, sok := get(figs[i][c].sim)
+				rv, rok := figs[i][c].real.value(kind, class)
+				sv, sok := figs[i][c].sim.value(kind, class)
 				if !rok || !sok {
 					continue
 				}
@@ -275,13 +284,13 @@ func Compare(runs []Run, tolerance float64) *Result {
 			res.Figures = append(res.Figures, f)
 		}
 		for _, cl := range classes {
-			add(KindQuietP99, cl, "ms", func(f Figures) (float64, bool) { v, ok := f.QuietP99[cl]; return v, ok })
+			add(KindQuietP99, cl, "ms")
 		}
 		for _, cl := range classes {
-			add(KindQuietOverSolo, cl, "x", quietOverSolo(cl))
+			add(KindQuietOverSolo, cl, "x")
 		}
-		add(KindThroughput, "", "/s", func(f Figures) (float64, bool) { return f.Throughput, true })
-		add(KindRejected, "", "calls", func(f Figures) (float64, bool) { return float64(f.Rejected), true })
+		add(KindThroughput, "", "/s")
+		add(KindRejected, "", "calls")
 	}
 	return res
 }
@@ -308,19 +317,8 @@ func (r *Result) AddCalibration(cal []*reports.Report) {
 			if !ok {
 				continue
 			}
-			switch f.Kind {
-			case KindQuietP99:
-				if v, ok := fig.QuietP99[f.Class]; ok {
-					vs = append(vs, v)
-				}
-			case KindThroughput:
-				vs = append(vs, fig.Throughput)
-			case KindRejected:
-				vs = append(vs, float64(fig.Rejected))
-			case KindQuietOverSolo:
-				if v, ok := quietOverSolo(f.Class)(fig); ok {
-					vs = append(vs, v)
-				}
+			if v, ok := fig.value(f.Kind, f.Class); ok {
+				vs = append(vs, v)
 			}
 		}
 		if len(vs) == 0 {
