@@ -288,6 +288,9 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 	res.Scenario, res.Against, res.Calibration, res.CalibrationSeed, res.CalibrationSeeds = sc.Name, path, cal.name(), cal.primary().Seed, cal.seeds()
 	res.CalibrationDisturbed, res.CalibrationNotes = cal.disturbed(), cal.notes(sc)
 	res.Notes = notes
+	calTrials, unplaced := calibrationTrials(cal, real.Vary)
+	res.AddCalibration(calTrials)
+	res.CalibrationUnplaced = unplaced
 	if err := simval.WriteSweepText(a.stdout, res); err != nil {
 		return err
 	}
@@ -322,6 +325,43 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 			errAssertionFailed, sc.Name, 100*simval.DefaultTolerance, strings.Join(outside, "; "))
 	}
 	return nil
+}
+
+// calibrationTrials returns cal's runs as a sweep's trials at the values
+// of vary's keys their scenario files give, and why a run's values are not
+// known: its file not readable here, or a key it does not have as a
+// number (a calibrated rate: its value is set at run time).
+func calibrationTrials(cal *calibration, vary []sweep.VaryDoc) (trials []simval.CalibrationTrial, unplaced []string) {
+	for i, rep := range cal.reps {
+		if rep.File == "" {
+			unplaced = append(unplaced, cal.files[i]+": the report names no scenario file")
+			continue
+		}
+		src, err := sweep.Load(rep.File)
+		if err != nil {
+			unplaced = append(unplaced, fmt.Sprintf("%s: its scenario file %s is not readable here (%v)", cal.files[i], rep.File, err))
+			continue
+		}
+		values := map[string]float64{}
+		for _, v := range vary {
+			k, err := src.Lookup(v.Key)
+			switch {
+			case err != nil:
+				unplaced = append(unplaced, fmt.Sprintf("%s: %s in %s: %v", cal.files[i], v.Key, rep.File, err))
+			case k.Calibrated():
+				unplaced = append(unplaced, fmt.Sprintf("%s: %s in %s is a calibrated rate (load_factor), set at run time", cal.files[i], v.Key, rep.File))
+			default:
+				values[v.Key] = k.Value
+				continue
+			}
+			values = nil
+			break
+		}
+		if values != nil {
+			trials = append(trials, simval.CalibrationTrial{Values: values, Trial: sweep.TrialOf(rep, rep.Seed)})
+		}
+	}
+	return trials, unplaced
 }
 
 // checkSweepAgainst checks that real (read from path) is a finished real

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -376,6 +377,33 @@ func TestSimulateAgainstSweep(t *testing.T) {
 	}
 	if md, err := os.ReadFile(filepath.Join(out, simval.MarkdownFile)); err != nil || !strings.Contains(string(md), "## Configuration isolated") {
 		t.Errorf("validate.md (err %v):\n%s", err, md)
+	}
+	// The calibration report names no scenario file: its point is not
+	// known, and the terminal says so.
+	if want := "calibration runs not set beside the sweep: " + cal + ": the report names no scenario file"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+	}
+	// A calibration run of ci-gate.yaml ran at classes.lookup.rate=200, a
+	// point of the sweep: its own real quiet p99 is set beside that
+	// point's, per configuration, and not beside 300's.
+	at := filepath.Join(dir, "calat", reports.JSONFile)
+	atRep := realRunReport(40, 1, 1000, 0, "")
+	atRep.File = sc
+	for _, c := range atRep.Configurations {
+		for _, class := range []string{"lookup", "page"} {
+			atRep.Assertions = append(atRep.Assertions, reports.Assertion{Name: harness.AssertQuietP99, Configuration: c.Name, Tenant: reports.QuietAll, Class: class, Observed: 1, Limit: 8, Unit: "ms", Op: "<=", Passed: true})
+		}
+	}
+	writeReport(t, filepath.Dir(at), atRep)
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"simulate", sc, "--against", same, "--calibrate", at, "--no-progress"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("calibrated at a point: exit %d\n%s", code, stderr.String())
+	}
+	calRows := regexp.MustCompile(`(?m)^(naive|isolated) +classes\.lookup\.rate=(\d+) +\d`).FindAllStringSubmatch(stdout.String(), -1)
+	if !strings.Contains(stdout.String(), "the calibration runs' own real quiet p99 at their point against the sweep's real median there") ||
+		len(calRows) != 2 || calRows[0][2] != "200" || calRows[1][2] != "200" || strings.Contains(stdout.String(), "not set beside") {
+		t.Errorf("calibrated at 200: calibration rows %q, want naive and isolated at 200:\n%s", calRows, stdout.String())
 	}
 
 	// --out never over a validation: exit 2, the files as they were.

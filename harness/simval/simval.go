@@ -333,8 +333,11 @@ func (r *Result) AddCalibration(cal []*reports.Report) {
 }
 
 // within reports whether x lies within r's tolerance of 1.
-func (r *Result) within(x *float64) bool {
-	return x != nil && *x >= 1-r.Tolerance && *x <= 1+r.Tolerance
+func (r *Result) within(x *float64) bool { return within(r.Tolerance, x) }
+
+// within reports whether x lies within tolerance of 1.
+func within(tolerance float64, x *float64) bool {
+	return x != nil && *x >= 1-tolerance && *x <= 1+tolerance
 }
 
 // calibrationLines returns, when AddCalibration was called, the table of
@@ -390,14 +393,14 @@ func calibrationYesNo(r *Result, f Figure) string {
 	if f.ShownOnly {
 		return "(shown)"
 	}
-	return yesNoRatio(r, f.CalibrationRatio)
+	return yesNoRatio(r.Tolerance, f.CalibrationRatio)
 }
 
-func yesNoRatio(r *Result, x *float64) string {
+func yesNoRatio(tolerance float64, x *float64) string {
 	switch {
 	case x == nil:
 		return "-"
-	case r.within(x):
+	case within(tolerance, x):
 		return "yes"
 	}
 	return "NO"

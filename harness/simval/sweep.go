@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,6 +89,22 @@ type SweepRow struct {
 	Throughput   Judged   `json:"throughput_per_s"`
 	// QuietOverSolo is informational: no verdict, not in the count.
 	QuietOverSolo Comparison `json:"quiet_over_solo"`
+	// Calibration, at the point the calibration runs ran at (each of the
+	// sweep's keys at their value), is their own real quiet p99 as a
+	// sweep keeps it (each run's quiet_class; a run DISTURBED or whose
+	// quiet figure is unjudged left out), and CalibrationRatio its median
+	// over QuietP99.Real.Median: what a model that reproduced its
+	// calibration exactly would show at this point (AddCalibration).
+	Calibration      *Spread  `json:"calibration_quiet_p99_ms,omitempty"`
+	CalibrationRatio *float64 `json:"calibration_over_real,omitempty"`
+}
+
+// CalibrationTrial is one calibration run seen as a sweep's trial: the
+// values of the sweep's keys it ran at (its scenario file's) and what a
+// sweep keeps of its report (sweep.TrialOf).
+type CalibrationTrial struct {
+	Values map[string]float64
+	Trial  sweep.Trial
 }
 
 // TrialRef names one trial of a sweep: its point's values and its seed,
@@ -143,6 +160,130 @@ type SweepResult struct {
 	// by construction and would only swell a joint count.
 	QuietP99   Tally `json:"quiet_p99"`
 	Throughput Tally `json:"throughput"`
+	// CalibrationAt names the points the calibration runs ran at
+	// ("classes.report.rate=16"), each once, and CalibrationUnplaced why a
+	// run's point is not known (AddCalibration).
+	CalibrationAt       []string `json:"calibration_at,omitempty"`
+	CalibrationUnplaced []string `json:"calibration_unplaced,omitempty"`
+}
+
+// AddCalibration sets, on each row at a point a calibration run of cal ran
+// at, Calibration and CalibrationRatio (SweepRow), and CalibrationAt.
+// The real trials at the calibration's point and the calibration runs
+// are two groups of seeds at the same settings: how far apart their
+// medians lie is how closely any model fitted to the calibration can
+// come there.
+func (r *SweepResult) AddCalibration(cal []CalibrationTrial) {
+	for _, c := range cal {
+		if at := r.pointText(c.Values); !slices.Contains(r.CalibrationAt, at) {
+			r.CalibrationAt = append(r.CalibrationAt, at)
+		}
+	}
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		var vs []float64
+		for _, c := range cal {
+			if c.Trial.Disturbed || !r.samePoint(c.Values, row.Values) {
+				continue
+			}
+			ix := slices.IndexFunc(c.Trial.Configurations, func(ct sweep.ConfigTrial) bool { return ct.Name == row.Configuration })
+			if ix < 0 {
+				continue
+			}
+			if ct := c.Trial.Configurations[ix]; !ct.QuietUnjudged && ct.QuietP99 > 0 {
+				vs = append(vs, ct.QuietP99)
+			}
+		}
+		if len(vs) == 0 {
+			continue
+		}
+		sp := sweep.SpreadOf(vs)
+		row.Calibration = &sp
+		if row.QuietP99.Real.N > 0 {
+			row.CalibrationRatio = ratio(row.QuietP99.Real.Median, sp.Median)
+		}
+	}
+}
+
+// samePoint reports whether a and b give each of r's keys the same value
+// (to a relative 1e-9: a value read from a scenario file against one a
+// sweep computed).
+func (r *SweepResult) samePoint(a, b map[string]float64) bool {
+	for _, k := range r.Keys {
+		x, okA := a[k]
+		y, okB := b[k]
+		if !okA || !okB || math.Abs(x-y) > 1e-9*max(math.Abs(x), math.Abs(y), 1) {
+			return false
+		}
+	}
+	return true
+}
+
+// calibrationLines returns, when AddCalibration was called, the
+// calibration runs' own real quiet p99 at their point against the sweep's
+// real median there, a line on the rows not within the tolerance whose
+// real groups lie as far apart themselves, or why no row could be set
+// beside them.
+func (r *SweepResult) calibrationLines(markdown bool) []string {
+	var rows []SweepRow
+	for _, row := range r.Rows {
+		if row.Calibration != nil {
+			rows = append(rows, row)
+		}
+	}
+	var lines []string
+	for _, u := range r.CalibrationUnplaced {
+		lines = append(lines, "calibration runs not set beside the sweep: "+u)
+	}
+	if len(rows) == 0 {
+		var at, off []string
+		for _, p := range r.CalibrationAt {
+			if slices.ContainsFunc(r.Rows, func(row SweepRow) bool { return r.pointText(row.Values) == p }) {
+				at = append(at, p)
+			} else {
+				off = append(off, p)
+			}
+		}
+		if len(off) > 0 {
+			lines = append(lines, fmt.Sprintf("the calibration runs ran at %s, not a point of this sweep: no real figure of theirs to set beside the sweep's", strings.Join(off, "; ")))
+		}
+		if len(at) > 0 {
+			lines = append(lines, fmt.Sprintf("the calibration runs at %s have no quiet figure to set beside the sweep's (each DISTURBED, or its quiet figure unjudged by quiet_p99)", strings.Join(at, "; ")))
+		}
+		return lines
+	}
+	var b strings.Builder
+	title := "the calibration runs' own real quiet p99 at their point against the sweep's real median there (what a model that reproduces its calibration exactly would show):"
+	w := fmt.Sprintf("within %.0f%%", 100*r.Tolerance)
+	if markdown {
+		fmt.Fprintf(&b, "The %s\n\n| Configuration | Point | Calibration runs' real median | Min–max (n) | Calibration/real | %s |\n|---|---|---|---|---|---|\n", strings.TrimPrefix(title, "the "), strings.ToUpper(w[:1])+w[1:])
+		for _, row := range rows {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", row.Configuration, r.pointText(row.Values), median(*row.Calibration, "ms"), rangeOf(*row.Calibration, "ms"),
+				ratioText(row.CalibrationRatio), yesNoRatio(r.Tolerance, row.CalibrationRatio))
+		}
+	} else {
+		b.WriteString(title + "\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "configuration\tpoint\tcalibration runs' real median\tmin–max (n)\tcalibration/real\t%s\n", w)
+		for _, row := range rows {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", row.Configuration, r.pointText(row.Values), median(*row.Calibration, "ms"), rangeOf(*row.Calibration, "ms"),
+				ratioText(row.CalibrationRatio), yesNoRatio(r.Tolerance, row.CalibrationRatio))
+		}
+		tw.Flush()
+	}
+	lines = append(lines, strings.TrimRight(b.String(), "\n"))
+	var apart []string
+	for _, row := range rows {
+		q := row.QuietP99
+		if !q.Unjudged() && !q.Within && row.CalibrationRatio != nil && !within(r.Tolerance, row.CalibrationRatio) {
+			apart = append(apart, fmt.Sprintf("%s %s (simulated %s, calibration runs %s the real median)", row.Configuration, r.pointText(row.Values), ratioText(q.Ratio), ratioText(row.CalibrationRatio)))
+		}
+	}
+	if len(apart) > 0 {
+		lines = append(lines, fmt.Sprintf("not within %.0f%% between the real runs themselves either: %s; a model fitted to the calibration runs cannot come closer than they are (more runs on each side narrow both medians)",
+			100*r.Tolerance, strings.Join(apart, ", ")))
+	}
+	return lines
 }
 
 // CompareSweep compares each trial of the real sweep with its simulation
@@ -254,7 +395,7 @@ func compare(real, sim []float64) Comparison {
 // judge compares real and sim (the same trials).
 func judge(real, sim []float64, tolerance float64) Judged {
 	j := Judged{Comparison: compare(real, sim)}
-	j.Within = j.Ratio != nil && *j.Ratio >= 1-tolerance && *j.Ratio <= 1+tolerance
+	j.Within = within(tolerance, j.Ratio)
 	return j
 }
 
@@ -451,6 +592,9 @@ func WriteSweepText(w io.Writer, r *SweepResult) error {
 		tw.Flush()
 	}
 	b.WriteString("\n")
+	for _, l := range r.calibrationLines(false) {
+		b.WriteString(l + "\n")
+	}
 	for _, l := range r.exclusions() {
 		b.WriteString(l + "\n")
 	}
@@ -477,6 +621,9 @@ func WriteSweepMarkdown(w io.Writer, r *SweepResult) error {
 			}
 		}
 		b.WriteString("\n")
+	}
+	for _, l := range r.calibrationLines(true) {
+		b.WriteString(l + "\n\n")
 	}
 	return writeMarkdownEnd(w, &b, r.exclusions(), r.verdict()...)
 }

@@ -253,3 +253,73 @@ func TestCompareSweepQuietUnjudged(t *testing.T) {
 		t.Errorf("markdown calls the unjudged row DISTURBED:\n%s", md.String())
 	}
 }
+
+// TestSweepAddCalibration: the calibration runs at a point of the sweep
+// set their own real quiet p99 beside that point's (DISTURBED or unjudged
+// runs left out); a row outside the tolerance whose real groups lie as far
+// apart is named; calibration runs at no point of the sweep are said so.
+func TestSweepAddCalibration(t *testing.T) {
+	d := sweepDoc() // real quiet p99 at 20: 21, 22, 23 (median 22)
+	res, err := CompareSweep(d, simOf(d, 1.4), "", DefaultTolerance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(rate, p99 float64, disturbed, unjudged bool) CalibrationTrial {
+		return CalibrationTrial{Values: map[string]float64{"rate": rate}, Trial: sweep.Trial{Disturbed: disturbed,
+			Configurations: []sweep.ConfigTrial{{Name: "c", QuietClass: "lookup", QuietP99: p99, QuietUnjudged: unjudged}}}}
+	}
+	res.AddCalibration([]CalibrationTrial{
+		run(20.000000000001, 30, false, false), run(20, 31, false, false), run(20, 1000, true, false), run(20, 2000, false, true),
+	})
+	if res.Rows[0].Calibration != nil {
+		t.Errorf("row at 10: calibration %+v; want none (the runs ran at 20)", *res.Rows[0].Calibration)
+	}
+	r := res.Rows[1]
+	if r.Calibration == nil || *r.Calibration != (Spread{Median: 30.5, Min: 30, Max: 31, N: 2}) || r.CalibrationRatio == nil || *r.CalibrationRatio != 30.5/22 {
+		t.Fatalf("row at 20: calibration %v ratio %v; want median 30.5 of 2 runs, ratio %v", r.Calibration, r.CalibrationRatio, 30.5/22)
+	}
+	var b bytes.Buffer
+	if err := WriteSweepText(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"calibration runs' own real quiet p99 at their point", "30.50 ms", "1.39x",
+		"not within 25% between the real runs themselves either: c rate=20 (simulated 1.40x, calibration runs 1.39x the real median)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := WriteSweepMarkdown(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| c | rate=20 | 30.50 ms |") {
+		t.Errorf("markdown lacks the calibration row:\n%s", b.String())
+	}
+
+	// Calibration runs as close as the simulation's target: nothing named.
+	res, _ = CompareSweep(d, simOf(d, 1.4), "", DefaultTolerance)
+	res.AddCalibration([]CalibrationTrial{run(20, 22, false, false)})
+	b.Reset()
+	WriteSweepText(&b, res)
+	if strings.Contains(b.String(), "themselves either") {
+		t.Errorf("calibration at the real median: a row named as apart:\n%s", b.String())
+	}
+
+	// At no point of the sweep.
+	res, _ = CompareSweep(d, simOf(d, 1), "", DefaultTolerance)
+	res.AddCalibration([]CalibrationTrial{run(15, 22, false, false)})
+	b.Reset()
+	WriteSweepText(&b, res)
+	if !strings.Contains(b.String(), "the calibration runs ran at rate=15, not a point of this sweep") {
+		t.Errorf("calibration at 15: %s", b.String())
+	}
+	// At a point of the sweep, but every run DISTURBED or unjudged.
+	res, _ = CompareSweep(d, simOf(d, 1), "", DefaultTolerance)
+	res.AddCalibration([]CalibrationTrial{run(20, 22, true, false), run(20, 22, false, true)})
+	b.Reset()
+	WriteSweepText(&b, res)
+	if !strings.Contains(b.String(), "the calibration runs at rate=20 have no quiet figure to set beside the sweep's") || strings.Contains(b.String(), "not a point") {
+		t.Errorf("calibration at 20, none usable: %s", b.String())
+	}
+}

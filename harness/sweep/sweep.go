@@ -394,7 +394,7 @@ func (sw *Sweep) point(ctx context.Context, set []Setting, only string) (*Point,
 			if err != nil {
 				return nil, fmt.Errorf("point %s trial %d (seed %d): %w", key, i+1, seed, err)
 			}
-			t, notes = trialOf(rep, seed), rep.Notes
+			t, notes = TrialOf(rep, seed), rep.Notes
 		}
 		if ix < 0 {
 			sw.doc.Points = append(sw.doc.Points, Point{Values: values, Only: only, Notes: slices.Clone(sw.priorNotes[key])})
@@ -437,8 +437,9 @@ func mapsKeys(m map[string]float64) func(func(string) bool) {
 	}
 }
 
-// trialOf reduces one run's report to what a sweep keeps of it.
-func trialOf(rep *reports.Report, seed int64) Trial {
+// TrialOf reduces one run's report to what a sweep keeps of it: the
+// figures of a trial at seed (sweep.json's points[].trials[]).
+func TrialOf(rep *reports.Report, seed int64) Trial {
 	t := Trial{Seed: seed, Passed: rep.Passed, Disturbed: rep.Machine != nil && len(rep.Machine.Disturbed()) > 0}
 	for _, c := range rep.Configurations {
 		ct := ConfigTrial{Name: c.Name, Held: true, Throughput: c.Stats.AchievedRate, TargetRate: c.Stats.TargetRate,

@@ -38,7 +38,7 @@ func TestTrialQuietClassJudged(t *testing.T) {
 		{"another configuration's", []reports.Assertion{{Name: harness.AssertQuietP99, Configuration: "isolated", Tenant: reports.QuietAll, Class: "page"}}, "report", 3.5, true},
 	} {
 		rep.Assertions = tc.checks
-		ct := trialOf(rep, 42).Configurations[0]
+		ct := TrialOf(rep, 42).Configurations[0]
 		if ct.QuietClass != tc.class || ct.QuietOverSolo != tc.ratio || ct.QuietUnjudged != tc.unjudged {
 			t.Errorf("%s: quiet class %q at %.2f× solo, unjudged %v; want %q at %.2f×, unjudged %v",
 				tc.name, ct.QuietClass, ct.QuietOverSolo, ct.QuietUnjudged, tc.class, tc.ratio, tc.unjudged)
@@ -63,7 +63,7 @@ func TestTrialQuietUnjudgedNoSolo(t *testing.T) {
 	}{{"lookup judged", false, "lookup", false}, {"lookup skipped", true, "report", true}} {
 		rep.Assertions = []reports.Assertion{{Name: harness.AssertQuietP99, Configuration: "naive", Tenant: reports.QuietAll,
 			Class: "lookup", Skipped: tc.skipped}}
-		ct := trialOf(rep, 1).Configurations[0]
+		ct := TrialOf(rep, 1).Configurations[0]
 		if ct.QuietClass != tc.class || ct.QuietUnjudged != tc.unjudged {
 			t.Errorf("%s: quiet class %q unjudged %v; want %q unjudged %v", tc.name, ct.QuietClass, ct.QuietUnjudged, tc.class, tc.unjudged)
 		}
