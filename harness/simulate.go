@@ -1158,10 +1158,7 @@ func calibrationScenario(rep *reports.Report, sc *scenario.Scenario, cal *Calibr
 	file := "is not readable here"
 	if rep.File != "" {
 		if f, err := scenario.Load(rep.File); err == nil && f.Name == rep.Scenario {
-			if rep.ScheduleHash == "" {
-				return f, ""
-			}
-			if f = f.WithSeed(rep.Seed); scheduleHash(f, cal) == rep.ScheduleHash {
+			if f, edited := ranAsFiled(f, rep, cal); !edited {
 				return f, ""
 			}
 			file = "no longer gives the run's schedule (edited since)"
@@ -1173,6 +1170,48 @@ func calibrationScenario(rep *reports.Report, sc *scenario.Scenario, cal *Calibr
 	}
 	return nil, fmt.Sprintf("the calibration's scenario file %q %s and the simulated scenario at its seed %d has another schedule, so the calibration's tenants' rows are not known",
 		rep.File, file, rep.Seed)
+}
+
+// ranAsFiled returns f, rep's scenario file, at rep's seed, and whether it
+// was edited since rep's run: at rep's seed, with its calibrated classes'
+// rates set from cal, it does not give rep's schedule_hash (a report
+// without a hash is taken at its word).
+func ranAsFiled(f *scenario.Scenario, rep *reports.Report, cal *Calibration) (*scenario.Scenario, bool) {
+	if rep.ScheduleHash == "" {
+		return f, false
+	}
+	f = f.WithSeed(rep.Seed)
+	return f, scheduleHash(f, cal) != rep.ScheduleHash
+}
+
+// RunScenario returns the scenario rep, a real run's report, ran: its
+// scenario file (Report.File) read here, of rep's scenario and, at rep's
+// seed, of rep's schedule_hash (not edited since: the same tenants,
+// shares, rates; its calibrated classes' rates set from rep's
+// calibrations, as the run set them; a report without a hash is taken at
+// its word). Else an error that says which of these it is not.
+func RunScenario(rep *reports.Report) (*scenario.Scenario, error) {
+	if rep.File == "" {
+		return nil, errors.New("the report names no scenario file")
+	}
+	f, err := scenario.Load(rep.File)
+	if err != nil {
+		return nil, fmt.Errorf("its scenario file %s is not readable here (%w)", rep.File, err)
+	}
+	if f.Name != rep.Scenario {
+		return nil, fmt.Errorf("its scenario file %s is now of scenario %q, not the report's %q", rep.File, f.Name, rep.Scenario)
+	}
+	cal := &Calibration{wall: map[string]time.Duration{}}
+	for _, k := range rep.Calibrations {
+		if k.ServiceMean > 0 {
+			cal.wall[k.Class] = msDuration(k.ServiceMean)
+		}
+	}
+	f, edited := ranAsFiled(f, rep, cal)
+	if edited {
+		return nil, fmt.Errorf("its scenario file %s no longer gives the run's schedule at its seed %d (edited since the run)", rep.File, rep.Seed)
+	}
+	return f, nil
 }
 
 // scheduleHash is the schedule_hash a run of sc would have with its

@@ -361,6 +361,42 @@ func sliceCalibration(t *testing.T, sc *scenario.Scenario, seed int64, p99 float
 	return cal
 }
 
+// TestRunScenario: a report's scenario file is the scenario it ran while,
+// at its seed and with its calibrated rate (report, a load_factor class)
+// set from its calibrations, it gives the report's schedule_hash; a file
+// edited since (another lookup rate), of another scenario, missing or not
+// named is said so.
+func TestRunScenario(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "simsmall.yaml")
+	if err := os.WriteFile(file, []byte(simScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenario.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := sliceCalibration(t, sc, 4, 5)
+	rep.File = file
+	if got, err := harness.RunScenario(rep); err != nil || got.Seed != 4 {
+		t.Fatalf("unedited: %v, err %v; want simsmall at seed 4", got, err)
+	}
+	for _, tc := range []struct{ name, yaml, file, want string }{
+		{"edited", strings.Replace(simScenario, "rate: 200", "rate: 300", 1), file, "its scenario file " + file + " no longer gives the run's schedule at its seed 4 (edited since the run)"},
+		{"another scenario", strings.Replace(simScenario, "name: simsmall", "name: other", 1), file, `is now of scenario "other", not the report's "simsmall"`},
+		{"missing", simScenario, filepath.Join(dir, "gone.yaml"), "its scenario file " + filepath.Join(dir, "gone.yaml") + " is not readable here"},
+		{"not named", simScenario, "", "the report names no scenario file"},
+	} {
+		if err := os.WriteFile(file, []byte(tc.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep.File = tc.file
+		if got, err := harness.RunScenario(rep); got != nil || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, err %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+}
+
 // TestSimulateSliceFitBySimulation: when the calibration's schedule is
 // simulable (its schedule_hash is that of the scenario at its seed), the
 // scheduler slice is bisected until the simulated calibration run's

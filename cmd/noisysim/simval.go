@@ -329,12 +329,13 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 
 // calibrationTrials returns cal's runs as a sweep's trials at the values
 // of vary's keys their scenario files give, and why a run's values are not
-// known: its file not readable here, or a key it does not have as a
-// number (a calibrated rate: its value is set at run time).
+// known: its file not readable here or edited since the run
+// (harness.RunScenario), or a key it does not have as a number (a
+// calibrated rate: its value is set at run time).
 func calibrationTrials(cal *calibration, vary []sweep.VaryDoc) (trials []simval.CalibrationTrial, unplaced []string) {
 	for i, rep := range cal.reps {
-		if rep.File == "" {
-			unplaced = append(unplaced, cal.files[i]+": the report names no scenario file")
+		if _, err := harness.RunScenario(rep); err != nil {
+			unplaced = append(unplaced, fmt.Sprintf("%s: %v", cal.files[i], err))
 			continue
 		}
 		src, err := sweep.Load(rep.File)

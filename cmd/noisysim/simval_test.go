@@ -388,7 +388,7 @@ func TestSimulateAgainstSweep(t *testing.T) {
 	// point's, per configuration, and not beside 300's.
 	at := filepath.Join(dir, "calat", reports.JSONFile)
 	atRep := realRunReport(40, 1, 1000, 0, "")
-	atRep.File = sc
+	atRep.File, atRep.ScheduleHash = sc, "" // no hash: the file taken at its word
 	for _, c := range atRep.Configurations {
 		for _, class := range []string{"lookup", "page"} {
 			atRep.Assertions = append(atRep.Assertions, reports.Assertion{Name: harness.AssertQuietP99, Configuration: c.Name, Tenant: reports.QuietAll, Class: class, Observed: 1, Limit: 8, Unit: "ms", Op: "<=", Passed: true})
@@ -404,6 +404,28 @@ func TestSimulateAgainstSweep(t *testing.T) {
 	if !strings.Contains(stdout.String(), "the calibration runs' own real quiet p99 at their point against the sweep's real median there") ||
 		len(calRows) != 2 || calRows[0][2] != "200" || calRows[1][2] != "200" || strings.Contains(stdout.String(), "not set beside") {
 		t.Errorf("calibrated at 200: calibration rows %q, want naive and isolated at 200:\n%s", calRows, stdout.String())
+	}
+	// The same run, its scenario file edited since (classes.lookup.rate
+	// 300 now): its schedule_hash is not the file's, so the point it ran
+	// at is not known; not set beside 300's.
+	src, err := os.ReadFile(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(dir, "edited.yaml")
+	if err := os.WriteFile(edited, bytes.Replace(src, []byte("rate: 200 "), []byte("rate: 300 "), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	atRep.File, atRep.ScheduleHash = edited, "x"
+	writeReport(t, filepath.Dir(at), atRep)
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"simulate", sc, "--against", same, "--calibrate", at, "--no-progress"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("calibrated on an edited file: exit %d\n%s", code, stderr.String())
+	}
+	if want := "calibration runs not set beside the sweep: " + at + ": its scenario file " + edited + " no longer gives the run's schedule at its seed 40 (edited since the run)"; !strings.Contains(stdout.String(), want) ||
+		strings.Contains(stdout.String(), "own real quiet p99 at their point") {
+		t.Errorf("calibrated on an edited file: stdout lacks %q or sets the runs beside a point:\n%s", want, stdout.String())
 	}
 
 	// --out never over a validation: exit 2, the files as they were.
