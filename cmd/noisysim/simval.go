@@ -332,15 +332,31 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 // known: its file not readable here or edited since the run
 // (harness.RunScenario), or a key it does not have as a number (a
 // calibrated rate: its value is set at run time).
+//
+// Runs left out for the same reason are named together:
+// "a/run-1/report.json, a/run-2/report.json: WHY".
 func calibrationTrials(cal *calibration, vary []sweep.VaryDoc) (trials []simval.CalibrationTrial, unplaced []string) {
+	var whys []string
+	files := map[string][]string{}
+	leave := func(i int, why string) {
+		if _, ok := files[why]; !ok {
+			whys = append(whys, why)
+		}
+		files[why] = append(files[why], cal.files[i])
+	}
+	defer func() {
+		for _, why := range whys {
+			unplaced = append(unplaced, strings.Join(files[why], ", ")+": "+why)
+		}
+	}()
 	for i, rep := range cal.reps {
 		if _, err := harness.RunScenario(rep); err != nil {
-			unplaced = append(unplaced, fmt.Sprintf("%s: %v", cal.files[i], err))
+			leave(i, err.Error())
 			continue
 		}
 		src, err := sweep.Load(rep.File)
 		if err != nil {
-			unplaced = append(unplaced, fmt.Sprintf("%s: its scenario file %s is not readable here (%v)", cal.files[i], rep.File, err))
+			leave(i, fmt.Sprintf("its scenario file %s is not readable here (%v)", rep.File, err))
 			continue
 		}
 		values := map[string]float64{}
@@ -348,9 +364,9 @@ func calibrationTrials(cal *calibration, vary []sweep.VaryDoc) (trials []simval.
 			k, err := src.Lookup(v.Key)
 			switch {
 			case err != nil:
-				unplaced = append(unplaced, fmt.Sprintf("%s: %s in %s: %v", cal.files[i], v.Key, rep.File, err))
+				leave(i, fmt.Sprintf("%s in %s: %v", v.Key, rep.File, err))
 			case k.Calibrated():
-				unplaced = append(unplaced, fmt.Sprintf("%s: %s in %s is a calibrated rate (load_factor), set at run time", cal.files[i], v.Key, rep.File))
+				leave(i, fmt.Sprintf("%s in %s is a calibrated rate (load_factor), set at run time", v.Key, rep.File))
 			default:
 				values[v.Key] = k.Value
 				continue

@@ -383,6 +383,18 @@ func TestSimulateAgainstSweep(t *testing.T) {
 	if want := "calibration runs not set beside the sweep: " + cal + ": the report names no scenario file"; !strings.Contains(stdout.String(), want) {
 		t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 	}
+	// Two runs left out for one reason: named together, on one line.
+	cal2 := filepath.Join(dir, "cal2", reports.JSONFile)
+	writeReport(t, filepath.Dir(cal2), realRunReport(39, 1, 1000, 0, ""))
+	stdout.Reset()
+	stderr.Reset()
+	if code := realMain([]string{"simulate", sc, "--against", same, "--calibrate", cal, "--calibrate", cal2, "--no-progress"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("two calibrations: exit %d\n%s", code, stderr.String())
+	}
+	if want := "calibration runs not set beside the sweep: " + cal + ", " + cal2 + ": the report names no scenario file"; !strings.Contains(stdout.String(), want) ||
+		strings.Count(stdout.String(), "not set beside the sweep") != 1 {
+		t.Errorf("two runs without a scenario file: want one line %q:\n%s", want, stdout.String())
+	}
 	// A calibration run of ci-gate.yaml ran at classes.lookup.rate=200, a
 	// point of the sweep: its own real quiet p99 is set beside that
 	// point's, per configuration, and not beside 300's.
