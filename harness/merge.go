@@ -53,7 +53,7 @@ func MergeSegments(sc *scenario.Scenario, parts []SegmentPart) (*reports.Report,
 		return nil, err
 	}
 	rep := &reports.Report{
-		Scenario: sc.Name, File: sc.File, Seed: sc.Seed, ScheduleHash: r.hash,
+		Scenario: sc.Name, File: sc.File, FileAbs: absFile(sc.File), Seed: sc.Seed, ScheduleHash: r.hash,
 		StartedAt: first.Report.StartedAt, Dominant: r.key(scenario.DominantTenant),
 		Backend: first.Report.Backend, QuietPlan: r.quietPlan, Segments: len(parts),
 	}

@@ -508,7 +508,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 		return nil, err
 	}
 	if r.opts.CalibrateOnly {
-		return &reports.Report{Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, StartedAt: r.started.UTC(),
+		return &reports.Report{Scenario: r.sc.Name, File: r.sc.File, FileAbs: absFile(r.sc.File), Seed: r.sc.Seed, StartedAt: r.started.UTC(),
 			Calibrations: r.calibrated, Duration: time.Since(r.started).Seconds()}, nil
 	}
 	if r.sc.Service != nil {
@@ -519,7 +519,7 @@ func (r *runner) run(ctx context.Context) (*reports.Report, error) {
 	version, _ := r.serverVersion(ctx)
 
 	rep := &reports.Report{
-		Scenario: r.sc.Name, File: r.sc.File, Seed: r.sc.Seed, ScheduleHash: r.hash,
+		Scenario: r.sc.Name, File: r.sc.File, FileAbs: absFile(r.sc.File), Seed: r.sc.Seed, ScheduleHash: r.hash,
 		StartedAt: r.started.UTC(), Dominant: r.key(scenario.DominantTenant),
 		Backend:   fmt.Sprintf("%s %s (PostgreSQL %s)", r.sc.Backend.Kind, r.topology(), version),
 		QuietPlan: r.quietPlan, Calibrations: r.calibrated, Replay: r.replayReport(),

@@ -9,6 +9,8 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -184,7 +186,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		}
 	}
 	if opts.CalibrateOnly {
-		return &reports.Report{Scenario: sc.Name, File: sc.File, Seed: sc.Seed, StartedAt: started.UTC(), Calibrations: r.calibrated,
+		return &reports.Report{Scenario: sc.Name, File: sc.File, FileAbs: absFile(sc.File), Seed: sc.Seed, StartedAt: started.UTC(), Calibrations: r.calibrated,
 			Simulated: &reports.Simulation{Calibration: opts.calibrationFiles(), CalibrationScenario: opts.Calibration.Scenario, CalibrationSeed: opts.Calibration.Seed,
 				CalibrationSeeds: opts.calibrationSeeds()}}, nil
 	}
@@ -212,7 +214,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		desc = append(desc, fmt.Sprintf("%s %g", n.Name, n.Cores))
 	}
 	rep := &reports.Report{
-		Scenario: sc.Name, File: sc.File, Seed: sc.Seed, ScheduleHash: r.hash,
+		Scenario: sc.Name, File: sc.File, FileAbs: absFile(sc.File), Seed: sc.Seed, ScheduleHash: r.hash,
 		StartedAt: started.UTC(), Dominant: r.key(scenario.DominantTenant),
 		Backend:   fmt.Sprintf("simulated %s %s", sc.Backend.Kind, r.topology()),
 		QuietPlan: r.quietPlan, Calibrations: r.calibrated,
@@ -541,7 +543,7 @@ func CalibrationNotes(cal *reports.Report, file string, sc *scenario.Scenario) [
 	if cal.File == "" {
 		return out
 	}
-	calSc, err := scenario.Load(cal.File)
+	calSc, err := loadRunFile(cal)
 	if err != nil {
 		out = append(out, fmt.Sprintf("calibration %s: its scenario file %s is not readable here: its data volume is not compared with %s's", file, cal.File, sc.Name))
 		return out
@@ -1157,7 +1159,7 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 func calibrationScenario(rep *reports.Report, sc *scenario.Scenario, cal *Calibration) (*scenario.Scenario, string) {
 	file := "is not readable here"
 	if rep.File != "" {
-		if f, err := scenario.Load(rep.File); err == nil && f.Name == rep.Scenario {
+		if f, err := loadRunFile(rep); err == nil && f.Name == rep.Scenario {
 			if f, edited := ranAsFiled(f, rep, cal); !edited {
 				return f, ""
 			}
@@ -1170,6 +1172,36 @@ func calibrationScenario(rep *reports.Report, sc *scenario.Scenario, cal *Calibr
 	}
 	return nil, fmt.Sprintf("the calibration's scenario file %q %s and the simulated scenario at its seed %d has another schedule, so the calibration's tenants' rows are not known",
 		rep.File, file, rep.Seed)
+}
+
+// absFile is file made absolute, "" when it cannot be (or is "").
+func absFile(file string) string {
+	if file == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return ""
+	}
+	return abs
+}
+
+// RunFile is the path of rep's scenario file from here: Report.File as the
+// run named it (relative to where it ran) when it is there, else
+// Report.FileAbs when that is (a command run from another directory),
+// else Report.File.
+func RunFile(rep *reports.Report) string {
+	if _, err := os.Stat(rep.File); err != nil && rep.FileAbs != "" {
+		if _, err := os.Stat(rep.FileAbs); err == nil {
+			return rep.FileAbs
+		}
+	}
+	return rep.File
+}
+
+// loadRunFile loads rep's scenario file (RunFile).
+func loadRunFile(rep *reports.Report) (*scenario.Scenario, error) {
+	return scenario.Load(RunFile(rep))
 }
 
 // ranAsFiled returns f, rep's scenario file, at rep's seed, and whether it
@@ -1194,7 +1226,7 @@ func RunScenario(rep *reports.Report) (*scenario.Scenario, error) {
 	if rep.File == "" {
 		return nil, errors.New("the report names no scenario file")
 	}
-	f, err := scenario.Load(rep.File)
+	f, err := loadRunFile(rep)
 	if err != nil {
 		return nil, fmt.Errorf("its scenario file %s is not readable here (%w)", rep.File, err)
 	}
@@ -1751,7 +1783,7 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		o := withFirst(i)
 		var cands []*scenario.Scenario
 		if cr.rep.File != "" {
-			if f, err := scenario.Load(cr.rep.File); err == nil && f.Name == cr.rep.Scenario {
+			if f, err := loadRunFile(cr.rep); err == nil && f.Name == cr.rep.Scenario {
 				cands = append(cands, f.WithSeed(cr.rep.Seed))
 			}
 		}

@@ -49,6 +49,9 @@ type Report struct {
 	Scenario string `json:"scenario"`
 	// File is the scenario file the run was loaded from, if any.
 	File string `json:"file,omitempty"`
+	// FileAbs is File made absolute where the run ran, so that a later
+	// command run from another directory still finds it.
+	FileAbs string `json:"file_abs,omitempty"`
 	// Seed seeded every random choice of the run.
 	Seed int64 `json:"seed"`
 	// ScheduleHash identifies the arrival schedule: same seed and scenario,

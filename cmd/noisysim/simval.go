@@ -354,7 +354,7 @@ func calibrationTrials(cal *calibration, vary []sweep.VaryDoc) (trials []simval.
 			leave(i, err.Error())
 			continue
 		}
-		src, err := sweep.Load(rep.File)
+		src, err := sweep.Load(harness.RunFile(rep))
 		if err != nil {
 			leave(i, fmt.Sprintf("its scenario file %s is not readable here (%v)", rep.File, err))
 			continue
