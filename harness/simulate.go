@@ -1882,6 +1882,9 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 				})
 			}
 			wg.Wait()
+			if err := ctx.Err(); err != nil {
+				return 0, err // once, not once per run
+			}
 			if err := errors.Join(errs...); err != nil {
 				return 0, err
 			}
