@@ -253,7 +253,11 @@ func (r *SweepResult) calibrationLines(markdown bool) []string {
 		return lines
 	}
 	var b strings.Builder
-	title := "the calibration runs' own real quiet p99 at their point against the sweep's real median there (what a model that reproduces its calibration exactly would show):"
+	at := "their point"
+	if slices.ContainsFunc(rows, func(row SweepRow) bool { return !r.samePoint(row.Values, rows[0].Values) }) {
+		at = "each one's point"
+	}
+	title := "the calibration runs' own real quiet p99 at " + at + " against the sweep's real median there (what a model that reproduces its calibration exactly would show):"
 	w := fmt.Sprintf("within %.0f%%", 100*r.Tolerance)
 	if markdown {
 		fmt.Fprintf(&b, "The %s\n\n| Configuration | Point | Calibration runs' real median | Min–max (n) | Calibration/real | %s |\n|---|---|---|---|---|---|\n", strings.TrimPrefix(title, "the "), strings.ToUpper(w[:1])+w[1:])

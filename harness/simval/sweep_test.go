@@ -306,6 +306,16 @@ func TestSweepAddCalibration(t *testing.T) {
 		t.Errorf("calibration at the real median: a row named as apart:\n%s", b.String())
 	}
 
+	// Runs at two points: each set beside its own, the title says so.
+	res, _ = CompareSweep(d, simOf(d, 1), "", DefaultTolerance)
+	res.AddCalibration([]CalibrationTrial{run(10, 11, false, false), run(20, 22, false, false)})
+	b.Reset()
+	WriteSweepText(&b, res)
+	if !strings.Contains(b.String(), "own real quiet p99 at each one's point against") || res.Rows[0].Calibration == nil || res.Rows[1].Calibration == nil ||
+		res.Rows[0].Calibration.Median != 11 || res.Rows[1].Calibration.Median != 22 {
+		t.Errorf("calibration at 10 and 20: rows %v, %v:\n%s", res.Rows[0].Calibration, res.Rows[1].Calibration, b.String())
+	}
+
 	// At no point of the sweep.
 	res, _ = CompareSweep(d, simOf(d, 1), "", DefaultTolerance)
 	res.AddCalibration([]CalibrationTrial{run(15, 22, false, false)})
