@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/noisysim/noisysim/harness"
@@ -960,5 +961,57 @@ func TestSimulateLoadFactorWithoutCalibration(t *testing.T) {
 	_, err = harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: cal, CalibrationFile: "cal.json", Cores: 2})
 	if !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "classes[1].load_factor: class report sets its rate from its service time alone, and --calibrate cal.json") {
 		t.Errorf("err = %v, want the class and the calibration named", err)
+	}
+}
+
+// countdownCtx is a context cancelled at the n-th call of its Err (from
+// any goroutine): a signal that lands at a chosen step of the work.
+type countdownCtx struct {
+	context.Context
+	cancel context.CancelFunc
+	left   atomic.Int64
+}
+
+func newCountdownCtx(n int64) *countdownCtx {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &countdownCtx{Context: ctx, cancel: cancel}
+	c.left.Store(n)
+	return c
+}
+
+func (c *countdownCtx) Err() error {
+	if c.left.Add(-1) <= 0 {
+		c.cancel()
+	}
+	return c.Context.Err()
+}
+
+// TestSimulateSliceFitInterrupted: a simulation calibrated on several runs
+// and interrupted at any step, the scheduler wait's fit over the runs
+// among them, returns context.Canceled and says it once (once per
+// calibration run before).
+func TestSimulateSliceFitInterrupted(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps := []*reports.Report{sliceCalibration(t, sc, 4, 4), sliceCalibration(t, sc, 7, 10), sliceCalibration(t, sc, 6, 6)}
+	at9 := sc.WithSeed(9)
+	interrupted := 0
+	for n := int64(1); n < 1<<20; n *= 2 {
+		ctx := newCountdownCtx(n)
+		_, err := harness.Simulate(ctx, at9, harness.SimulateOptions{Calibration: reps[0], CalibrationFile: "run-4.json",
+			MoreCalibrations: reps[1:], MoreCalibrationFiles: []string{"run-7.json", "run-6.json"}, Cores: 2})
+		ctx.cancel()
+		if err == nil {
+			break // finished before its n-th step
+		}
+		interrupted++
+		if !errors.Is(err, context.Canceled) || strings.Count(err.Error(), "context canceled") != 1 {
+			t.Errorf("cancelled at step %d: %q, want context.Canceled said once", n, err)
+		}
+	}
+	if interrupted < 3 {
+		t.Errorf("interrupted at %d steps only: the countdown does not reach the fit", interrupted)
 	}
 }
