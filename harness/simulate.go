@@ -545,7 +545,7 @@ func CalibrationNotes(cal *reports.Report, file string, sc *scenario.Scenario) [
 	}
 	calSc, err := loadRunFile(cal)
 	if err != nil {
-		out = append(out, fmt.Sprintf("calibration %s: its scenario file %s is not readable here: its data volume is not compared with %s's", file, cal.File, sc.Name))
+		out = append(out, fmt.Sprintf("calibration %s: its scenario file %s is not readable here: its data volume is not compared with %s's", file, RunFile(cal), sc.Name))
 		return out
 	}
 	var diff []string
@@ -1157,21 +1157,37 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 // word), else sc at rep's seed when that gives rep's schedule_hash, else
 // nil and why.
 func calibrationScenario(rep *reports.Report, sc *scenario.Scenario, cal *Calibration) (*scenario.Scenario, string) {
-	file := "is not readable here"
-	if rep.File != "" {
-		if f, err := loadRunFile(rep); err == nil && f.Name == rep.Scenario {
-			if f, edited := ranAsFiled(f, rep, cal); !edited {
-				return f, ""
-			}
-			file = "no longer gives the run's schedule (edited since)"
-		}
+	f, file := runFileAsRan(rep, cal)
+	if f != nil {
+		return f, ""
 	}
 	c := sc.WithSeed(rep.Seed)
 	if rep.ScheduleHash != "" && scheduleHash(c, cal) == rep.ScheduleHash {
 		return c, ""
 	}
 	return nil, fmt.Sprintf("the calibration's scenario file %q %s and the simulated scenario at its seed %d has another schedule, so the calibration's tenants' rows are not known",
-		rep.File, file, rep.Seed)
+		RunFile(rep), file, rep.Seed)
+}
+
+// runFileAsRan returns rep's scenario file (RunFile) at rep's seed when it
+// is of rep's scenario and not edited since (ranAsFiled), else nil and
+// what it is: "is not readable here", "is now of scenario X" or "no
+// longer gives the run's schedule (edited since)".
+func runFileAsRan(rep *reports.Report, cal *Calibration) (*scenario.Scenario, string) {
+	if rep.File == "" {
+		return nil, "is not readable here"
+	}
+	f, err := loadRunFile(rep)
+	switch {
+	case err != nil:
+		return nil, "is not readable here"
+	case f.Name != rep.Scenario:
+		return nil, fmt.Sprintf("is now of scenario %q", f.Name)
+	}
+	if f, edited := ranAsFiled(f, rep, cal); !edited {
+		return f, ""
+	}
+	return nil, "no longer gives the run's schedule (edited since)"
 }
 
 // absFile is file made absolute, "" when it cannot be (or is "").
@@ -1186,13 +1202,14 @@ func absFile(file string) string {
 	return abs
 }
 
-// RunFile is the path of rep's scenario file from here: Report.File as the
-// run named it (relative to where it ran) when it is there, else
-// Report.FileAbs when that is (a command run from another directory),
-// else Report.File.
+// RunFile is the path of rep's scenario file from here: the file the run
+// read, Report.FileAbs, while it is there (a regular file at an absolute
+// path), else Report.File as the run named it (relative to where it ran,
+// so found only from there; a report written before file_abs has only
+// this). Messages about the file name this path.
 func RunFile(rep *reports.Report) string {
-	if _, err := os.Stat(rep.File); err != nil && rep.FileAbs != "" {
-		if _, err := os.Stat(rep.FileAbs); err == nil {
+	if filepath.IsAbs(rep.FileAbs) {
+		if fi, err := os.Stat(rep.FileAbs); err == nil && fi.Mode().IsRegular() {
 			return rep.FileAbs
 		}
 	}
@@ -1228,10 +1245,10 @@ func RunScenario(rep *reports.Report) (*scenario.Scenario, error) {
 	}
 	f, err := loadRunFile(rep)
 	if err != nil {
-		return nil, fmt.Errorf("its scenario file %s is not readable here (%w)", rep.File, err)
+		return nil, fmt.Errorf("its scenario file %s is not readable here (%w)", RunFile(rep), err)
 	}
 	if f.Name != rep.Scenario {
-		return nil, fmt.Errorf("its scenario file %s is now of scenario %q, not the report's %q", rep.File, f.Name, rep.Scenario)
+		return nil, fmt.Errorf("its scenario file %s is now of scenario %q, not the report's %q", RunFile(rep), f.Name, rep.Scenario)
 	}
 	cal := &Calibration{wall: map[string]time.Duration{}}
 	for _, k := range rep.Calibrations {
@@ -1241,7 +1258,7 @@ func RunScenario(rep *reports.Report) (*scenario.Scenario, error) {
 	}
 	f, edited := ranAsFiled(f, rep, cal)
 	if edited {
-		return nil, fmt.Errorf("its scenario file %s no longer gives the run's schedule at its seed %d (edited since the run)", rep.File, rep.Seed)
+		return nil, fmt.Errorf("its scenario file %s no longer gives the run's schedule at its seed %d (edited since the run)", RunFile(rep), rep.Seed)
 	}
 	return f, nil
 }
@@ -1821,8 +1838,12 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		// The closed form is no fit of the model: it overshot 5–7× where
 		// it was checked (README).
 		if len(cal.runs) == 1 {
-			cal.interferenceFrom = fmt.Sprintf("not fitted: the calibration run cannot be simulated here (its scenario file %q is not readable here and the simulated scenario at its seed %d has another schedule); the closed form would give %.3g, %s",
-				rep.File, rep.Seed, cal.interference, cal.interferenceFrom)
+			why := "gives its schedule but cannot be simulated"
+			if _, w := runFileAsRan(rep, cal); w != "" {
+				why = w
+			}
+			cal.interferenceFrom = fmt.Sprintf("not fitted: the calibration run cannot be simulated here (its scenario file %q %s and the simulated scenario at its seed %d has another schedule); the closed form would give %.3g, %s",
+				RunFile(rep), why, rep.Seed, cal.interference, cal.interferenceFrom)
 			cal.sliceFrom = "not fitted: the calibration run cannot be simulated here"
 		} else {
 			cal.interferenceFrom = fmt.Sprintf("not fitted: no calibration run can be simulated with quiet p99s to fit to (%s); the closed form would give %.3g, %s",

@@ -354,9 +354,10 @@ func calibrationTrials(cal *calibration, vary []sweep.VaryDoc) (trials []simval.
 			leave(i, err.Error())
 			continue
 		}
-		src, err := sweep.Load(harness.RunFile(rep))
+		file := harness.RunFile(rep)
+		src, err := sweep.Load(file)
 		if err != nil {
-			leave(i, fmt.Sprintf("its scenario file %s is not readable here (%v)", rep.File, err))
+			leave(i, fmt.Sprintf("its scenario file %s is not readable here (%v)", file, err))
 			continue
 		}
 		values := map[string]float64{}
@@ -364,9 +365,9 @@ func calibrationTrials(cal *calibration, vary []sweep.VaryDoc) (trials []simval.
 			k, err := src.Lookup(v.Key)
 			switch {
 			case err != nil:
-				leave(i, fmt.Sprintf("%s in %s: %v", v.Key, rep.File, err))
+				leave(i, fmt.Sprintf("%s in %s: %v", v.Key, file, err))
 			case k.Calibrated():
-				leave(i, fmt.Sprintf("%s in %s is a calibrated rate (load_factor), set at run time", v.Key, rep.File))
+				leave(i, fmt.Sprintf("%s in %s is a calibrated rate (load_factor), set at run time", v.Key, file))
 			default:
 				values[v.Key] = k.Value
 				continue
