@@ -202,8 +202,13 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 	err := dispatch(ctx, args, stdout, stderr, td)
 	td.run(false)
 	if stopped, ok := context.Cause(ctx).(*stoppedError); ok && err != nil {
-		stopped.err = err
-		err = stopped
+		if td.isFinished() {
+			// The signal changed nothing: the outputs are whole.
+			fmt.Fprintf(stderr, "noisysim: %s came when the command had finished: its outputs are complete and its result stands\n", stopped.name())
+		} else {
+			stopped.err = err
+			err = stopped
+		}
 	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "noisysim: %v\n", err)
@@ -219,15 +224,19 @@ type stoppedError struct {
 	err    error // the command's error
 }
 
-func (e *stoppedError) Error() string {
-	name := e.signal.String()
+// name is the signal's name: SIGINT, SIGTERM.
+func (e *stoppedError) name() string {
 	switch e.signal {
 	case syscall.SIGINT:
-		name = "SIGINT"
+		return "SIGINT"
 	case syscall.SIGTERM:
-		name = "SIGTERM"
+		return "SIGTERM"
 	}
-	msg := "stopped by " + name
+	return e.signal.String()
+}
+
+func (e *stoppedError) Error() string {
+	msg := "stopped by " + e.name()
 	if e.err == nil {
 		return msg
 	}
@@ -349,6 +358,21 @@ type teardown struct {
 	mu    sync.Mutex
 	items []*teardownItem
 	note  string // what the command does when stopped (onStop)
+	done  bool   // the command's outputs are complete (finished)
+}
+
+// finished says the command's outputs are complete: a signal from now on
+// changes nothing, and the command's result (its exit code) stands.
+func (t *teardown) finished() {
+	t.mu.Lock()
+	t.done = true
+	t.mu.Unlock()
+}
+
+func (t *teardown) isFinished() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.done
 }
 
 // onStop sets what the first signal's message says the command does when

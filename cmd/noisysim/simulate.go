@@ -184,6 +184,9 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	// From here a signal stops nothing: what is left is writing.
+	a.teardown.onStop("the simulation has finished: its reports are written in full, then noisysim exits")
+	simulateStep(ctx, "simulated")
 	rep.Version = version()
 	fmt.Fprintf(a.stdout, "SIMULATED %s (%s) in virtual time, %.1fs of wall time, calibrated by %s\n",
 		sc.Name, file, time.Since(t0).Seconds(), cal.name())
@@ -197,11 +200,18 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 		fmt.Fprintf(a.stdout, "simulated reports written to %s\n", *out)
 		fmt.Fprintf(a.stdout, "report.html: %s\n", filepath.Join(*out, reports.HTMLFile))
 	}
+	a.teardown.finished()
+	simulateStep(ctx, "written")
 	if !rep.Passed {
 		return fmt.Errorf("%w: scenario %s, simulated (see the assertions above)", errAssertionFailed, sc.Name)
 	}
 	return nil
 }
+
+// simulateStep is called by simulate once the simulation has finished
+// ("simulated") and once its outputs are written ("written"): a test's
+// hook to land a signal there; nil otherwise.
+var simulateStep = func(context.Context, string) {}
 
 // sameFile reports whether paths a and b name the same file: the same
 // existing file, or the same clean absolute path.

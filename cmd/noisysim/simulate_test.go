@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/harness/sweep"
@@ -596,5 +599,51 @@ func TestSimulateCalibrateOutAndResume(t *testing.T) {
 	}
 	if code, stderr := run(append(sweepArgs, "--resume", "--calibrate", run1)...); code != exitUsage || !strings.Contains(stderr, "resume it the same way") {
 		t.Errorf("--resume with another calibration: exit %d, stderr %q; want exit 2", code, stderr)
+	}
+}
+
+// TestSimulateSignalAfterTheWork: a SIGINT that lands once the simulation
+// has finished (while its reports are written, or after) stops nothing:
+// the reports are written in full, the message says so, and the exit code
+// is the verdict's (99 here: capacity-report-rate's control holds), not
+// the 1 of a stopped command.
+func TestSimulateSignalAfterTheWork(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	for _, step := range []string{"simulated", "written"} {
+		t.Run(step, func(t *testing.T) {
+			simulateStep = func(ctx context.Context, at string) {
+				if at != step {
+					return
+				}
+				if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+					t.Error(err)
+					return
+				}
+				select { // realMain's handler has it
+				case <-ctx.Done():
+				case <-time.After(10 * time.Second):
+					t.Error("SIGINT not seen in 10 s")
+				}
+			}
+			defer func() { simulateStep = func(context.Context, string) {} }()
+			out := filepath.Join(dir, "out-"+step)
+			var stdout, stderr bytes.Buffer
+			code := realMain([]string{"simulate", "../../scenarios/capacity-report-rate.yaml", "--calibrate", cal, "--cores", "2", "--no-progress", "--out", out}, &stdout, &stderr)
+			if code != exitAssertion {
+				t.Errorf("exit %d, want %d (the verdict)\n%s", code, exitAssertion, stderr.String())
+			}
+			if _, err := reports.ReadFile(filepath.Join(out, reports.JSONFile)); err != nil {
+				t.Errorf("report: %v", err)
+			}
+			want := "its outputs are complete and its result stands"
+			if step == "simulated" {
+				want = "stopping: the simulation has finished: its reports are written in full"
+			}
+			if !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "nothing is written") || strings.Contains(stderr.String(), "stopped by") {
+				t.Errorf("stderr lacks %q or says it stopped:\n%s", want, stderr.String())
+			}
+		})
 	}
 }
