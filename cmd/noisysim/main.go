@@ -201,11 +201,12 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 
 	err := dispatch(ctx, args, stdout, stderr, td)
 	td.run(false)
-	if stopped, ok := context.Cause(ctx).(*stoppedError); ok && err != nil {
-		if td.isFinished() {
+	if stopped, ok := context.Cause(ctx).(*stoppedError); ok {
+		switch {
+		case td.isFinished():
 			// The signal changed nothing: the outputs are whole.
 			fmt.Fprintf(stderr, "noisysim: %s came when the command had finished: its outputs are complete and its result stands\n", stopped.name())
-		} else {
+		case err != nil:
 			stopped.err = err
 			err = stopped
 		}

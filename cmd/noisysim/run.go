@@ -442,6 +442,10 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 	if err != nil && (rep == nil || rep.Incomplete == "") {
 		return err
 	}
+	if err == nil {
+		// Measured in full: a signal from here stops nothing.
+		a.teardown.onStop("the run has finished: its reports are written in full, then what noisysim started is removed")
+	}
 	// An interrupted run (err set, rep incomplete) still shows and writes
 	// what it measured, then fails with the interruption (exit 1).
 	if werr := reports.WriteText(a.stdout, rep, textOptions(f.top, f.out)); werr != nil {
@@ -475,6 +479,8 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 	if err != nil {
 		return err
 	}
+	a.teardown.finished()
+	runStep(ctx, "written")
 	if !f.segment.Whole() {
 		// One agent's assertions judge a slice of the load: the verdict
 		// is noisysim merge's, over every agent's histograms.
@@ -772,3 +778,7 @@ func (t *traceFile) finish(remove bool) error {
 	}
 	return nil
 }
+
+// runStep is called by run once its reports are written in full
+// ("written"): a test's hook to land a signal there; nil otherwise.
+var runStep = func(context.Context, string) {}
