@@ -20,20 +20,7 @@ import (
 // so, and the cluster is removed as on any return.
 func TestRunSignalAfterTheReports(t *testing.T) {
 	needPostgres(t)
-	runStep = func(ctx context.Context, at string) {
-		if at != "written" {
-			return
-		}
-		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
-			t.Error(err)
-			return
-		}
-		select { // realMain's handler has it
-		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
-			t.Error("SIGINT not seen in 10 s")
-		}
-	}
+	runStep = signalAt(t, "written")
 	defer func() { runStep = func(context.Context, string) {} }()
 	out := filepath.Join(t.TempDir(), "out")
 	var stdout, stderr bytes.Buffer
@@ -54,5 +41,24 @@ func TestRunSignalAfterTheReports(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "stopping: the run has finished: its reports are written in full") {
 		t.Errorf("the signal's message does not say the run has finished:\n%s", stderr.String())
+	}
+}
+
+// signalAt returns a step hook (simulateStep, runStep) that sends this
+// process SIGINT at step and waits until realMain's handler has it.
+func signalAt(t *testing.T, step string) func(context.Context, string) {
+	return func(ctx context.Context, at string) {
+		if at != step {
+			return
+		}
+		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+			t.Error(err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Errorf("SIGINT at %s not seen in 10 s", step)
+		}
 	}
 }

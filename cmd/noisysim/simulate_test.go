@@ -10,9 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/harness/sweep"
@@ -613,20 +611,7 @@ func TestSimulateSignalAfterTheWork(t *testing.T) {
 	writeCalibration(t, cal, true)
 	for _, step := range []string{"simulated", "written"} {
 		t.Run(step, func(t *testing.T) {
-			simulateStep = func(ctx context.Context, at string) {
-				if at != step {
-					return
-				}
-				if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
-					t.Error(err)
-					return
-				}
-				select { // realMain's handler has it
-				case <-ctx.Done():
-				case <-time.After(10 * time.Second):
-					t.Error("SIGINT not seen in 10 s")
-				}
-			}
+			simulateStep = signalAt(t, step)
 			defer func() { simulateStep = func(context.Context, string) {} }()
 			out := filepath.Join(dir, "out-"+step)
 			var stdout, stderr bytes.Buffer
