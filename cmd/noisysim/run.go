@@ -780,5 +780,5 @@ func (t *traceFile) finish(remove bool) error {
 }
 
 // runStep is called by run once its reports are written in full
-// ("written"): a test's hook to land a signal there; nil otherwise.
+// ("written"): a test's hook to land a signal there; a no-op otherwise.
 var runStep = func(context.Context, string) {}

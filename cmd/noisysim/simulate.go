@@ -210,7 +210,7 @@ func runSimulate(ctx context.Context, a *app, args []string) error {
 
 // simulateStep is called by simulate once the simulation has finished
 // ("simulated") and once its outputs are written ("written"): a test's
-// hook to land a signal there; nil otherwise.
+// hook to land a signal there; a no-op otherwise.
 var simulateStep = func(context.Context, string) {}
 
 // sameFile reports whether paths a and b name the same file: the same
