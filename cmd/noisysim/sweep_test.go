@@ -188,6 +188,53 @@ assertions:
 	if err := headroomGate(&out, sc, &sweep.Doc{Search: "grid"}); err != nil {
 		t.Errorf("grid: %v", err)
 	}
+
+	// headroom.configurations names who must have it: a configuration
+	// expected to pass that it leaves out is not checked, one it names
+	// is, and one it names that was not searched (--only) is said to be
+	// unchecked.
+	named, err := scenario.Parse([]byte(`name: x
+classes: [{name: report, isolation_class: heavy, query: report, rate: 10}]
+configurations:
+  - {name: naive, mode: shared}
+  - {name: isolated, mode: isolated}
+assertions:
+  headroom: {key: classes.report.rate, min: 2, configurations: [isolated]}
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := &sweep.Doc{Search: "knee", Knees: []sweep.Knee{
+		{Configuration: "naive", Expect: "pass", Found: true, Headroom: 0.5},
+		{Configuration: "isolated", Expect: "pass", Found: true, Headroom: 2.5}}}
+	out.Reset()
+	if err := headroomGate(&out, named, both); err != nil || strings.Contains(out.String(), "naive") {
+		t.Errorf("naive left out of headroom.configurations was checked: %v\n%s", err, out.String())
+	}
+	both.Knees[1].Headroom = 1.5
+	if err := headroomGate(&out, named, both); exitCode(err) != exitAssertion || !strings.Contains(err.Error(), "isolated") {
+		t.Errorf("isolated at 1.5x against min 2: %v, want exit 99", err)
+	}
+	out.Reset()
+	if err := headroomGate(&out, named, &sweep.Doc{Search: "knee", Knees: both.Knees[:1]}); err != nil || !strings.Contains(out.String(), "headroom unchecked: isolated was not searched") {
+		t.Errorf("isolated not searched: %v\n%s", err, out.String())
+	}
+	for _, c := range []struct{ list, want string }{
+		{"[isolatd]", `assertions.headroom.configurations[0]: unknown configuration "isolatd"; the scenario has naive, isolated`},
+		{"[isolated, isolated]", `assertions.headroom.configurations[1]: configuration "isolated" named twice`},
+	} {
+		_, err := scenario.Parse([]byte(`name: x
+classes: [{name: report, isolation_class: heavy, query: report, rate: 10}]
+configurations:
+  - {name: naive, mode: shared}
+  - {name: isolated, mode: isolated}
+assertions:
+  headroom: {key: classes.report.rate, min: 2, configurations: `+c.list+`}
+`), "x.yaml")
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "x.yaml:7:") {
+			t.Errorf("configurations %s: %v, want %q at x.yaml:7", c.list, err, c.want)
+		}
+	}
 	bad := `name: x
 classes: [{name: report, isolation_class: heavy, query: report, rate: 10}]
 configurations: [{name: s, mode: shared}]

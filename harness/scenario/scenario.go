@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"slices"
 	"time"
 
 	"github.com/noisysim/noisysim/harness/backend"
@@ -765,9 +766,10 @@ type Assertions struct {
 	// quiet_p99's bound (factor × baseline + slack): proof that the
 	// scenario shows the harm its remedy is judged on. Optional.
 	HarmBefore HarmBefore `yaml:"harm_before"`
-	// Headroom is checked by noisysim sweep --search knee of its Key: every
-	// configuration expected to pass holds its assertions up to at least
-	// Min × the file's value of Key. noisysim run ignores it. Optional.
+	// Headroom is checked by noisysim sweep --search knee of its Key: each
+	// configuration it names (default: every one expected to pass) holds
+	// its assertions up to at least Min × the file's value of Key.
+	// noisysim run ignores it. Optional.
 	Headroom Headroom `yaml:"headroom"`
 }
 
@@ -778,6 +780,17 @@ type Headroom struct {
 	Key string `yaml:"key"`
 	// Min is the headroom wanted, > 0: the knee over the file's value.
 	Min float64 `yaml:"min"`
+	// Configurations are the configurations that must have the headroom,
+	// by name; empty means every configuration with expect: pass.
+	Configurations []string `yaml:"configurations"`
+}
+
+// Of reports whether configuration c must have the headroom.
+func (h Headroom) Of(c *Configuration) bool {
+	if len(h.Configurations) == 0 {
+		return c.Expect != ExpectFail
+	}
+	return slices.Contains(h.Configurations, c.Name)
 }
 
 // SkewBound is the assertion: in window Window, the per-worker load (each

@@ -699,6 +699,20 @@ func (c *checker) assertions(a *Assertions) {
 		if !(a.Headroom.Min > 0) || math.IsInf(a.Headroom.Min, 1) {
 			c.add("assertions.headroom.min", "must be > 0, got %s", fmtFloat(a.Headroom.Min))
 		}
+		seen := map[string]bool{}
+		for j, name := range a.Headroom.Configurations {
+			f := fmt.Sprintf("assertions.headroom.configurations[%d]", j)
+			if _, ok := c.s.Configuration(name); !ok {
+				var names []string
+				for _, cf := range c.s.Configurations {
+					names = append(names, cf.Name)
+				}
+				c.add(f, "unknown configuration %q; the scenario has %s", name, strings.Join(names, ", "))
+			} else if seen[name] {
+				c.add(f, "configuration %q named twice", name)
+			}
+			seen[name] = true
+		}
 	}
 	known := ErrorClasses()
 	seen := map[ErrorClass]bool{}
