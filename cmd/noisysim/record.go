@@ -209,6 +209,8 @@ wait:
 	if err != nil {
 		return fmt.Errorf("record: write %s: %w (the recording stays in %s)", *out, err, rec.File())
 	}
+	// The recording is in place: a signal from here on changes nothing.
+	a.teardown.finished()
 	if err := rec.Remove(); err != nil {
 		fmt.Fprintf(a.stderr, "noisysim: %v\n", err)
 	}

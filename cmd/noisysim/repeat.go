@@ -89,6 +89,10 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 			}
 		}
 	}
+	// Every run is measured and written: a signal from here on changes
+	// nothing (the cluster is removed as always).
+	a.teardown.onStop("the runs have finished: their reports are written in full, then what noisysim started is removed")
+	a.teardown.finished()
 	writeRepeatSummary(a.stdout, sc, runs, nil)
 	if out != "" {
 		fmt.Fprintf(a.stdout, "reports written to %s/run-1 … run-%d\n", out, n)

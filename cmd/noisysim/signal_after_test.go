@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/noisysim/noisysim/harness/sweep"
 	"github.com/noisysim/noisysim/reports"
 )
 
@@ -41,6 +42,34 @@ func TestRunSignalAfterTheReports(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "stopping: the run has finished: its reports are written in full") {
 		t.Errorf("the signal's message does not say the run has finished:\n%s", stderr.String())
+	}
+}
+
+// TestSweepSignalAfterTheWork: a SIGINT that lands once a sweep is written
+// in full stops nothing: the exit code is the sweep's own (0 here), not the
+// 1 of a stopped command, and sweep.json is complete.
+func TestSweepSignalAfterTheWork(t *testing.T) {
+	dir := t.TempDir()
+	cal := filepath.Join(dir, "cal.json")
+	writeCalibration(t, cal, true)
+	sweepStep = signalAt(t, "written")
+	defer func() { sweepStep = func(context.Context, string) {} }()
+	out := filepath.Join(dir, "sweep")
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"sweep", "../../scenarios/ci-gate.yaml", "--simulate", "--calibrate", cal,
+		"--vary", "classes.lookup.rate=100", "--out", out}, &stdout, &stderr)
+	if code != exitOK {
+		t.Errorf("exit %d, want 0 (a grid sweep that finished)\n%s", code, stderr.String())
+	}
+	if d, err := sweep.ReadFile(out); err != nil || !d.Complete {
+		t.Errorf("sweep.json: %v (complete: %v)", err, err == nil && d.Complete)
+	}
+	if want := "SIGINT came when the command had finished: its outputs are complete and its result stands"; !strings.Contains(stderr.String(), want) ||
+		strings.Contains(stderr.String(), "stopped by") {
+		t.Errorf("stderr lacks %q or says it stopped:\n%s", want, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "stopping: the sweep has finished: it is written in full") {
+		t.Errorf("the signal's message does not say the sweep has finished:\n%s", stderr.String())
 	}
 }
 

@@ -308,8 +308,19 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 	if err != nil {
 		return err
 	}
+	if writeErr == nil {
+		// Every trial ran and is written: a signal while the cluster is
+		// removed changes nothing.
+		a.teardown.onStop("the sweep has finished: it is written in full, then what noisysim started is removed")
+		a.teardown.finished()
+		sweepStep(ctx, "written")
+	}
 	return errors.Join(writeErr, headroomGate(a.stdout, base, d))
 }
+
+// sweepStep is called by sweep once it is written in full (step
+// "written"); a no-op outside tests, which set it to act there (signalAt).
+var sweepStep = func(context.Context, string) {}
 
 // simulateSweep returns a sweep's run and calibrate functions in virtual
 // time, as noisysim simulate: service times drawn from cal (nil: the
@@ -420,16 +431,19 @@ func disturbedWord(t sweep.Trial) string {
 }
 
 // headroomGate checks the scenario's assertions.headroom against a knee
-// search of its key: every configuration expected to pass holds to at least
-// min × the file's value. nil without headroom or a knee search.
+// search of its key: each configuration it names (default: every one
+// expected to pass) holds to at least min × the file's value. nil without
+// headroom or a knee search.
 func headroomGate(w io.Writer, sc *scenario.Scenario, d *sweep.Doc) error {
 	h := sc.Assertions.Headroom
 	if h.Key == "" || d.Search != "knee" {
 		return nil
 	}
 	var short []string
+	searched := map[string]bool{}
 	for _, k := range d.Knees {
-		if k.Expect == string(scenario.ExpectFail) { // the key was checked: the search is of it
+		searched[k.Configuration] = true
+		if c, ok := sc.Configuration(k.Configuration); !ok || !h.Of(c) {
 			continue
 		}
 		ok := k.Found && k.Headroom >= h.Min
@@ -439,6 +453,11 @@ func headroomGate(w io.Writer, sc *scenario.Scenario, d *sweep.Doc) error {
 			short = append(short, k.Configuration)
 		}
 		fmt.Fprintf(w, "headroom %s: %s holds %s to %.3g× (want >= %.3g×)\n", verdict, k.Configuration, h.Key, k.Headroom, h.Min)
+	}
+	for _, c := range sc.Configurations {
+		if h.Of(&c) && !searched[c.Name] {
+			fmt.Fprintf(w, "headroom unchecked: %s was not searched (--only)\n", c.Name)
+		}
 	}
 	if len(short) > 0 {
 		return fmt.Errorf("%w: scenario %s: headroom of %s below %g× for %s", errAssertionFailed, sc.Name, h.Key, h.Min, strings.Join(short, ", "))
