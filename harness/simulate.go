@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,8 @@ type SimulateOptions struct {
 	CalibrationFile string
 	// MoreCalibrations are further real runs of Calibration's scenario at
 	// other seeds (noisysim run --repeat), MoreCalibrationFiles their
-	// names: the quiet tenants' service times are averaged over every run
+	// names: the quiet tenants' service times are averaged over every run,
+	// a calibrated class's rate set from the median run's (medianCalibrations)
 	// and the scheduler wait is fitted to the median of their quiet p99s
 	// (fitBySimulation), as one run's tail varies from seed to seed by as
 	// much as the simulator's bound. Empty: Calibration alone.
@@ -71,6 +73,10 @@ type SimulateOptions struct {
 	// the calibrated classes' rates alone (from Calibration's service
 	// times), nothing simulated.
 	CalibrateOnly bool
+	// firstRates sets a calibrated class's rate from Calibration's own
+	// service time alone, not the median run's: the fit of the scheduler
+	// wait simulates that run's own schedule.
+	firstRates bool
 }
 
 // calibrationFiles names the calibration runs: CalibrationFile, then
@@ -124,7 +130,7 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 			labels = append(labels, fmt.Sprintf("calibration run %d", i+2))
 		}
 	}
-	cal, err := calibrate(append([]*reports.Report{opts.Calibration}, opts.MoreCalibrations...), labels, sc)
+	cal, err := calibrate(append([]*reports.Report{opts.Calibration}, opts.MoreCalibrations...), labels, sc, opts.firstRates)
 	if err != nil {
 		return nil, err
 	}
@@ -1317,7 +1323,7 @@ func scheduleHash(sc *scenario.Scenario, cal *Calibration) string {
 // Errors: scenario.ErrInvalid (wrapped), naming file, when rep is nil or a
 // class of sc has neither in rep (a report of another scenario's shape).
 func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibration, error) {
-	return calibrate([]*reports.Report{rep}, []string{"--calibrate " + file}, sc)
+	return calibrate([]*reports.Report{rep}, []string{"--calibrate " + file}, sc, true)
 }
 
 // CheckShape returns the error Calibrate would for rep, a real run's report
@@ -1325,16 +1331,18 @@ func Calibrate(rep *reports.Report, file string, sc *scenario.Scenario) (*Calibr
 // in place of "--calibrate FILE": scenario.ErrInvalid (wrapped) when a class
 // of sc has no service times in rep.
 func CheckShape(rep *reports.Report, label string, sc *scenario.Scenario) error {
-	_, err := calibrate([]*reports.Report{rep}, []string{label}, sc)
+	_, err := calibrate([]*reports.Report{rep}, []string{label}, sc, true)
 	return err
 }
 
 // calibrate is Calibrate over one or more real runs of one scenario
 // (reps[0] first, the rest at other seeds), labels naming each in errors:
 // the quiet tenants' percentiles are averaged over every run's
-// configurations, and each run's quiet p99s kept (runTargets) for the
-// scheduler wait's fit; the rest is read from reps[0].
-func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (*Calibration, error) {
+// configurations, each run's quiet p99s kept (runTargets) for the
+// scheduler wait's fit, and a calibrated class's service time alone taken
+// from the median run (medianCalibrations; reps[0]'s with firstRates); the
+// rest is read from reps[0].
+func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario, firstRates bool) (*Calibration, error) {
 	if len(reps) == 0 || reps[0] == nil {
 		return nil, fmt.Errorf("%w: simulate needs a calibration: a real run's report.json (--calibrate)", scenario.ErrInvalid)
 	}
@@ -1343,14 +1351,13 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (
 		wall: map[string]time.Duration{}, wallP50: map[string]time.Duration{}, samples: map[string]int64{}, overhead: map[string]float64{}}
 	machineOf := func(r *reports.Report) map[string]reports.WindowLoad {
 		m := map[string]reports.WindowLoad{}
-		if r.Machine != nil {
+		if r != nil && r.Machine != nil {
 			for _, w := range r.Machine.Windows {
 				m[w.Window] = w
 			}
 		}
 		return m
 	}
-	machine := machineOf(rep)
 	_, baseline := sc.Assertions.QuietP99.QuietWindows()
 	have := map[string]bool{}
 	// The quiet tenants' baseline percentiles, per class, over
@@ -1433,10 +1440,9 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (
 		}
 		cal.runs = append(cal.runs, calibrationRun{rep: rep, label: labels[ri], targets: targets})
 	}
-	calibrated := map[string]reports.Calibration{}
-	for _, c := range rep.Calibrations {
-		calibrated[c.Class] = c
-		have[c.Class] = true
+	calibrated, calMachine, calFrom := medianCalibrations(reps, firstRates)
+	for class := range calibrated {
+		have[class] = true
 	}
 	overRuns := ""
 	if len(reps) > 1 {
@@ -1469,7 +1475,7 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (
 		case calibrated[c.Name].ServiceMean > 0:
 			k := calibrated[c.Name]
 			scale := 1.0
-			if w, ok := machine[fmt.Sprintf("calibrate (%s)", c.Name)]; ok && w.OwnCPU > 0 {
+			if w, ok := machineOf(calMachine[c.Name])[fmt.Sprintf("calibrate (%s)", c.Name)]; ok && w.OwnCPU > 0 {
 				// Calibration runs one unmeasured query, then Samples.
 				scale = min(1, w.OwnCPU*w.Seconds*1000/(float64(k.Samples+1)*k.ServiceMean))
 			}
@@ -1478,8 +1484,8 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario) (
 			cal.median[c.Name] = msDuration(scale * k.ServiceP50)
 			cal.wall[c.Name], cal.wallP50[c.Name] = msDuration(k.ServiceMean), msDuration(k.ServiceP50)
 			cal.samples[c.Name] = k.Samples
-			cal.source[c.Name] = fmt.Sprintf("calibrations (%d queries alone: mean %.2f ms, p50 %.2f ms), log-normal, scaled to the CPU used by %.2f",
-				k.Samples, k.ServiceMean, k.ServiceP50, scale)
+			cal.source[c.Name] = fmt.Sprintf("calibrations (%d queries alone: mean %.2f ms, p50 %.2f ms%s), log-normal, scaled to the CPU used by %.2f",
+				k.Samples, k.ServiceMean, k.ServiceP50, calFrom[c.Name], scale)
 		default:
 			if mean, from, ok := dbTimeService(rep, sc, &c); ok {
 				// Reports vary little run to run: a narrow log-normal.
@@ -1781,6 +1787,7 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		o.Calibration, o.MoreCalibrations = reps[0], reps[1:]
 		o.CalibrationFile, o.MoreCalibrationFiles = files[0], files[1:]
 		o.Progress, o.Logger = nil, nil
+		o.firstRates = true
 		return o
 	}
 	// A calibration run the model can simulate: its scenario at its seed
@@ -1977,6 +1984,49 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 	cal.interferenceFrom = fmt.Sprintf("0: the scheduler slice is fitted instead (the closed form gave %.3g, %s)", cal.interference, cal.interferenceFrom)
 	cal.interference = 0
 	return nil
+}
+
+// medianCalibrations returns, per calibrated class (load_factor), the
+// calibrations entry its rate is set from, the run it is of, and how it was
+// chosen ("" for one run): over several runs, the median run's by its mean
+// service time alone (the lower of the two middle ones), not the first
+// run's. Each real run measures that time at its start, and one run that
+// measured it on a busy moment (92 ms against 60–66 ms in the other six of
+// a ci-gate series) would otherwise set the rate of every simulated run,
+// and with it their throughput and rejections (0.73× and 0.69× the real
+// ones). With first, or one run, the first run's entries.
+func medianCalibrations(reps []*reports.Report, first bool) (map[string]reports.Calibration, map[string]*reports.Report, map[string]string) {
+	entries := map[string]reports.Calibration{}
+	of := map[string]*reports.Report{}
+	from := map[string]string{}
+	for _, c := range reps[0].Calibrations {
+		entries[c.Class], of[c.Class] = c, reps[0]
+	}
+	if first || len(reps) == 1 {
+		return entries, of, from
+	}
+	type entry struct {
+		c   reports.Calibration
+		rep *reports.Report
+	}
+	byClass := map[string][]entry{}
+	for _, r := range reps {
+		for _, c := range r.Calibrations {
+			if c.ServiceMean > 0 {
+				byClass[c.Class] = append(byClass[c.Class], entry{c, r})
+			}
+		}
+	}
+	for class, es := range byClass {
+		if len(es) < 2 {
+			continue
+		}
+		slices.SortStableFunc(es, func(a, b entry) int { return cmp.Compare(a.c.ServiceMean, b.c.ServiceMean) })
+		m := es[(len(es)-1)/2]
+		entries[class], of[class] = m.c, m.rep
+		from[class] = fmt.Sprintf(" of seed %d, the median of %d runs' (means %.2f–%.2f ms)", m.rep.Seed, len(es), es[0].c.ServiceMean, es[len(es)-1].c.ServiceMean)
+	}
+	return entries, of, from
 }
 
 // maxOverhead bounds a class's calibrated overhead: some of every call is

@@ -1015,3 +1015,42 @@ func TestSimulateSliceFitInterrupted(t *testing.T) {
 		t.Errorf("interrupted at %d steps only: the countdown does not reach the fit", interrupted)
 	}
 }
+
+// TestSimulateLoadFactorMedianRun: over several calibration runs, a
+// load_factor class's rate is set from the median run's service time
+// alone, not the first run's: a first run that measured its reports on a
+// busy moment (92 ms against 50 and 60) no longer sets every simulated
+// run's rate. One run alone still sets it.
+func TestSimulateLoadFactorMedianRun(t *testing.T) {
+	sc, err := scenario.Parse([]byte(simScenario), "simsmall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(seed int64, mean float64) *reports.Report {
+		r := calibrationReport()
+		r.Seed = seed
+		r.Calibrations[0].ServiceMean, r.Calibrations[0].ServiceP50 = mean, mean
+		return r
+	}
+	rate := func(reps ...*reports.Report) (float64, string) {
+		t.Helper()
+		rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: reps[0], CalibrationFile: "run-1.json",
+			MoreCalibrations: reps[1:], MoreCalibrationFiles: []string{"run-2.json", "run-3.json"}[:len(reps)-1], Cores: 2, CalibrateOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Calibrations) != 1 {
+			t.Fatalf("calibrations %+v", rep.Calibrations)
+		}
+		return rep.Calibrations[0].Rate, rep.Calibrations[0].Query
+	}
+	if r, _ := rate(run(4, 92), run(5, 50), run(6, 60)); math.Abs(r-3*10/0.060) > 1e-6 {
+		t.Errorf("rate %.1f/s over runs of 92, 50 and 60 ms, want the 60 ms run's 3 × 10 / 60 ms = 500/s", r)
+	}
+	if r, _ := rate(run(4, 92), run(5, 50)); math.Abs(r-3*10/0.050) > 1e-6 {
+		t.Errorf("rate %.1f/s over runs of 92 and 50 ms, want the lower middle one's (50 ms) 600/s", r)
+	}
+	if r, _ := rate(run(4, 92)); math.Abs(r-3*10/0.092) > 1e-6 {
+		t.Errorf("rate %.1f/s for one run of 92 ms, want its own %.1f/s", r, 3*10/0.092)
+	}
+}

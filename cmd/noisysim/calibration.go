@@ -32,7 +32,7 @@ func (c *calibrateFlags) Set(s string) error {
 }
 
 // calibrateHelp is --calibrate's flag help.
-const calibrateHelp = "a real run's report.json to draw service times from, or a directory of run --repeat N --out (every run in it); repeatable: several runs of one scenario at other seeds average the service times and fit the scheduler wait to their median quiet p99"
+const calibrateHelp = "a real run's report.json to draw service times from, or a directory of run --repeat N --out (every run in it); repeatable: several runs of one scenario at other seeds average the service times, set a load_factor class's rate from the median run's, and fit the scheduler wait to their median quiet p99"
 
 // calibration is the real runs a simulation is calibrated on: the first
 // sets the calibrated classes' rates, all of them the quiet tenants'
