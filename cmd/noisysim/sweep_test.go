@@ -193,14 +193,17 @@ assertions:
 	// expected to pass that it leaves out is not checked, one it names
 	// is, and one it names that was not searched (--only) is said to be
 	// unchecked.
-	named, err := scenario.Parse([]byte(`name: x
+	withList := func(list string) (*scenario.Scenario, error) {
+		return scenario.Parse([]byte(`name: x
 classes: [{name: report, isolation_class: heavy, query: report, rate: 10}]
 configurations:
   - {name: naive, mode: shared}
   - {name: isolated, mode: isolated}
 assertions:
-  headroom: {key: classes.report.rate, min: 2, configurations: [isolated]}
+  headroom: {key: classes.report.rate, min: 2, configurations: `+list+`}
 `), "x.yaml")
+	}
+	named, err := withList("[isolated]")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,14 +226,7 @@ assertions:
 		{"[isolatd]", `assertions.headroom.configurations[0]: unknown configuration "isolatd"; the scenario has naive, isolated`},
 		{"[isolated, isolated]", `assertions.headroom.configurations[1]: configuration "isolated" named twice`},
 	} {
-		_, err := scenario.Parse([]byte(`name: x
-classes: [{name: report, isolation_class: heavy, query: report, rate: 10}]
-configurations:
-  - {name: naive, mode: shared}
-  - {name: isolated, mode: isolated}
-assertions:
-  headroom: {key: classes.report.rate, min: 2, configurations: `+c.list+`}
-`), "x.yaml")
+		_, err := withList(c.list)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "x.yaml:7:") {
 			t.Errorf("configurations %s: %v, want %q at x.yaml:7", c.list, err, c.want)
 		}
