@@ -1162,13 +1162,13 @@ func fitRows(rep *reports.Report, calSc *scenario.Scenario, class string) (f row
 // the same tenants, shares, rates; a report without a hash is taken at its
 // word), else sc at rep's seed when that gives rep's schedule_hash, else
 // nil and why.
-func calibrationScenario(rep *reports.Report, sc *scenario.Scenario, cal *Calibration) (*scenario.Scenario, string) {
-	f, file := runFileAsRan(rep, cal)
+func calibrationScenario(rep *reports.Report, sc *scenario.Scenario) (*scenario.Scenario, string) {
+	f, file := runFileAsRan(rep)
 	if f != nil {
 		return f, ""
 	}
 	c := sc.WithSeed(rep.Seed)
-	if rep.ScheduleHash != "" && scheduleHash(c, cal) == rep.ScheduleHash {
+	if rep.ScheduleHash != "" && scheduleHash(c, runWalls(rep)) == rep.ScheduleHash {
 		return c, ""
 	}
 	return nil, fmt.Sprintf("the calibration's scenario file %q %s and the simulated scenario at its seed %d has another schedule, so the calibration's tenants' rows are not known",
@@ -1179,7 +1179,7 @@ func calibrationScenario(rep *reports.Report, sc *scenario.Scenario, cal *Calibr
 // is of rep's scenario and not edited since (ranAsFiled), else nil and
 // what it is: "is not readable here", "is now of scenario X" or "no
 // longer gives the run's schedule (edited since)".
-func runFileAsRan(rep *reports.Report, cal *Calibration) (*scenario.Scenario, string) {
+func runFileAsRan(rep *reports.Report) (*scenario.Scenario, string) {
 	if rep.File == "" {
 		return nil, "is not readable here"
 	}
@@ -1190,7 +1190,7 @@ func runFileAsRan(rep *reports.Report, cal *Calibration) (*scenario.Scenario, st
 	case f.Name != rep.Scenario:
 		return nil, fmt.Sprintf("is now of scenario %q", f.Name)
 	}
-	if f, edited := ranAsFiled(f, rep, cal); !edited {
+	if f, edited := ranAsFiled(f, rep); !edited {
 		return f, ""
 	}
 	return nil, "no longer gives the run's schedule (edited since)"
@@ -1231,12 +1231,25 @@ func loadRunFile(rep *reports.Report) (*scenario.Scenario, error) {
 // was edited since rep's run: at rep's seed, with its calibrated classes'
 // rates set from cal, it does not give rep's schedule_hash (a report
 // without a hash is taken at its word).
-func ranAsFiled(f *scenario.Scenario, rep *reports.Report, cal *Calibration) (*scenario.Scenario, bool) {
+func ranAsFiled(f *scenario.Scenario, rep *reports.Report) (*scenario.Scenario, bool) {
 	if rep.ScheduleHash == "" {
 		return f, false
 	}
 	f = f.WithSeed(rep.Seed)
-	return f, scheduleHash(f, cal) != rep.ScheduleHash
+	return f, scheduleHash(f, runWalls(rep)) != rep.ScheduleHash
+}
+
+// runWalls holds rep's own calibrated classes' service times alone, as the
+// run set its rates from them: a run's schedule is checked with its own,
+// not the ones a simulation over several runs draws (the median run's).
+func runWalls(rep *reports.Report) *Calibration {
+	cal := &Calibration{wall: map[string]time.Duration{}}
+	for _, k := range rep.Calibrations {
+		if k.ServiceMean > 0 {
+			cal.wall[k.Class] = msDuration(k.ServiceMean)
+		}
+	}
+	return cal
 }
 
 // RunScenario returns the scenario rep, a real run's report, ran: its
@@ -1256,13 +1269,7 @@ func RunScenario(rep *reports.Report) (*scenario.Scenario, error) {
 	if f.Name != rep.Scenario {
 		return nil, fmt.Errorf("its scenario file %s is now of scenario %q, not the report's %q", RunFile(rep), f.Name, rep.Scenario)
 	}
-	cal := &Calibration{wall: map[string]time.Duration{}}
-	for _, k := range rep.Calibrations {
-		if k.ServiceMean > 0 {
-			cal.wall[k.Class] = msDuration(k.ServiceMean)
-		}
-	}
-	f, edited := ranAsFiled(f, rep, cal)
+	f, edited := ranAsFiled(f, rep)
 	if edited {
 		return nil, fmt.Errorf("its scenario file %s no longer gives the run's schedule at its seed %d (edited since the run)", RunFile(rep), rep.Seed)
 	}
@@ -1495,6 +1502,13 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario, f
 				have[c.Name] = true
 				break
 			}
+			if c.Calibrated() {
+				if label, k, ok := unusableCalibration(reps, labels, c.Name); ok {
+					return nil, &scenario.Error{File: sc.File, Problems: []scenario.Problem{sc.Problem(fmt.Sprintf("classes[%d].load_factor", i),
+						"class %s sets its rate from its service time alone, and %s has no usable calibrations entry for it (service_mean_ms %g over %d queries; want 0.001–3600000 ms over at least one query)",
+						c.Name, label, k.ServiceMean, k.Samples)}}
+				}
+			}
 			missing = append(missing, c.Name)
 			if firstMissing < 0 {
 				firstMissing = i
@@ -1520,7 +1534,7 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario, f
 			case sc.Data.Orders <= 0:
 				noFit = "the simulated scenario has no data.orders"
 			default:
-				calSc, noFit = calibrationScenario(rep, sc, cal)
+				calSc, noFit = calibrationScenario(rep, sc)
 			}
 		}
 		return calSc, noFit
@@ -1846,7 +1860,7 @@ func fitBySimulation(ctx context.Context, sc *scenario.Scenario, opts SimulateOp
 		// it was checked (README).
 		if len(cal.runs) == 1 {
 			why := "gives its schedule but cannot be simulated"
-			if _, w := runFileAsRan(rep, cal); w != "" {
+			if _, w := runFileAsRan(rep); w != "" {
 				why = w
 			}
 			cal.interferenceFrom = fmt.Sprintf("not fitted: the calibration run cannot be simulated here (its scenario file %q %s and the simulated scenario at its seed %d has another schedule); the closed form would give %.3g, %s",
@@ -1999,34 +2013,77 @@ func medianCalibrations(reps []*reports.Report, first bool) (map[string]reports.
 	entries := map[string]reports.Calibration{}
 	of := map[string]*reports.Report{}
 	from := map[string]string{}
-	for _, c := range reps[0].Calibrations {
-		entries[c.Class], of[c.Class] = c, reps[0]
-	}
 	if first || len(reps) == 1 {
-		return entries, of, from
+		reps = reps[:1]
 	}
 	type entry struct {
 		c   reports.Calibration
 		rep *reports.Report
 	}
 	byClass := map[string][]entry{}
+	var classes []string
 	for _, r := range reps {
+		seen := map[string]bool{}
 		for _, c := range r.Calibrations {
-			if c.ServiceMean > 0 {
+			if !seen[c.Class] && usableCalibration(c) { // a run's first entry of a class
 				byClass[c.Class] = append(byClass[c.Class], entry{c, r})
 			}
+			if !slices.Contains(classes, c.Class) {
+				classes = append(classes, c.Class)
+			}
+			seen[c.Class] = true
 		}
 	}
 	for class, es := range byClass {
-		if len(es) < 2 {
-			continue
-		}
 		slices.SortStableFunc(es, func(a, b entry) int { return cmp.Compare(a.c.ServiceMean, b.c.ServiceMean) })
 		m := es[(len(es)-1)/2]
 		entries[class], of[class] = m.c, m.rep
-		from[class] = fmt.Sprintf(" of seed %d, the median of %d runs' (means %.2f–%.2f ms)", m.rep.Seed, len(es), es[0].c.ServiceMean, es[len(es)-1].c.ServiceMean)
+		if len(reps) == 1 {
+			continue
+		}
+		var left []string
+		for _, r := range reps {
+			if !slices.ContainsFunc(es, func(e entry) bool { return e.rep == r }) {
+				left = append(left, strconv.FormatInt(r.Seed, 10))
+			}
+		}
+		if len(es) == 1 {
+			from[class] = fmt.Sprintf(" of seed %d, the one run of %d with a usable entry", m.rep.Seed, len(reps))
+		} else {
+			from[class] = fmt.Sprintf(" of seed %d, the median of %d runs' (means %.2f–%.2f ms)", m.rep.Seed, len(es), es[0].c.ServiceMean, es[len(es)-1].c.ServiceMean)
+		}
+		if len(left) == 1 {
+			from[class] += fmt.Sprintf("; seed %s left out: no usable entry", left[0])
+		} else if len(left) > 1 {
+			from[class] += fmt.Sprintf("; seeds %s left out: no usable entry", strings.Join(left, ", "))
+		}
 	}
 	return entries, of, from
+}
+
+// unusableCalibration returns the first calibration run (its label) with an
+// entry for class that cannot set a rate, and that entry; ok false when no
+// run has an entry for class.
+func unusableCalibration(reps []*reports.Report, labels []string, class string) (label string, k reports.Calibration, ok bool) {
+	for i, r := range reps {
+		for _, c := range r.Calibrations {
+			if c.Class == class && !usableCalibration(c) {
+				label = fmt.Sprintf("calibration run %d", i+1)
+				if i < len(labels) {
+					label = labels[i]
+				}
+				return label, c, true
+			}
+		}
+	}
+	return "", reports.Calibration{}, false
+}
+
+// usableCalibration reports whether a calibrations entry can set a rate: a
+// mean service time alone between 1 µs and 1 h, measured over at least one
+// query (a report edited by hand may hold 0, a negative, 1e-300 or 1e308).
+func usableCalibration(c reports.Calibration) bool {
+	return c.ServiceMean >= 0.001 && c.ServiceMean <= 3.6e6 && c.Samples >= 1
 }
 
 // maxOverhead bounds a class's calibrated overhead: some of every call is

@@ -1053,4 +1053,62 @@ func TestSimulateLoadFactorMedianRun(t *testing.T) {
 	if r, _ := rate(run(4, 92)); math.Abs(r-3*10/0.092) > 1e-6 {
 		t.Errorf("rate %.1f/s for one run of 92 ms, want its own %.1f/s", r, 3*10/0.092)
 	}
+	// An entry that cannot set a rate (a report edited by hand) is left
+	// out and said to be; with none usable, the error names the file and
+	// the value.
+	if r, _ := rate(run(4, 92), run(5, 0), run(6, 1e308)); math.Abs(r-3*10/0.092) > 1e-6 {
+		t.Errorf("rate %.1f/s over runs of 92, 0 and 1e308 ms, want the one usable run's", r)
+	}
+	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: run(4, 92), CalibrationFile: "run-1.json",
+		MoreCalibrations: []*reports.Report{run(5, -5), run(6, 60)}, MoreCalibrationFiles: []string{"run-2.json", "run-3.json"}, Cores: 2, CalibrateOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from := rep.Simulated; from == nil {
+		t.Fatal("not simulated")
+	}
+	_, err = harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: run(4, 0), CalibrationFile: "run-1.json",
+		MoreCalibrations: []*reports.Report{run(5, 1e-300)}, MoreCalibrationFiles: []string{"run-2.json"}, Cores: 2, CalibrateOnly: true})
+	if !errors.Is(err, scenario.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "--calibrate run-1.json has no usable calibrations entry for it (service_mean_ms 0 over 20 queries") {
+		t.Errorf("err = %v, want the unusable entry named with its file", err)
+	}
+}
+
+// TestSimulateMedianRunKeepsTheFirstRunsSchedule: with the median run's
+// rate drawn, the first calibration run's scenario file is still checked
+// against its own schedule (its own rate): not said to be edited since,
+// so the report class is still rescaled to the dominant tenant's rows.
+func TestSimulateMedianRunKeepsTheFirstRunsSchedule(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "simsmall.yaml")
+	if err := os.WriteFile(file, []byte(simScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenario.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(seed int64, mean float64) *reports.Report {
+		r := calibrationReport()
+		r.Seed, r.File, r.FileAbs = seed, file, file
+		r.Calibrations[0].ServiceMean, r.Calibrations[0].ServiceP50 = mean, mean
+		zero := 0.0
+		ran, err := harness.Simulate(context.Background(), sc.WithSeed(seed), harness.SimulateOptions{Calibration: r, CalibrationFile: "cal.json", Cores: 2, Interference: &zero})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ScheduleHash = ran.ScheduleHash // its schedule at its own rate
+		return r
+	}
+	first, second, third := run(4, 92), run(5, 50), run(6, 60)
+	rep, err := harness.Simulate(context.Background(), sc, harness.SimulateOptions{Calibration: first, CalibrationFile: "run-1.json",
+		MoreCalibrations: []*reports.Report{second, third}, MoreCalibrationFiles: []string{"run-2.json", "run-3.json"}, Cores: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Simulated.Classes {
+		if c.Class == "report" && (strings.Contains(c.From, "edited since") || !strings.Contains(c.From, "the median of 3 runs")) {
+			t.Errorf("report drawn %q: want the median run's, the first run's file not said to be edited", c.From)
+		}
+	}
 }
