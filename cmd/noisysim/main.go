@@ -175,20 +175,43 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 		signal.Stop(sigs)
 		close(sigs) // ends the goroutine below
 	}()
+	// done ends the signal goroutine once the command and its teardown
+	// are over; handled is closed when it has: a first signal it took is
+	// then said and cancelled, so the verdict below sees it.
+	done, handled := make(chan struct{}), make(chan struct{})
 	go func() {
-		s, ok := <-sigs
-		if !ok {
+		defer close(handled)
+		first := func(s os.Signal) {
+			fmt.Fprintf(stderr, "noisysim: %v: %s\n", s, stopMessage(td.stopNote()))
+			cancel(&stoppedError{signal: s})
+		}
+		select {
+		case s, ok := <-sigs:
+			if !ok {
+				return
+			}
+			first(s)
+		case <-done:
+			select { // a signal already delivered is still said
+			case s, ok := <-sigs:
+				if ok {
+					first(s)
+				}
+			default:
+			}
 			return
 		}
-		fmt.Fprintf(stderr, "noisysim: %v: %s\n", s, stopMessage(td.stopNote()))
-		cancel(&stoppedError{signal: s})
-		if s, ok = <-sigs; !ok {
-			return
+		select {
+		case s, ok := <-sigs:
+			if !ok {
+				return
+			}
+			exitMu.Lock()
+			fmt.Fprintf(stderr, "noisysim: %v: stopping immediately\n", s)
+			td.run(true)
+			os.Exit(exitError)
+		case <-done:
 		}
-		exitMu.Lock()
-		fmt.Fprintf(stderr, "noisysim: %v: stopping immediately\n", s)
-		td.run(true)
-		os.Exit(exitError)
 	}()
 
 	defer func() {
@@ -201,6 +224,8 @@ func realMain(args []string, stdout, stderr io.Writer) (code int) {
 
 	err := dispatch(ctx, args, stdout, stderr, td)
 	td.run(false)
+	close(done)
+	<-handled
 	if stopped, ok := context.Cause(ctx).(*stoppedError); ok {
 		switch {
 		case td.isFinished():

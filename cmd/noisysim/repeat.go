@@ -78,6 +78,10 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 			}
 			return err
 		}
+		if i == n-1 {
+			// Every run has measured in full: what is left is writing.
+			a.teardown.onStop("the runs have finished: their reports are written in full, then what noisysim started is removed")
+		}
 		r := repeatRun{seed: one.Seed, passed: rep.Passed, disturbed: len(rep.Machine.Disturbed()) > 0, margins: margins(rep),
 			marginal: len(rep.Marginal), attempts: len(rep.Attempts), disturbedEvery: rep.DisturbedEveryAttempt()}
 		runs = append(runs, r)
@@ -91,7 +95,6 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 	}
 	// Every run is measured and written: a signal from here on changes
 	// nothing (the cluster is removed as always).
-	a.teardown.onStop("the runs have finished: their reports are written in full, then what noisysim started is removed")
 	a.teardown.finished()
 	writeRepeatSummary(a.stdout, sc, runs, nil)
 	if out != "" {
