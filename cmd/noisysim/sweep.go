@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -452,7 +453,14 @@ func headroomGate(w io.Writer, sc *scenario.Scenario, d *sweep.Doc) error {
 			verdict = "FAIL"
 			short = append(short, k.Configuration)
 		}
+		if k.AboveRange && !ok {
+			fmt.Fprintf(w, "headroom %s: %s holds %s to at least %.3g×, the top of the range (want >= %.3g×: search a range up to that)\n", verdict, k.Configuration, h.Key, k.Headroom, h.Min)
+			continue
+		}
 		fmt.Fprintf(w, "headroom %s: %s holds %s to %.3g× (want >= %.3g×)\n", verdict, k.Configuration, h.Key, k.Headroom, h.Min)
+	}
+	if !slices.ContainsFunc(sc.Configurations, func(c scenario.Configuration) bool { return h.Of(&c) }) {
+		fmt.Fprintf(w, "headroom unchecked: no configuration is expected to pass (name the ones to hold in assertions.headroom.configurations)\n")
 	}
 	for _, c := range sc.Configurations {
 		if h.Of(&c) && !searched[c.Name] {

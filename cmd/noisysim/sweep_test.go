@@ -222,9 +222,36 @@ assertions:
 	if err := headroomGate(&out, named, &sweep.Doc{Search: "knee", Knees: both.Knees[:1]}); err != nil || !strings.Contains(out.String(), "headroom unchecked: isolated was not searched") {
 		t.Errorf("isolated not searched: %v\n%s", err, out.String())
 	}
+	// A range whose top is below min × the value is said to be too short,
+	// not read as a knee.
+	out.Reset()
+	top := &sweep.Doc{Search: "knee", Knees: []sweep.Knee{{Configuration: "isolated", Expect: "pass", Found: true, AboveRange: true, Headroom: 1.5}}}
+	if err := headroomGate(&out, named, top); exitCode(err) != exitAssertion || !strings.Contains(out.String(), "to at least 1.5×, the top of the range (want >= 2×: search a range up to that)") {
+		t.Errorf("range too short: %v\n%s", err, out.String())
+	}
+	// No configuration held to it: said, not silently passed.
+	out.Reset()
+	if err := headroomGate(&out, sc, &sweep.Doc{Search: "knee", Knees: []sweep.Knee{{Configuration: "naive", Expect: "fail"}}}); err != nil {
+		t.Errorf("only the control searched: %v", err)
+	}
+	allFail, err := scenario.Parse([]byte(`name: x
+classes: [{name: report, isolation_class: heavy, query: report, rate: 10}]
+configurations: [{name: naive, mode: shared, expect: fail}]
+assertions:
+  headroom: {key: classes.report.rate, min: 2}
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := headroomGate(&out, allFail, &sweep.Doc{Search: "knee", Knees: []sweep.Knee{{Configuration: "naive", Expect: "fail"}}}); err != nil || !strings.Contains(out.String(), "headroom unchecked: no configuration is expected to pass") {
+		t.Errorf("every configuration expected to fail: %v\n%s", err, out.String())
+	}
 	for _, c := range []struct{ list, want string }{
 		{"[isolatd]", `assertions.headroom.configurations[0]: unknown configuration "isolatd"; the scenario has naive, isolated`},
 		{"[isolated, isolated]", `assertions.headroom.configurations[1]: configuration "isolated" named twice`},
+		{"[]", `assertions.headroom.configurations: names no configuration`},
+		{"[null]", `assertions.headroom.configurations: names no configuration`},
 	} {
 		_, err := withList(c.list)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "x.yaml:7:") {

@@ -699,9 +699,16 @@ func (c *checker) assertions(a *Assertions) {
 		if !(a.Headroom.Min > 0) || math.IsInf(a.Headroom.Min, 1) {
 			c.add("assertions.headroom.min", "must be > 0, got %s", fmtFloat(a.Headroom.Min))
 		}
+		if c.present("assertions.headroom.configurations") && len(a.Headroom.Configurations) == 0 {
+			c.add("assertions.headroom.configurations", "names no configuration (an empty list, or only nulls); leave the key out to hold every configuration with expect: pass")
+		}
 		seen := map[string]bool{}
 		for j, name := range a.Headroom.Configurations {
 			f := fmt.Sprintf("assertions.headroom.configurations[%d]", j)
+			if name == "" {
+				c.add(f, "must be a configuration's name, got an empty one")
+				continue
+			}
 			if _, ok := c.s.Configuration(name); !ok {
 				var names []string
 				for _, cf := range c.s.Configurations {
