@@ -188,3 +188,17 @@ func TestSegmentLogOrigin(t *testing.T) {
 		t.Errorf("ReadSegment of a cut log = %v, want it named as cut short", err)
 	}
 }
+
+// TestMsDurationRounds: a mean in ms read back from a report is the whole
+// number of ns it was written from (66.899363 ms × 1e6 is
+// 66899362.99999999 in float64).
+func TestMsDurationRounds(t *testing.T) {
+	for _, c := range []struct {
+		ms   float64
+		want time.Duration
+	}{{66.899363, 66899363}, {0.000001, 1}, {1, time.Millisecond}} {
+		if got := msDuration(c.ms); got != c.want {
+			t.Errorf("msDuration(%v) = %d ns, want %d", c.ms, got, c.want)
+		}
+	}
+}

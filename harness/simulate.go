@@ -169,6 +169,12 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		c := &sc.Classes[i]
 		if c.Calibrated() {
 			if cal.wall[c.Name] <= 0 {
+				reps := append([]*reports.Report{opts.Calibration}, opts.MoreCalibrations...)
+				if label, k, ok := unusableCalibration(reps, labels, c.Name); ok {
+					return nil, &scenario.Error{File: sc.File, Problems: []scenario.Problem{sc.Problem(fmt.Sprintf("classes[%d].load_factor", i),
+						"class %s sets its rate from its service time alone, and %s has no usable calibrations entry for it (service_mean_ms %g over %d queries; want 0.001–3600000 ms over at least one query)",
+						c.Name, label, k.ServiceMean, k.Samples)}}
+				}
 				// A class the calibration drew otherwise (its quiet
 				// tenants' latencies, its database time): no wall time
 				// alone to set the rate from.
@@ -2116,7 +2122,11 @@ func (c *Calibration) summary() []reports.SimulatedClass {
 	return out
 }
 
-func msDuration(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+// Rounded, not truncated: a report's mean of 66.899363 ms (a whole number of
+// ns written in ms) times 1e6 is 66899362.99999999, and a nanosecond lost
+// changed a calibrated rate in its last digit, so the run's own schedule no
+// longer matched its schedule_hash ("edited since" for a file never edited).
+func msDuration(v float64) time.Duration { return time.Duration(math.Round(v * float64(time.Millisecond))) }
 
 // quantileAt returns the value at percentile p of qs (sorted by P), linear
 // between points.

@@ -149,6 +149,10 @@ func main() {
 	// go-redis logs dial failures itself; noisysim reports them once, as
 	// errors (an unusable app.redis_url exits 2).
 	redis.SetLogger(quietRedis{})
+	// Keeps SIGINT and SIGTERM from their default action (killed, exit
+	// 130) in the moment between realMain's own handler stopping and the
+	// exit: a late signal then changes nothing.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGTERM)
 	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
 }
 
