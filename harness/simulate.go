@@ -2126,7 +2126,9 @@ func (c *Calibration) summary() []reports.SimulatedClass {
 // ns written in ms) times 1e6 is 66899362.99999999, and a nanosecond lost
 // changed a calibrated rate in its last digit, so the run's own schedule no
 // longer matched its schedule_hash ("edited since" for a file never edited).
-func msDuration(v float64) time.Duration { return time.Duration(math.Round(v * float64(time.Millisecond))) }
+func msDuration(v float64) time.Duration {
+	return time.Duration(math.Round(v * float64(time.Millisecond)))
+}
 
 // quantileAt returns the value at percentile p of qs (sorted by P), linear
 // between points.
