@@ -362,14 +362,11 @@ func sliceCalibration(t *testing.T, sc *scenario.Scenario, seed int64, p99 float
 	return cal
 }
 
-// TestRunScenario: a report's scenario file is the scenario it ran while,
-// at its seed and with its calibrated rate (report, a load_factor class)
-// set from its calibrations, it gives the report's schedule_hash; a file
-// edited since (another lookup rate), of another scenario, missing or not
-// named is said so.
-func TestRunScenario(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "simsmall.yaml")
+// simScenarioFile writes simScenario into a temporary directory and loads
+// it: a scenario with a file, as a real run's report names.
+func simScenarioFile(t *testing.T) (string, *scenario.Scenario) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "simsmall.yaml")
 	if err := os.WriteFile(file, []byte(simScenario), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -377,6 +374,17 @@ func TestRunScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return file, sc
+}
+
+// TestRunScenario: a report's scenario file is the scenario it ran while,
+// at its seed and with its calibrated rate (report, a load_factor class)
+// set from its calibrations, it gives the report's schedule_hash; a file
+// edited since (another lookup rate), of another scenario, missing or not
+// named is said so.
+func TestRunScenario(t *testing.T) {
+	file, sc := simScenarioFile(t)
+	dir := filepath.Dir(file)
 	rep := sliceCalibration(t, sc, 4, 5)
 	rep.File = file
 	if got, err := harness.RunScenario(rep); err != nil || got.Seed != 4 {
@@ -1079,15 +1087,7 @@ func TestSimulateLoadFactorMedianRun(t *testing.T) {
 // against its own schedule (its own rate): not said to be edited since,
 // so the report class is still rescaled to the dominant tenant's rows.
 func TestSimulateMedianRunKeepsTheFirstRunsSchedule(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "simsmall.yaml")
-	if err := os.WriteFile(file, []byte(simScenario), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sc, err := scenario.Load(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, sc := simScenarioFile(t)
 	run := func(seed int64, mean float64) *reports.Report {
 		r := calibrationReport()
 		r.Seed, r.File, r.FileAbs = seed, file, file
