@@ -169,11 +169,8 @@ func Simulate(ctx context.Context, sc *scenario.Scenario, opts SimulateOptions) 
 		c := &sc.Classes[i]
 		if c.Calibrated() {
 			if cal.wall[c.Name] <= 0 {
-				reps := append([]*reports.Report{opts.Calibration}, opts.MoreCalibrations...)
-				if label, k, ok := unusableCalibration(reps, labels, c.Name); ok {
-					return nil, &scenario.Error{File: sc.File, Problems: []scenario.Problem{sc.Problem(fmt.Sprintf("classes[%d].load_factor", i),
-						"class %s sets its rate from its service time alone, and %s has no usable calibrations entry for it (service_mean_ms %g over %d queries; want 0.001–3600000 ms over at least one query)",
-						c.Name, label, k.ServiceMean, k.Samples)}}
+				if err := unusableCalibration(sc, i, append([]*reports.Report{opts.Calibration}, opts.MoreCalibrations...), labels); err != nil {
+					return nil, err
 				}
 				// A class the calibration drew otherwise (its quiet
 				// tenants' latencies, its database time): no wall time
@@ -1251,7 +1248,7 @@ func ranAsFiled(f *scenario.Scenario, rep *reports.Report) (*scenario.Scenario, 
 func runWalls(rep *reports.Report) *Calibration {
 	cal := &Calibration{wall: map[string]time.Duration{}}
 	for _, k := range rep.Calibrations {
-		if k.ServiceMean > 0 {
+		if _, seen := cal.wall[k.Class]; !seen && usableCalibration(k) { // its first usable entry, as medianCalibrations takes
 			cal.wall[k.Class] = msDuration(k.ServiceMean)
 		}
 	}
@@ -1508,12 +1505,8 @@ func calibrate(reps []*reports.Report, labels []string, sc *scenario.Scenario, f
 				have[c.Name] = true
 				break
 			}
-			if c.Calibrated() {
-				if label, k, ok := unusableCalibration(reps, labels, c.Name); ok {
-					return nil, &scenario.Error{File: sc.File, Problems: []scenario.Problem{sc.Problem(fmt.Sprintf("classes[%d].load_factor", i),
-						"class %s sets its rate from its service time alone, and %s has no usable calibrations entry for it (service_mean_ms %g over %d queries; want 0.001–3600000 ms over at least one query)",
-						c.Name, label, k.ServiceMean, k.Samples)}}
-				}
+			if err := unusableCalibration(sc, i, reps, labels); err != nil {
+				return nil, err
 			}
 			missing = append(missing, c.Name)
 			if firstMissing < 0 {
@@ -2027,15 +2020,11 @@ func medianCalibrations(reps []*reports.Report, first bool) (map[string]reports.
 		rep *reports.Report
 	}
 	byClass := map[string][]entry{}
-	var classes []string
 	for _, r := range reps {
 		seen := map[string]bool{}
 		for _, c := range r.Calibrations {
 			if !seen[c.Class] && usableCalibration(c) { // a run's first entry of a class
 				byClass[c.Class] = append(byClass[c.Class], entry{c, r})
-			}
-			if !slices.Contains(classes, c.Class) {
-				classes = append(classes, c.Class)
 			}
 			seen[c.Class] = true
 		}
@@ -2067,22 +2056,30 @@ func medianCalibrations(reps []*reports.Report, first bool) (map[string]reports.
 	return entries, of, from
 }
 
-// unusableCalibration returns the first calibration run (its label) with an
-// entry for class that cannot set a rate, and that entry; ok false when no
-// run has an entry for class.
-func unusableCalibration(reps []*reports.Report, labels []string, class string) (label string, k reports.Calibration, ok bool) {
-	for i, r := range reps {
-		for _, c := range r.Calibrations {
-			if c.Class == class && !usableCalibration(c) {
-				label = fmt.Sprintf("calibration run %d", i+1)
-				if i < len(labels) {
-					label = labels[i]
-				}
-				return label, c, true
+// unusableCalibration is the error for class sc.Classes[i], a calibrated
+// class, when a calibration run (labels name them) has an entry for it that
+// cannot set a rate: the first such run and its value are named. nil when
+// the class is not calibrated or no run has such an entry.
+func unusableCalibration(sc *scenario.Scenario, i int, reps []*reports.Report, labels []string) error {
+	c := &sc.Classes[i]
+	if !c.Calibrated() {
+		return nil
+	}
+	for ri, r := range reps {
+		for _, k := range r.Calibrations {
+			if k.Class != c.Name || usableCalibration(k) {
+				continue
 			}
+			label := fmt.Sprintf("calibration run %d", ri+1)
+			if ri < len(labels) {
+				label = labels[ri]
+			}
+			return &scenario.Error{File: sc.File, Problems: []scenario.Problem{sc.Problem(fmt.Sprintf("classes[%d].load_factor", i),
+				"class %s sets its rate from its service time alone, and %s has no usable calibrations entry for it (service_mean_ms %g over %d queries; want 0.001–3600000 ms over at least one query)",
+				c.Name, label, k.ServiceMean, k.Samples)}}
 		}
 	}
-	return "", reports.Calibration{}, false
+	return nil
 }
 
 // usableCalibration reports whether a calibrations entry can set a rate: a
