@@ -80,8 +80,9 @@ func TestFaultAction(t *testing.T) {
 	if !strings.HasPrefix(pause.Detail, "pause primary") || !strings.HasPrefix(stop.Detail, "stop primary") {
 		t.Errorf("details %q, %q", pause.Detail, stop.Detail)
 	}
-	// A pause holds the ops in flight: 100 lookups a second wait for 1 s.
-	if pause.After["stalled"] < 1 || pause.After["worst_latency_ms"] < 900 {
+	// A pause holds the ops: 100 lookups a second wait up to 1 s, each
+	// issued during it held until the restore.
+	if pause.After["stalled"] < 30 || pause.After["worst_latency_ms"] < 900 {
 		t.Errorf("pause: %s; want stalled ops and a worst latency near 1 s", pause.Detail)
 	}
 	if stop.After["errors"] < 1 {

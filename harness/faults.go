@@ -212,7 +212,10 @@ const recoverFactor = 2
 // burst measures one fault over the phase's ops (see reports.Fault for the
 // definitions). The window is [injected, restored]. An op is hit when it
 // was in flight or issued during the window; it is stalled when it also
-// ended after the restore with a latency longer than the window. Recovery
+// ended after the restore, held across it, and was slower than the recovery
+// bound of its class (longer than the window when the class has none): a
+// count of the ops the fault held, not only of those in flight at the
+// injection. Recovery
 // is the end of the first op issued after the restore that succeeded within
 // recoverFactor × its class's median latency before the injection (any
 // success when the class finished no op before it). Errors are the failed
@@ -257,7 +260,11 @@ func burstBounded(f scenario.Fault, ft faultTimes, events []opEvent, bound map[s
 		if e.start < ft.restored && e.end > ft.injected {
 			// Hit: in flight or issued during the window.
 			rf.WorstLatency = max(rf.WorstLatency, msOf(lat))
-			if e.end > ft.restored && lat > window {
+			limit := window
+			if b, ok := bound[e.class]; ok {
+				limit = b
+			}
+			if e.end > ft.restored && lat > limit {
 				t := tenant(e.tenant)
 				t.Stalled++
 				rf.Stalled++

@@ -25,7 +25,8 @@ func baseline(class string, n int, lat time.Duration) []opEvent {
 
 // TestFaultBurst checks what one fault reports from a phase's ops: errors,
 // stalled ops (in flight or issued during the fault, done after the restore,
-// slower than the whole fault window) and the worst latency per tenant, and
+// slower than 2× their class's median before it, or than the whole fault
+// window without one) and the worst latency per tenant, and
 // the time to recover (to the first op issued after the restore that
 // succeeds within 2× its class's median before the fault).
 func TestFaultBurst(t *testing.T) {
@@ -44,18 +45,20 @@ func TestFaultBurst(t *testing.T) {
 			events: append(append(baseline("lookup", 9, msAt(5)), baseline("report", 3, msAt(50))...),
 				opEvent{start: msAt(990), end: msAt(3010), tenant: 1, class: "lookup"},                // stalled, 2020 ms
 				opEvent{start: msAt(995), end: msAt(3005), tenant: 2, class: "lookup"},                // stalled, 2010 ms
-				opEvent{start: msAt(2000), end: msAt(3010), tenant: 1, class: "lookup"},               // hung, shorter than the fault
+				opEvent{start: msAt(2000), end: msAt(3010), tenant: 1, class: "lookup"},               // stalled, issued mid-fault
+				opEvent{start: msAt(2990), end: msAt(3004), tenant: 2, class: "lookup"},               // across the restore, 14 ms
+				opEvent{start: msAt(2995), end: msAt(3003), tenant: 3, class: "lookup"},               // across the restore, within 2×5 ms
 				opEvent{start: msAt(3001), end: msAt(3030), tenant: 1, class: "lookup"},               // after: 29 ms > 2×5 ms
 				opEvent{start: msAt(3002), end: msAt(3009), tenant: 3, class: "lookup", failed: true}, // after, failed
 				opEvent{start: msAt(3010), end: msAt(3018), tenant: 2, class: "lookup"},               // recovery: 8 ms
 				opEvent{start: msAt(3005), end: msAt(3060), tenant: 3, class: "report"},               // within 2×50 ms, but later
 			),
 			want: reports.Fault{Node: "primary", Action: "pause", At: 1, Restored: 3, Recovered: true,
-				TimeToRecover: 18, Errors: 1, Stalled: 2, WorstLatency: 2020,
+				TimeToRecover: 18, Errors: 1, Stalled: 4, WorstLatency: 2020,
 				Tenants: []reports.FaultTenant{
-					{Tenant: "1", Stalled: 1, WorstLatency: 2020},
-					{Tenant: "2", Stalled: 1, WorstLatency: 2010},
-					{Tenant: "3", Errors: 1, ByClass: map[string]int64{"lookup": 1}},
+					{Tenant: "1", Stalled: 2, WorstLatency: 2020},
+					{Tenant: "2", Stalled: 2, WorstLatency: 2010},
+					{Tenant: "3", Errors: 1, WorstLatency: 8, ByClass: map[string]int64{"lookup": 1}},
 				}},
 		},
 		{

@@ -15,9 +15,10 @@ import (
 //
 // The fault window runs from the injection (At) to the restore (Restored).
 // An operation is stalled when it was in flight or issued during the window
-// and finished (succeeded or failed) after the restore with a latency
-// longer than the whole window: the symptom of a pause, where nothing fails
-// and requests hang. Recovery is the first operation issued after the
+// and finished (succeeded or failed) after the restore, held across it,
+// with a latency above 2x its class's median latency before the fault
+// (above the whole window when the class finished no operation before it):
+// the symptom of a pause, where nothing fails and requests hang. Recovery is the first operation issued after the
 // restore that succeeds with a latency within 2x its class's median latency
 // before the fault (any success when the class finished no operation before
 // it); TimeToRecover runs from the restore to that operation's end.
