@@ -179,8 +179,13 @@ type Probe struct {
 }
 
 // WriteFile writes d as dir/sweep.json, atomically (a temporary file renamed).
+// A sweep with no point yet writes "points": [], not null.
 func (d *Doc) WriteFile(dir string) error {
-	data, err := json.MarshalIndent(d, "", "  ")
+	out := *d
+	if out.Points == nil {
+		out.Points = []Point{}
+	}
+	data, err := json.MarshalIndent(&out, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode sweep: %w", err)
 	}

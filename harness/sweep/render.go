@@ -113,8 +113,9 @@ func unjudgedMark(s ConfigSummary) string {
 // where today's value comes from: "classes.report.rate: the file writes
 // load_factor 3, no rate; today's rate 12.3/s is its calibration, run once
 // before the search (report alone: 250 ms mean over 9 queries; 3 × pool 40
-// of naive); each point writes rate: V in place of load_factor". Empty for
-// any other key.
+// of naive); each point writes rate: V in place of load_factor" ("taken
+// from the calibration report before the search" when simulated). Empty
+// for any other key.
 func BaselineSentence(v VaryDoc) string {
 	if v.LoadFactor == 0 {
 		return ""
@@ -125,12 +126,12 @@ func BaselineSentence(v VaryDoc) string {
 	if c == nil {
 		return s + " (not calibrated: no today's rate)"
 	}
-	samples := fmt.Sprintf(" over %d queries", c.Samples)
+	how, samples := "run once before the search", fmt.Sprintf(" over %d queries", c.Samples)
 	if c.Samples == 0 {
-		samples = " (simulated: the calibration report's service time)"
+		how, samples = "taken from the calibration report before the search", " (simulated: the calibration report's service time)"
 	}
-	return fmt.Sprintf("%s; today's rate %s/s is the calibration's, run once before the search (%s alone: %s ms mean%s; %s × pool %d of %s / mean)",
-		s, strconv.FormatFloat(c.Rate, 'g', 4, 64), c.Class, strconv.FormatFloat(c.ServiceMean, 'g', 4, 64), samples, lf, c.Pool, c.PoolName)
+	return fmt.Sprintf("%s; today's rate %s/s is the calibration's, %s (%s alone: %s ms mean%s; %s × pool %d of %s / mean)",
+		s, strconv.FormatFloat(c.Rate, 'g', 4, 64), how, c.Class, strconv.FormatFloat(c.ServiceMean, 'g', 4, 64), samples, lf, c.Pool, c.PoolName)
 }
 
 // KneeSentence says how far a configuration holds, relative to the

@@ -547,3 +547,40 @@ func TestShape(t *testing.T) {
 		t.Errorf("--resume of another shape: %v", err)
 	}
 }
+
+// TestBaselineSentenceSaysWhereTheRateCameFrom: where today's rate came from: a real
+// calibration run before the search, or the calibration report of a
+// simulated sweep, where nothing ran.
+func TestBaselineSentenceSaysWhereTheRateCameFrom(t *testing.T) {
+	v := sweep.VaryDoc{Key: "classes.report.rate", LoadFactor: 3,
+		Calibration: &reports.Calibration{Class: "report", Samples: 9, ServiceMean: 250, Pool: 40, PoolName: "naive", Rate: 12}}
+	if s := sweep.BaselineSentence(v); !strings.Contains(s, "run once before the search (report alone: 250 ms mean over 9 queries; 3 × pool 40 of naive / mean)") {
+		t.Errorf("real: %q", s)
+	}
+	v.Calibration.Samples = 0
+	s := sweep.BaselineSentence(v)
+	if strings.Contains(s, "run once") || !strings.Contains(s, "taken from the calibration report before the search (report alone: 250 ms mean (simulated") {
+		t.Errorf("simulated: %q", s)
+	}
+	v.Calibration = nil
+	if s := sweep.BaselineSentence(v); !strings.HasSuffix(s, "(not calibrated: no today's rate)") {
+		t.Errorf("uncalibrated: %q", s)
+	}
+}
+
+// TestWriteFileBeforeAnyPoint: sweep.json written before the first trial
+// ends lists no point as an empty list a reader can range over.
+func TestWriteFileBeforeAnyPoint(t *testing.T) {
+	dir := t.TempDir()
+	d := &sweep.Doc{Version: 1, Scenario: "s", Search: "grid"}
+	if err := d.WriteFile(dir); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, sweep.JSONFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"points": []`) || d.Points != nil {
+		t.Errorf("sweep.json:\n%s\nwant \"points\": [] (and the doc itself untouched: %v)", data, d.Points)
+	}
+}
