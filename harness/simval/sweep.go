@@ -135,7 +135,7 @@ type SweepResult struct {
 	CalibrationSeed int64  `json:"calibration_seed"`
 	// CalibrationSeeds lists every calibration run's seed when the model
 	// was calibrated on several ("42, 43, 44"; Calibration then names each
-	// file, comma-separated); "" for one.
+	// file, comma-separated, and CalibrationSeed is the first's); "" for one.
 	CalibrationSeeds     string   `json:"calibration_seeds,omitempty"`
 	CalibrationDisturbed string   `json:"calibration_disturbed,omitempty"`
 	CalibrationNotes     []string `json:"calibration_notes,omitempty"`
