@@ -245,7 +245,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 			fmt.Fprintf(a.stderr, "noisysim: assertions.headroom (%s) is checked by --search knee only\n", h.Key)
 		} else if k := sw.Keys()[0]; k.Path != h.Key {
 			if hk, err := src.Lookup(h.Key); err != nil || hk.Line != k.Line || hk.Col != k.Col {
-				return usagef("sweep: --search knee of %s: the scenario's assertions.headroom is of %s; search that key", k.Path, h.Key)
+				return usagef("sweep: --search knee of %s: %s: the scenario's assertions.headroom.key is %s; search that key", k.Path, src.Where("assertions.headroom.key"), h.Key)
 			}
 		}
 	}

@@ -63,7 +63,8 @@ func TestSweepBadInput(t *testing.T) {
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--out", done}, "does not overwrite"},
 		{[]string{"sweep", sc, "--vary", "tenants.count=10..20", "--out", done, "--resume"}, "another scenario"},
 		{[]string{"validate", badHeadroom}, `assertions.headroom.key: bad sweep input: --vary classes.report.ratee: ` + badHeadroom + `:`},
-		{[]string{"sweep", badHeadroom, "--search", "knee", "--vary", "tenants.count=10..20"}, "assertions.headroom is of classes.report.ratee"},
+		{[]string{"sweep", badHeadroom, "--search", "knee", "--vary", "tenants.count=10..20"},
+			fmt.Sprintf("--search knee of tenants.count: %s:%d:19: the scenario's assertions.headroom.key is classes.report.ratee", badHeadroom, strings.Count(string(nn), "\n")+1)},
 	} {
 		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
 			before := serversUnder(runs)

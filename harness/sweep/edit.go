@@ -160,6 +160,31 @@ func (s *Source) Lookup(path string) (Key, error) {
 	return Key{Path: path, Value: v, Int: integer, Line: n.Line, Col: n.Column, node: n}, nil
 }
 
+// Where returns "file:line:col" of the value at path, a path of mapping
+// keys alone (e.g. "assertions.headroom.key"), or the file's name when the
+// file does not write it.
+func (s *Source) Where(path string) string {
+	n := s.root
+	for _, seg := range strings.Split(path, ".") {
+		for n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
+		var next *yaml.Node
+		if n.Kind == yaml.MappingNode {
+			for j := 0; j+1 < len(n.Content); j += 2 {
+				if n.Content[j].Value == seg {
+					next = n.Content[j+1]
+				}
+			}
+		}
+		if next == nil {
+			return s.File
+		}
+		n = next
+	}
+	return fmt.Sprintf("%s:%d:%d", s.File, n.Line, n.Column)
+}
+
 // calibratedRate returns the rate key of class mapping n, which writes no
 // rate: it must write load_factor (the run calibrates its rate), which each
 // value replaces, and no calibrate (only with load_factor).
