@@ -18,13 +18,13 @@ func simulatedLine(r *Report) string {
 	return line
 }
 
-// simulatedClassLines say what the model draws for each class and where
-// it was read from.
 // SimulatedLines returns the lines the text report of a simulated run
 // gives after "simulated ": each class's draws ("report: the model draws
 // ... from ...") and the interference; nil for a real run.
 func SimulatedLines(r *Report) []string { return simulatedClassLines(r) }
 
+// simulatedClassLines say what the model draws for each class and where
+// it was read from (SimulatedLines).
 func simulatedClassLines(r *Report) []string {
 	if r.Simulated == nil {
 		return nil

@@ -99,6 +99,17 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 	if err := simval.WriteText(a.stdout, res); err != nil {
 		return err
 	}
+	// What the model drew, as simulate says it: each line once, though
+	// each simulation's report holds it.
+	said := map[string]bool{}
+	for _, p := range pairs {
+		for _, l := range reports.SimulatedLines(p.Sim) {
+			if !said[l] {
+				said[l] = true
+				fmt.Fprintf(a.stdout, "simulated %s\n", l)
+			}
+		}
+	}
 	fmt.Fprintf(a.stdout, "%d simulations in %.1fs of wall time\n", len(pairs), time.Since(t0).Seconds())
 	if f.out != "" {
 		if err := simval.WriteDir(f.out, res); err != nil {

@@ -135,6 +135,7 @@ func TestSimulateAgainst(t *testing.T) {
 		"excluded as DISTURBED or incomplete (real run and its simulation out of the medians): naive 2 of 3, isolated 1 of 3",
 		"run-2 (seed 42) naive: run (naive): noisysim stood still 300 ms",
 		"2000.0/s", "1000.0–3000.0/s (2)", "2.00 ms", "1.00–3.00 ms (2)",
+		"\nsimulated report: the model draws ",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, text)
