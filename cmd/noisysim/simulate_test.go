@@ -200,7 +200,7 @@ func TestSweepSimulateCalibratedRate(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 	}
 	o := stdout.String()
-	for _, want := range []string{"classes.report.rate: the file writes load_factor 3, no rate", "today's rate 2400/s is the calibration's",
+	for _, want := range []string{"classes.report.rate: the file writes load_factor 3, no rate", "today's rate 2400/s is the calibration's, taken from the calibration report " + cal + " before the search",
 		"naive holds classes.report.rate to ", "isolated ", "today's calibrated 2400; "} {
 		if !strings.Contains(o, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, o)

@@ -202,7 +202,7 @@ func runSweep(ctx context.Context, a *app, args []string) error {
 		OnTrial: func(d *sweep.Doc) {
 			if v := d.Vary[0]; v.Calibration != nil && !baselineSaid {
 				baselineSaid = true
-				fmt.Fprintln(a.stdout, sweep.BaselineSentence(v))
+				fmt.Fprintln(a.stdout, sweep.BaselineSentence(v, d.Simulated))
 			}
 			switch {
 			case len(d.Points) == 0 && len(d.Knees) == 0: // the calibration alone, said above

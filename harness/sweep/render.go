@@ -28,7 +28,7 @@ func WriteText(w io.Writer, d *Doc) error {
 		fmt.Fprintln(w, UnjudgedNote)
 	}
 	for _, v := range d.Vary {
-		if b := BaselineSentence(v); b != "" {
+		if b := BaselineSentence(v, d.Simulated); b != "" {
 			fmt.Fprintln(w, b)
 		}
 	}
@@ -53,7 +53,7 @@ func WriteMarkdown(w io.Writer, d *Doc) error {
 	}
 	fmt.Fprintf(w, "\n\n")
 	for _, v := range d.Vary {
-		if b := BaselineSentence(v); b != "" {
+		if b := BaselineSentence(v, d.Simulated); b != "" {
 			fmt.Fprintf(w, "%s\n\n", b)
 		}
 	}
@@ -113,10 +113,11 @@ func unjudgedMark(s ConfigSummary) string {
 // where today's value comes from: "classes.report.rate: the file writes
 // load_factor 3, no rate; today's rate 12.3/s is its calibration, run once
 // before the search (report alone: 250 ms mean over 9 queries; 3 × pool 40
-// of naive); each point writes rate: V in place of load_factor" ("taken
-// from the calibration report before the search" when simulated). Empty
-// for any other key.
-func BaselineSentence(v VaryDoc) string {
+// of naive); each point writes rate: V in place of load_factor". In a
+// simulated sweep (simulated names its calibration report, Doc.Simulated)
+// nothing runs: today's rate is "taken from the calibration report FILE
+// before the search". Empty for any other key.
+func BaselineSentence(v VaryDoc, simulated string) string {
 	if v.LoadFactor == 0 {
 		return ""
 	}
@@ -127,8 +128,11 @@ func BaselineSentence(v VaryDoc) string {
 		return s + " (not calibrated: no today's rate)"
 	}
 	how, samples := "run once before the search", fmt.Sprintf(" over %d queries", c.Samples)
+	if simulated != "" {
+		how = "taken from the calibration report " + simulated + " before the search"
+	}
 	if c.Samples == 0 {
-		how, samples = "taken from the calibration report before the search", " (simulated: the calibration report's service time)"
+		samples = " (simulated: the calibration report's service time)"
 	}
 	return fmt.Sprintf("%s; today's rate %s/s is the calibration's, %s (%s alone: %s ms mean%s; %s × pool %d of %s / mean)",
 		s, strconv.FormatFloat(c.Rate, 'g', 4, 64), how, c.Class, strconv.FormatFloat(c.ServiceMean, 'g', 4, 64), samples, lf, c.Pool, c.PoolName)

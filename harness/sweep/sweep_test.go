@@ -489,7 +489,7 @@ func TestCalibratedRate(t *testing.T) {
 	if s := sweep.KneeSentence(d.Knees[0]); !strings.Contains(s, "naive fails classes.report.rate already at 5, the bottom of the range (0/1 trials held: quiet_p99 failed; today's calibrated value 12)") {
 		t.Errorf("naive's sentence %q", s)
 	}
-	if s := sweep.BaselineSentence(d.Vary[0]); !strings.Contains(s, "writes load_factor 3, no rate") || !strings.Contains(s, "today's rate 12/s is the calibration's, run once before the search") {
+	if s := sweep.BaselineSentence(d.Vary[0], d.Simulated); !strings.Contains(s, "writes load_factor 3, no rate") || !strings.Contains(s, "today's rate 12/s is the calibration's, run once before the search") {
 		t.Errorf("baseline sentence %q", s)
 	}
 	var md strings.Builder
@@ -548,22 +548,21 @@ func TestShape(t *testing.T) {
 	}
 }
 
-// TestBaselineSentenceSaysWhereTheRateCameFrom: where today's rate came from: a real
-// calibration run before the search, or the calibration report of a
-// simulated sweep, where nothing ran.
+// TestBaselineSentenceSaysWhereTheRateCameFrom: a real calibration run
+// before the search, or, in a simulated sweep, where nothing ran, the
+// calibration report (whose own sample count is kept).
 func TestBaselineSentenceSaysWhereTheRateCameFrom(t *testing.T) {
 	v := sweep.VaryDoc{Key: "classes.report.rate", LoadFactor: 3,
 		Calibration: &reports.Calibration{Class: "report", Samples: 9, ServiceMean: 250, Pool: 40, PoolName: "naive", Rate: 12}}
-	if s := sweep.BaselineSentence(v); !strings.Contains(s, "run once before the search (report alone: 250 ms mean over 9 queries; 3 × pool 40 of naive / mean)") {
+	if s := sweep.BaselineSentence(v, ""); !strings.Contains(s, "run once before the search (report alone: 250 ms mean over 9 queries; 3 × pool 40 of naive / mean)") {
 		t.Errorf("real: %q", s)
 	}
-	v.Calibration.Samples = 0
-	s := sweep.BaselineSentence(v)
-	if strings.Contains(s, "run once") || !strings.Contains(s, "taken from the calibration report before the search (report alone: 250 ms mean (simulated") {
+	s := sweep.BaselineSentence(v, "cal/report.json")
+	if strings.Contains(s, "run once") || !strings.Contains(s, "taken from the calibration report cal/report.json before the search (report alone: 250 ms mean over 9 queries") {
 		t.Errorf("simulated: %q", s)
 	}
 	v.Calibration = nil
-	if s := sweep.BaselineSentence(v); !strings.HasSuffix(s, "(not calibrated: no today's rate)") {
+	if s := sweep.BaselineSentence(v, ""); !strings.HasSuffix(s, "(not calibrated: no today's rate)") {
 		t.Errorf("uncalibrated: %q", s)
 	}
 }
