@@ -13,6 +13,7 @@ import (
 	"github.com/noisysim/noisysim/harness/backend/container"
 	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/scenario"
+	"github.com/noisysim/noisysim/reports"
 	"github.com/noisysim/noisysim/workload"
 )
 
@@ -106,8 +107,8 @@ func (f nodeFault) Run(ctx context.Context, env ActionEnv) (ActionOutcome, error
 		After: map[string]float64{"node_up": up, "down_s": down, "restored_after_s": ft.restored.Seconds(),
 			"errors": float64(rf.Errors), "stalled": float64(rf.Stalled), "worst_latency_ms": rf.WorstLatency},
 	}
-	o.Detail = fmt.Sprintf("%s %s: down %.2f s, restored %.2f s after the start; %d errors, %d stalled, worst latency %.0f ms",
-		f.cfg.Fault, name, down, ft.restored.Seconds(), rf.Errors, rf.Stalled, rf.WorstLatency)
+	o.Detail = fmt.Sprintf("%s %s: down %.2f s, restored %.2f s after the start; %s, %d stalled, worst latency %.0f ms",
+		f.cfg.Fault, name, down, ft.restored.Seconds(), reports.Plural(int(rf.Errors), "error"), rf.Stalled, rf.WorstLatency)
 	if rf.Recovered {
 		o.After["time_to_recover_ms"] = rf.TimeToRecover
 		o.Detail += fmt.Sprintf(", recovered %.0f ms after the restore", rf.TimeToRecover)

@@ -72,7 +72,8 @@ type FaultTenant struct {
 
 // faultLegend defines the fault figures for text and Markdown.
 const faultLegend = "stalled: operations in flight or issued during the fault that finished after the restore, " +
-	"slower than the fault window (injection to restore); recovered: from the restore to the end of the first " +
+	"slower than 2x their class's median latency before the fault (than the fault window, injection to restore, " +
+	"when the class had none); recovered: from the restore to the end of the first " +
 	"operation issued after it that succeeded within 2x its class's median latency before the fault"
 
 // faultTenantsShown bounds the tenants listed per fault in text and
@@ -97,8 +98,8 @@ func sortedFaultTenants(ts []FaultTenant) []FaultTenant {
 
 // faultSummary is one line saying what a fault did.
 func faultSummary(f Fault) string {
-	s := fmt.Sprintf("%s %s at %s, restored at %s: %d errors, %d stalled over %d tenants, worst latency %s ms", f.Action, f.Node,
-		fmtSeconds(f.At), fmtSeconds(f.Restored), f.Errors, f.Stalled, len(f.Tenants), fmtMS(f.WorstLatency))
+	s := fmt.Sprintf("%s %s at %s, restored at %s: %s, %d stalled over %s, worst latency %s ms", f.Action, f.Node,
+		fmtSeconds(f.At), fmtSeconds(f.Restored), plural(int(f.Errors), "error"), f.Stalled, plural(len(f.Tenants), "tenant"), fmtMS(f.WorstLatency))
 	switch {
 	case f.Error != "":
 		s += "; fault failed: " + f.Error

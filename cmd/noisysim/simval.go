@@ -110,7 +110,7 @@ func runSimulateAgainst(ctx context.Context, a *app, file string, f againstFlags
 			}
 		}
 	}
-	fmt.Fprintf(a.stdout, "%d simulations in %.1fs of wall time\n", len(pairs), time.Since(t0).Seconds())
+	fmt.Fprintf(a.stdout, "%s in %.1fs of wall time\n", reports.Plural(len(pairs), "simulation"), time.Since(t0).Seconds())
 	if f.out != "" {
 		if err := simval.WriteDir(f.out, res); err != nil {
 			return err
@@ -305,7 +305,7 @@ func runSimulateAgainstSweep(ctx context.Context, a *app, file string, sc *scena
 	if err := simval.WriteSweepText(a.stdout, res); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "%d simulations in %.1fs of wall time\n", len(sims), time.Since(t0).Seconds())
+	fmt.Fprintf(a.stdout, "%s in %.1fs of wall time\n", reports.Plural(len(sims), "simulation"), time.Since(t0).Seconds())
 	if f.out != "" {
 		if err := simval.WriteSweepDir(f.out, res); err != nil {
 			return err

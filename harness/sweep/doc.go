@@ -178,7 +178,8 @@ type Probe struct {
 	Held  int     `json:"held"`
 }
 
-// WriteFile writes d as dir/sweep.json, atomically (a temporary file renamed).
+// WriteFile writes d as dir/sweep.json (mode 0644, as sweep.md), atomically
+// (a temporary file renamed).
 // A sweep with no point yet writes "points": [], not null.
 func (d *Doc) WriteFile(dir string) error {
 	out := *d
@@ -191,6 +192,11 @@ func (d *Doc) WriteFile(dir string) error {
 	}
 	tmp, err := os.CreateTemp(dir, ".sweep-*.json")
 	if err != nil {
+		return fmt.Errorf("write sweep: %w", err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
 		return fmt.Errorf("write sweep: %w", err)
 	}
 	if _, err := tmp.Write(append(data, '\n')); err != nil {

@@ -568,7 +568,8 @@ func TestBaselineSentenceSaysWhereTheRateCameFrom(t *testing.T) {
 }
 
 // TestWriteFileBeforeAnyPoint: sweep.json written before the first trial
-// ends lists no point as an empty list a reader can range over.
+// ends lists no point as an empty list a reader can range over, readable
+// by all as the other outputs.
 func TestWriteFileBeforeAnyPoint(t *testing.T) {
 	dir := t.TempDir()
 	d := &sweep.Doc{Version: 1, Scenario: "s", Search: "grid"}
@@ -578,6 +579,9 @@ func TestWriteFileBeforeAnyPoint(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dir, sweep.JSONFile))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, sweep.JSONFile)); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("sweep.json mode: %v (err %v), want 0644 as the other outputs", fi.Mode(), err)
 	}
 	if !strings.Contains(string(data), `"points": []`) || d.Points != nil {
 		t.Errorf("sweep.json:\n%s\nwant \"points\": [] (and the doc itself untouched: %v)", data, d.Points)
