@@ -101,7 +101,8 @@ func (f *NodeFault) Validate(s *Scenario) []ActionProblem {
 }
 
 // faultActionOverlap reports a fault action whose hold [at, at +
-// duration] meets that of an earlier fault action on the same node: a node
+// duration] ends past the timeline's end, or meets that of an earlier
+// fault action on the same node: a node
 // takes one fault at a time (the second would fail when it starts). Actions
 // of one phase are compared, and of different phases when no phase before
 // the later one's ends on its actions (until), which would move its start.
@@ -148,6 +149,15 @@ func (c *checker) faultActionOverlap(s *Scenario) {
 			fixed = false
 		}
 		start += p.Span()
+	}
+	// start is now the timeline's end (its longest, with until phases at
+	// their max): a hold past it would end after the load, with the ops it
+	// held cut off as incomplete and nothing left to recover.
+	for _, h := range holds {
+		if h.end > start {
+			c.add(h.field+".duration", "the %s of %s holds from %s to %s of the timeline, past its end at %s: a fault must be restored within the timeline (shorten duration or move at)",
+				h.fault, h.node, h.start, h.end, start)
+		}
 	}
 }
 

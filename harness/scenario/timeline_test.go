@@ -189,8 +189,13 @@ func TestActionsInvalid(t *testing.T) {
 		{"faults overlap", head +
 			"      - {type: fault, at: 1s, fault: pause, duration: 1s}\n" +
 			"      - {type: fault, at: 1500ms, node: primary, fault: restart}\n" +
-			"      - {type: fault, at: 2500ms, fault: stop, duration: 1s}\n", []string{
+			"      - {type: fault, at: 2500ms, fault: stop, duration: 400ms}\n", []string{
 			"11:23 timeline[1].actions[1].at: the restart of primary overlaps timeline[1].actions[0] (pause primary from 3s to 4s of the timeline)",
+		}},
+		{"fault past the timeline", head +
+			"      - {type: fault, at: 0s, fault: pause, duration: 1s}\n" +
+			"      - {type: fault, at: 2500ms, node: primary, fault: stop, duration: 5s}\n", []string{
+			"11:63 timeline[1].actions[1].duration: the stop of primary holds from 4.5s to 9.5s of the timeline, past its end at 5s: a fault must be restored within the timeline",
 		}},
 		{"fault on external", strings.Replace(head, "name: x\n", "name: x\nbackend: {kind: external, primary_dsn: \"host=h\"}\n", 1) +
 			"      - {type: fault, fault: stop, duration: 1s}\n", []string{
