@@ -972,8 +972,9 @@ func (r *runner) newInstance(ctx context.Context, c *scenario.Configuration, app
 	// Every pool opened to its size before the timeline, as a service in
 	// steady state holds its pools: a window does not pay for connections
 	// opened under the noisy tenant's sudden load (series[].pools[].opened
-	// shows any later growth). A limit that stops it is logged, not fatal.
-	if opened, err := s.Warm(ctx); err != nil {
+	// shows any later growth). A limit that stops it is logged, not fatal;
+	// an interruption is not a limit and says nothing here.
+	if opened, err := s.Warm(ctx); err != nil && ctx.Err() == nil {
 		r.log.Warn("pools not opened to their size before the timeline", "configuration", c.Name, "instance", inst, "opened", opened, "err", err)
 	}
 	return s, nil
