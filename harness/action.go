@@ -181,9 +181,9 @@ func (ar *actionRun) run(ctx context.Context, s *step, a scenario.Action, at tim
 		res := reports.ActionResult{Phase: s.Name, Type: a.Type, FiredBy: firedBy}
 		if err == nil && !sleepUntil(ctx, at) {
 			// Never started: said so, at the time it was due.
-			res.At = at.Sub(ar.t0).Seconds()
-			res.Error = fmt.Sprintf("not started: the run stopped before its time (%v)", context.Cause(ctx))
-			ar.env.Logger.Info("action", "phase", s.Name, "type", a.Type, "fired_by", firedBy, "error", res.Error)
+			res.At, res.NotStarted = at.Sub(ar.t0).Seconds(), true
+			res.Detail = fmt.Sprintf("not started: the run stopped before its time (%v)", context.Cause(ctx))
+			ar.env.Logger.Info("action", "phase", s.Name, "type", a.Type, "fired_by", firedBy, "detail", res.Detail)
 			ar.keep(res)
 			return
 		}

@@ -27,7 +27,7 @@ func TestActionNotStarted(t *testing.T) {
 		t.Fatalf("results %+v, want one", out)
 	}
 	r := out[0]
-	if !strings.HasPrefix(r.Error, "not started: the run stopped before its time") || r.At < 3.9 || r.At > 4.5 || r.Took != 0 || r.Detail != "" {
+	if !r.NotStarted || !strings.HasPrefix(r.Detail, "not started: the run stopped before its time") || r.Error != "" || r.At < 3.9 || r.At > 4.5 || r.Took != 0 {
 		t.Errorf("result %+v, want not started, due at 4 s", r)
 	}
 }

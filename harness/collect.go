@@ -518,9 +518,12 @@ func (r *runner) assertions(c *scenario.Configuration, tr *timelineRun, clean cl
 	}
 
 	if len(tr.actions) > 0 {
-		var failed int64
+		var failed, notStarted int64
 		var errs []string
 		for _, act := range tr.actions {
+			if act.NotStarted {
+				notStarted++
+			}
 			if act.Error != "" {
 				failed++
 				errs = append(errs, act.Type+": "+act.Error)
@@ -529,6 +532,9 @@ func (r *runner) assertions(c *scenario.Configuration, tr *timelineRun, clean cl
 		detail := fmt.Sprintf("%d actions", len(tr.actions))
 		if len(errs) > 0 {
 			detail = strings.Join(errs, "; ")
+		}
+		if notStarted > 0 {
+			detail += fmt.Sprintf(" (%d not started: the run stopped first)", notStarted)
 		}
 		out = append(out, countAssert(AssertActionsOK, c.Name, "", "", "<=", failed, 0, detail))
 	}

@@ -12,6 +12,10 @@ import (
 // length, detail, figures before → after, and error.
 func actionLine(a ActionResult) string {
 	var b strings.Builder
+	if a.NotStarted {
+		fmt.Fprintf(&b, "%s in %s due at %s: %s", a.Type, a.Phase, fmtSeconds(a.At), a.Detail)
+		return b.String()
+	}
 	fmt.Fprintf(&b, "%s in %s at %s, took %s", a.Type, a.Phase, fmtSeconds(a.At), fmtSeconds(a.Took))
 	if a.FiredBy != "" {
 		b.WriteString(", fired by policy " + a.FiredBy)
@@ -40,6 +44,16 @@ func mdActions(w *bufio.Writer, c Configuration) {
 	for _, a := range c.Actions {
 		fmt.Fprintf(w, "- %s\n", md(actionLine(a)))
 	}
+	if hasFaultAction(c) {
+		fmt.Fprintf(w, "\n%s.\n", strings.ToUpper(faultLegend[:1])+faultLegend[1:])
+	}
+}
+
+// hasFaultAction reports whether one of c's actions is a node fault that
+// ran: its figures (stalled, recovered) are faults[]'s, whose legend the
+// reports give after the actions.
+func hasFaultAction(c Configuration) bool {
+	return slices.ContainsFunc(c.Actions, func(a ActionResult) bool { return a.Type == "fault" && !a.NotStarted })
 }
 
 // mdWriter writes a configuration's checked writer as one line.

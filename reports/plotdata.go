@@ -210,6 +210,9 @@ func phaseSpans(c Configuration) []span {
 func actionMarks(c Configuration) []mark {
 	var out []mark
 	for _, a := range c.Actions {
+		if a.NotStarted {
+			continue
+		}
 		l := a.Type
 		if a.FiredBy != "" {
 			l += " (" + a.FiredBy + ")"

@@ -572,6 +572,10 @@ type ActionResult struct {
 	After  map[string]float64 `json:"after,omitempty"`
 	// Error is why it failed; empty when it succeeded.
 	Error string `json:"error,omitempty"`
+	// NotStarted says the run stopped (an interruption, the load's end)
+	// before the action's time: it neither ran nor failed, At is when it
+	// was due and Detail why it did not start.
+	NotStarted bool `json:"not_started,omitempty"`
 	// FiredBy is the policy of the phase's watcher that fired the action;
 	// empty for an action the timeline lists.
 	FiredBy string `json:"fired_by,omitempty"`

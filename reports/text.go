@@ -482,6 +482,9 @@ func (t *textWriter) configuration(c Configuration) {
 	for _, a := range c.Actions {
 		t.p("action %s\n", actionLine(a))
 	}
+	if hasFaultAction(c) {
+		t.p("  %s\n", faultLegend)
+	}
 	for _, l := range serviceLines(c) {
 		t.p("%s\n", l)
 	}
