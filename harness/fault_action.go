@@ -85,8 +85,19 @@ func (f nodeFault) Run(ctx context.Context, env ActionEnv) (ActionOutcome, error
 	if err != nil {
 		return ActionOutcome{}, fmt.Errorf("fault %s on %s: %w", f.cfg.Fault, name, err)
 	}
+	// The hold ends at its duration, or with the timeline's load (an
+	// until phase ended early): past it, the ops it holds would be cut
+	// off as incomplete with nothing left to recover.
+	early := false
 	if f.cfg.Fault != scenario.FaultRestart {
-		sleepUntil(ctx, sub.origin.Add(ft.injected+f.cfg.Duration.Duration()))
+		hold := time.NewTimer(time.Until(sub.origin.Add(ft.injected + f.cfg.Duration.Duration())))
+		select {
+		case <-hold.C:
+		case <-ctx.Done():
+		case <-env.ops.loadEnded():
+			early = true
+		}
+		hold.Stop()
 	}
 	rctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 	ft.err = restore(rctx)
@@ -109,6 +120,10 @@ func (f nodeFault) Run(ctx context.Context, env ActionEnv) (ActionOutcome, error
 	}
 	o.Detail = fmt.Sprintf("%s %s: down %.2f s, restored %.2f s after the start; %s, %d stalled, worst latency %.0f ms",
 		f.cfg.Fault, name, down, ft.restored.Seconds(), reports.Plural(int(rf.Errors), "error"), rf.Stalled, rf.WorstLatency)
+	if early {
+		o.After["restored_early"] = 1
+		o.Detail += fmt.Sprintf(", restored early (the timeline's load ended %.2f s into its %s hold)", down, f.cfg.Duration)
+	}
 	if rf.Recovered {
 		o.After["time_to_recover_ms"] = rf.TimeToRecover
 		o.Detail += fmt.Sprintf(", recovered %.0f ms after the restore", rf.TimeToRecover)
@@ -138,6 +153,15 @@ type opTap struct {
 }
 
 func newOpTap() *opTap { return &opTap{recent: map[string]*latencyRing{}, ended: make(chan struct{})} }
+
+// loadEnded returns a channel closed once the timeline's load has ended;
+// nil (never ready) on a nil opTap.
+func (t *opTap) loadEnded() <-chan struct{} {
+	if t == nil {
+		return nil
+	}
+	return t.ended
+}
 
 // end says the timeline's load has ended; harmless on nil or twice.
 func (t *opTap) end() {

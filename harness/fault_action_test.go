@@ -254,3 +254,46 @@ func TestFaultActionDocker(t *testing.T) {
 		t.Errorf("disconnect: %+v; want 1 s down", a)
 	}
 }
+
+// TestFaultActionRestoredWithTheLoad: a stop whose hold would outlast the
+// timeline, because an until phase after it ended at once, is restored
+// when the load ends, not held past it: the report says so, and the
+// ops of the drain find the node up.
+func TestFaultActionRestoredWithTheLoad(t *testing.T) {
+	c := localtest.Start(t, backend.Spec{})
+	src := strings.Replace(faultScenario, `      - {type: fault, at: 200ms, fault: pause, duration: 1s}
+      - {type: fault, at: 2s, node: primary, fault: stop, duration: 1s}
+  - {name: after, length: 2s}`, `      - {type: fault, at: 3500ms, fault: stop, duration: 4s}
+  - name: wait
+    until: actions_done
+    max: 5s
+    actions:
+      - {type: terminate_sessions, tenant: 1}`, 1)
+	src = strings.Replace(src, "window: after,", "window: faults,", 1)
+	sc, err := scenario.Parse([]byte(src), "fault.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop *reports.ActionResult
+	for i, a := range rep.Configurations[0].Actions {
+		if a.Type == "fault" {
+			stop = &rep.Configurations[0].Actions[i]
+		}
+	}
+	if stop == nil {
+		t.Fatalf("no fault action in %+v", rep.Configurations[0].Actions)
+	}
+	t.Logf("%s", stop.Detail)
+	if stop.Error != "" || stop.After["restored_early"] != 1 || stop.After["down_s"] > 3 || !strings.Contains(stop.Detail, "restored early") {
+		t.Errorf("stop: %s (error %q, after %v); want it restored early, with the load, well before its 4 s", stop.Detail, stop.Error, stop.After)
+	}
+	if st := c.Stat().Nodes[0]; !st.Running {
+		t.Errorf("node not running after the run")
+	}
+}

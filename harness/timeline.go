@@ -394,6 +394,9 @@ func (r *runner) runTimeline(ctx context.Context, c *scenario.Configuration, st 
 		marks := make(chan struct{})
 		go func() {
 			defer close(marks)
+			// The load ends with the last phase, before the drain: a
+			// fault action's hold still running ends with it.
+			defer env.ops.end()
 			for i, s := range r.steps {
 				start, ok := clk.startOf(i)
 				if !ok || (i > 0 && !sleepUntilOr(lctx.Done(), t0.Add(start))) {
