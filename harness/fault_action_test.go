@@ -11,6 +11,7 @@ import (
 	"github.com/noisysim/noisysim/harness"
 	"github.com/noisysim/noisysim/harness/backend"
 	"github.com/noisysim/noisysim/harness/backend/container"
+	"github.com/noisysim/noisysim/harness/backend/local"
 	"github.com/noisysim/noisysim/harness/backend/local/localtest"
 	"github.com/noisysim/noisysim/harness/scenario"
 	"github.com/noisysim/noisysim/reports"
@@ -115,9 +116,23 @@ func TestFaultAction(t *testing.T) {
 // than watch for a recovery for 10 s.
 func TestFaultActionAfterLoad(t *testing.T) {
 	c := localtest.Start(t, backend.Spec{})
+	rep := runFaultTail(t, c, `      - {type: fault, at: 3900ms, fault: restart}`)
+	acts := rep.Configurations[0].Actions
+	if len(acts) != 1 || acts[0].Error != "" || acts[0].After["node_up"] != 1 {
+		t.Fatalf("actions %+v, want the restart, restored", acts)
+	}
+	if a := acts[0]; a.Took > 6 {
+		t.Errorf("%s: took %.1f s, want it to end with the load (1 s of drain after the restart)", a.Detail, a.Took)
+	}
+}
+
+// runFaultTail runs faultScenario on c with tail in place of its two
+// faults and its after phase (the faults phase is then the window).
+func runFaultTail(t *testing.T, c *local.Cluster, tail string) *reports.Report {
+	t.Helper()
 	src := strings.Replace(faultScenario, `      - {type: fault, at: 200ms, fault: pause, duration: 1s}
       - {type: fault, at: 2s, node: primary, fault: stop, duration: 1s}
-  - {name: after, length: 2s}`, `      - {type: fault, at: 3900ms, fault: restart}`, 1)
+  - {name: after, length: 2s}`, tail, 1)
 	src = strings.Replace(src, "window: after,", "window: faults,", 1)
 	sc, err := scenario.Parse([]byte(src), "fault.yaml")
 	if err != nil {
@@ -129,13 +144,7 @@ func TestFaultActionAfterLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts := rep.Configurations[0].Actions
-	if len(acts) != 1 || acts[0].Error != "" || acts[0].After["node_up"] != 1 {
-		t.Fatalf("actions %+v, want the restart, restored", acts)
-	}
-	if a := acts[0]; a.Took > 6 {
-		t.Errorf("%s: took %.1f s, want it to end with the load (1 s of drain after the restart)", a.Detail, a.Took)
-	}
+	return rep
 }
 
 // assertStates fails t when pid or one of its descendants is stopped
@@ -261,25 +270,12 @@ func TestFaultActionDocker(t *testing.T) {
 // ops of the drain find the node up.
 func TestFaultActionRestoredWithTheLoad(t *testing.T) {
 	c := localtest.Start(t, backend.Spec{})
-	src := strings.Replace(faultScenario, `      - {type: fault, at: 200ms, fault: pause, duration: 1s}
-      - {type: fault, at: 2s, node: primary, fault: stop, duration: 1s}
-  - {name: after, length: 2s}`, `      - {type: fault, at: 3500ms, fault: stop, duration: 4s}
+	rep := runFaultTail(t, c, `      - {type: fault, at: 3500ms, fault: stop, duration: 4s}
   - name: wait
     until: actions_done
     max: 5s
     actions:
-      - {type: terminate_sessions, tenant: 1}`, 1)
-	src = strings.Replace(src, "window: after,", "window: faults,", 1)
-	sc, err := scenario.Parse([]byte(src), "fault.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	rep, err := harness.Run(ctx, sc, harness.Options{Cluster: c})
-	if err != nil {
-		t.Fatal(err)
-	}
+      - {type: terminate_sessions, tenant: 1}`)
 	var stop *reports.ActionResult
 	for i, a := range rep.Configurations[0].Actions {
 		if a.Type == "fault" {
