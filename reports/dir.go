@@ -86,8 +86,12 @@ func writeNew(path string, data []byte) error {
 	return os.Link(tmp, path)
 }
 
-// writeAtomic writes data to a temporary file beside path and renames it to
-// path. On error the temporary file is removed.
+// WriteFileAtomic writes data to path (mode 0644, synced) through a
+// temporary file beside it, renamed onto it: a reader sees the old file or
+// the new one, never part of one. On error the temporary file is removed.
+func WriteFileAtomic(path string, data []byte) error { return writeAtomic(path, data) }
+
+// writeAtomic is WriteFileAtomic.
 func writeAtomic(path string, data []byte) error {
 	tmp, err := writeTemp(path, data)
 	if err != nil {

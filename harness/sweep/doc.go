@@ -178,9 +178,9 @@ type Probe struct {
 	Held  int     `json:"held"`
 }
 
-// WriteFile writes d as dir/sweep.json (mode 0644, as sweep.md), atomically
-// (a temporary file renamed).
-// A sweep with no point yet writes "points": [], not null.
+// WriteFile writes d as dir/sweep.json, atomically and with the other
+// reports' mode (reports.WriteFileAtomic). A sweep with no point yet
+// writes "points": [], not null.
 func (d *Doc) WriteFile(dir string) error {
 	out := *d
 	if out.Points == nil {
@@ -190,25 +190,10 @@ func (d *Doc) WriteFile(dir string) error {
 	if err != nil {
 		return fmt.Errorf("encode sweep: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".sweep-*.json")
-	if err != nil {
+	if err := reports.WriteFileAtomic(filepath.Join(dir, JSONFile), append(data, '\n')); err != nil {
 		return fmt.Errorf("write sweep: %w", err)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write sweep: %w", err)
-	}
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write sweep: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write sweep: %w", err)
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, JSONFile))
+	return nil
 }
 
 // ReadFile reads dir/sweep.json.
