@@ -354,7 +354,18 @@ func TestRedisRestart(t *testing.T) {
 			if err := srv.Restart(ctx); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(250 * time.Millisecond) // a renewal (every 100 ms) reaches the new, empty Redis
+			// A renewal (every 100 ms) reaches the new, empty Redis and
+			// finds the held lease gone. Waited for, not slept on: one
+			// that times out on a busy machine (OpTimeout 100 ms, the
+			// reconnect and the script's load on the new Redis included)
+			// is tried again at the next tick.
+			restarted := time.Now()
+			for deadline := restarted.Add(2 * time.Second); l.Extra().LeasesLost == 0; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no renewal found the held lease lost within 2 s of the restart: %+v", l.Extra())
+				}
+			}
+			t.Logf("the held lease was found lost %v after the restart", time.Since(restarted))
 			rel, err = l.Acquire(ctx, "t")
 			if err != nil {
 				t.Fatalf("after restart: %v", err)
