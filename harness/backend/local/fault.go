@@ -185,8 +185,11 @@ func (n *node) relaunch(ctx context.Context) error {
 
 // pause stops the postmaster, waits until the kernel has stopped it (so
 // that it is not between a fork and its return), then stops its
-// descendants until a scan finds no new one. The pids stopped are kept in
-// n.paused for resume.
+// descendants until a scan finds no new one, and waits until the kernel
+// has stopped them too: a SIGSTOP takes effect only once its process next
+// runs, and on a busy machine a backend woken by it can wait for a CPU
+// long enough to answer a query after the pause was reported. The pids
+// stopped are kept in n.paused for resume.
 func (n *node) pause() error {
 	n.mu.Lock()
 	pid := n.pid
@@ -212,7 +215,7 @@ func (n *node) pause() error {
 			}
 		}
 		if len(fresh) == 0 {
-			return nil
+			break
 		}
 		for _, d := range fresh {
 			syscall.Kill(d, syscall.SIGSTOP)
@@ -221,6 +224,16 @@ func (n *node) pause() error {
 		n.paused = append(n.paused, fresh...)
 		n.mu.Unlock()
 	}
+	for d := range seen {
+		// 0: the process has exited and been reaped; 'Z': exited.
+		for st := procState(d); st != 'T' && st != 0 && st != 'Z'; st = procState(d) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pause node %s: pid %d did not stop (state %c)", n.Name, d, st)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // resume sends SIGCONT to the processes pause stopped and to every
