@@ -47,11 +47,11 @@ func TestHoldWaitsForTheHolder(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestHelperHold$", "-test.v")
 	cmd.Env = append(os.Environ(), "SUITELOCK_CHILD="+lock)
 	out, _ := cmd.StdoutPipe()
-	var errOut strings.Builder
-	cmd.Stderr = &errOut
+	errOut, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	defer cmd.Process.Kill() // on a failure, not left waiting for the lock
 	held := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -65,6 +65,35 @@ func TestHoldWaitsForTheHolder(t *testing.T) {
 		}
 		close(held)
 	}()
+	// errText is read once errDone is closed: the child's stderr ended.
+	var errText strings.Builder
+	waiting, errDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(errDone)
+		sc := bufio.NewScanner(errOut)
+		for told := false; sc.Scan(); {
+			errText.WriteString(sc.Text() + "\n")
+			if !told && strings.Contains(sc.Text(), "waiting for the machine: pid") {
+				told = true
+				close(waiting)
+			}
+		}
+	}()
+	// The second binary says it waits once it runs, which on a busy
+	// machine can take a while for a binary built with -race: no fixed
+	// time is enough for it to get there, so its word is waited for.
+	select {
+	case line, ok := <-held:
+		if ok {
+			t.Fatalf("the second binary went on while the first held the machine: %q", line)
+		}
+		<-errDone
+		t.Fatalf("the second binary ended without saying it waits:\n%s", errText.String())
+	case <-waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second binary did not say it waits within 30 s")
+	}
+	// Waiting, it stays so while the first holds the machine.
 	select {
 	case line := <-held:
 		t.Fatalf("the second binary went on while the first held the machine: %q", line)
@@ -74,7 +103,8 @@ func TestHoldWaitsForTheHolder(t *testing.T) {
 	select {
 	case line, ok := <-held:
 		if !ok {
-			t.Fatalf("the second binary ended without holding the machine:\n%s", errOut.String())
+			<-errDone
+			t.Fatalf("the second binary ended without holding the machine:\n%s", errText.String())
 		}
 		if line != "held "+InnerPath(lock) {
 			t.Errorf("the binary's own runs must take a lock file of their own, not the one it holds: %q", line)
@@ -82,11 +112,12 @@ func TestHoldWaitsForTheHolder(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the second binary did not go on after the first let go")
 	}
+	<-errDone // all read before Wait closes the pipes
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("the second binary failed (%v): the lock did not last while it ran", err)
 	}
-	if !strings.Contains(errOut.String(), "waiting for the machine: pid") || !strings.Contains(errOut.String(), "go test ./first") || !strings.Contains(errOut.String(), "(1st in line)") {
-		t.Errorf("the waiting binary did not say whom it waits for:\n%s", errOut.String())
+	if !strings.Contains(errText.String(), "go test ./first") || !strings.Contains(errText.String(), "(1st in line)") {
+		t.Errorf("the waiting binary did not say whom it waits for:\n%s", errText.String())
 	}
 }
 
