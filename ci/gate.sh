@@ -16,6 +16,10 @@
 # noisysim older than --retry-disturbed needs). A failure on undisturbed
 # windows fails at once; the earlier attempts' reports are in
 # OUT_DIR/attempt-K, and a failure disturbed in every attempt says so.
+# A run that failed on marginal verdicts only (each failed limit inside its
+# p99's 95% confidence interval: either verdict was plausible) is run again
+# up to NOISYSIM_RETRY_MARGINAL more times (default 1; 0 turns it off, as a
+# noisysim older than --retry-marginal needs); a clear failure is final.
 #
 # Needs Go and PostgreSQL's server package (initdb, postgres): on Debian or
 # Ubuntu, apt-get install postgresql.
@@ -25,6 +29,7 @@ scenario=${1:?usage: ci/gate.sh SCENARIO [OUT_DIR]}
 out=${2:-gate-report}
 version=${NOISYSIM_VERSION:-latest}
 retries=${NOISYSIM_RETRY_DISTURBED:-2}
+marginal=${NOISYSIM_RETRY_MARGINAL:-1}
 
 if [[ -n ${NOISYSIM_BIN:-} ]]; then
   noisysim=$NOISYSIM_BIN
@@ -40,6 +45,9 @@ set +e
 retry=()
 if [[ $retries != 0 ]]; then
   retry=(--retry-disturbed "$retries")
+fi
+if [[ $marginal != 0 ]]; then
+  retry+=(--retry-marginal "$marginal")
 fi
 "$noisysim" run --no-progress ${retry[@]+"${retry[@]}"} --out "$out" "$scenario"
 code=$?

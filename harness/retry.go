@@ -14,6 +14,10 @@ type Retry struct {
 	// Disturbed are the disturbed windows (Machine.Disturbed) a check of
 	// Failed was judged over, in run order (see RetryOf).
 	Disturbed []reports.WindowLoad
+	// Marginal is true when every check of Failed is marginal: its limit
+	// lies inside its observed value's confidence interval, so another
+	// run could as well pass it (noisysim run --retry-marginal).
+	Marginal bool
 }
 
 // Again reports whether the run failed on a disturbed window: a check that
@@ -21,6 +25,12 @@ type Retry struct {
 // the failure may be the machine's. A failure judged over undisturbed
 // windows only is the system's own, and a passed run is never run again.
 func (r Retry) Again() bool { return len(r.Failed) > 0 && len(r.Disturbed) > 0 }
+
+// AgainMarginal reports whether the run failed on marginal verdicts only:
+// each failed check could have gone either way, and no failure was clear.
+// A single clear failure, however small the others, makes the verdict
+// final.
+func (r Retry) AgainMarginal() bool { return len(r.Failed) > 0 && r.Marginal }
 
 // RetryOf returns the failed checks of rep, a completed run's report, and
 // the disturbed windows they were judged over; only is Options.Only of
@@ -43,6 +53,10 @@ func RetryOf(rep *reports.Report, only string) Retry {
 		if failsVerdict(a, control[a.Configuration], only) {
 			r.Failed = append(r.Failed, a)
 		}
+	}
+	r.Marginal = len(r.Failed) > 0
+	for _, a := range r.Failed {
+		r.Marginal = r.Marginal && a.Marginal
 	}
 	disturbed := rep.Machine.Disturbed()
 	if len(r.Failed) == 0 || len(disturbed) == 0 {

@@ -87,3 +87,38 @@ func TestRetryOf(t *testing.T) {
 		t.Errorf("RetryOf without a guard: again %v, failed %d; want final, 1 failed", r.Again(), len(r.Failed))
 	}
 }
+
+// A run failed on marginal verdicts only may be run again
+// (AgainMarginal); one clear failure beside them, or a control's own
+// marginal failure, does not make it so.
+func TestRetryOfMarginal(t *testing.T) {
+	quiet := func(config, class string, observed, limit float64, marginal bool) reports.Assertion {
+		return reports.Assertion{Name: AssertQuietP99, Window: "run", Baseline: "solo", Configuration: config, Tenant: reports.QuietAll,
+			Class: class, Observed: observed, Limit: limit, Unit: "ms", Op: "<=", Passed: observed <= limit, Marginal: marginal}
+	}
+	control := countAssert(AssertControlFails, "naive", "", "", ">", 1, 0, "")
+	for _, tc := range []struct {
+		name     string
+		as       []reports.Assertion
+		failed   int
+		marginal bool
+	}{
+		{"failed on one marginal verdict", []reports.Assertion{quiet("naive", "lookup", 900, 6, false), control, quiet("isolated", "lookup", 7.3, 6.9, true)}, 1, true},
+		{"failed on two marginal verdicts", []reports.Assertion{quiet("naive", "lookup", 900, 6, false), control,
+			quiet("isolated", "lookup", 7.3, 6.9, true), quiet("isolated", "page", 8, 7.5, true)}, 2, true},
+		{"a clear failure beside a marginal one", []reports.Assertion{quiet("naive", "lookup", 900, 6, false), control,
+			quiet("isolated", "lookup", 7.3, 6.9, true), quiet("isolated", "page", 30, 7.5, false)}, 2, false},
+		{"a clear failure", []reports.Assertion{quiet("naive", "lookup", 900, 6, false), control, quiet("isolated", "lookup", 30, 6.9, false)}, 1, false},
+		{"passed with a marginal verdict", []reports.Assertion{quiet("naive", "lookup", 900, 6, false), control, quiet("isolated", "lookup", 6.5, 6.9, true)}, 0, false},
+		{"a control's own marginal failure does not count", []reports.Assertion{quiet("naive", "lookup", 7, 6, true), control, quiet("isolated", "lookup", 2, 6.9, false)}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			configs := []reports.Configuration{{Name: "naive", Expect: reports.ExpectFail}, {Name: "isolated", Expect: reports.ExpectPass}}
+			r := RetryOf(&reports.Report{Configurations: configs, Assertions: tc.as}, "")
+			if len(r.Failed) != tc.failed || r.AgainMarginal() != tc.marginal || r.Again() {
+				t.Errorf("RetryOf: failed %d, again on marginal %v, again disturbed %v; want failed %d, again on marginal %v, not disturbed",
+					len(r.Failed), r.AgainMarginal(), r.Again(), tc.failed, tc.marginal)
+			}
+		})
+	}
+}

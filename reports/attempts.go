@@ -11,13 +11,17 @@ const maxFailedListed = 3
 // Line returns the attempt in one line, e.g. "attempt 1 (seed 42): FAIL
 // on a disturbed machine: failed isolated quiet_p99 quiet (all)/lookup
 // (observed 9.10 ms, want <= 3.20 ms); disturbed run (isolated): the
-// hypervisor took 0.12 CPU, 9% of the CPU the machine ran (above 5%)".
+// hypervisor took 0.12 CPU, 9% of the CPU the machine ran (above 5%)",
+// or "attempt 1 (seed 45): FAIL on marginal verdicts only: failed …".
 // The windows no failed check was judged over are marked "(not judged by
 // a failed check)".
 func (a Attempt) Line() string {
 	s := fmt.Sprintf("attempt %d (seed %d): %s", a.Attempt, a.Seed, passFail(a.Passed))
 	if a.FailedDisturbed() {
 		s += " on a disturbed machine"
+	}
+	if a.Marginal && !a.Passed {
+		s += " on marginal verdicts only"
 	}
 	if len(a.Failed) > 0 {
 		var failed []string
@@ -48,7 +52,7 @@ func writeAttempts(p func(string, ...any), r *Report) {
 	if len(r.Attempts) == 0 {
 		return
 	}
-	p("Attempts (--retry-disturbed: a run that fails on a window the machine disturbed is run again with the same seed):\n\n")
+	p("Attempts (a run that fails on a window the machine disturbed, with --retry-disturbed, or on marginal verdicts only, with --retry-marginal, is run again with the same seed):\n\n")
 	for _, a := range r.Attempts {
 		where := ""
 		if a.Reports != "" {

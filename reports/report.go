@@ -114,15 +114,16 @@ type Report struct {
 	// model run in virtual time, no database), not from a real run.
 	Simulated *Simulation `json:"simulated,omitempty"`
 	// Attempts are the runs of the scenario noisysim run
-	// --retry-disturbed made, in order, the last being this report's
-	// own; nil without it (and in an interrupted report, the attempts
-	// before the interrupted one).
+	// --retry-disturbed or --retry-marginal made, in order, the last
+	// being this report's own; nil without them (and in an interrupted
+	// report, the attempts before the interrupted one).
 	Attempts []Attempt `json:"attempts,omitempty"`
 }
 
 // Attempt is one run of a scenario under noisysim run --retry-disturbed,
 // which runs a scenario again, with the same seed, when it failed on a
-// window the machine disturbed.
+// window the machine disturbed, or --retry-marginal, when it failed on
+// marginal verdicts only.
 type Attempt struct {
 	// Attempt numbers it from 1.
 	Attempt int   `json:"attempt"`
@@ -132,10 +133,18 @@ type Attempt struct {
 	Failed []Assertion `json:"failed,omitempty"`
 	// Disturbed are its disturbed windows, in run order.
 	Disturbed []DisturbedWindow `json:"disturbed,omitempty"`
+	// Marginal is true when it failed and every check of Failed was
+	// marginal (its limit inside the observed value's confidence
+	// interval).
+	Marginal bool `json:"marginal,omitempty"`
 	// Retried is true when the scenario was run again after it: it failed
 	// and a check of Failed was judged over a window of Disturbed
-	// (Judged).
+	// (Judged), or it failed on marginal verdicts only (Marginal) and
+	// --retry-marginal allowed another attempt.
 	Retried bool `json:"retried,omitempty"`
+	// RetriedMarginal is true when it was retried for its marginal
+	// verdicts (--retry-marginal), not for a disturbed window.
+	RetriedMarginal bool `json:"retried_marginal,omitempty"`
 	// Reports is the directory its reports were written to
 	// (OUT/attempt-K); empty for the last attempt, whose reports are this
 	// report, and without --out.

@@ -27,7 +27,9 @@ type repeatRun struct {
 	disturbed bool
 	margins   map[string]float64 // configuration → quiet (all) p99 / its limit
 	marginal  int                // marginal verdicts
-	attempts  int                // --retry-disturbed: the attempts it took (0: not asked)
+	attempts  int                // --retry-disturbed or --retry-marginal: the attempts it took (0: not asked)
+	// marginalRetries: the attempts retried for marginal verdicts.
+	marginalRetries int
 	// disturbedEvery: it failed on a disturbed machine in every attempt.
 	disturbedEvery bool
 	err            error
@@ -63,7 +65,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 			}
 			// The stopped run's attempts count among the retries.
 			var stopped *stoppedRun
-			if retry.retries > 0 {
+			if retry.retries > 0 || retry.marginal > 0 {
 				stopped = &stoppedRun{index: i + 1, seed: one.Seed, made: retry.made, done: retry.done}
 			}
 			switch {
@@ -71,10 +73,10 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 				// The runs that completed are measured: their counts
 				// and margins stand, said as what they are.
 				fmt.Fprintf(a.stdout, "stopped after %d of %d runs; the %d completed:\n", len(runs), n, len(runs))
-				writeRepeatSummary(a.stdout, sc, runs, stopped)
+				writeRepeatSummary(a.stdout, sc, runs, stopped, retry.marginal > 0)
 			case stopped != nil && stopped.made > 1:
 				fmt.Fprintf(a.stdout, "stopped in run 1 of %d, before any run completed\n", n)
-				writeRetries(a.stdout, nil, stopped)
+				writeRetries(a.stdout, nil, stopped, retry.marginal > 0)
 			}
 			return err
 		}
@@ -84,6 +86,11 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 		}
 		r := repeatRun{seed: one.Seed, passed: rep.Passed, disturbed: len(rep.Machine.Disturbed()) > 0, margins: margins(rep),
 			marginal: len(rep.Marginal), attempts: len(rep.Attempts), disturbedEvery: rep.DisturbedEveryAttempt()}
+		for _, at := range rep.Attempts {
+			if at.RetriedMarginal {
+				r.marginalRetries++
+			}
+		}
 		runs = append(runs, r)
 		fmt.Fprintf(a.stdout, "run %d/%d  seed %d  %s%s%s\n", i+1, n, one.Seed, passFail(rep.Passed), reports.AttemptsWords(rep), marginWords(sc, r))
 		if out != "" {
@@ -96,7 +103,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 	// Every run is measured and written: a signal from here on changes
 	// nothing (the cluster is removed as always).
 	a.teardown.finished()
-	writeRepeatSummary(a.stdout, sc, runs, nil)
+	writeRepeatSummary(a.stdout, sc, runs, nil, retry.marginal > 0)
 	if out != "" {
 		fmt.Fprintf(a.stdout, "reports written to %s/run-1 … run-%d\n", out, n)
 		fmt.Fprintf(a.stdout, "report.html: %s … run-%d/%s\n", filepath.Join(out, "run-1", reports.HTMLFile), n, reports.HTMLFile)
@@ -106,7 +113,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 		if !r.passed {
 			every := ""
 			if runs[0].attempts > 0 {
-				every = "; " + retriesWords(runs, nil)
+				every = "; " + retriesWords(runs, nil, retry.marginal > 0)
 			}
 			return fmt.Errorf("%w: scenario %s: %d of %d runs failed%s", errAssertionFailed, sc.Name, countFailed(runs), n, every)
 		}
@@ -177,7 +184,7 @@ func marginWords(sc *scenario.Scenario, r repeatRun) string {
 // writeRepeatSummary prints the verdict counts and the margins'
 // distribution per configuration of the runs that completed, and the
 // retries, those of the run a signal stopped (nil: none) included.
-func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun, stopped *stoppedRun) {
+func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun, stopped *stoppedRun, retryMarginal bool) {
 	failed, disturbed := countFailed(runs), 0
 	for _, r := range runs {
 		if r.disturbed {
@@ -193,7 +200,7 @@ func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun, st
 	}
 	fmt.Fprintf(w, "verdicts: %d PASS, %d FAIL; %d disturbed; %d with marginal verdicts\n", len(runs)-failed, failed, disturbed, marginal)
 	if runs[0].attempts > 0 || stopped != nil {
-		writeRetries(w, runs, stopped)
+		writeRetries(w, runs, stopped, retryMarginal)
 	}
 	fmt.Fprintf(w, "quiet (all) p99 / its limit (above 1 fails the bound; a control expected to fail wants it well above):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -221,8 +228,12 @@ func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun, st
 
 // writeRetries prints the retries line of a --repeat series, and the
 // stopped run's attempts under it.
-func writeRetries(w io.Writer, runs []repeatRun, stopped *stoppedRun) {
-	fmt.Fprintf(w, "retries (--retry-disturbed): %s\n", retriesWords(runs, stopped))
+func writeRetries(w io.Writer, runs []repeatRun, stopped *stoppedRun, marginal bool) {
+	flags := "--retry-disturbed"
+	if marginal {
+		flags = "--retry-disturbed, --retry-marginal"
+	}
+	fmt.Fprintf(w, "retries (%s): %s\n", flags, retriesWords(runs, stopped, marginal))
 	if stopped != nil {
 		fmt.Fprintf(w, "  %s\n", stopped.words())
 	}

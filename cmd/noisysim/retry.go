@@ -27,8 +27,11 @@ func attemptDir(out string, k int) string {
 // same seed every time), where the attempts before the last one write
 // their reports, and where it says each of them.
 type retried struct {
-	retries int    // --retry-disturbed: the runs after the first at most
-	out     string // the run's --out ("" none): earlier attempts go to out/attempt-K
+	retries int // --retry-disturbed: the runs after the first at most
+	// marginal is --retry-marginal: the runs after the first at most
+	// that a failure on marginal verdicts only may ask for.
+	marginal int
+	out      string // the run's --out ("" none): earlier attempts go to out/attempt-K
 	// label prefixes each attempt's line, e.g. "run 2/5 " in a --repeat
 	// series; before, when not nil, is called before a line is written
 	// (to end a progress display).
@@ -40,11 +43,14 @@ type retried struct {
 	// report lists them, for a --repeat series to count a stopped run's.
 	made int
 	done []reports.Attempt
+	// runOnce runs the scenario once; nil: harness.Run.
+	runOnce func(context.Context, *scenario.Scenario, harness.Options) (*reports.Report, error)
 }
 
 // run runs sc through the engine, and again with the same seed while it
 // fails on a window the machine disturbed (harness.RetryOf) and retries
-// remain. An earlier attempt's reports go to out/attempt-K, its service
+// remain, or on marginal verdicts only and marginal retries remain (a
+// failure both disturbed and marginal takes a disturbed retry first). An earlier attempt's reports go to out/attempt-K, its service
 // logs with them, and it is said in one line. It returns the last
 // attempt's report and error; with retries, the report lists every
 // attempt (Report.Attempts). An attempt that ends in an error (an
@@ -54,13 +60,18 @@ func (t *retried) run(ctx context.Context, sc *scenario.Scenario, opts harness.O
 	var attempts []reports.Attempt
 	t.made = 0
 	defer func() { t.done = attempts }()
+	runOnce := t.runOnce
+	if runOnce == nil {
+		runOnce = harness.Run
+	}
+	disturbed, marginal := 0, 0 // the retries taken of each kind
 	for k := 1; ; k++ {
 		t.made = k
-		rep, err := harness.Run(ctx, sc, opts)
+		rep, err := runOnce(ctx, sc, opts)
 		if rep != nil {
 			rep.Version = version()
 		}
-		if t.retries == 0 || rep == nil {
+		if t.retries == 0 && t.marginal == 0 || rep == nil {
 			return rep, err
 		}
 		if err != nil {
@@ -71,7 +82,18 @@ func (t *retried) run(ctx context.Context, sc *scenario.Scenario, opts harness.O
 		at := attemptOf(k, rep, r)
 		attempts = append(attempts, at)
 		rep.Attempts = attempts
-		if rep.Passed || !r.Again() || k > t.retries {
+		var budget string
+		switch {
+		case rep.Passed:
+			return rep, nil
+		case r.Again() && disturbed < t.retries:
+			disturbed++
+			budget = fmt.Sprintf("%d of %d retries", disturbed, t.retries)
+		case r.AgainMarginal() && marginal < t.marginal:
+			marginal++
+			budget = fmt.Sprintf("%d of %d retries for marginal verdicts", marginal, t.marginal)
+			at.RetriedMarginal = true
+		default:
 			return rep, nil
 		}
 		at.Retried = true
@@ -91,7 +113,7 @@ func (t *retried) run(ctx context.Context, sc *scenario.Scenario, opts harness.O
 		if at.Reports != "" {
 			where = "; reports in " + at.Reports
 		}
-		fmt.Fprintf(t.w, "%s%s; running it again (%d of %d retries)%s\n", t.label, at.Line(), k, t.retries, where)
+		fmt.Fprintf(t.w, "%s%s; running it again (%s)%s\n", t.label, at.Line(), budget, where)
 		if err := ctx.Err(); err != nil {
 			// Interrupted between two attempts: the last one's reports
 			// are written, the next is not started.
@@ -105,7 +127,7 @@ func (t *retried) run(ctx context.Context, sc *scenario.Scenario, opts harness.O
 func attemptOf(k int, rep *reports.Report, r harness.Retry) reports.Attempt {
 	at := reports.Attempt{Attempt: k, Seed: rep.Seed, Passed: rep.Passed}
 	if !rep.Passed {
-		at.Failed = r.Failed
+		at.Failed, at.Marginal = r.Failed, r.AgainMarginal()
 	}
 	judged := map[string]bool{}
 	for _, w := range r.Disturbed {
@@ -160,16 +182,16 @@ func writeAttempt(dir, logDir string, rep *reports.Report) error {
 	return writeReports(dir, rep)
 }
 
-// checkRetries returns a usage error if --retry-disturbed n is out of
-// range or cannot go with the other flags.
-func checkRetries(n int, segment, trace bool) error {
+// checkRetries returns a usage error if flag (--retry-disturbed or
+// --retry-marginal) n is out of range or cannot go with the other flags.
+func checkRetries(flag string, n int, segment, trace bool) error {
 	switch {
 	case n < 0 || n > maxRetries:
-		return usagef("run: --retry-disturbed %d: want 0..%d (the runs after the first at most)", n, maxRetries)
+		return usagef("run: %s %d: want 0..%d (the runs after the first at most)", flag, n, maxRetries)
 	case n > 0 && segment:
-		return usagef("run: --retry-disturbed runs the whole scenario again: not with --segment (the verdict is noisysim merge's)")
+		return usagef("run: %s runs the whole scenario again: not with --segment (the verdict is noisysim merge's)", flag)
 	case n > 0 && trace:
-		return usagef("run: --trace records one run: not with --retry-disturbed")
+		return usagef("run: --trace records one run: not with %s", flag)
 	}
 	return nil
 }
@@ -177,26 +199,52 @@ func checkRetries(n int, segment, trace bool) error {
 // retriesWords says a --repeat series' retries, e.g. "2 runs retried on
 // a disturbed machine (3 more attempts); 1 failed on a disturbed machine
 // in every attempt", those of the run a signal stopped (nil: none) counted
-// too: "…(3 more attempts), the stopped run 4 among them; …".
-func retriesWords(runs []repeatRun, stopped *stoppedRun) string {
+// too: "…(3 more attempts), the stopped run 4 among them; …". With
+// --retry-marginal (marginal) it says those retries too: "; 1 run retried
+// on marginal verdicts only (1 more attempt)".
+func retriesWords(runs []repeatRun, stopped *stoppedRun, marginal bool) string {
 	n, extra, every := 0, 0, 0
+	m, mextra := 0, 0
+	count := func(retries, marginalRetries int) {
+		if d := retries - marginalRetries; d > 0 {
+			n++
+			extra += d
+		}
+		if marginalRetries > 0 {
+			m++
+			mextra += marginalRetries
+		}
+	}
 	for _, r := range runs {
 		if r.attempts > 1 {
-			n++
-			extra += r.attempts - 1
+			count(r.attempts-1, r.marginalRetries)
 		}
 		if r.disturbedEvery {
 			every++
 		}
 	}
-	among := ""
+	among, mamong := "", ""
 	if stopped != nil && stopped.made > 1 {
-		n++
-		extra += stopped.made - 1
-		among = fmt.Sprintf(", the stopped run %d among them", stopped.index)
+		mr := 0
+		for _, a := range stopped.done {
+			if a.RetriedMarginal {
+				mr++
+			}
+		}
+		count(stopped.made-1, mr)
+		if stopped.made-1 > mr {
+			among = fmt.Sprintf(", the stopped run %d among them", stopped.index)
+		}
+		if mr > 0 {
+			mamong = fmt.Sprintf(", the stopped run %d among them", stopped.index)
+		}
 	}
-	return fmt.Sprintf("%s retried on a disturbed machine (%s)%s; %d failed on a disturbed machine in every attempt",
+	s := fmt.Sprintf("%s retried on a disturbed machine (%s)%s; %d failed on a disturbed machine in every attempt",
 		reports.Plural(n, "run"), reports.Plural(extra, "more attempt"), among, every)
+	if marginal {
+		s += fmt.Sprintf("; %s retried on marginal verdicts only (%s)%s", reports.Plural(m, "run"), reports.Plural(mextra, "more attempt"), mamong)
+	}
+	return s
 }
 
 // stoppedRun is the run of a --repeat series that a signal stopped, with
@@ -217,7 +265,10 @@ func (s stoppedRun) words() string {
 	var parts []string
 	for _, a := range s.done {
 		p := fmt.Sprintf("attempt %d %s", a.Attempt, passFail(a.Passed))
-		if a.Retried {
+		switch {
+		case a.RetriedMarginal:
+			p += " on marginal verdicts only, retried"
+		case a.Retried:
 			p += " on a disturbed machine, retried"
 		}
 		if a.Reports != "" {

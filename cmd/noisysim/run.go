@@ -75,6 +75,13 @@ attempts"), and report.json lists the attempts. It exits 99 when the
 last attempt failed, as without it, also when the machine was disturbed
 in every attempt (the verdict line says so).
 
+With --retry-marginal N, a run that failed on marginal verdicts only
+(every check that failed it had its limit inside its p99's 95%
+confidence interval: either verdict was plausible) is run again with the
+same seed, up to N more times; one clear failure makes the verdict final.
+Its attempts are said and kept as --retry-disturbed's. A gate on a noisy
+machine wants 1: a regression fails by a clear margin in every attempt.
+
 Exit codes: 0 all assertions passed, 99 an assertion failed, 2 bad input or
 usage (also: the schema or a role exists and is not noisysim's), 1 any
 other error (also: --strict and a marginal verdict).
@@ -105,6 +112,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	segment := fs.String("segment", "", "run only slice i of N of every class's and tenant's schedule (1-based: 1/3, 2/3, 3/3), as one of N agents; needs --out, where the histograms go for noisysim merge")
 	startAt := fs.String("start-at", "", "start the first configuration's timeline at this wall-clock time (RFC 3339, e.g. 2026-01-02T15:04:05Z), after the data set is loaded: agents given the same time send together")
 	retries := fs.Int("retry-disturbed", 0, "run a failed scenario again, with the same seed, up to N more times (0..10) while a check that failed it was judged over a window the machine disturbed (DISTURBED); a failure on undisturbed windows is final at once, a passed run is never run again; the verdict is the last attempt's")
+	retryMarginal := fs.Int("retry-marginal", 0, "run a scenario that failed on marginal verdicts only (each failed limit inside its p99's 95% confidence interval) again, with the same seed, up to N more times (0..10); a clear failure is final at once; the verdict is the last attempt's")
 	metricsTop := fs.Int("metrics-top", live.DefaultTopTenants, "tenants with their own tenant label in the live metrics (tenants 1..N); the other quiet tenants share the label \""+live.OtherQuiet+"\"")
 	file, err := parseInterspersed(a, fs, args)
 	if err != nil {
@@ -122,7 +130,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	if *repeat < 1 || *repeat > maxRepeat {
 		return usagef("run: --repeat %d: want 1..%d", *repeat, maxRepeat)
 	}
-	if err := checkOutDir("run", *out, *repeat, min(max(*retries, 0), maxRetries)); err != nil {
+	if err := checkOutDir("run", *out, *repeat, min(max(*retries, 0), maxRetries)+min(max(*retryMarginal, 0), maxRetries)); err != nil {
 		return err
 	}
 	if *trace != "" {
@@ -180,7 +188,10 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	var f execFlags
 	segmentSet := false
 	fs.Visit(func(f *flag.Flag) { segmentSet = segmentSet || f.Name == "segment" })
-	if err := checkRetries(*retries, segmentSet, *trace != ""); err != nil {
+	if err := checkRetries("--retry-disturbed", *retries, segmentSet, *trace != ""); err != nil {
+		return err
+	}
+	if err := checkRetries("--retry-marginal", *retryMarginal, segmentSet, *trace != ""); err != nil {
 		return err
 	}
 	if segmentSet {
@@ -220,7 +231,7 @@ func runRun(ctx context.Context, a *app, args []string) error {
 	return execScenario(ctx, a, sc, execFlags{
 		segment: f.segment, scenarioHash: f.scenarioHash, startAt: f.startAt,
 		only: *only, out: *out, noProgress: *noProgress, top: *top, noWait: *noWait, allowConcurrent: *allowConcurrent,
-		repeat: *repeat, retries: *retries, maxForeign: *maxForeign, strict: *strict, keep: *keep, trace: *trace, priority: *priority,
+		repeat: *repeat, retries: *retries, retryMarginal: *retryMarginal, maxForeign: *maxForeign, strict: *strict, keep: *keep, trace: *trace, priority: *priority,
 		metricsAddr: *metricsAddr, metricsRemote: *metricsRemote, metricsTop: *metricsTop,
 	})
 }
@@ -330,6 +341,7 @@ type execFlags struct {
 	metricsRemote                 bool
 	top, repeat, metricsTop       int
 	retries                       int // --retry-disturbed
+	retryMarginal                 int // --retry-marginal
 	maxForeign                    float64
 	// segment, when not whole, runs one agent's slice and writes its
 	// histograms (harness.WriteSegment) into out; scenarioHash names the
@@ -414,7 +426,7 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 	if metrics != nil {
 		opts.Observer = metrics
 	}
-	retry := retried{retries: f.retries, out: f.out, w: a.stdout}
+	retry := retried{retries: f.retries, marginal: f.retryMarginal, out: f.out, w: a.stdout}
 	if f.repeat > 1 {
 		return runRepeat(ctx, a, sc, opts, f.repeat, f.out, f.strict, retry)
 	}
