@@ -172,6 +172,33 @@ func (c *cli) waitLine(t *testing.T, s string) {
 	}
 }
 
+// waitStderr waits until stderr holds s at least n times.
+func (c *cli) waitStderr(t *testing.T, s string, n int) {
+	t.Helper()
+	timeout := time.After(60 * time.Second)
+	for {
+		if _, e := c.output(); strings.Count(e, s) >= n {
+			return
+		}
+		select {
+		case <-c.done:
+			if _, e := c.output(); strings.Count(e, s) >= n {
+				return
+			}
+			out, errOut := c.output()
+			t.Fatalf("noisysim exited %d before writing %q %d times to stderr\nstdout:\n%s\nstderr:\n%s", c.code, s, n, out, errOut)
+		case <-timeout:
+			_, errOut := c.output()
+			t.Fatalf("stderr did not hold %q %d times within 60 s:\n%s", s, n, errOut)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// openLoopStarted is what noisysim -v logs as a run's open loop starts:
+// the run is past its start and load, in its measured timeline.
+const openLoopStarted = `msg="open loop started"`
+
 func (c *cli) wait(t *testing.T) int {
 	t.Helper()
 	select {

@@ -215,14 +215,12 @@ func TestRunRepeatInterrupted(t *testing.T) {
 	sc := writeShort(t)
 	dir := filepath.Join(t.TempDir(), "r")
 	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
-	c := startCLI(t, env, "run", "--repeat", "3", "--out", dir, sc)
-	for line := range c.lines {
-		if strings.HasPrefix(line, "run 1/3") {
-			break
-		}
-	}
-	// Into run 2's measured phases (start, load, warm-up, then solo 2 s).
-	time.Sleep(4 * time.Second)
+	// -v logs each run's open loop start: run 2 is interrupted in its
+	// measured timeline, not in its start or load (which a loaded machine
+	// can stretch past any fixed delay), where nothing is measured and no
+	// partial report is written.
+	c := startCLI(t, env, "-v", "run", "--repeat", "3", "--out", dir, sc)
+	c.waitStderr(t, openLoopStarted, 2)
 	c.cmd.Process.Signal(syscall.SIGINT)
 	if code := c.wait(t); code != 1 {
 		o, e := c.output()

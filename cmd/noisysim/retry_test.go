@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/noisysim/noisysim/internal/runlock"
 	"github.com/noisysim/noisysim/reports"
@@ -123,10 +122,13 @@ func TestRunRetryInterrupted(t *testing.T) {
 	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
 	startBurner(t)
 	dir := filepath.Join(t.TempDir(), "r")
-	c := startCLI(t, env, "run", "--no-progress", "--max-foreign-cpu", "0.1", "--retry-disturbed", "2", "--out", dir, sc)
+	// -v logs each attempt's open loop start: attempt 2 is interrupted in
+	// its measured timeline, not in its start or load (which the burner
+	// can stretch past any fixed delay), where nothing is measured and no
+	// partial report is written.
+	c := startCLI(t, env, "-v", "run", "--no-progress", "--max-foreign-cpu", "0.1", "--retry-disturbed", "2", "--out", dir, sc)
 	c.waitLine(t, "running it again (1 of 2 retries)")
-	// Into attempt 2's measured phases (start, load, warm-up, then solo 2 s).
-	time.Sleep(4 * time.Second)
+	c.waitStderr(t, openLoopStarted, 2)
 	c.cmd.Process.Signal(syscall.SIGINT)
 	if code := c.wait(t); code != 1 {
 		o, e := c.output()
@@ -238,13 +240,16 @@ func TestRunRepeatRetryInterrupted(t *testing.T) {
 	env := []string{runlock.EnvPath + "=" + filepath.Join(t.TempDir(), "lock")}
 	startBurner(t)
 	dir := filepath.Join(t.TempDir(), "r")
-	c := startCLI(t, env, "run", "--no-progress", "--max-foreign-cpu", "0.1", "--retry-disturbed", "1", "--repeat", "2", "--out", dir, sc)
+	// -v logs each attempt's open loop start.
+	c := startCLI(t, env, "-v", "run", "--no-progress", "--max-foreign-cpu", "0.1", "--retry-disturbed", "1", "--repeat", "2", "--out", dir, sc)
 	// Each wait for a line allows 60 s: an attempt, or a retried run.
 	c.waitLine(t, "run 1/2  attempt 1 (seed 1): FAIL on a disturbed machine")
 	c.waitLine(t, "run 1/2  seed 1  FAIL")
 	c.waitLine(t, "run 2/2  attempt 1 (seed 2): FAIL on a disturbed machine")
-	// Into attempt 2's measured phases (start, load, warm-up, then solo 2 s).
-	time.Sleep(4 * time.Second)
+	// Into attempt 2's measured timeline (the 4th open loop: two attempts
+	// of run 1, then run 2's), not its start or load, which the burner
+	// can stretch past any fixed delay.
+	c.waitStderr(t, openLoopStarted, 4)
 	c.cmd.Process.Signal(syscall.SIGINT)
 	code := c.wait(t)
 	o, e := c.output()

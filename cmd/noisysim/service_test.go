@@ -428,7 +428,7 @@ phases: {warmup: 0s, solo: 1s, run: 1s}
 	}
 	cmd := exec.Command(bin, "run", "--no-progress", "--allow-concurrent", sc)
 	cmd.Env = append(os.Environ(), "TMPDIR="+runs, runlock.EnvPath+"="+filepath.Join(dir, "lock"))
-	var errOut bytes.Buffer
+	var errOut syncBuffer
 	cmd.Stderr = &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -451,7 +451,11 @@ phases: {warmup: 0s, solo: 1s, run: 1s}
 		t.Errorf("while the service runs: work directories %v, log directories %v; want one each", work, logs)
 	}
 	cmd.Process.Signal(os.Interrupt)
-	time.Sleep(500 * time.Millisecond) // the graceful stop waits out stop_grace
+	// Signals sent back to back may merge into one, whose graceful stop
+	// waits out stop_grace: send the second once the first has been seen.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(errOut.String(), "send it again") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	cmd.Process.Signal(os.Interrupt)
 	err := cmd.Wait()
 	var ee *exec.ExitError
