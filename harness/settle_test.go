@@ -51,8 +51,15 @@ func TestSettleWaitsForLeftovers(t *testing.T) {
 	}
 	defer left.Close(context.Background())
 	done := make(chan error, 1)
-	go func() { _, err := left.Exec(ctx, `SELECT pg_sleep(1.5)`); done <- err }()
-	time.Sleep(300 * time.Millisecond) // the statement is running
+	go func() { _, err := left.Exec(ctx, `SELECT pg_sleep(2)`); done <- err }()
+	// Settle starts once both statements are sleeping on the server, not
+	// after a fixed pause: a statement not started yet would let settle
+	// return at once, and a pause overslept on a loaded machine would
+	// leave less of it than the second settle must wait to say so. The
+	// statement of the run's role runs 2 s, so that more than 1 s of it is
+	// left unless seeing it sleeping takes this a second.
+	waitSleeping(ctx, t, admin, own)
+	waitSleeping(ctx, t, admin, "noisysim_other_agent")
 
 	r := &runner{sc: sc, cluster: c, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	t0 := time.Now()
@@ -60,7 +67,7 @@ func TestSettleWaitsForLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if waited := time.Since(t0); waited < time.Second || waited > 10*time.Second {
-		t.Errorf("settle returned after %s: want after the 1.5 s statement of the run's role ended, not after the 20 s one of another role", waited)
+		t.Errorf("settle returned after %s: want after the 2 s statement of the run's role ended, not after the 20 s one of another role", waited)
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -72,5 +79,23 @@ func TestSettleWaitsForLeftovers(t *testing.T) {
 	t0 = time.Now()
 	if err := r.settle(ctx, "naive"); err != nil || time.Since(t0) > time.Second || len(r.notes) != 1 {
 		t.Errorf("idle settle: err %v after %s, notes %q", err, time.Since(t0), r.notes)
+	}
+}
+
+// waitSleeping waits until a session of role is in pg_sleep on admin's
+// server: its wait event, not only state active, which a session shows
+// from the moment it reads the statement.
+func waitSleeping(ctx context.Context, t *testing.T, admin *pgx.Conn, role string) {
+	t.Helper()
+	for {
+		var sleeping bool
+		err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE usename = $1 AND wait_event = 'PgSleep')`, role).Scan(&sleeping)
+		if err != nil {
+			t.Fatalf("wait for the statement of %s: %v", role, err)
+		}
+		if sleeping {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
