@@ -99,6 +99,9 @@ func (f nodeFault) Run(ctx context.Context, env ActionEnv) (ActionOutcome, error
 		}
 		hold.Stop()
 	}
+	// How long the fault held, apart from the restore: restarting a
+	// stopped node takes seconds of its own on a loaded machine.
+	held := time.Since(sub.origin) - ft.injected
 	rctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 	ft.err = restore(rctx)
 	cancel()
@@ -121,8 +124,8 @@ func (f nodeFault) Run(ctx context.Context, env ActionEnv) (ActionOutcome, error
 	o.Detail = fmt.Sprintf("%s %s: down %.2f s, restored %.2f s after the start; %s, %d stalled, worst latency %.0f ms",
 		f.cfg.Fault, name, down, ft.restored.Seconds(), reports.Plural(int(rf.Errors), "error"), rf.Stalled, rf.WorstLatency)
 	if early {
-		o.After["restored_early"] = 1
-		o.Detail += fmt.Sprintf(", restored early (the timeline's load ended %.2f s into its %s hold)", down, f.cfg.Duration)
+		o.After["restored_early"], o.After["held_s"] = 1, held.Seconds()
+		o.Detail += fmt.Sprintf(", restored early (the timeline's load ended %.2f s into its %s hold)", held.Seconds(), f.cfg.Duration)
 	}
 	if rf.Recovered {
 		o.After["time_to_recover_ms"] = rf.TimeToRecover

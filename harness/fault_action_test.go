@@ -32,8 +32,8 @@ timeline:
     length: 4s
     actions:
       - {type: fault, at: 200ms, fault: pause, duration: 1s}
-      - {type: fault, at: 2s, node: primary, fault: stop, duration: 1s}
-  - {name: after, length: 2s}
+      - {type: fault, at: 3s, node: primary, fault: stop, duration: 1s}
+  - {name: after, length: 3s}
 configurations:
   - {name: shared, mode: shared}
 assertions: {quiet_p99: {window: after, baseline: base, min_samples: 1000000}}
@@ -42,7 +42,10 @@ assertions: {quiet_p99: {window: after, baseline: base, min_samples: 1000000}}
 // TestFaultAction pauses, then stops the single node of a local cluster
 // during a timeline: ops stall during the pause and fail during the stop,
 // the run goes on after each restore, and the report lists both actions
-// with their figures.
+// with their figures. Each fault leaves its recovery seconds of load: on a
+// loaded machine a pause is injected and restored up to a second late,
+// and the first lookups within the recovery bound come more than a second
+// after a restart, while the pool replaces its broken connections.
 func TestFaultAction(t *testing.T) {
 	c := localtest.Start(t, backend.Spec{})
 	sc, err := scenario.Parse([]byte(faultScenario), "fault.yaml")
@@ -74,9 +77,9 @@ func TestFaultAction(t *testing.T) {
 			t.Errorf("%s: no recovery seen after the restore", a.Detail)
 		}
 	}
-	// Started 0.2 s and 2 s into the phase, which starts at 1.3 s.
-	if pause.At < 1.49 || stop.At < 3.29 || stop.At < pause.At {
-		t.Errorf("actions at %.2f s and %.2f s, want from 1.5 s and 3.3 s", pause.At, stop.At)
+	// Started 0.2 s and 3 s into the phase, which starts at 1.3 s.
+	if pause.At < 1.49 || stop.At < 4.29 || stop.At < pause.At {
+		t.Errorf("actions at %.2f s and %.2f s, want from 1.5 s and 4.3 s", pause.At, stop.At)
 	}
 	if !strings.HasPrefix(pause.Detail, "pause primary") || !strings.HasPrefix(stop.Detail, "stop primary") {
 		t.Errorf("details %q, %q", pause.Detail, stop.Detail)
@@ -106,7 +109,7 @@ func TestFaultAction(t *testing.T) {
 		}
 	}
 	if ok < 100 || failed < 1 {
-		t.Errorf("after: %d lookups succeeded (want about 200); faults: %d failed (want some)", ok, failed)
+		t.Errorf("after: %d lookups succeeded (want about 300); faults: %d failed (want some)", ok, failed)
 	}
 	assertStates(t, st.PID)
 }
@@ -121,8 +124,11 @@ func TestFaultActionAfterLoad(t *testing.T) {
 	if len(acts) != 1 || acts[0].Error != "" || acts[0].After["node_up"] != 1 {
 		t.Fatalf("actions %+v, want the restart, restored", acts)
 	}
-	if a := acts[0]; a.Took > 6 {
-		t.Errorf("%s: took %.1f s, want it to end with the load (1 s of drain after the restart)", a.Detail, a.Took)
+	// Judged from the restore, not the action's start: the restart itself
+	// takes seconds on a loaded machine.
+	if a := acts[0]; a.Took-a.After["restored_after_s"] > 3 {
+		t.Errorf("%s: took %.1f s, %.1f s of it after the restore; want it to end with the load, not watch for a recovery (10 s)",
+			a.Detail, a.Took, a.Took-a.After["restored_after_s"])
 	}
 }
 
@@ -131,8 +137,8 @@ func TestFaultActionAfterLoad(t *testing.T) {
 func runFaultTail(t *testing.T, c *local.Cluster, tail string) *reports.Report {
 	t.Helper()
 	src := strings.Replace(faultScenario, `      - {type: fault, at: 200ms, fault: pause, duration: 1s}
-      - {type: fault, at: 2s, node: primary, fault: stop, duration: 1s}
-  - {name: after, length: 2s}`, tail, 1)
+      - {type: fault, at: 3s, node: primary, fault: stop, duration: 1s}
+  - {name: after, length: 3s}`, tail, 1)
 	src = strings.Replace(src, "window: after,", "window: faults,", 1)
 	sc, err := scenario.Parse([]byte(src), "fault.yaml")
 	if err != nil {
@@ -286,7 +292,10 @@ func TestFaultActionRestoredWithTheLoad(t *testing.T) {
 		t.Fatalf("no fault action in %+v", rep.Configurations[0].Actions)
 	}
 	t.Logf("%s", stop.Detail)
-	if stop.Error != "" || stop.After["restored_early"] != 1 || stop.After["down_s"] > 3 || !strings.Contains(stop.Detail, "restored early") {
+	// Held from 3.5 s until the load ended at 4 s, not its 4 s; down_s
+	// adds the restart, seconds of its own on a loaded machine.
+	if stop.Error != "" || stop.After["restored_early"] != 1 || stop.After["held_s"] > 3 || stop.After["down_s"] < stop.After["held_s"] ||
+		!strings.Contains(stop.Detail, "restored early") {
 		t.Errorf("stop: %s (error %q, after %v); want it restored early, with the load, well before its 4 s", stop.Detail, stop.Error, stop.After)
 	}
 	if st := c.Stat().Nodes[0]; !st.Running {
