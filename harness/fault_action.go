@@ -103,6 +103,7 @@ func (f nodeFault) Run(ctx context.Context, env ActionEnv) (ActionOutcome, error
 	// stopped node takes seconds of its own on a loaded machine.
 	held := time.Since(sub.origin) - ft.injected
 	rctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	ft.restoring = time.Since(sub.origin)
 	ft.err = restore(rctx)
 	cancel()
 	ft.restored = time.Since(sub.origin)

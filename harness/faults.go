@@ -41,7 +41,19 @@ type opEvent struct {
 // restored (from the phase start) and any failure to do either.
 type faultTimes struct {
 	injected, restored time.Duration
-	err                error
+	// restoring is when the restore began (0: not recorded, restored
+	// stands for it): the ops a fault held are let go during the restore,
+	// and on a busy machine may be answered before it returns.
+	restoring time.Duration
+	err       error
+}
+
+// restoreBegan is when the restore of ft began.
+func (ft faultTimes) restoreBegan() time.Duration {
+	if ft.restoring > 0 {
+		return ft.restoring
+	}
+	return ft.restored
 }
 
 // faultRun injects one configuration's faults, each from the start of its
@@ -161,6 +173,7 @@ func (fr *faultRun) inject(i int, f scenario.Fault, phaseStart time.Time) {
 	sleepUntil(fr.ctx, origin.Add(ft.injected+f.For.Duration()))
 	rctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 	defer cancel()
+	ft.restoring = time.Since(origin)
 	ft.err = restore(rctx)
 	ft.restored = time.Since(origin)
 }
@@ -212,10 +225,10 @@ const recoverFactor = 2
 // burst measures one fault over the phase's ops (see reports.Fault for the
 // definitions). The window is [injected, restored]. An op is hit when it
 // was in flight or issued during the window; it is stalled when it also
-// ended after the restore, held across it, and was slower than the recovery
-// bound of its class (longer than the window when the class has none): a
-// count of the ops the fault held, not only of those in flight at the
-// injection. Recovery
+// ended after the restore began, held across it, and was slower than the
+// recovery bound of its class (longer than the window when the class has
+// none): a count of the ops the fault held, not only of those in flight at
+// the injection. Recovery
 // is the end of the first op issued after the restore that succeeded within
 // recoverFactor × its class's median latency before the injection (any
 // success when the class finished no op before it). Errors are the failed
@@ -264,7 +277,7 @@ func burstBounded(f scenario.Fault, ft faultTimes, events []opEvent, bound map[s
 			if b, ok := bound[e.class]; ok {
 				limit = b
 			}
-			if e.end > ft.restored && lat > limit {
+			if e.end > ft.restoreBegan() && lat > limit {
 				t := tenant(e.tenant)
 				t.Stalled++
 				rf.Stalled++

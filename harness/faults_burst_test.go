@@ -62,6 +62,27 @@ func TestFaultBurst(t *testing.T) {
 				}},
 		},
 		{
+			// A pause whose restore took 40 ms: the ops it held were let go
+			// during the restore and answered before it returned; they were
+			// held across it all the same. One that ended before the
+			// restore began was not.
+			name: "pause answered during the restore",
+			f:    scenario.Fault{Node: "primary", Action: scenario.FaultPause},
+			ft:   faultTimes{injected: msAt(1000), restoring: msAt(2000), restored: msAt(2040)},
+			events: append(baseline("lookup", 9, msAt(5)),
+				opEvent{start: msAt(990), end: msAt(2010), tenant: 1, class: "lookup"},  // stalled, answered mid-restore
+				opEvent{start: msAt(1500), end: msAt(2020), tenant: 2, class: "lookup"}, // stalled, issued mid-fault
+				opEvent{start: msAt(1000), end: msAt(1990), tenant: 3, class: "lookup"}, // ended before the restore began
+				opEvent{start: msAt(2050), end: msAt(2054), tenant: 1, class: "lookup"}, // recovery
+			),
+			want: reports.Fault{Node: "primary", Action: "pause", At: 1, Restored: 2.04, Recovered: true,
+				TimeToRecover: 14, Stalled: 2, WorstLatency: 1020,
+				Tenants: []reports.FaultTenant{
+					{Tenant: "1", Stalled: 1, WorstLatency: 1020},
+					{Tenant: "2", Stalled: 1, WorstLatency: 520},
+				}},
+		},
+		{
 			// A stop: sessions fail; the first success after the restart is
 			// slow (a new connection), so it is not yet the recovery.
 			name: "stop fails then slow",

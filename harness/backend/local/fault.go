@@ -247,10 +247,15 @@ func (n *node) resume() {
 	if len(paused) == 0 {
 		return
 	}
-	for _, p := range paused[1:] {
+	// Every process is listed before any is continued: the scan of /proc
+	// takes tens of milliseconds on a busy machine, and backends
+	// continued before it would answer the queries the pause held while
+	// the restore is still under way.
+	procs := append(descendants(paused[0]), paused[1:]...)
+	for _, p := range procs {
 		syscall.Kill(p, syscall.SIGCONT)
 	}
-	resumeTree(paused[0])
+	syscall.Kill(paused[0], syscall.SIGCONT)
 }
 
 // resumeTree sends SIGCONT to pid's descendants, then to pid.
