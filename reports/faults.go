@@ -15,7 +15,7 @@ import (
 //
 // The fault window runs from the injection (At) to the restore (Restored).
 // An operation is stalled when it was in flight or issued during the window
-// and finished (succeeded or failed) after the restore, held across it,
+// and finished (succeeded or failed) after the restore began, held across it,
 // with a latency above 2x its class's median latency before the fault
 // (above the whole window when the class finished no operation before it):
 // the symptom of a pause, where nothing fails and requests hang. Recovery is the first operation issued after the
@@ -71,7 +71,7 @@ type FaultTenant struct {
 }
 
 // faultLegend defines the fault figures for text and Markdown.
-const faultLegend = "stalled: operations in flight or issued during the fault that finished after the restore, " +
+const faultLegend = "stalled: operations in flight or issued during the fault that finished after the restore began, " +
 	"slower than 2x their class's median latency before the fault (than the fault window, injection to restore, " +
 	"when the class had none); recovered: from the restore to the end of the first " +
 	"operation issued after it that succeeded within 2x its class's median latency before the fault"
