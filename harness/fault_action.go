@@ -99,11 +99,11 @@ func (f nodeFault) Run(ctx context.Context, env ActionEnv) (ActionOutcome, error
 		}
 		hold.Stop()
 	}
-	// How long the fault held, apart from the restore: restarting a
-	// stopped node takes seconds of its own on a loaded machine.
-	held := time.Since(sub.origin) - ft.injected
 	rctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 	ft.restoring = time.Since(sub.origin)
+	// How long the fault held, apart from the restore: restarting a
+	// stopped node takes seconds of its own on a loaded machine.
+	held := ft.restoring - ft.injected
 	ft.err = restore(rctx)
 	cancel()
 	ft.restored = time.Since(sub.origin)
