@@ -646,21 +646,38 @@ func (r *runner) expectations(rep *reports.Report) []reports.Assertion {
 		if c.Expect != string(scenario.ExpectFail) {
 			continue
 		}
-		var failed, marginal int64
+		var failed, marginal, passedMarginal int64
 		for _, a := range rep.Assertions {
-			if a.Configuration == c.Name && !a.Passed && !a.Skipped {
+			if a.Configuration != c.Name || a.Skipped {
+				continue
+			}
+			switch {
+			case !a.Passed:
 				failed++
 				if a.Marginal {
 					marginal++
 				}
+			case a.Marginal:
+				passedMarginal++
 			}
 		}
 		a := countAssert(AssertControlFails, c.Name, "", "", ">", failed, 0,
 			"a control must fail its assertions: proof the scenario can see the problem")
-		if failed > 0 && marginal == failed {
+		switch {
+		case failed > 0 && marginal == failed:
 			// Every failure could be noise: so could the proof.
 			a.Marginal = true
 			a.Detail += "; marginal: each of its failures is marginal (the limit inside the p99's 95% CI)"
+		case failed == 0 && passedMarginal > 0:
+			// A pass that could as well have been a failure: so could
+			// the missing proof.
+			a.Marginal = true
+			are := "are"
+			if passedMarginal == 1 {
+				are = "is"
+			}
+			a.Detail += fmt.Sprintf("; marginal: it passed, but %s %s marginal (the limit inside the p99's 95%% CI): it could as well have failed",
+				reports.Plural(int(passedMarginal), "verdict"), are)
 		}
 		out = append(out, a)
 	}

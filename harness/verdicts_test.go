@@ -74,6 +74,17 @@ func TestQuietP99Marginal(t *testing.T) {
 	if cf := r.expectations(rep); len(cf) != 1 || !cf[0].Passed || !cf[0].Marginal {
 		t.Errorf("control whose only failure is marginal: %+v", cf)
 	}
+	// A control that passed, one of its passes marginal, could as well
+	// have failed: its control_fails fails, marginal too.
+	rep.Assertions = slices.DeleteFunc(slices.Clone(got), func(a reports.Assertion) bool { return !a.Passed })
+	cf = r.expectations(rep)
+	if len(cf) != 1 || cf[0].Passed || !cf[0].Marginal || !strings.Contains(cf[0].Detail, "it passed, but 2 verdicts are marginal") {
+		t.Errorf("control that passed with a marginal verdict: %+v", cf)
+	}
+	rep.Assertions = slices.DeleteFunc(slices.Clone(got), func(a reports.Assertion) bool { return !a.Passed || a.Marginal })
+	if cf := r.expectations(rep); len(cf) != 1 || cf[0].Passed || cf[0].Marginal {
+		t.Errorf("control that passed clearly: %+v", cf)
+	}
 }
 
 // Calibration sets the rate so that rate × mean service time is
