@@ -30,6 +30,12 @@ out=${2:-gate-report}
 version=${NOISYSIM_VERSION:-latest}
 retries=${NOISYSIM_RETRY_DISTURBED:-2}
 marginal=${NOISYSIM_RETRY_MARGINAL:-1}
+for var in NOISYSIM_RETRY_DISTURBED NOISYSIM_RETRY_MARGINAL; do
+  case ${!var:-0} in
+    [0-9] | 10) ;;
+    *) echo "gate: $var=${!var}: want a whole number 0..10 (0 turns it off)" >&2; exit 2 ;;
+  esac
+done
 
 if [[ -n ${NOISYSIM_BIN:-} ]]; then
   noisysim=$NOISYSIM_BIN

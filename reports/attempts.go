@@ -21,6 +21,9 @@ func (a Attempt) Line() string {
 		s += " on a disturbed machine"
 	}
 	if a.Marginal && !a.Passed {
+		if a.FailedDisturbed() {
+			s += ","
+		}
 		s += " on marginal verdicts only"
 	}
 	if len(a.Failed) > 0 {
@@ -58,7 +61,14 @@ func writeAttempts(p func(string, ...any), r *Report) {
 		if a.Reports != "" {
 			where = "; reports in " + md(a.Reports)
 		}
-		p("- %s%s\n", md(a.Line()), where)
+		retried := ""
+		switch {
+		case a.RetriedMarginal:
+			retried = "; retried (--retry-marginal)"
+		case a.Retried:
+			retried = "; retried (--retry-disturbed)"
+		}
+		p("- %s%s%s\n", md(a.Line()), retried, where)
 	}
 	p("\n")
 }

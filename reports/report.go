@@ -177,7 +177,7 @@ func (a Attempt) FailedDisturbed() bool {
 	return false
 }
 
-// DisturbedEveryAttempt reports whether r was run with --retry-disturbed
+// DisturbedEveryAttempt reports whether r was run with --retry-disturbed or --retry-marginal
 // and every attempt failed on a window the machine disturbed.
 func (r *Report) DisturbedEveryAttempt() bool {
 	if len(r.Attempts) == 0 {

@@ -73,10 +73,10 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 				// The runs that completed are measured: their counts
 				// and margins stand, said as what they are.
 				fmt.Fprintf(a.stdout, "stopped after %d of %d runs; the %d completed:\n", len(runs), n, len(runs))
-				writeRepeatSummary(a.stdout, sc, runs, stopped, retry.marginal > 0)
+				writeRepeatSummary(a.stdout, sc, runs, stopped, retry.ask())
 			case stopped != nil && stopped.made > 1:
 				fmt.Fprintf(a.stdout, "stopped in run 1 of %d, before any run completed\n", n)
-				writeRetries(a.stdout, nil, stopped, retry.marginal > 0)
+				writeRetries(a.stdout, nil, stopped, retry.ask())
 			}
 			return err
 		}
@@ -103,7 +103,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 	// Every run is measured and written: a signal from here on changes
 	// nothing (the cluster is removed as always).
 	a.teardown.finished()
-	writeRepeatSummary(a.stdout, sc, runs, nil, retry.marginal > 0)
+	writeRepeatSummary(a.stdout, sc, runs, nil, retry.ask())
 	if out != "" {
 		fmt.Fprintf(a.stdout, "reports written to %s/run-1 … run-%d\n", out, n)
 		fmt.Fprintf(a.stdout, "report.html: %s … run-%d/%s\n", filepath.Join(out, "run-1", reports.HTMLFile), n, reports.HTMLFile)
@@ -113,7 +113,7 @@ func runRepeat(ctx context.Context, a *app, sc *scenario.Scenario, opts harness.
 		if !r.passed {
 			every := ""
 			if runs[0].attempts > 0 {
-				every = "; " + retriesWords(runs, nil, retry.marginal > 0)
+				every = "; " + retriesWords(runs, nil, retry.ask())
 			}
 			return fmt.Errorf("%w: scenario %s: %d of %d runs failed%s", errAssertionFailed, sc.Name, countFailed(runs), n, every)
 		}
@@ -184,7 +184,7 @@ func marginWords(sc *scenario.Scenario, r repeatRun) string {
 // writeRepeatSummary prints the verdict counts and the margins'
 // distribution per configuration of the runs that completed, and the
 // retries, those of the run a signal stopped (nil: none) included.
-func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun, stopped *stoppedRun, retryMarginal bool) {
+func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun, stopped *stoppedRun, ask retryAsk) {
 	failed, disturbed := countFailed(runs), 0
 	for _, r := range runs {
 		if r.disturbed {
@@ -200,7 +200,7 @@ func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun, st
 	}
 	fmt.Fprintf(w, "verdicts: %d PASS, %d FAIL; %d disturbed; %d with marginal verdicts\n", len(runs)-failed, failed, disturbed, marginal)
 	if runs[0].attempts > 0 || stopped != nil {
-		writeRetries(w, runs, stopped, retryMarginal)
+		writeRetries(w, runs, stopped, ask)
 	}
 	fmt.Fprintf(w, "quiet (all) p99 / its limit (above 1 fails the bound; a control expected to fail wants it well above):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -228,12 +228,8 @@ func writeRepeatSummary(w io.Writer, sc *scenario.Scenario, runs []repeatRun, st
 
 // writeRetries prints the retries line of a --repeat series, and the
 // stopped run's attempts under it.
-func writeRetries(w io.Writer, runs []repeatRun, stopped *stoppedRun, marginal bool) {
-	flags := "--retry-disturbed"
-	if marginal {
-		flags = "--retry-disturbed, --retry-marginal"
-	}
-	fmt.Fprintf(w, "retries (%s): %s\n", flags, retriesWords(runs, stopped, marginal))
+func writeRetries(w io.Writer, runs []repeatRun, stopped *stoppedRun, ask retryAsk) {
+	fmt.Fprintf(w, "retries (%s): %s\n", ask.flags(), retriesWords(runs, stopped, ask))
 	if stopped != nil {
 		fmt.Fprintf(w, "  %s\n", stopped.words())
 	}

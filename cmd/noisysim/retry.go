@@ -47,6 +47,9 @@ type retried struct {
 	runOnce func(context.Context, *scenario.Scenario, harness.Options) (*reports.Report, error)
 }
 
+// ask says which retries t was given.
+func (t *retried) ask() retryAsk { return retryAsk{disturbed: t.retries > 0, marginal: t.marginal > 0} }
+
 // run runs sc through the engine, and again with the same seed while it
 // fails on a window the machine disturbed (harness.RetryOf) and retries
 // remain, or on marginal verdicts only and marginal retries remain (a
@@ -199,10 +202,10 @@ func checkRetries(flag string, n int, segment, trace bool) error {
 // retriesWords says a --repeat series' retries, e.g. "2 runs retried on
 // a disturbed machine (3 more attempts); 1 failed on a disturbed machine
 // in every attempt", those of the run a signal stopped (nil: none) counted
-// too: "…(3 more attempts), the stopped run 4 among them; …". With
-// --retry-marginal (marginal) it says those retries too: "; 1 run retried
-// on marginal verdicts only (1 more attempt)".
-func retriesWords(runs []repeatRun, stopped *stoppedRun, marginal bool) string {
+// too: "…(3 more attempts), the stopped run 4 among them; …". It says the
+// retries of the flags asked: with --retry-marginal, "1 run retried on
+// marginal verdicts only (1 more attempt)" too (after "; " when both).
+func retriesWords(runs []repeatRun, stopped *stoppedRun, ask retryAsk) string {
 	n, extra, every := 0, 0, 0
 	m, mextra := 0, 0
 	count := func(retries, marginalRetries int) {
@@ -239,12 +242,31 @@ func retriesWords(runs []repeatRun, stopped *stoppedRun, marginal bool) string {
 			mamong = fmt.Sprintf(", the stopped run %d among them", stopped.index)
 		}
 	}
-	s := fmt.Sprintf("%s retried on a disturbed machine (%s)%s; %d failed on a disturbed machine in every attempt",
-		reports.Plural(n, "run"), reports.Plural(extra, "more attempt"), among, every)
-	if marginal {
-		s += fmt.Sprintf("; %s retried on marginal verdicts only (%s)%s", reports.Plural(m, "run"), reports.Plural(mextra, "more attempt"), mamong)
+	var parts []string
+	if ask.disturbed {
+		parts = append(parts, fmt.Sprintf("%s retried on a disturbed machine (%s)%s; %d failed on a disturbed machine in every attempt",
+			reports.Plural(n, "run"), reports.Plural(extra, "more attempt"), among, every))
 	}
-	return s
+	if ask.marginal {
+		parts = append(parts, fmt.Sprintf("%s retried on marginal verdicts only (%s)%s", reports.Plural(m, "run"), reports.Plural(mextra, "more attempt"), mamong))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// retryAsk says which retries a run was given: --retry-disturbed,
+// --retry-marginal.
+type retryAsk struct{ disturbed, marginal bool }
+
+// flags names them, e.g. "--retry-disturbed, --retry-marginal".
+func (a retryAsk) flags() string {
+	var fs []string
+	if a.disturbed {
+		fs = append(fs, "--retry-disturbed")
+	}
+	if a.marginal {
+		fs = append(fs, "--retry-marginal")
+	}
+	return strings.Join(fs, ", ")
 }
 
 // stoppedRun is the run of a --repeat series that a signal stopped, with

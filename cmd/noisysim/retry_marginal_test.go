@@ -116,7 +116,7 @@ func TestRetriedMarginalWritesTheAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(md), "attempt 1 (seed 45): FAIL on marginal verdicts only") || !strings.Contains(string(md), "--retry-marginal") {
+	if !strings.Contains(string(md), "attempt 1 (seed 45): FAIL on marginal verdicts only") || !strings.Contains(string(md), "; retried (--retry-marginal)") {
 		t.Errorf("attempt-1/report.md does not say the marginal attempt:\n%s", md)
 	}
 }
@@ -145,19 +145,25 @@ func TestRunRetryMarginalBadInput(t *testing.T) {
 // a stopped run's attempts say which they were.
 func TestRetriesWordsMarginal(t *testing.T) {
 	runs := []repeatRun{{attempts: 2, marginalRetries: 1}, {attempts: 3, marginalRetries: 1}, {attempts: 1}}
-	if got, want := retriesWords(runs, nil, true), "1 run retried on a disturbed machine (1 more attempt); 0 failed on a disturbed machine in every attempt; 2 runs retried on marginal verdicts only (2 more attempts)"; got != want {
+	if got, want := retriesWords(runs, nil, retryAsk{disturbed: true, marginal: true}), "1 run retried on a disturbed machine (1 more attempt); 0 failed on a disturbed machine in every attempt; 2 runs retried on marginal verdicts only (2 more attempts)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	stopped := &stoppedRun{index: 4, seed: 45, made: 2, done: []reports.Attempt{{Attempt: 1, Seed: 45, Retried: true, RetriedMarginal: true, Marginal: true}}}
-	if got, want := retriesWords(runs, stopped, true), "1 run retried on a disturbed machine (1 more attempt); 0 failed on a disturbed machine in every attempt; 3 runs retried on marginal verdicts only (3 more attempts), the stopped run 4 among them"; got != want {
+	if got, want := retriesWords(runs, stopped, retryAsk{disturbed: true, marginal: true}), "1 run retried on a disturbed machine (1 more attempt); 0 failed on a disturbed machine in every attempt; 3 runs retried on marginal verdicts only (3 more attempts), the stopped run 4 among them"; got != want {
 		t.Errorf("with a stopped run: got %q, want %q", got, want)
 	}
 	if got, want := stopped.words(), "run 4 (seed 45), stopped: attempt 1 FAIL on marginal verdicts only, retried; attempt 2 stopped"; got != want {
 		t.Errorf("words: %q, want %q", got, want)
 	}
 	var b bytes.Buffer
-	writeRetries(&b, runs, nil, true)
+	writeRetries(&b, runs, nil, retryAsk{disturbed: true, marginal: true})
 	if !strings.HasPrefix(b.String(), "retries (--retry-disturbed, --retry-marginal): ") {
 		t.Errorf("retries line %q names not both flags", b.String())
+	}
+	// Only --retry-marginal asked: nothing said of disturbed retries.
+	b.Reset()
+	writeRetries(&b, runs, nil, retryAsk{marginal: true})
+	if got, want := b.String(), "retries (--retry-marginal): 2 runs retried on marginal verdicts only (2 more attempts)\n"; got != want {
+		t.Errorf("retries line %q, want %q", got, want)
 	}
 }

@@ -209,14 +209,14 @@ func readAttempts(t *testing.T, dir string) attemptsReport {
 // the one stopped or the one not started.
 func TestRetriesWordsCountTheStoppedRun(t *testing.T) {
 	runs := []repeatRun{{attempts: 2, disturbedEvery: true}, {attempts: 1}}
-	if got, want := retriesWords(runs, nil, false), "1 run retried on a disturbed machine (1 more attempt); 1 failed on a disturbed machine in every attempt"; got != want {
+	if got, want := retriesWords(runs, nil, retryAsk{disturbed: true}), "1 run retried on a disturbed machine (1 more attempt); 1 failed on a disturbed machine in every attempt"; got != want {
 		t.Errorf("no stopped run: %q, want %q", got, want)
 	}
 	stopped := &stoppedRun{index: 3, seed: 44, made: 3, done: []reports.Attempt{
 		{Attempt: 1, Seed: 44, Retried: true, Reports: "out/run-3/attempt-1"},
 		{Attempt: 2, Seed: 44, Retried: true, Reports: "out/run-3/attempt-2"},
 	}}
-	if got, want := retriesWords(runs, stopped, false), "2 runs retried on a disturbed machine (3 more attempts), the stopped run 3 among them; 1 failed on a disturbed machine in every attempt"; got != want {
+	if got, want := retriesWords(runs, stopped, retryAsk{disturbed: true}), "2 runs retried on a disturbed machine (3 more attempts), the stopped run 3 among them; 1 failed on a disturbed machine in every attempt"; got != want {
 		t.Errorf("stopped in its third attempt: %q, want %q", got, want)
 	}
 	if got, want := stopped.words(), "run 3 (seed 44), stopped: attempt 1 FAIL on a disturbed machine, retried (reports in out/run-3/attempt-1); attempt 2 FAIL on a disturbed machine, retried (reports in out/run-3/attempt-2); attempt 3 stopped"; got != want {
@@ -227,7 +227,7 @@ func TestRetriesWordsCountTheStoppedRun(t *testing.T) {
 	if got, want := between.words(), "run 1 (seed 42), stopped: attempt 1 FAIL on a disturbed machine, retried (reports in out/run-3/attempt-1); stopped before attempt 2"; got != want {
 		t.Errorf("stopped between attempts: %q, want %q", got, want)
 	}
-	if got := retriesWords(nil, between, false); !strings.HasPrefix(got, "0 runs retried") {
+	if got := retriesWords(nil, between, retryAsk{disturbed: true}); !strings.HasPrefix(got, "0 runs retried") {
 		t.Errorf("one attempt made: %q, want no run counted as retried", got)
 	}
 }

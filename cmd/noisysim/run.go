@@ -503,7 +503,7 @@ func execScenario(ctx context.Context, a *app, sc *scenario.Scenario, f execFlag
 		return fmt.Errorf("%w: scenario %s%s (see the assertions above)", errAssertionFailed, sc.Name, reports.AttemptsWords(rep))
 	}
 	if f.strict && len(rep.Marginal) > 0 {
-		return fmt.Errorf("%w: scenario %s passed with %d marginal verdicts (listed above)", errStrict, sc.Name, len(rep.Marginal))
+		return fmt.Errorf("%w: scenario %s passed with %s (listed above)", errStrict, sc.Name, reports.Plural(len(rep.Marginal), "marginal verdict"))
 	}
 	return nil
 }

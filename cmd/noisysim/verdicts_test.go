@@ -120,7 +120,7 @@ assertions: {quiet_p99: {factor: 100, slack: 2s, min_samples: 5}, noisy_rejectio
 		o, e := strict.output()
 		t.Fatalf("--strict: exit %d, want 1\n%s\n%s", code, o, e)
 	}
-	if _, e := strict.output(); !strings.Contains(e, "marginal verdicts") {
+	if _, e := strict.output(); !strings.Contains(e, " marginal verdict") || !strings.Contains(e, "passed with ") {
 		t.Errorf("--strict does not say why it failed:\n%s", e)
 	}
 }
