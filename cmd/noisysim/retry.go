@@ -53,8 +53,9 @@ func (t *retried) ask() retryAsk { return retryAsk{disturbed: t.retries > 0, mar
 // run runs sc through the engine, and again with the same seed while it
 // fails on a window the machine disturbed (harness.RetryOf) and retries
 // remain, or on marginal verdicts only and marginal retries remain (a
-// failure both disturbed and marginal takes a disturbed retry first). An earlier attempt's reports go to out/attempt-K, its service
-// logs with them, and it is said in one line. It returns the last
+// failure both disturbed and marginal takes a disturbed retry first). An
+// earlier attempt's reports go to out/attempt-K, its service logs with
+// them, and it is said in one line. It returns the last
 // attempt's report and error; with retries, the report lists every
 // attempt (Report.Attempts). An attempt that ends in an error (an
 // interruption) ends the series there: its report, if any, lists the
